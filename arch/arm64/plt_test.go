@@ -1,0 +1,88 @@
+package arm64
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func words(ws ...uint32) []byte {
+	b := make([]byte, 4*len(ws))
+	for i, w := range ws {
+		binary.LittleEndian.PutUint32(b[4*i:], w)
+	}
+	return b
+}
+
+func TestSimulateStub(t *testing.T) {
+	tests := []struct {
+		name string
+		code []byte
+		want []StackStep
+		err  bool
+	}{
+		{
+			// GNU ld PLT0 (objdump of a real shared library).
+			name: "plt0",
+			code: words(0xa9bf7bf0, 0xf00000f0, 0xf947fe11, 0x913fe210, 0xd61f0220, nop, nop, nop),
+			want: []StackStep{{Off: 0}, {Off: 4, CFAOffset: 16, RASaved: true, RAOffset: -8}},
+		},
+		{
+			name: "pltn",
+			code: words(0x90000110, 0xf9400211, 0x91000210, 0xd61f0220),
+			want: []StackStep{{Off: 0}},
+		},
+		{
+			// BTI PLTn: bti c; adrp; ldr; add; br x17; nop.
+			name: "bti pltn",
+			code: words(btiC, 0x90000110, 0xf9400211, 0x91000210, 0xd61f0220, nop),
+			want: []StackStep{{Off: 0}},
+		},
+		{
+			// PAC PLTn: adrp; ldr; add; autia1716; br x17; nop.
+			name: "pac pltn",
+			code: words(0x90000110, 0xf9400211, 0x91000210, autia1716, 0xd61f0220, nop),
+			want: []StackStep{{Off: 0}},
+		},
+		{
+			name: "sub sp is refused",
+			code: words(0xd10043ff, 0xd61f0220),
+			err:  true,
+		},
+		{
+			name: "ldr with sp base is refused",
+			code: words(0xf94003f1, 0xd61f0220),
+			err:  true,
+		},
+		{name: "no branch", code: words(nop, nop), err: true},
+		{name: "code after branch", code: words(0xd61f0220, 0x90000110), err: true},
+		{name: "partial word", code: []byte{1, 2, 3}, err: true},
+		{name: "empty", err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := SimulateStub(tt.code)
+			if tt.err {
+				if err == nil {
+					t.Fatalf("SimulateStub = %v, want an error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("steps (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestRegName(t *testing.T) {
+	for r, want := range map[int]string{0: "x0", 19: "x19", 29: "fp", 30: "lr", 31: "sp", 34: "ra_sign_state", 72: "v8", 50: ""} {
+		if got := RegName(r); got != want {
+			t.Errorf("RegName(%d) = %q, want %q", r, got, want)
+		}
+	}
+}
