@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# reference-toolchain.sh — install the GNU binutils that cfi2sframe is checked
+# against, without changing the system.
+#
+# Debian's packaged binutils emit SFrame with `as --gsframe`:
+#   sid     binutils 2.47.x   SFrame V3 (x86-64, aarch64, s390x)
+#   trixie  binutils 2.44     SFrame V2 without SFRAME_F_FDE_FUNC_START_PCREL
+#                             (x86-64, aarch64; 2.44 has no s390x SFrame)
+# Binutils 2.45/2.46 (V2 with the PCREL flag) are in no Debian suite any
+# more, so V2+PCREL sections are produced by cfi2sframe's own encoder.
+#
+# For each suite the script keeps a private apt configuration (its own
+# sources.list, lists and package cache), downloads the binutils packages and
+# the libraries they need with `apt-get download`, unpacks them with
+# `dpkg -x`, and writes wrapper scripts that run the unpacked programs with
+# the unpacked dynamic loader and libraries. The host's binutils, apt sources
+# and dpkg database are never touched; nothing needs root (except --cross).
+#
+# Layout under the toolchain directory DIR:
+#   DIR/SUITE/bin/ARCH-TOOL      wrappers, e.g. DIR/sid/bin/x86_64-objdump
+#                                (TOOL: as ld objdump readelf objcopy nm strip)
+#   DIR/SUITE/gcc-ARCH/{as,ld}   for `gcc -BDIR/SUITE/gcc-ARCH/ -Wa,--gsframe`
+#   DIR/SUITE/root/              the unpacked packages
+#   DIR/SUITE/packages.txt       name and version of every unpacked package
+#   DIR/SUITE/apt/               the private apt state (lists, cache)
+# The tree is relocatable: wrappers find their files relative to themselves.
+#
+# Usage: scripts/reference-toolchain.sh [--print | --check] [--cross] [--force]
+#   (none)    install whatever suite is missing; a quick no-op when present
+#   --print   print DIR if every suite is installed, else fail with a message
+#   --check   run every wrapper and assemble a probe with --gsframe per
+#             suite and target, checking the SFrame version objdump reports
+#   --cross   also `apt-get install` gcc-aarch64-linux-gnu and
+#             qemu-user-static into the system (needs root)
+#   --force   reinstall the suites even if present
+# DIR is $CFI2SFRAME_TOOLCHAIN, or ${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/toolchain.
+set -euo pipefail
+
+prog=reference-toolchain.sh
+die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
+note() { printf '%s: %s\n' "$prog" "$*" >&2; }
+
+DIR=${CFI2SFRAME_TOOLCHAIN:-${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/toolchain}
+MIRROR=${CFI2SFRAME_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SUITES="sid trixie"
+TOOLS="as ld objdump readelf objcopy nm strip"
+
+# targets SUITE: the GNU triplet prefixes (ARCH of ARCH-linux-gnu) to install.
+targets() {
+	case $1 in
+	sid) echo "x86_64 aarch64 s390x" ;;
+	trixie) echo "x86_64 aarch64" ;;
+	*) die "unknown suite $1" ;;
+	esac
+}
+# expected_version SUITE: the SFrame version `as --gsframe` of SUITE emits.
+expected_version() {
+	case $1 in
+	sid) echo SFRAME_VERSION_3 ;;
+	trixie) echo SFRAME_VERSION_2 ;;
+	esac
+}
+# pkgname ARCH: Debian's binutils package for target ARCH.
+pkgname() { echo "binutils-${1//_/-}-linux-gnu"; }
+
+# The unpacked programs are amd64 Debian binaries run with their own loader.
+host_check() {
+	local a
+	a=$(dpkg --print-architecture 2>/dev/null) || die "dpkg not found: this script needs a Debian-based amd64 host"
+	[ "$a" = amd64 ] || die "host architecture is $a; only amd64 hosts are supported"
+	command -v apt-get >/dev/null || die "apt-get not found"
+}
+
+installed() { [ -f "$DIR/$1/packages.txt" ] && [ -x "$DIR/$1/bin/x86_64-as" ]; }
+
+# apt_opts SUITE_STATE_DIR: apt options that use only the private state.
+apt_opts() {
+	local st=$1
+	APT=(-o "Dir::Etc::SourceList=$st/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o "Dir::State=$st/state" -o "Dir::State::Lists=$st/lists"
+		-o Dir::State::Status=/dev/null -o "Dir::Cache=$st/cache"
+		-o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null
+		-o APT::Architecture=amd64 -o APT::Architectures::=amd64
+		-o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
+}
+
+write_wrapper() { # FILE PROGRAM(relative to root/usr/bin)
+	cat >"$1" <<EOF
+#!/bin/sh
+# Written by scripts/reference-toolchain.sh: runs the unpacked Debian program
+# usr/bin/$2 with the dynamic loader and libraries unpacked beside it.
+here=\$(dirname "\$(readlink -f "\$0")")
+lib=\$here/../root/usr/lib/x86_64-linux-gnu
+exec "\$lib/ld-linux-x86-64.so.2" --library-path "\$lib" "\$here/../root/usr/bin/$2" "\$@"
+EOF
+	chmod +x "$1"
+}
+
+install_suite() {
+	local suite=$1 tmp st pkgs p a t deb
+	tmp="$DIR/.$suite.new"
+	rm -rf "$tmp"
+	st="$tmp/apt"
+	mkdir -p "$st/lists/partial" "$st/cache/archives/partial" "$st/state" "$tmp/debs" "$tmp/root" "$tmp/bin"
+	printf 'deb %s %s main\n' "$MIRROR" "$suite" >"$st/sources.list"
+	apt_opts "$st"
+	note "$suite: apt-get update ($MIRROR $suite)"
+	apt-get "${APT[@]}" -q update >"$tmp/apt-update.log" 2>&1 ||
+		{ cat "$tmp/apt-update.log" >&2; die "$suite: apt-get update of $MIRROR $suite failed"; }
+
+	pkgs=()
+	for a in $(targets "$suite"); do pkgs+=("$(pkgname "$a")"); done
+	# The binutils packages and everything they depend on (libbfd, libsframe,
+	# libc6, ...): a dozen packages, resolved against the suite itself.
+	local closure
+	closure=$(apt-cache "${APT[@]}" depends --recurse --no-recommends --no-suggests \
+		--no-conflicts --no-breaks --no-replaces --no-enhances "${pkgs[@]}" 2>"$tmp/depends.log" |
+		grep -v '^ ' | grep -v '^<' | sort -u) ||
+		{ cat "$tmp/depends.log" >&2; die "$suite: cannot resolve the dependencies of ${pkgs[*]}"; }
+	for p in "${pkgs[@]}"; do
+		grep -qx "$p" <<<"$closure" || die "$suite: package $p not found in $MIRROR $suite"
+	done
+	note "$suite: downloading $(echo $closure | wc -w) packages: $(echo $closure)"
+	for p in $closure; do
+		(cd "$tmp/debs" && apt-get "${APT[@]}" -q download "$p" >"$tmp/download.log" 2>&1) ||
+			{ cat "$tmp/download.log" >&2; die "$suite: cannot download package $p"; }
+	done
+	: >"$tmp/packages.txt"
+	for deb in "$tmp"/debs/*.deb; do
+		dpkg-deb --showformat='${Package} ${Version}\n' -W "$deb" >>"$tmp/packages.txt"
+		dpkg -x "$deb" "$tmp/root" || die "$suite: cannot unpack $(basename "$deb")"
+	done
+	[ -e "$tmp/root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" ] ||
+		die "$suite: the unpacked libc6 has no usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+	rm -rf "$tmp/debs"
+
+	for a in $(targets "$suite"); do
+		for t in $TOOLS; do
+			[ -e "$tmp/root/usr/bin/$a-linux-gnu-$t" ] ||
+				die "$suite: package $(pkgname "$a") has no usr/bin/$a-linux-gnu-$t"
+			write_wrapper "$tmp/bin/$a-$t" "$a-linux-gnu-$t"
+		done
+		mkdir -p "$tmp/gcc-$a"
+		ln -s "../bin/$a-as" "$tmp/gcc-$a/as"
+		ln -s "../bin/$a-ld" "$tmp/gcc-$a/ld"
+	done
+	"$tmp/bin/x86_64-as" --version >/dev/null 2>&1 || die "$suite: the unpacked x86_64-as does not run"
+	rm -rf "${DIR:?}/$suite"
+	mv "$tmp" "$DIR/$suite"
+	note "$suite: installed $(grep '^binutils-common ' "$DIR/$suite/packages.txt") in $DIR/$suite"
+}
+
+# check_suite SUITE: every wrapper runs; each target assembles a probe with
+# --gsframe and objdump --sframe shows the suite's SFrame version.
+check_suite() {
+	local suite=$1 a t w out probe want
+	installed "$suite" || die "$suite: not installed in $DIR (run $prog)"
+	want=$(expected_version "$suite")
+	probe=$(mktemp -d)
+	trap 'rm -rf "$probe"' RETURN
+	for a in $(targets "$suite"); do
+		for t in $TOOLS; do
+			w="$DIR/$suite/bin/$a-$t"
+			"$w" --version >/dev/null 2>&1 || die "$suite: $w --version failed"
+		done
+		printf '\t.text\n\t.globl f\n\t.type f, @function\nf:\n\t.cfi_startproc\n\tnop\n\t.cfi_endproc\n\t.size f, .-f\n' >"$probe/p.s"
+		"$DIR/$suite/bin/$a-as" --gsframe -o "$probe/p.o" "$probe/p.s" 2>"$probe/err" ||
+			{ cat "$probe/err" >&2; die "$suite: $a-as --gsframe failed on a probe"; }
+		out=$("$DIR/$suite/bin/$a-objdump" --sframe "$probe/p.o" 2>&1) ||
+			{ echo "$out" >&2; die "$suite: $a-objdump --sframe failed on the probe"; }
+		grep -q "Version: $want" <<<"$out" ||
+			{ echo "$out" >&2; die "$suite: $a-as --gsframe did not emit $want"; }
+		[ -x "$DIR/$suite/gcc-$a/as" ] && [ -x "$DIR/$suite/gcc-$a/ld" ] ||
+			die "$suite: $DIR/$suite/gcc-$a/{as,ld} missing"
+		printf '%s: %-7s %-8s %s ok (%s)\n' "$prog" "$suite" "$a" "$want" \
+			"$("$DIR/$suite/bin/$a-as" --version | head -1)"
+	done
+}
+
+install_cross() {
+	[ "$(id -u)" = 0 ] || die "--cross installs system packages and needs root"
+	note "installing gcc-aarch64-linux-gnu qemu-user-static (system packages)"
+	apt-get install -y -q gcc-aarch64-linux-gnu qemu-user-static >/dev/null ||
+		die "apt-get install gcc-aarch64-linux-gnu qemu-user-static failed"
+}
+
+mode=install cross=0 force=0
+for arg in "$@"; do
+	case $arg in
+	--print) mode=print ;;
+	--check) mode=check ;;
+	--cross) cross=1 ;;
+	--force) force=1 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument $arg (see --help)" ;;
+	esac
+done
+
+case $mode in
+print)
+	for s in $SUITES; do
+		installed "$s" || die "$s: not installed in $DIR (run scripts/$prog)"
+	done
+	echo "$DIR"
+	;;
+check)
+	for s in $SUITES; do check_suite "$s"; done
+	;;
+install)
+	host_check
+	mkdir -p "$DIR"
+	for s in $SUITES; do
+		if [ "$force" = 1 ] || ! installed "$s"; then install_suite "$s"; fi
+	done
+	[ "$cross" = 1 ] && install_cross
+	;;
+esac
+exit 0
