@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Rebuild every SFrame reference fixture in this directory from src/ with the
+# reference GNU toolchain (scripts/reference-toolchain.sh), and write each
+# fixture's golden FILE.objdump = sid `objdump --sframe FILE`.
+#
+#   v3-*  assembled and linked by Debian sid's binutils 2.47 (SFrame V3)
+#   v2-*  assembled and linked by Debian trixie's binutils 2.44 (SFrame V2,
+#         without SFRAME_F_FDE_FUNC_START_PCREL)
+#
+# Needs: the toolchain (bash scripts/reference-toolchain.sh), the host gcc
+# (x86-64 code generation) and gcc-aarch64-linux-gnu (AArch64 code
+# generation, little- and big-endian; `reference-toolchain.sh --cross`).
+# Code generation is by the host's compilers, so the bytes are reproducible
+# for a given gcc version (the committed files: Debian 12, gcc 12.2); the
+# assembler and linker always come from the reference toolchain.
+#
+# Usage: testdata/sframe/build.sh [--goldens-only] [OUTDIR]
+#   --goldens-only  only rewrite the .objdump goldens of the fixtures in
+#                   OUTDIR (default: this directory) with sid's objdump
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
+
+goldens_only=0
+if [ "${1:-}" = --goldens-only ]; then goldens_only=1; shift; fi
+out=${1:-$here}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+TC=$(bash "$repo/scripts/reference-toolchain.sh" --print) ||
+	die "reference toolchain not installed: run bash scripts/reference-toolchain.sh"
+OBJDUMP=$TC/sid/bin/x86_64-objdump
+
+# The fixtures are the files named here; goldens are regenerated for exactly
+# these (scripts/check-fixtures.sh relies on that).
+fixtures() { (cd "$out" && ls | grep -E '^v[23]-.*' | grep -v '\.objdump$' | sort); }
+
+goldens() {
+	local f
+	for f in $(fixtures); do
+		# objdump prints the file name as given; run it in $out so the
+		# golden names the bare file.
+		(cd "$out" && "$OBJDUMP" --sframe "$f" >"$f.objdump" 2>&1) ||
+			die "objdump --sframe failed on $f (see $out/$f.objdump)"
+	done
+}
+
+if [ "$goldens_only" = 1 ]; then
+	goldens
+	exit 0
+fi
+
+command -v gcc >/dev/null || die "gcc not found"
+command -v aarch64-linux-gnu-gcc >/dev/null ||
+	die "aarch64-linux-gnu-gcc not found: run bash scripts/reference-toolchain.sh --cross (needs root)"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Compile from inside src/ with relative names, so the objects record the
+# same source file names wherever the repository is.
+cd "$here/src"
+
+# Flags common to every compilation: no debug info (it would record build
+# paths), no .comment noise, unwind tables always on (the point of it all).
+CFLAGS_COMMON="-g0 -fno-ident -fasynchronous-unwind-tables -fno-stack-protector -fcf-protection=none"
+# Linked files: no build ID (it hashes everything), no page-sized padding
+# between segments (keeps each file a few KB, also on AArch64's 64 KiB pages).
+LDFLAGS_COMMON="-Wl,--build-id=none -Wl,-z,noseparate-code -Wl,-z,max-page-size=4096"
+LD_COMMON="--build-id=none -z noseparate-code -z max-page-size=4096"
+
+rm -f "$out"/v[23]-*
+
+for v in v3 v2; do
+	case $v in v3) suite=sid ;; v2) suite=trixie ;; esac
+	B=$TC/$suite
+	X86="gcc -B$B/gcc-x86_64/ -Wa,--gsframe $CFLAGS_COMMON $LDFLAGS_COMMON"
+	A64="aarch64-linux-gnu-gcc -B$B/gcc-aarch64/ -Wa,--gsframe $CFLAGS_COMMON $LDFLAGS_COMMON"
+
+	## x86-64 objects
+	$X86 -O0 -fno-omit-frame-pointer -c common.c -o "$out/$v-x86_64-O0-fp.o"
+	$X86 -O2 -fomit-frame-pointer -c common.c -o "$out/$v-x86_64-O2.o"
+	$X86 -Os -fno-omit-frame-pointer -c common.c -o "$out/$v-x86_64-Os-fp.o"
+	$X86 -O2 -c x86_64/drap.c -o "$out/$v-x86_64-drap.o"
+	# gas warns about the FDEs it cannot represent; the warnings are
+	# expected (sigtramp_expr), so they are kept out of the build log.
+	"$B/bin/x86_64-as" --gsframe -o "$out/$v-x86_64-start.o" x86_64/start.s 2>"$work/$v-x86_64-start.log"
+	"$B/bin/x86_64-as" --gsframe -o "$out/$v-x86_64-huge.o" x86_64/huge.s
+
+	## x86-64 shared libraries: lazy .plt, -z now, IBT .plt + .plt.sec
+	$X86 -O2 -fPIC -shared -Wl,-z,lazy -o "$out/$v-x86_64-lib-lazy.so" lib.c
+	$X86 -O2 -fPIC -shared -Wl,-z,now -o "$out/$v-x86_64-lib-now.so" lib.c
+	$X86 -O2 -fPIC -shared -fcf-protection=full -Wl,-z,ibtplt -o "$out/$v-x86_64-lib-ibt.so" lib.c
+
+	## x86-64 executable (ET_EXEC) calling the library through its PLT
+	$X86 -O2 -c main.c -o "$work/main.o"
+	$X86 -O2 -fno-pic -no-pie -nostdlib -Wl,--allow-shlib-undefined \
+		-o "$out/$v-x86_64-exe" "$out/$v-x86_64-start.o" "$work/main.o" \
+		"$out/$v-x86_64-O2.o" "$out/$v-x86_64-lib-lazy.so"
+
+	## AArch64 little-endian objects
+	$A64 -O0 -c common.c -o "$out/$v-aarch64-O0.o"
+	$A64 -O2 -mbranch-protection=standard -c common.c -o "$out/$v-aarch64-O2-pac.o"
+	$A64 -O2 -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -c common.c -o "$out/$v-aarch64-O2-pacb.o"
+	"$B/bin/aarch64-as" --gsframe -o "$out/$v-aarch64-start.o" aarch64/start.s
+
+	## AArch64 little-endian shared library (PLT) and executable
+	$A64 -O2 -fPIC -shared -mbranch-protection=standard -o "$out/$v-aarch64-lib.so" lib.c
+	$A64 -O2 -c main.c -o "$work/a64-main.o"
+	$A64 -O2 -nostdlib -Wl,--allow-shlib-undefined -o "$out/$v-aarch64-exe" \
+		"$out/$v-aarch64-start.o" "$work/a64-main.o" "$out/$v-aarch64-O2-pac.o" "$out/$v-aarch64-lib.so"
+
+	## AArch64 big-endian: the cross gcc only compiles (-S); the reference
+	## as -EB and ld -EB do the rest.
+	A64S="aarch64-linux-gnu-gcc -mbig-endian $CFLAGS_COMMON -S"
+	$A64S -O2 -mbranch-protection=pac-ret+b-key -o "$work/be-common.s" common.c
+	$A64S -O2 -fPIC -mbranch-protection=standard -o "$work/be-lib.s" lib.c
+	$A64S -O2 -o "$work/be-main.s" main.c
+	for s in be-common be-lib be-main; do
+		# The .s files name the C source in .file, so the objects do not
+		# depend on $work.
+		"$B/bin/aarch64-as" -EB --gsframe -o "$work/$s.o" "$work/$s.s"
+	done
+	cp "$work/be-common.o" "$out/$v-aarch64be-O2-pacb.o"
+	"$B/bin/aarch64-as" -EB --gsframe -o "$work/be-start.o" aarch64/start.s
+	"$B/bin/aarch64-ld" $LD_COMMON -EB -shared -o "$out/$v-aarch64be-lib.so" "$work/be-lib.o"
+	"$B/bin/aarch64-ld" $LD_COMMON -EB -e _start --allow-shlib-undefined \
+		-dynamic-linker /lib/ld-linux-aarch64_be.so.1 -o "$out/$v-aarch64be-exe" \
+		"$work/be-start.o" "$work/be-main.o" "$work/be-common.o" "$out/$v-aarch64be-lib.so"
+done
+
+## s390x (sid only: binutils 2.44 has no s390x SFrame)
+"$TC/sid/bin/s390x-as" --gsframe -o "$out/v3-s390x-funcs.o" s390x/funcs.s
+
+goldens
+echo "build.sh: $(fixtures | wc -l) fixtures in $out"
