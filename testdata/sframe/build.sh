@@ -87,10 +87,11 @@ for v in v3 v2; do
 	"$B/bin/x86_64-as" --gsframe -o "$out/$v-x86_64-start.o" x86_64/start.s 2>"$work/$v-x86_64-start.log"
 	"$B/bin/x86_64-as" --gsframe -o "$out/$v-x86_64-huge.o" x86_64/huge.s
 
-	## x86-64 shared libraries: lazy .plt, -z now, IBT .plt + .plt.sec
-	$X86 -O2 -fPIC -shared -Wl,-z,lazy -o "$out/$v-x86_64-lib-lazy.so" lib.c
-	$X86 -O2 -fPIC -shared -Wl,-z,now -o "$out/$v-x86_64-lib-now.so" lib.c
-	$X86 -O2 -fPIC -shared -fcf-protection=full -Wl,-z,ibtplt -o "$out/$v-x86_64-lib-ibt.so" lib.c
+	## x86-64 shared libraries: lazy .plt, -z now, IBT .plt + .plt.sec. Each
+	## has a soname so that the executables' DT_NEEDED does not record $out.
+	$X86 -O2 -fPIC -shared -Wl,-z,lazy -Wl,-soname,$v-x86_64-lib-lazy.so -o "$out/$v-x86_64-lib-lazy.so" lib.c
+	$X86 -O2 -fPIC -shared -Wl,-z,now -Wl,-soname,$v-x86_64-lib-now.so -o "$out/$v-x86_64-lib-now.so" lib.c
+	$X86 -O2 -fPIC -shared -fcf-protection=full -Wl,-z,ibtplt -Wl,-soname,$v-x86_64-lib-ibt.so -o "$out/$v-x86_64-lib-ibt.so" lib.c
 
 	## x86-64 executable (ET_EXEC) calling the library through its PLT
 	$X86 -O2 -c main.c -o "$work/main.o"
@@ -105,7 +106,7 @@ for v in v3 v2; do
 	"$B/bin/aarch64-as" --gsframe -o "$out/$v-aarch64-start.o" aarch64/start.s
 
 	## AArch64 little-endian shared library (PLT) and executable
-	$A64 -O2 -fPIC -shared -mbranch-protection=standard -o "$out/$v-aarch64-lib.so" lib.c
+	$A64 -O2 -fPIC -shared -mbranch-protection=standard -Wl,-soname,$v-aarch64-lib.so -o "$out/$v-aarch64-lib.so" lib.c
 	$A64 -O2 -c main.c -o "$work/a64-main.o"
 	$A64 -O2 -nostdlib -Wl,--allow-shlib-undefined -o "$out/$v-aarch64-exe" \
 		"$out/$v-aarch64-start.o" "$work/a64-main.o" "$out/$v-aarch64-O2-pac.o" "$out/$v-aarch64-lib.so"
@@ -123,7 +124,7 @@ for v in v3 v2; do
 	done
 	cp "$work/be-common.o" "$out/$v-aarch64be-O2-pacb.o"
 	"$B/bin/aarch64-as" -EB --gsframe -o "$work/be-start.o" aarch64/start.s
-	"$B/bin/aarch64-ld" $LD_COMMON -EB -shared -o "$out/$v-aarch64be-lib.so" "$work/be-lib.o"
+	"$B/bin/aarch64-ld" $LD_COMMON -EB -shared -soname $v-aarch64be-lib.so -o "$out/$v-aarch64be-lib.so" "$work/be-lib.o"
 	"$B/bin/aarch64-ld" $LD_COMMON -EB -e _start --allow-shlib-undefined \
 		-dynamic-linker /lib/ld-linux-aarch64_be.so.1 -o "$out/$v-aarch64be-exe" \
 		"$work/be-start.o" "$work/be-main.o" "$work/be-common.o" "$out/$v-aarch64be-lib.so"
