@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rebuild every SFrame reference fixture in this directory from src/ with the
 # reference GNU toolchain (scripts/reference-toolchain.sh), and write each
-# fixture's golden FILE.objdump = sid `objdump --sframe FILE`.
+# fixture's golden FILE.objdump = `objdump --sframe FILE` by sid's objdump for
+# the file's architecture.
 #
 #   v3-*  assembled and linked by Debian sid's binutils 2.47 (SFrame V3)
 #   v2-*  assembled and linked by Debian trixie's binutils 2.44 (SFrame V2,
@@ -30,18 +31,38 @@ out=$(cd "$out" && pwd)
 
 TC=$(bash "$repo/scripts/reference-toolchain.sh" --print) ||
 	die "reference toolchain not installed: run bash scripts/reference-toolchain.sh"
-OBJDUMP=$TC/sid/bin/x86_64-objdump
 
 # The fixtures are the files named here; goldens are regenerated for exactly
 # these (scripts/check-fixtures.sh relies on that).
 fixtures() { (cd "$out" && ls | grep -E '^v[23]-.*' | grep -v '\.objdump$' | sort); }
 
+# objdump_for FILE: sid's objdump for FILE's machine. The target's own
+# objdump matters: it applies the .rela.sframe relocations of relocatable
+# files, which a generic ELF objdump (e.g. x86_64-objdump on an AArch64 .o)
+# cannot, and which change the printed function addresses.
+objdump_for() {
+	local data machine
+	data=$(od -An -tu1 -j5 -N1 "$1" | tr -d ' ')
+	if [ "$data" = 2 ]; then
+		machine=$(od -An -tu1 -j18 -N2 "$1" | awk '{print $1 * 256 + $2}')
+	else
+		machine=$(od -An -tu1 -j18 -N2 "$1" | awk '{print $2 * 256 + $1}')
+	fi
+	case $machine in
+	62) echo "$TC/sid/bin/x86_64-objdump" ;;
+	183) echo "$TC/sid/bin/aarch64-objdump" ;;
+	22) echo "$TC/sid/bin/s390x-objdump" ;;
+	*) die "$1: ELF machine $machine has no reference objdump" ;;
+	esac
+}
+
 goldens() {
-	local f
+	local f objdump
 	for f in $(fixtures); do
+		objdump=$(objdump_for "$out/$f")
 		# objdump prints the file name as given; run it in $out so the
 		# golden names the bare file.
-		(cd "$out" && "$OBJDUMP" --sframe "$f" >"$f.objdump" 2>&1) ||
+		(cd "$out" && "$objdump" --sframe "$f" >"$f.objdump" 2>&1) ||
 			die "objdump --sframe failed on $f (see $out/$f.objdump)"
 	done
 }
