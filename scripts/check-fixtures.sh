@@ -31,7 +31,17 @@ bash "$repo/scripts/reference-toolchain.sh" --print >/dev/null ||
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-fixtures=$(cd "$dir" && ls | grep -E '^v[23]-' | grep -v '\.objdump$' | sort)
+# list DIR [all]: the fixture file names in DIR (with "all", goldens too).
+list() {
+	local f
+	for f in "$1"/v[23]-*; do
+		[ -e "$f" ] || continue
+		case $f in *.objdump) [ "${2:-}" = all ] || continue ;; esac
+		echo "${f##*/}"
+	done
+}
+
+fixtures=$(list "$dir")
 [ -n "$fixtures" ] || die "no fixtures in $dir"
 status=0
 
@@ -59,10 +69,10 @@ if [ "$rebuild" = 1 ]; then
 	mkdir "$tmp/rebuilt"
 	bash "$dir/build.sh" "$tmp/rebuilt" >/dev/null 2>"$tmp/rebuild.log" ||
 		{ cat "$tmp/rebuild.log" >&2; die "build.sh failed"; }
-	rebuilt=$(cd "$tmp/rebuilt" && ls | grep -E '^v[23]-' | sort)
-	if [ "$rebuilt" != "$(cd "$dir" && ls | grep -E '^v[23]-' | sort)" ]; then
+	rebuilt=$(list "$tmp/rebuilt" all)
+	if [ "$rebuilt" != "$(list "$dir" all)" ]; then
 		echo "build.sh produces a different set of files than is committed:"
-		diff <(cd "$dir" && ls | grep -E '^v[23]-' | sort) <(echo "$rebuilt") || true
+		diff <(list "$dir" all) <(echo "$rebuilt") || true
 		status=1
 	fi
 	for f in $rebuilt; do

@@ -120,13 +120,14 @@ install_suite() {
 	for p in "${pkgs[@]}"; do
 		grep -qx "$p" <<<"$closure" || die "$suite: package $p not found in $MIRROR $suite"
 	done
-	note "$suite: downloading $(echo $closure | wc -w) packages: $(echo $closure)"
+	note "$suite: downloading $(wc -w <<<"$closure") packages: $(paste -sd' ' <<<"$closure")"
 	for p in $closure; do
 		(cd "$tmp/debs" && apt-get "${APT[@]}" -q download "$p" >"$tmp/download.log" 2>&1) ||
 			{ cat "$tmp/download.log" >&2; die "$suite: cannot download package $p"; }
 	done
 	: >"$tmp/packages.txt"
 	for deb in "$tmp"/debs/*.deb; do
+		# shellcheck disable=SC2016 # dpkg-deb expands these fields itself
 		dpkg-deb --showformat='${Package} ${Version}\n' -W "$deb" >>"$tmp/packages.txt"
 		dpkg -x "$deb" "$tmp/root" || die "$suite: cannot unpack $(basename "$deb")"
 	done
@@ -170,8 +171,9 @@ check_suite() {
 			{ echo "$out" >&2; die "$suite: $a-objdump --sframe failed on the probe"; }
 		grep -q "Version: $want" <<<"$out" ||
 			{ echo "$out" >&2; die "$suite: $a-as --gsframe did not emit $want"; }
-		[ -x "$DIR/$suite/gcc-$a/as" ] && [ -x "$DIR/$suite/gcc-$a/ld" ] ||
+		if ! [ -x "$DIR/$suite/gcc-$a/as" ] || ! [ -x "$DIR/$suite/gcc-$a/ld" ]; then
 			die "$suite: $DIR/$suite/gcc-$a/{as,ld} missing"
+		fi
 		printf '%s: %-7s %-8s %s ok (%s)\n' "$prog" "$suite" "$a" "$want" \
 			"$("$DIR/$suite/bin/$a-as" --version | head -1)"
 	done

@@ -34,7 +34,12 @@ TC=$(bash "$repo/scripts/reference-toolchain.sh" --print) ||
 
 # The fixtures are the files named here; goldens are regenerated for exactly
 # these (scripts/check-fixtures.sh relies on that).
-fixtures() { (cd "$out" && ls | grep -E '^v[23]-.*' | grep -v '\.objdump$' | sort); }
+fixtures() {
+	local f
+	for f in "$out"/v[23]-*; do
+		case $f in *.objdump) ;; *) [ -e "$f" ] && echo "${f##*/}" ;; esac
+	done
+}
 
 # objdump_for FILE: sid's objdump for FILE's machine. The target's own
 # objdump matters: it applies the .rela.sframe relocations of relocatable
@@ -84,28 +89,28 @@ cd "$here/src"
 
 # Flags common to every compilation: no debug info (it would record build
 # paths), no .comment noise, unwind tables always on (the point of it all).
-CFLAGS_COMMON="-g0 -fno-ident -fasynchronous-unwind-tables -fno-stack-protector -fcf-protection=none"
+CFLAGS_COMMON=(-g0 -fno-ident -fasynchronous-unwind-tables -fno-stack-protector -fcf-protection=none)
 # Linked files: no build ID (it hashes everything), no page-sized padding
 # between segments (keeps each file a few KB, also on AArch64's 64 KiB pages).
-LDFLAGS_COMMON="-Wl,--build-id=none -Wl,-z,noseparate-code -Wl,-z,max-page-size=4096"
-LD_COMMON="--build-id=none -z noseparate-code -z max-page-size=4096"
+LDFLAGS_COMMON=("-Wl,--build-id=none" "-Wl,-z,noseparate-code" "-Wl,-z,max-page-size=4096")
+LD_COMMON=(--build-id=none -z noseparate-code -z max-page-size=4096)
 
 rm -f "$out"/v[23]-*
 
 for v in v3 v2; do
 	case $v in v3) suite=sid ;; v2) suite=trixie ;; esac
 	B=$TC/$suite
-	X86="gcc -B$B/gcc-x86_64/ -Wa,--gsframe $CFLAGS_COMMON $LDFLAGS_COMMON"
-	A64="aarch64-linux-gnu-gcc -B$B/gcc-aarch64/ -Wa,--gsframe $CFLAGS_COMMON $LDFLAGS_COMMON"
+	X86=(gcc "-B$B/gcc-x86_64/" "-Wa,--gsframe" "${CFLAGS_COMMON[@]}" "${LDFLAGS_COMMON[@]}")
+	A64=(aarch64-linux-gnu-gcc "-B$B/gcc-aarch64/" "-Wa,--gsframe" "${CFLAGS_COMMON[@]}" "${LDFLAGS_COMMON[@]}")
 
 	## x86-64 objects
-	$X86 -O0 -fno-omit-frame-pointer -c common.c -o "$out/$v-x86_64-O0-fp.o"
-	$X86 -O2 -fomit-frame-pointer -c common.c -o "$out/$v-x86_64-O2.o"
-	$X86 -Os -fno-omit-frame-pointer -c common.c -o "$out/$v-x86_64-Os-fp.o"
+	"${X86[@]}" -O0 -fno-omit-frame-pointer -c common.c -o "$out/$v-x86_64-O0-fp.o"
+	"${X86[@]}" -O2 -fomit-frame-pointer -c common.c -o "$out/$v-x86_64-O2.o"
+	"${X86[@]}" -Os -fno-omit-frame-pointer -c common.c -o "$out/$v-x86_64-Os-fp.o"
 	# One text section per function: the .sframe FDEs of a relocatable
 	# object then point at several sections through .rela.sframe.
-	$X86 -O2 -ffunction-sections -c common.c -o "$out/$v-x86_64-O2-ffs.o"
-	$X86 -O2 -c x86_64/drap.c -o "$out/$v-x86_64-drap.o" 2>"$work/$v-x86_64-drap.log"
+	"${X86[@]}" -O2 -ffunction-sections -c common.c -o "$out/$v-x86_64-O2-ffs.o"
+	"${X86[@]}" -O2 -c x86_64/drap.c -o "$out/$v-x86_64-drap.o" 2>"$work/$v-x86_64-drap.log"
 	# gas warns about the FDEs it cannot represent (sigtramp_expr; in V2 also
 	# the DRAP and flex functions); the warnings are expected, so they are
 	# kept out of the build log.
@@ -115,34 +120,34 @@ for v in v3 v2; do
 
 	## x86-64 shared libraries: lazy .plt, -z now, IBT .plt + .plt.sec. Each
 	## has a soname so that the executables' DT_NEEDED does not record $out.
-	$X86 -O2 -fPIC -shared -Wl,-z,lazy -Wl,-soname,$v-x86_64-lib-lazy.so -o "$out/$v-x86_64-lib-lazy.so" lib.c
-	$X86 -O2 -fPIC -shared -Wl,-z,now -Wl,-soname,$v-x86_64-lib-now.so -o "$out/$v-x86_64-lib-now.so" lib.c
-	$X86 -O2 -fPIC -shared -fcf-protection=full -Wl,-z,ibtplt -Wl,-soname,$v-x86_64-lib-ibt.so -o "$out/$v-x86_64-lib-ibt.so" lib.c
+	"${X86[@]}" -O2 -fPIC -shared -Wl,-z,lazy -Wl,-soname,$v-x86_64-lib-lazy.so -o "$out/$v-x86_64-lib-lazy.so" lib.c
+	"${X86[@]}" -O2 -fPIC -shared -Wl,-z,now -Wl,-soname,$v-x86_64-lib-now.so -o "$out/$v-x86_64-lib-now.so" lib.c
+	"${X86[@]}" -O2 -fPIC -shared -fcf-protection=full -Wl,-z,ibtplt -Wl,-soname,$v-x86_64-lib-ibt.so -o "$out/$v-x86_64-lib-ibt.so" lib.c
 
 	## x86-64 executable (ET_EXEC) calling the library through its PLT
-	$X86 -O2 -c main.c -o "$work/main.o"
-	$X86 -O2 -fno-pic -no-pie -nostdlib -Wl,--allow-shlib-undefined \
+	"${X86[@]}" -O2 -c main.c -o "$work/main.o"
+	"${X86[@]}" -O2 -fno-pic -no-pie -nostdlib -Wl,--allow-shlib-undefined \
 		-o "$out/$v-x86_64-exe" "$out/$v-x86_64-start.o" "$work/main.o" \
 		"$out/$v-x86_64-O2.o" "$out/$v-x86_64-lib-lazy.so"
 
 	## AArch64 little-endian objects
-	$A64 -O0 -c common.c -o "$out/$v-aarch64-O0.o"
-	$A64 -O2 -mbranch-protection=standard -c common.c -o "$out/$v-aarch64-O2-pac.o"
-	$A64 -O2 -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -c common.c -o "$out/$v-aarch64-O2-pacb.o"
+	"${A64[@]}" -O0 -c common.c -o "$out/$v-aarch64-O0.o"
+	"${A64[@]}" -O2 -mbranch-protection=standard -c common.c -o "$out/$v-aarch64-O2-pac.o"
+	"${A64[@]}" -O2 -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -c common.c -o "$out/$v-aarch64-O2-pacb.o"
 	"$B/bin/aarch64-as" --gsframe -o "$out/$v-aarch64-start.o" aarch64/start.s
 
 	## AArch64 little-endian shared library (PLT) and executable
-	$A64 -O2 -fPIC -shared -mbranch-protection=standard -Wl,-soname,$v-aarch64-lib.so -o "$out/$v-aarch64-lib.so" lib.c
-	$A64 -O2 -c main.c -o "$work/a64-main.o"
-	$A64 -O2 -nostdlib -Wl,--allow-shlib-undefined -o "$out/$v-aarch64-exe" \
+	"${A64[@]}" -O2 -fPIC -shared -mbranch-protection=standard -Wl,-soname,$v-aarch64-lib.so -o "$out/$v-aarch64-lib.so" lib.c
+	"${A64[@]}" -O2 -c main.c -o "$work/a64-main.o"
+	"${A64[@]}" -O2 -nostdlib -Wl,--allow-shlib-undefined -o "$out/$v-aarch64-exe" \
 		"$out/$v-aarch64-start.o" "$work/a64-main.o" "$out/$v-aarch64-O2-pac.o" "$out/$v-aarch64-lib.so"
 
 	## AArch64 big-endian: the cross gcc only compiles (-S); the reference
 	## as -EB and ld -EB do the rest.
-	A64S="aarch64-linux-gnu-gcc -mbig-endian $CFLAGS_COMMON -S"
-	$A64S -O2 -mbranch-protection=pac-ret+b-key -o "$work/be-common.s" common.c
-	$A64S -O2 -fPIC -mbranch-protection=standard -o "$work/be-lib.s" lib.c
-	$A64S -O2 -o "$work/be-main.s" main.c
+	A64S=(aarch64-linux-gnu-gcc -mbig-endian "${CFLAGS_COMMON[@]}" -S)
+	"${A64S[@]}" -O2 -mbranch-protection=pac-ret+b-key -o "$work/be-common.s" common.c
+	"${A64S[@]}" -O2 -fPIC -mbranch-protection=standard -o "$work/be-lib.s" lib.c
+	"${A64S[@]}" -O2 -o "$work/be-main.s" main.c
 	for s in be-common be-lib be-main; do
 		# The .s files name the C source in .file, so the objects do not
 		# depend on $work.
@@ -150,8 +155,8 @@ for v in v3 v2; do
 	done
 	cp "$work/be-common.o" "$out/$v-aarch64be-O2-pacb.o"
 	"$B/bin/aarch64-as" -EB --gsframe -o "$work/be-start.o" aarch64/start.s
-	"$B/bin/aarch64-ld" $LD_COMMON -EB -shared -soname $v-aarch64be-lib.so -o "$out/$v-aarch64be-lib.so" "$work/be-lib.o"
-	"$B/bin/aarch64-ld" $LD_COMMON -EB -e _start --allow-shlib-undefined \
+	"$B/bin/aarch64-ld" "${LD_COMMON[@]}" -EB -shared -soname $v-aarch64be-lib.so -o "$out/$v-aarch64be-lib.so" "$work/be-lib.o"
+	"$B/bin/aarch64-ld" "${LD_COMMON[@]}" -EB -e _start --allow-shlib-undefined \
 		-dynamic-linker /lib/ld-linux-aarch64_be.so.1 -o "$out/$v-aarch64be-exe" \
 		"$work/be-start.o" "$work/be-main.o" "$work/be-common.o" "$out/$v-aarch64be-lib.so"
 done
@@ -159,7 +164,7 @@ done
 ## s390x (sid only: binutils 2.44 has no s390x SFrame)
 "$TC/sid/bin/s390x-as" --gsframe -o "$out/v3-s390x-funcs.o" s390x/funcs.s
 "$TC/sid/bin/s390x-as" --gsframe -o "$work/s390x-lib.o" s390x/lib.s
-"$TC/sid/bin/s390x-ld" $LD_COMMON -shared -soname v3-s390x-lib.so -o "$out/v3-s390x-lib.so" "$work/s390x-lib.o"
+"$TC/sid/bin/s390x-ld" "${LD_COMMON[@]}" -shared -soname v3-s390x-lib.so -o "$out/v3-s390x-lib.so" "$work/s390x-lib.o"
 
 goldens
 echo "build.sh: $(fixtures | wc -l) fixtures in $out"
