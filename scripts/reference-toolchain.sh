@@ -6,6 +6,9 @@
 #   sid     binutils 2.47.x   SFrame V3 (x86-64, aarch64, s390x)
 #   trixie  binutils 2.44     SFrame V2 without SFRAME_F_FDE_FUNC_START_PCREL
 #                             (x86-64, aarch64; 2.44 has no s390x SFrame)
+#   bookworm binutils 2.40    SFrame V1 (x86-64, aarch64); its objdump is
+#                             the only one that decodes V1 (2.44 prints the
+#                             header only, 2.47 refuses the section)
 # Binutils 2.45/2.46 (V2 with the PCREL flag) are in no Debian suite any
 # more, so V2+PCREL sections are produced by cfi2sframe's own encoder.
 #
@@ -42,14 +45,14 @@ note() { printf '%s: %s\n' "$prog" "$*" >&2; }
 
 DIR=${CFI2SFRAME_TOOLCHAIN:-${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/toolchain}
 MIRROR=${CFI2SFRAME_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-SUITES="sid trixie"
+SUITES="sid trixie bookworm"
 TOOLS="as ld objdump readelf objcopy nm strip"
 
 # targets SUITE: the GNU triplet prefixes (ARCH of ARCH-linux-gnu) to install.
 targets() {
 	case $1 in
 	sid) echo "x86_64 aarch64 s390x" ;;
-	trixie) echo "x86_64 aarch64" ;;
+	trixie | bookworm) echo "x86_64 aarch64" ;;
 	*) die "unknown suite $1" ;;
 	esac
 }
@@ -58,6 +61,7 @@ expected_version() {
 	case $1 in
 	sid) echo SFRAME_VERSION_3 ;;
 	trixie) echo SFRAME_VERSION_2 ;;
+	bookworm) echo SFRAME_VERSION_1 ;;
 	esac
 }
 # pkgname ARCH: Debian's binutils package for target ARCH.
@@ -84,14 +88,14 @@ apt_opts() {
 		-o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
 }
 
-write_wrapper() { # FILE PROGRAM(relative to root/usr/bin)
+write_wrapper() { # FILE PROGRAM(relative to root/usr/bin) LOADER(relative to root)
 	cat >"$1" <<EOF
 #!/bin/sh
 # Written by scripts/reference-toolchain.sh: runs the unpacked Debian program
 # usr/bin/$2 with the dynamic loader and libraries unpacked beside it.
 here=\$(dirname "\$(readlink -f "\$0")")
-lib=\$here/../root/usr/lib/x86_64-linux-gnu
-exec "\$lib/ld-linux-x86-64.so.2" --library-path "\$lib" "\$here/../root/usr/bin/$2" "\$@"
+root=\$here/../root
+exec "\$root/$3" --library-path "\$root/usr/lib/x86_64-linux-gnu:\$root/lib/x86_64-linux-gnu" "\$root/usr/bin/$2" "\$@"
 EOF
 	chmod +x "$1"
 }
@@ -131,15 +135,20 @@ install_suite() {
 		dpkg-deb --showformat='${Package} ${Version}\n' -W "$deb" >>"$tmp/packages.txt"
 		dpkg -x "$deb" "$tmp/root" || die "$suite: cannot unpack $(basename "$deb")"
 	done
-	[ -e "$tmp/root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" ] ||
-		die "$suite: the unpacked libc6 has no usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+	# Merged-/usr suites (trixie, sid) keep the loader in usr/lib, bookworm's
+	# libc6 in lib.
+	local loader=
+	for p in usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 lib/x86_64-linux-gnu/ld-linux-x86-64.so.2; do
+		if [ -e "$tmp/root/$p" ]; then loader=$p; break; fi
+	done
+	[ -n "$loader" ] || die "$suite: the unpacked libc6 has no ld-linux-x86-64.so.2"
 	rm -rf "$tmp/debs"
 
 	for a in $(targets "$suite"); do
 		for t in $TOOLS; do
 			[ -e "$tmp/root/usr/bin/$a-linux-gnu-$t" ] ||
 				die "$suite: package $(pkgname "$a") has no usr/bin/$a-linux-gnu-$t"
-			write_wrapper "$tmp/bin/$a-$t" "$a-linux-gnu-$t"
+			write_wrapper "$tmp/bin/$a-$t" "$a-linux-gnu-$t" "$loader"
 		done
 		mkdir -p "$tmp/gcc-$a"
 		ln -s "../bin/$a-as" "$tmp/gcc-$a/as"
@@ -174,7 +183,7 @@ check_suite() {
 		if ! [ -x "$DIR/$suite/gcc-$a/as" ] || ! [ -x "$DIR/$suite/gcc-$a/ld" ]; then
 			die "$suite: $DIR/$suite/gcc-$a/{as,ld} missing"
 		fi
-		printf '%s: %-7s %-8s %s ok (%s)\n' "$prog" "$suite" "$a" "$want" \
+		printf '%s: %-8s %-8s %s ok (%s)\n' "$prog" "$suite" "$a" "$want" \
 			"$("$DIR/$suite/bin/$a-as" --version | head -1)"
 	done
 }
