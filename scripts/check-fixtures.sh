@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # check-fixtures.sh — check that the committed SFrame goldens
 # (testdata/sframe/*.objdump) still match what the reference objdump prints
-# for the committed fixtures: each fixture is decoded again by sid's
-# `objdump --sframe` into a temporary directory and diffed against its golden.
+# for the committed fixtures: each fixture is decoded again by the reference
+# `objdump --sframe` (sid's for the file's architecture; bookworm's for V1)
+# into a temporary directory and diffed against its golden.
 # Takes about a second. Needs the reference toolchain
 # (bash scripts/reference-toolchain.sh).
 #
@@ -34,7 +35,7 @@ trap 'rm -rf "$tmp"' EXIT
 # list DIR [all]: the fixture file names in DIR (with "all", goldens too).
 list() {
 	local f
-	for f in "$1"/v[23]-*; do
+	for f in "$1"/v[123]-*; do
 		[ -e "$f" ] || continue
 		case $f in *.objdump) [ "${2:-}" = all ] || continue ;; esac
 		echo "${f##*/}"

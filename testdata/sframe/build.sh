@@ -7,6 +7,9 @@
 #   v3-*  assembled and linked by Debian sid's binutils 2.47 (SFrame V3)
 #   v2-*  assembled and linked by Debian trixie's binutils 2.44 (SFrame V2,
 #         without SFRAME_F_FDE_FUNC_START_PCREL)
+#   v1-*  assembled and linked by Debian bookworm's binutils 2.40 (SFrame V1);
+#         their goldens come from bookworm's objdump, the only one that
+#         decodes V1
 #
 # Needs: the toolchain (bash scripts/reference-toolchain.sh), the host gcc
 # (x86-64 code generation) and gcc-aarch64-linux-gnu (AArch64 code
@@ -36,7 +39,7 @@ TC=$(bash "$repo/scripts/reference-toolchain.sh" --print) ||
 # these (scripts/check-fixtures.sh relies on that).
 fixtures() {
 	local f
-	for f in "$out"/v[23]-*; do
+	for f in "$out"/v[123]-*; do
 		case $f in *.objdump) ;; *) [ -e "$f" ] && echo "${f##*/}" ;; esac
 	done
 }
@@ -53,10 +56,14 @@ objdump_for() {
 	else
 		machine=$(od -An -tu1 -j18 -N2 "$1" | awk '{print $2 * 256 + $1}')
 	fi
+	# SFrame V1 is decoded only by binutils 2.40 (2.44 prints the header
+	# and stops, 2.47 rejects the section), so v1-* goldens come from it.
+	local suite=sid
+	case ${1##*/} in v1-*) suite=bookworm ;; esac
 	case $machine in
-	62) echo "$TC/sid/bin/x86_64-objdump" ;;
-	183) echo "$TC/sid/bin/aarch64-objdump" ;;
-	22) echo "$TC/sid/bin/s390x-objdump" ;;
+	62) echo "$TC/$suite/bin/x86_64-objdump" ;;
+	183) echo "$TC/$suite/bin/aarch64-objdump" ;;
+	22) echo "$TC/$suite/bin/s390x-objdump" ;;
 	*) die "$1: ELF machine $machine has no reference objdump" ;;
 	esac
 }
@@ -95,7 +102,7 @@ CFLAGS_COMMON=(-g0 -fno-ident -fasynchronous-unwind-tables -fno-stack-protector 
 LDFLAGS_COMMON=("-Wl,--build-id=none" "-Wl,-z,noseparate-code" "-Wl,-z,max-page-size=4096")
 LD_COMMON=(--build-id=none -z noseparate-code -z max-page-size=4096)
 
-rm -f "$out"/v[23]-*
+rm -f "$out"/v[123]-*
 
 for v in v3 v2; do
 	case $v in v3) suite=sid ;; v2) suite=trixie ;; esac
@@ -160,6 +167,19 @@ for v in v3 v2; do
 		-dynamic-linker /lib/ld-linux-aarch64_be.so.1 -o "$out/$v-aarch64be-exe" \
 		"$work/be-start.o" "$work/be-main.o" "$work/be-common.o" "$out/$v-aarch64be-lib.so"
 done
+
+## SFrame V1 (bookworm, binutils 2.40): a few objects and one library, for
+## readers of the oldest format.
+B=$TC/bookworm
+X86=(gcc "-B$B/gcc-x86_64/" "-Wa,--gsframe" "${CFLAGS_COMMON[@]}" "${LDFLAGS_COMMON[@]}")
+A64=(aarch64-linux-gnu-gcc "-B$B/gcc-aarch64/" "-Wa,--gsframe" "${CFLAGS_COMMON[@]}" "${LDFLAGS_COMMON[@]}")
+"${X86[@]}" -O2 -fomit-frame-pointer -c common.c -o "$out/v1-x86_64-O2.o"
+"${X86[@]}" -O0 -fno-omit-frame-pointer -c common.c -o "$out/v1-x86_64-O0-fp.o"
+"$B/bin/x86_64-as" --gsframe -o "$out/v1-x86_64-start.o" x86_64/start.s 2>"$work/v1-x86_64-start.log"
+"$B/bin/x86_64-as" --gsframe -o "$out/v1-x86_64-huge.o" x86_64/huge.s
+"${X86[@]}" -O2 -fPIC -shared -Wl,-soname,v1-x86_64-lib-lazy.so -o "$out/v1-x86_64-lib-lazy.so" lib.c
+"${A64[@]}" -O2 -fno-omit-frame-pointer -mbranch-protection=pac-ret+b-key -c common.c -o "$out/v1-aarch64-O2-pacb.o"
+"$B/bin/aarch64-as" -EB --gsframe -o "$out/v1-aarch64be-O2-pacb.o" "$work/be-common.s"
 
 ## s390x (sid only: binutils 2.44 has no s390x SFrame)
 "$TC/sid/bin/s390x-as" --gsframe -o "$out/v3-s390x-funcs.o" s390x/funcs.s
