@@ -25,7 +25,8 @@
 #   DIR/SUITE/gcc-ARCH/{as,ld}   for `gcc -BDIR/SUITE/gcc-ARCH/ -Wa,--gsframe`
 #   DIR/SUITE/root/              the unpacked packages
 #   DIR/SUITE/packages.txt       name and version of every unpacked package
-#   DIR/SUITE/apt/               the private apt state (lists, cache)
+#   DIR/SUITE/apt/sources.list   the suite's private apt source (the lists and
+#                                package cache are deleted after installing)
 # The tree is relocatable: wrappers find their files relative to themselves.
 #
 # Usage: scripts/reference-toolchain.sh [--print | --check] [--cross] [--force]
@@ -37,6 +38,12 @@
 #             qemu-user-static into the system (needs root)
 #   --force   reinstall the suites even if present
 # DIR is $CFI2SFRAME_TOOLCHAIN, or ${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/toolchain.
+# The archive is $CFI2SFRAME_DEBIAN_MIRROR (default http://deb.debian.org/debian).
+#
+# Debian's archive keeps only the current version of each package, so the
+# versions cannot be pinned: sid in particular moves. DIR/SUITE/packages.txt
+# records what was installed; `--force` reinstalls today's versions, and
+# scripts/check-fixtures.sh shows whether the committed goldens still match.
 set -euo pipefail
 
 prog=reference-toolchain.sh
@@ -142,7 +149,7 @@ install_suite() {
 		if [ -e "$tmp/root/$p" ]; then loader=$p; break; fi
 	done
 	[ -n "$loader" ] || die "$suite: the unpacked libc6 has no ld-linux-x86-64.so.2"
-	rm -rf "$tmp/debs"
+	rm -rf "$tmp/debs" "$st/lists" "$st/cache" "$st/state" "$tmp"/*.log
 
 	for a in $(targets "$suite"); do
 		for t in $TOOLS; do
