@@ -1,0 +1,333 @@
+package elfwrite
+
+import (
+	"fmt"
+	"io"
+)
+
+// Plan is the layout of the output file for one input and one .sframe
+// size. Its exported fields describe where things land; all addresses are
+// link-time virtual addresses (for ET_DYN, before the load bias).
+type Plan struct {
+	Addr   uint64 // virtual address of the .sframe data
+	Offset uint64 // file offset of the .sframe data in the output
+	Size   uint64 // size of the .sframe data the plan was made for
+
+	SegmentAddr   uint64 // p_vaddr of the new PT_LOAD
+	SegmentOffset uint64 // p_offset of the new PT_LOAD
+	SegmentSize   uint64 // p_filesz = p_memsz of the new PT_LOAD
+	SegmentAlign  uint64 // p_align of the new PT_LOAD
+
+	PHDRMoved  bool   // the program header table moved into the new segment
+	OutputSize uint64 // size of the output file
+
+	f        *file
+	phoff    uint64 // output e_phoff
+	phs      []phdr // output program headers
+	shoff    uint64 // output e_shoff (unchanged when shs is patched in place)
+	shs      []shdr // output section headers; nil when the input has none
+	shstrtab []byte // new .shstrtab copy, nil when none is written
+	shstrOff uint64
+}
+
+// NewPlan parses in (a linked ELF64 executable or shared library), checks
+// it and lays out the output for a .sframe section of size bytes. It does
+// not modify in; the returned Plan keeps a reference to it.
+func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
+	f, err := parse(in)
+	if err != nil {
+		return nil, err
+	}
+	n := uint64(len(in))
+
+	// Existing SFrame data.
+	secIdx, segIdx := -1, -1
+	for i := 1; i < len(f.shs); i++ {
+		s := f.shs[i]
+		if s.typ == shtGNUSFrame || f.sectionName(s) == SectionName {
+			if secIdx >= 0 {
+				return nil, &UnsupportedError{What: fmt.Sprintf("more than one .sframe section (%d and %d)", secIdx, i)}
+			}
+			secIdx = i
+		}
+	}
+	for i, p := range f.phs {
+		if p.typ == ptGNUSFrame {
+			if segIdx >= 0 {
+				return nil, &UnsupportedError{What: fmt.Sprintf("more than one PT_GNU_SFRAME (%d and %d)", segIdx, i)}
+			}
+			segIdx = i
+		}
+	}
+	if (secIdx >= 0 || segIdx >= 0) && !opts.Replace {
+		return nil, &HasSFrameError{Section: secIdx >= 0, Segment: segIdx >= 0}
+	}
+	addSec := f.shs != nil && secIdx < 0
+	if addSec && f.shstrndx < 0 {
+		return nil, &UnsupportedError{What: "section headers without a section name table (e_shstrndx is 0)"}
+	}
+
+	newPhnum := uint64(len(f.phs)) + 1 // the new PT_LOAD
+	if segIdx < 0 {
+		newPhnum++ // PT_GNU_SFRAME
+	}
+	if newPhnum >= pnXNum && f.shs == nil {
+		return nil, &UnsupportedError{What: fmt.Sprintf("%d program headers need extended numbering, which needs section headers", newPhnum)}
+	}
+	newPhSize := newPhnum * phdrSize
+
+	// Where existing segments end, the alignment to use, the first PT_LOAD.
+	var maxEnd uint64
+	align := uint64(minSegAlign)
+	first := -1
+	for i, p := range f.phs {
+		if p.memsz > 0 && p.vaddr+p.memsz > maxEnd {
+			if p.vaddr+p.memsz < p.vaddr {
+				return nil, formatErr(f.phoff+uint64(i)*phdrSize, "segment %d wraps around the address space", i)
+			}
+			maxEnd = p.vaddr + p.memsz
+		}
+		if p.typ != ptLoad {
+			continue
+		}
+		if p.align > align {
+			align = p.align
+		}
+		if first < 0 || p.vaddr < f.phs[first].vaddr {
+			first = i
+		}
+	}
+	base, ok := alignUp(maxEnd, align)
+	if !ok {
+		return nil, &UnsupportedError{What: "no address space left above the existing segments"}
+	}
+
+	p := &Plan{f: f, Size: size, SegmentAlign: align, phoff: f.phoff, shoff: f.shoff}
+	p.PHDRMoved = !f.canGrowPhdrsInPlace(newPhSize)
+
+	// Place the new segment.
+	start, ok := alignUp(n, 8)
+	if !ok {
+		return nil, &UnsupportedError{What: "input too large"}
+	}
+	var off, vaddr uint64
+	placed := false
+	maxPad := opts.MaxPad
+	if maxPad == 0 {
+		maxPad = defaultMaxPad
+	}
+	if p.PHDRMoved && maxPad > 0 {
+		fl := f.phs[first]
+		if fl.vaddr >= fl.off && (fl.vaddr-fl.off)%align == 0 {
+			delta := fl.vaddr - fl.off
+			var cand uint64
+			if base > delta {
+				cand = base - delta
+			}
+			o := max(start, cand)
+			if o-n <= uint64(maxPad) && o+delta >= o {
+				off, vaddr, placed = o, o+delta, true
+			}
+		}
+	}
+	if !placed {
+		off = start
+		vaddr = base + off%align
+		if vaddr < base {
+			return nil, &UnsupportedError{What: "no address space left above the existing segments"}
+		}
+	}
+	var sfRel uint64
+	if p.PHDRMoved {
+		sfRel = newPhSize
+		p.phoff = off
+	}
+	segSize := sfRel + size
+	if segSize < size || off+segSize < off || vaddr+segSize < vaddr {
+		return nil, &UnsupportedError{What: fmt.Sprintf("section size %#x too large", size)}
+	}
+	p.SegmentOffset, p.SegmentAddr, p.SegmentSize = off, vaddr, segSize
+	p.Offset, p.Addr = off+sfRel, vaddr+sfRel
+	end := off + segSize
+
+	// Program headers: keep order, add the PT_LOAD after the last PT_LOAD
+	// (they stay sorted by vaddr since the new one is the highest) and
+	// PT_GNU_SFRAME at the end.
+	sfSeg := phdr{typ: ptGNUSFrame, flags: pfR, off: p.Offset, vaddr: p.Addr, paddr: p.Addr, filesz: size, memsz: size, align: 8}
+	load := phdr{typ: ptLoad, flags: pfR, off: off, vaddr: vaddr, paddr: vaddr, filesz: segSize, memsz: segSize, align: align}
+	lastLoad := 0
+	for i, ph := range f.phs {
+		if ph.typ == ptLoad {
+			lastLoad = i
+		}
+	}
+	p.phs = make([]phdr, 0, newPhnum)
+	for i, ph := range f.phs {
+		switch ph.typ {
+		case ptPhdr:
+			ph.filesz, ph.memsz = newPhSize, newPhSize
+			if p.PHDRMoved {
+				ph.off, ph.vaddr, ph.paddr, ph.align = off, vaddr, vaddr, 8
+			}
+		case ptGNUSFrame:
+			ph = sfSeg
+		}
+		p.phs = append(p.phs, ph)
+		if i == lastLoad {
+			p.phs = append(p.phs, load)
+		}
+	}
+	if segIdx < 0 {
+		p.phs = append(p.phs, sfSeg)
+	}
+
+	// Section headers.
+	if f.shs != nil {
+		p.shs = append(make([]shdr, 0, len(f.shs)+1), f.shs...)
+		sec := shdr{typ: shtGNUSFrame, flags: shfAlloc, addr: p.Addr, off: p.Offset, size: size, addralign: 8}
+		if secIdx >= 0 {
+			sec.name = f.shs[secIdx].name
+			p.shs[secIdx] = sec
+		} else {
+			old := f.shs[f.shstrndx]
+			tab := append([]byte(nil), in[old.off:old.off+old.size]...)
+			if len(tab) == 0 || tab[len(tab)-1] != 0 {
+				tab = append(tab, 0)
+			}
+			sec.name = uint32(len(tab))
+			if uint64(sec.name) != uint64(len(tab)) {
+				return nil, &UnsupportedError{What: "section name table too large"}
+			}
+			tab = append(tab, SectionName+"\x00"...)
+			p.shstrtab, p.shstrOff = tab, end
+			p.shs[f.shstrndx].off, p.shs[f.shstrndx].size = end, uint64(len(tab))
+			p.shs = append(p.shs, sec)
+			p.shoff, _ = alignUp(end+uint64(len(tab)), 8)
+			end = p.shoff + uint64(len(p.shs))*shdrSize
+		}
+		if len(p.shs) >= shnLoReserv {
+			p.shs[0].size = uint64(len(p.shs))
+		}
+		if newPhnum >= pnXNum {
+			p.shs[0].info = uint32(newPhnum)
+		}
+	}
+	p.OutputSize = end
+	return p, nil
+}
+
+// canGrowPhdrsInPlace reports whether the program header table can grow to
+// size bytes where it is: the extra bytes are inside the file, zero, inside
+// the PT_LOAD that maps the table (if any), and used by no header, section
+// or other segment. Without section headers nothing can be proven unused.
+func (f *file) canGrowPhdrsInPlace(size uint64) bool {
+	n := uint64(len(f.in))
+	oldEnd := f.phoff + uint64(len(f.phs))*phdrSize
+	if f.shs == nil || !within(f.phoff, size, n) {
+		return false
+	}
+	newEnd := f.phoff + size
+	overlaps := func(off, sz uint64) bool { return sz > 0 && off < newEnd && oldEnd < off+sz }
+	for _, b := range f.in[oldEnd:newEnd] {
+		if b != 0 {
+			return false
+		}
+	}
+	if overlaps(0, ehdrSize) || overlaps(f.shoff, uint64(len(f.shs))*shdrSize) {
+		return false
+	}
+	for i, s := range f.shs {
+		if i > 0 && s.typ != shtNobits && overlaps(s.off, s.size) {
+			return false
+		}
+	}
+	for _, p := range f.phs {
+		switch p.typ {
+		case ptPhdr:
+		case ptLoad:
+			if p.off <= f.phoff && oldEnd <= p.off+p.filesz && newEnd > p.off+p.filesz {
+				return false // the table is mapped but would outgrow its segment
+			}
+		default:
+			if overlaps(p.off, p.filesz) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Bytes returns the output file with sframe as the .sframe contents.
+// len(sframe) must equal p.Size.
+func (p *Plan) Bytes(sframe []byte) ([]byte, error) {
+	if uint64(len(sframe)) != p.Size {
+		return nil, fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
+	}
+	f, bo := p.f, p.f.bo
+	out := make([]byte, p.OutputSize)
+	copy(out, f.in)
+	for i, ph := range p.phs {
+		putPhdr(bo, out[p.phoff+uint64(i)*phdrSize:], ph)
+	}
+	copy(out[p.Offset:], sframe)
+	if p.shstrtab != nil {
+		copy(out[p.shstrOff:], p.shstrtab)
+	}
+	for i, s := range p.shs {
+		putShdr(bo, out[p.shoff+uint64(i)*shdrSize:], s)
+	}
+	bo.PutUint64(out[32:], p.phoff)
+	if len(p.phs) >= pnXNum {
+		bo.PutUint16(out[56:], pnXNum)
+	} else {
+		bo.PutUint16(out[56:], uint16(len(p.phs)))
+	}
+	if p.shs != nil {
+		bo.PutUint64(out[40:], p.shoff)
+		if len(p.shs) >= shnLoReserv {
+			bo.PutUint16(out[60:], 0)
+		} else {
+			bo.PutUint16(out[60:], uint16(len(p.shs)))
+		}
+	}
+	return out, nil
+}
+
+// Write writes the output file to w; see Bytes.
+func (p *Plan) Write(w io.Writer, sframe []byte) error {
+	out, err := p.Bytes(sframe)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// maxReplans bounds how often Insert re-encodes when the section address
+// moves with its size.
+const maxReplans = 4
+
+// Insert plans, calls encode with the address .sframe will have, and
+// returns the output file. If the encoded size changes the layout so that
+// the address moves, it re-plans and re-encodes (a bounded number of times).
+func Insert(in []byte, opts Options, encode func(addr uint64) ([]byte, error)) ([]byte, error) {
+	p, err := NewPlan(in, 0, opts)
+	if err != nil {
+		return nil, err
+	}
+	for range maxReplans {
+		data, err := encode(p.Addr)
+		if err != nil {
+			return nil, err
+		}
+		q, err := NewPlan(in, uint64(len(data)), opts)
+		if err != nil {
+			return nil, err
+		}
+		if q.Addr == p.Addr {
+			return q.Bytes(data)
+		}
+		p = q
+	}
+	return nil, fmt.Errorf("elfwrite: .sframe address did not settle after %d encodings", maxReplans)
+}
