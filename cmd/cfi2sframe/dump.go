@@ -1,18 +1,114 @@
 package main
 
 import (
-	"errors"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 func newDumpCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "dump FILE...",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "dump [--json] FILE...",
 		Short: "Print the .sframe section of ELF files or raw SFrame sections",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `dump prints the SFrame section of each FILE in the layout of
+GNU objdump --sframe, or as JSON with --json. FILE is an ELF file with a
+.sframe section (or PT_GNU_SFRAME segment) or a raw SFrame section.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("dump: not implemented yet")
+			for _, name := range args {
+				if err := dumpFile(cmd.OutOrStdout(), name, asJSON); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of objdump-style text")
+	return cmd
+}
+
+// loadSFrame reads FILE as a raw SFrame section or an ELF file and decodes
+// its SFrame section; format is objdump's name for the file's format.
+func loadSFrame(name string) (sec *sframe.Section, secName, format string, err error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if len(data) >= 2 && (binary.LittleEndian.Uint16(data) == sframe.Magic || binary.BigEndian.Uint16(data) == sframe.Magic) {
+		s, err := sframe.Decode(data, 0)
+		if err != nil {
+			return nil, "", "", fmt.Errorf("%s: %v", name, err)
+		}
+		return s, ".sframe", "binary", nil
+	}
+	f, err := elfread.NewFile(bytesReaderAt(data), name)
+	if err != nil {
+		return nil, "", "", err
+	}
+	es, err := f.SFrame()
+	if err != nil {
+		return nil, "", "", err
+	}
+	s, err := sframe.Decode(es.Data, es.Addr)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("%s: section %s: %v", name, es.Name, err)
+	}
+	return s, es.Name, elfFormat(f.ELF), nil
+}
+
+type bytesReaderAt []byte
+
+func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off > int64(len(b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func elfFormat(f *elf.File) string {
+	bits := "elf64"
+	if f.Class == elf.ELFCLASS32 {
+		bits = "elf32"
+	}
+	switch f.Machine {
+	case elf.EM_X86_64:
+		return bits + "-x86-64"
+	case elf.EM_AARCH64:
+		if f.ByteOrder == binary.BigEndian {
+			return bits + "-bigaarch64"
+		}
+		return bits + "-littleaarch64"
+	case elf.EM_S390:
+		return bits + "-s390"
+	}
+	if f.ByteOrder == binary.BigEndian {
+		return bits + "-big"
+	}
+	return bits + "-little"
+}
+
+func dumpFile(w io.Writer, name string, asJSON bool) error {
+	s, secName, format, err := loadSFrame(name)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return s.DumpJSON(w)
+	}
+	if _, err := fmt.Fprintf(w, "\n%s:     file format %s\n\nContents of the SFrame section %s:\n", name, format, secName); err != nil {
+		return err
+	}
+	return s.Dump(w)
 }

@@ -1,0 +1,267 @@
+// Package elfread finds sections (.sframe, .eh_frame, .debug_frame, ...) in
+// ELF files and returns their bytes and addresses. For relocatable objects
+// it applies the section's RELA relocations the way objdump does when it
+// dumps a .o (every section at address 0).
+package elfread
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// SHT_GNU_SFRAME and PT_GNU_SFRAME are the SFrame section and segment types.
+const (
+	SHTGNUSFrame = 0x6ffffff4
+	PTGNUSFrame  = 0x6474e553
+)
+
+// File is an opened ELF file.
+type File struct {
+	ELF    *elf.File
+	Name   string
+	closer io.Closer
+}
+
+// Section is a section's contents (relocated for ET_REL inputs).
+type Section struct {
+	Name    string
+	Addr    uint64
+	Data    []byte
+	Order   binary.ByteOrder
+	Machine elf.Machine
+	Class   elf.Class
+}
+
+// ErrNotFound is wrapped by errors for a missing section.
+var ErrNotFound = errors.New("section not found")
+
+// Open opens the named ELF file.
+func Open(name string) (*File, error) {
+	fh, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := NewFile(fh, name)
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	f.closer = fh
+	return f, nil
+}
+
+// NewFile reads an ELF file from r; name is used in error messages.
+func NewFile(r io.ReaderAt, name string) (*File, error) {
+	ef, err := elf.NewFile(r)
+	if err != nil {
+		var fe *elf.FormatError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%s: not an ELF file or truncated: %v", name, err)
+		}
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return &File{ELF: ef, Name: name}, nil
+}
+
+// Close closes the underlying file if Open opened it.
+func (f *File) Close() error {
+	if f.closer != nil {
+		return f.closer.Close()
+	}
+	return nil
+}
+
+// Section returns the named section's bytes and address.
+func (f *File) Section(name string) (*Section, error) {
+	s := f.ELF.Section(name)
+	if s == nil {
+		return nil, fmt.Errorf("%s: no %s section: %w", f.Name, name, ErrNotFound)
+	}
+	return f.load(s)
+}
+
+// SectionByType returns the first section of type t.
+func (f *File) SectionByType(t elf.SectionType) (*Section, error) {
+	for _, s := range f.ELF.Sections {
+		if s.Type == t {
+			return f.load(s)
+		}
+	}
+	return nil, fmt.Errorf("%s: no section of type %#x: %w", f.Name, uint32(t), ErrNotFound)
+}
+
+// Segment returns the contents of the first program header of type t.
+func (f *File) Segment(t elf.ProgType) (*Section, error) {
+	for _, p := range f.ELF.Progs {
+		if p.Type != t {
+			continue
+		}
+		if p.Filesz > 1<<31 {
+			return nil, fmt.Errorf("%s: segment of type %#x too large (%d bytes)", f.Name, uint32(t), p.Filesz)
+		}
+		data := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(data, 0); err != nil {
+			return nil, fmt.Errorf("%s: reading segment of type %#x: %v", f.Name, uint32(t), err)
+		}
+		return &Section{Addr: p.Vaddr, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}, nil
+	}
+	return nil, fmt.Errorf("%s: no segment of type %#x: %w", f.Name, uint32(t), ErrNotFound)
+}
+
+// SFrame returns the .sframe section: by type SHT_GNU_SFRAME, by name, or
+// from the PT_GNU_SFRAME segment when section headers are absent.
+func (f *File) SFrame() (*Section, error) {
+	if s, err := f.SectionByType(SHTGNUSFrame); err == nil || !errors.Is(err, ErrNotFound) {
+		return s, err
+	}
+	if s, err := f.Section(".sframe"); err == nil || !errors.Is(err, ErrNotFound) {
+		return s, err
+	}
+	if s, err := f.Segment(PTGNUSFrame); err == nil || !errors.Is(err, ErrNotFound) {
+		if s != nil {
+			s.Name = ".sframe"
+		}
+		return s, err
+	}
+	return nil, fmt.Errorf("%s: no .sframe section: %w", f.Name, ErrNotFound)
+}
+
+func (f *File) load(s *elf.Section) (*Section, error) {
+	if s.Type == elf.SHT_NOBITS {
+		return nil, fmt.Errorf("%s: section %s has no contents", f.Name, s.Name)
+	}
+	data, err := s.Data()
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading section %s: %v", f.Name, s.Name, err)
+	}
+	out := &Section{Name: s.Name, Addr: s.Addr, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}
+	if f.ELF.Type == elf.ET_REL {
+		if err := f.relocate(s, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// relocate applies the RELA sections that target s, with every section at
+// address 0 (so a symbol's value is its offset in its section).
+func (f *File) relocate(s *elf.Section, out *Section) error {
+	idx := -1
+	for i, t := range f.ELF.Sections {
+		if t == s {
+			idx = i
+		}
+	}
+	for _, rs := range f.ELF.Sections {
+		if rs.Type != elf.SHT_RELA || int(rs.Info) != idx {
+			continue
+		}
+		rdata, err := rs.Data()
+		if err != nil {
+			return fmt.Errorf("%s: reading %s: %v", f.Name, rs.Name, err)
+		}
+		syms, err := f.ELF.Symbols()
+		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			return fmt.Errorf("%s: reading symbols for %s: %v", f.Name, rs.Name, err)
+		}
+		entsize := 24
+		if f.ELF.Class == elf.ELFCLASS32 {
+			entsize = 12
+		}
+		bo := f.ELF.ByteOrder
+		for off := 0; off+entsize <= len(rdata); off += entsize {
+			var roff, info uint64
+			var addend int64
+			var symIdx, typ uint32
+			if entsize == 24 {
+				roff = bo.Uint64(rdata[off:])
+				info = bo.Uint64(rdata[off+8:])
+				addend = int64(bo.Uint64(rdata[off+16:]))
+				symIdx, typ = uint32(info>>32), uint32(info)
+			} else {
+				roff = uint64(bo.Uint32(rdata[off:]))
+				info = uint64(bo.Uint32(rdata[off+4:]))
+				addend = int64(int32(bo.Uint32(rdata[off+8:])))
+				symIdx, typ = uint32(info>>8), uint32(info&0xff)
+			}
+			var sym uint64
+			if symIdx > 0 {
+				if int(symIdx) > len(syms) {
+					return fmt.Errorf("%s: %s entry at offset %#x: symbol index %d out of range", f.Name, rs.Name, off, symIdx)
+				}
+				sym = syms[symIdx-1].Value
+			}
+			size, pcrel, ok := relocKind(f.ELF.Machine, typ)
+			if !ok {
+				return fmt.Errorf("%s: %s entry at offset %#x: unsupported relocation type %d for %v", f.Name, rs.Name, off, typ, f.ELF.Machine)
+			}
+			if size == 0 {
+				continue
+			}
+			if roff > uint64(len(out.Data)) || uint64(size) > uint64(len(out.Data))-roff {
+				return fmt.Errorf("%s: %s entry at offset %#x: relocation at %#x outside %s (%d bytes)", f.Name, rs.Name, off, roff, s.Name, len(out.Data))
+			}
+			v := sym + uint64(addend)
+			if pcrel {
+				v -= roff
+			}
+			switch size {
+			case 4:
+				bo.PutUint32(out.Data[roff:], uint32(v))
+			case 8:
+				bo.PutUint64(out.Data[roff:], v)
+			}
+		}
+	}
+	return nil
+}
+
+// relocKind returns the width and PC-relativity of a relocation type.
+func relocKind(m elf.Machine, typ uint32) (size int, pcrel, ok bool) {
+	switch m {
+	case elf.EM_X86_64:
+		switch elf.R_X86_64(typ) {
+		case elf.R_X86_64_NONE:
+			return 0, false, true
+		case elf.R_X86_64_64:
+			return 8, false, true
+		case elf.R_X86_64_32, elf.R_X86_64_32S:
+			return 4, false, true
+		case elf.R_X86_64_PC32:
+			return 4, true, true
+		case elf.R_X86_64_PC64:
+			return 8, true, true
+		}
+	case elf.EM_AARCH64:
+		switch elf.R_AARCH64(typ) {
+		case elf.R_AARCH64_NONE:
+			return 0, false, true
+		case elf.R_AARCH64_ABS64:
+			return 8, false, true
+		case elf.R_AARCH64_ABS32:
+			return 4, false, true
+		case elf.R_AARCH64_PREL64:
+			return 8, true, true
+		case elf.R_AARCH64_PREL32:
+			return 4, true, true
+		}
+	case elf.EM_S390:
+		switch elf.R_390(typ) {
+		case elf.R_390_NONE:
+			return 0, false, true
+		case elf.R_390_64:
+			return 8, false, true
+		case elf.R_390_32:
+			return 4, false, true
+		case elf.R_390_PC64:
+			return 8, true, true
+		case elf.R_390_PC32:
+			return 4, true, true
+		}
+	}
+	return 0, false, false
+}

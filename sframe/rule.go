@@ -1,0 +1,183 @@
+package sframe
+
+// LocKind says how a tracked entity (CFA, RA or FP) is recovered.
+type LocKind uint8
+
+const (
+	// LocUnsaved: not tracked by this row (FP/RA unchanged, still in its
+	// register). Rendered "u".
+	LocUnsaved LocKind = iota
+	// LocFixed: RA saved at CFA + the header's fixed RA offset. Rendered "f".
+	LocFixed
+	// LocDefault: flex FDE whose RA rule is the padding data word, i.e. the
+	// ABI's default location. Rendered "U".
+	LocDefault
+	// LocCFA: saved in memory at CFA + Offset (default FDEs, flex with
+	// reg_p=0 deref_p=1). Rendered "c±N".
+	LocCFA
+	// LocCFAValue: value is CFA + Offset itself (flex reg_p=0 deref_p=0).
+	LocCFAValue
+	// LocReg: value is register Reg + Offset (CFA base in default FDEs,
+	// flex reg_p=1 deref_p=0).
+	LocReg
+	// LocRegDeref: value is loaded from register Reg + Offset (flex
+	// reg_p=1 deref_p=1).
+	LocRegDeref
+)
+
+// Loc is one recovery rule.
+type Loc struct {
+	Kind   LocKind
+	Reg    uint32 // DWARF register number for LocReg/LocRegDeref
+	Offset int32
+}
+
+// Rule is the decoded recovery rule of one FRE.
+type Rule struct {
+	FuncStart   uint64
+	FuncSize    uint32
+	FREStart    uint32 // FRE start offset (a mask value for PCMask FDEs)
+	PCType      uint8
+	Flex        bool
+	Signal      bool
+	PauthKeyB   bool
+	MangledRA   bool
+	RAUndefined bool // zero data words: outermost frame
+	CFA         Loc
+	RA          Loc
+	FP          Loc
+}
+
+// SPReg and FPReg return the DWARF numbers of the stack and frame pointer
+// of an ABI.
+func SPReg(abi uint8) uint32 {
+	switch abi {
+	case ABIAMD64LE:
+		return 7
+	case ABIS390XBE:
+		return 15
+	}
+	return 31
+}
+
+// FPReg returns the DWARF number of the frame pointer register of an ABI.
+func FPReg(abi uint8) uint32 {
+	switch abi {
+	case ABIAMD64LE:
+		return 6
+	case ABIS390XBE:
+		return 11
+	}
+	return 29
+}
+
+func flexLoc(ctrl uint32, off int32) Loc {
+	reg := ctrl >> flexCtrlRegShift
+	deref := ctrl&flexCtrlDerefP != 0
+	if ctrl&flexCtrlRegP != 0 {
+		if deref {
+			return Loc{Kind: LocRegDeref, Reg: reg, Offset: off}
+		}
+		return Loc{Kind: LocReg, Reg: reg, Offset: off}
+	}
+	if deref {
+		return Loc{Kind: LocCFA, Offset: off}
+	}
+	return Loc{Kind: LocCFAValue, Offset: off}
+}
+
+// Interpret decodes the rule of FRE f of FDE d.
+func (s *Section) Interpret(d *FDE, f *FRE) Rule {
+	h := &s.Header
+	r := Rule{
+		FuncStart: d.Start, FuncSize: d.Size, FREStart: f.StartOff, PCType: d.PCType,
+		Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
+		MangledRA: f.MangledRA,
+	}
+	n := int(f.NumWords)
+	if n == 0 {
+		r.RAUndefined = true
+		return r
+	}
+	if r.Flex {
+		r.CFA = flexLoc(f.UWord(0), 0)
+		if n > 1 {
+			r.CFA.Offset = f.Words[1]
+		}
+		if h.ABI == ABIS390XBE {
+			r.CFA.Offset = r.CFA.Offset*S390XCFAOffsetAlign - S390XCFAOffsetAdjust
+		}
+		if r.CFA.Kind == LocCFA || r.CFA.Kind == LocCFAValue {
+			// A CFA rule must name a register; keep the raw form.
+			r.CFA.Kind = LocReg
+		}
+		r.RA = Loc{Kind: LocUnsaved}
+		if h.CFAFixedRA != CFAFixedRAInvalid {
+			r.RA = Loc{Kind: LocFixed, Offset: int32(h.CFAFixedRA)}
+		}
+		r.FP = Loc{Kind: LocUnsaved}
+		i := 2
+		if n > i {
+			c := f.UWord(i)
+			if c == 0 {
+				r.RA = Loc{Kind: LocDefault}
+				if h.CFAFixedRA != CFAFixedRAInvalid {
+					r.RA.Offset = int32(h.CFAFixedRA)
+				}
+				i++
+			} else {
+				var off int32
+				if n > i+1 {
+					off = f.Words[i+1]
+				}
+				r.RA = flexLoc(c, off)
+				i += 2
+			}
+		}
+		if n > i {
+			c := f.UWord(i)
+			if c != 0 {
+				var off int32
+				if n > i+1 {
+					off = f.Words[i+1]
+				}
+				r.FP = flexLoc(c, off)
+			}
+		}
+		return r
+	}
+	cfaOff := f.Words[0]
+	if h.ABI == ABIS390XBE {
+		cfaOff = cfaOff*S390XCFAOffsetAlign - S390XCFAOffsetAdjust
+	}
+	reg := SPReg(h.ABI)
+	if f.BaseReg == BaseRegFP {
+		reg = FPReg(h.ABI)
+	}
+	r.CFA = Loc{Kind: LocReg, Reg: reg, Offset: cfaOff}
+	r.RA = Loc{Kind: LocUnsaved}
+	r.FP = Loc{Kind: LocUnsaved}
+	if h.CFAFixedRA != CFAFixedRAInvalid {
+		r.RA = Loc{Kind: LocFixed, Offset: int32(h.CFAFixedRA)}
+	}
+	if h.CFAFixedFP != CFAFixedFPInvalid {
+		r.FP = Loc{Kind: LocCFA, Offset: int32(h.CFAFixedFP)}
+	}
+	stackOrReg := func(w int32) Loc {
+		if h.ABI == ABIS390XBE && h.Version <= Version2 && w&1 != 0 {
+			return Loc{Kind: LocReg, Reg: uint32(w >> 1)}
+		}
+		return Loc{Kind: LocCFA, Offset: w}
+	}
+	i := 1
+	if h.CFAFixedRA == CFAFixedRAInvalid && n > i {
+		if w := f.Words[i]; !(h.ABI == ABIS390XBE && w == RAOffsetInvalid) {
+			r.RA = stackOrReg(w)
+		}
+		i++
+	}
+	if h.CFAFixedFP == CFAFixedFPInvalid && n > i {
+		r.FP = stackOrReg(f.Words[i])
+	}
+	return r
+}
