@@ -17,33 +17,33 @@ const (
 	Version3 = 3
 
 	// Header flags.
-	FlagFDESorted          = 0x1
-	FlagFramePointer       = 0x2 // V1 and V2 only
-	FlagFDEFuncStartPCRel  = 0x4
-	HeaderSize             = 28
-	fdeSizeV1              = 17
-	fdeSizeV2              = 20
-	fdeSizeV3              = 16
-	fdeAttrSizeV3          = 5
-	maxDataWords           = 15
-	CFAFixedFPInvalid      = 0
-	CFAFixedRAInvalid      = 0
-	RAOffsetInvalid        = 0 // s390x padding: FP saved without RA
-	S390XCFAOffsetAdjust   = -160
-	S390XCFAOffsetAlign    = 8
-	S390XSPValOffset       = -160
-	AArch64PauthKeyA       = 0
-	AArch64PauthKeyB       = 1
-	BaseRegFP              = 0
-	BaseRegSP              = 1
-	fdeTypeMaskV3          = 0x1f
-	frePCTypeMaskBit       = 0x10
-	fdeInfoPauthBit        = 0x20
-	fdeInfoSignalBit       = 0x80
-	freInfoMangledRABit    = 0x80
-	flexCtrlRegP           = 0x1
-	flexCtrlDerefP         = 0x2
-	flexCtrlRegShift       = 3
+	FlagFDESorted         = 0x1
+	FlagFramePointer      = 0x2 // V1 and V2 only
+	FlagFDEFuncStartPCRel = 0x4
+	HeaderSize            = 28
+	fdeSizeV1             = 17
+	fdeSizeV2             = 20
+	fdeSizeV3             = 16
+	fdeAttrSizeV3         = 5
+	maxDataWords          = 15
+	CFAFixedFPInvalid     = 0
+	CFAFixedRAInvalid     = 0
+	RAOffsetInvalid       = 0 // s390x padding: FP saved without RA
+	S390XCFAOffsetAdjust  = -160
+	S390XCFAOffsetAlign   = 8
+	S390XSPValOffset      = -160
+	AArch64PauthKeyA      = 0
+	AArch64PauthKeyB      = 1
+	BaseRegFP             = 0
+	BaseRegSP             = 1
+	fdeTypeMaskV3         = 0x1f
+	frePCTypeMaskBit      = 0x10
+	fdeInfoPauthBit       = 0x20
+	fdeInfoSignalBit      = 0x80
+	freInfoMangledRABit   = 0x80
+	flexCtrlRegP          = 0x1
+	flexCtrlDerefP        = 0x2
+	flexCtrlRegShift      = 3
 )
 
 // ABI/arch identifiers.

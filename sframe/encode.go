@@ -1,0 +1,391 @@
+package sframe
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Function is the version-independent description of one function's
+// stack-trace rows, as filled by a translator or taken from a decoded
+// section (Section.Functions).
+type Function struct {
+	Start     uint64 // start address
+	Size      uint32
+	PCType    uint8 // PCInc or PCMask
+	RepSize   uint8 // repeat block size for PCMask
+	Signal    bool  // signal frame (V3 only; V2 cannot record it)
+	PauthKeyB bool  // AArch64: return addresses signed with the B key
+	Flex      bool  // needs the V3 flexible FDE type
+	Rows      []Row
+}
+
+// Row is one row: from Start (offset from the function start, or a mask
+// value for PCMask) the rules hold until the next row.
+//
+// CFA is LocReg (register + offset; for default FDEs the register must be
+// the ABI's SP or FP) or, for flex functions, LocRegDeref. RA and FP are
+// LocUnsaved, LocFixed (RA at the header's fixed offset), LocCFA, or for
+// flex functions LocDefault, LocReg, LocRegDeref, LocCFAValue.
+type Row struct {
+	Start       uint32
+	CFA         Loc
+	RA          Loc
+	FP          Loc
+	MangledRA   bool
+	RAUndefined bool // outermost frame: no data words
+}
+
+// Options selects the encoding of a section.
+type Options struct {
+	Version    uint8 // Version2 or Version3
+	ABI        uint8
+	Order      binary.ByteOrder
+	Addr       uint64 // address the section will have
+	PCRel      bool   // set FlagFDEFuncStartPCRel (always wise for V3)
+	Sort       bool   // sort FDEs by start address and set FlagFDESorted
+	CFAFixedFP int8
+	CFAFixedRA int8
+}
+
+// DefaultFixedOffsets returns the header's fixed FP and RA offsets GNU as
+// uses for an ABI (AMD64 keeps RA at CFA-8; the others track RA per row).
+func DefaultFixedOffsets(abi uint8) (fp, ra int8) {
+	if abi == ABIAMD64LE {
+		return 0, -8
+	}
+	return 0, 0
+}
+
+// Functions converts a decoded section to the neutral model. Functions come
+// in the order of their FRE data, which is the order GNU ld and as added
+// them (the FDE index may be sorted differently).
+func (s *Section) Functions() []Function {
+	order := make([]int, len(s.FDEs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return s.FDEs[order[a]].FREOff < s.FDEs[order[b]].FREOff })
+	out := make([]Function, len(s.FDEs))
+	for i, di := range order {
+		d := &s.FDEs[di]
+		fn := Function{Start: d.Start, Size: d.Size, PCType: d.PCType, RepSize: d.RepSize,
+			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.FDEType == FDETypeFlex}
+		fn.Rows = make([]Row, len(d.FREs))
+		for j := range d.FREs {
+			r := s.Interpret(d, &d.FREs[j])
+			fn.Rows[j] = Row{Start: r.FREStart, CFA: r.CFA, RA: r.RA, FP: r.FP, MangledRA: r.MangledRA, RAUndefined: r.RAUndefined}
+		}
+		out[i] = fn
+	}
+	return out
+}
+
+// Options returns the options that re-encode the section as it is.
+func (s *Section) Options() Options {
+	h := &s.Header
+	return Options{Version: h.Version, ABI: h.ABI, Order: s.Order, Addr: s.Addr,
+		PCRel: h.Flags&FlagFDEFuncStartPCRel != 0, Sort: h.Flags&FlagFDESorted != 0,
+		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA}
+}
+
+// FuncError reports a function that cannot be encoded.
+type FuncError struct {
+	Start uint64
+	Msg   string
+}
+
+func (e *FuncError) Error() string {
+	return fmt.Sprintf("sframe: function at %#x: %s", e.Start, e.Msg)
+}
+
+func ctrlWord(l Loc) int64 {
+	c := int64(l.Reg) << flexCtrlRegShift
+	switch l.Kind {
+	case LocReg:
+		c |= flexCtrlRegP
+	case LocRegDeref:
+		c |= flexCtrlRegP | flexCtrlDerefP
+	case LocCFA:
+		c |= flexCtrlDerefP
+	}
+	return c
+}
+
+// rowWords computes the data words of a row; ctrl marks control words
+// (unsigned).
+func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWords]bool) (n int, baseReg uint8, err error) {
+	// GNU leaves the base-register bit clear when it carries no meaning
+	// (no data words, or a flex FDE whose control word names the register).
+	if r.RAUndefined {
+		return 0, BaseRegFP, nil
+	}
+	sp, fp := SPReg(o.ABI), FPReg(o.ABI)
+	cfaOff := int64(r.CFA.Offset)
+	if o.ABI == ABIS390XBE {
+		adj := cfaOff + S390XCFAOffsetAdjust
+		if adj%S390XCFAOffsetAlign != 0 {
+			return 0, 0, fmt.Errorf("s390x CFA offset %d is not a multiple of %d", cfaOff, S390XCFAOffsetAlign)
+		}
+		cfaOff = adj / S390XCFAOffsetAlign
+	}
+	add := func(w int64, c bool) {
+		words[n], ctrl[n] = w, c
+		n++
+	}
+	if fn.Flex {
+		if r.CFA.Kind != LocReg && r.CFA.Kind != LocRegDeref {
+			return 0, 0, fmt.Errorf("CFA rule must name a register")
+		}
+		add(ctrlWord(r.CFA), true)
+		add(cfaOff, false)
+		fpTracked := r.FP.Kind != LocUnsaved
+		switch r.RA.Kind {
+		case LocUnsaved, LocFixed, LocDefault:
+			if fpTracked {
+				add(0, true)
+			}
+		default:
+			add(ctrlWord(r.RA), true)
+			add(int64(r.RA.Offset), false)
+		}
+		if fpTracked {
+			add(ctrlWord(r.FP), true)
+			add(int64(r.FP.Offset), false)
+		}
+		return n, BaseRegFP, nil
+	}
+	if r.CFA.Kind != LocReg || (r.CFA.Reg != sp && r.CFA.Reg != fp) {
+		return 0, 0, fmt.Errorf("CFA is not SP or FP based (needs a flexible FDE)")
+	}
+	baseReg = BaseRegSP
+	if r.CFA.Reg == fp {
+		baseReg = BaseRegFP
+	}
+	add(cfaOff, false)
+	var slots []Loc
+	if o.CFAFixedRA == CFAFixedRAInvalid {
+		slots = append(slots, r.RA)
+	} else if r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
+		return 0, 0, fmt.Errorf("RA rule differs from the fixed RA offset (needs a flexible FDE)")
+	}
+	if o.CFAFixedFP == CFAFixedFPInvalid {
+		slots = append(slots, r.FP)
+	}
+	last := -1
+	for i, l := range slots {
+		switch l.Kind {
+		case LocUnsaved, LocFixed, LocDefault:
+		case LocCFA:
+			last = i
+		default:
+			return 0, 0, fmt.Errorf("register-based RA/FP rule needs a flexible FDE")
+		}
+	}
+	for i := 0; i <= last; i++ {
+		if slots[i].Kind == LocCFA {
+			add(int64(slots[i].Offset), false)
+		} else {
+			add(RAOffsetInvalid, false)
+		}
+	}
+	return n, baseReg, nil
+}
+
+func fits(w int64, c bool, size int) bool {
+	bits := uint(size * 8)
+	if c {
+		return w >= 0 && w < 1<<bits
+	}
+	return w >= -(1<<(bits-1)) && w < 1<<(bits-1)
+}
+
+// Encode writes a section from the neutral model. Functions keep their
+// order unless o.Sort is set (stable sort by start address). Every FRE
+// uses the narrowest data-word size that holds its words; every function
+// the narrowest FRE type for its size. A function V2 cannot express
+// (Flex) gives a *FuncError naming it.
+func Encode(funcs []Function, o Options) ([]byte, error) {
+	if o.Version != Version2 && o.Version != Version3 {
+		return nil, fmt.Errorf("sframe: cannot encode version %d", o.Version)
+	}
+	if o.Order == nil {
+		return nil, fmt.Errorf("sframe: no byte order")
+	}
+	// FRE data is laid out in the order of funcs (as libsframe's encoder
+	// does); only the FDE index is sorted.
+	idx := make([]int, len(funcs))
+	for i := range idx {
+		idx[i] = i
+	}
+	if o.Sort {
+		sort.SliceStable(idx, func(a, b int) bool { return funcs[idx[a]].Start < funcs[idx[b]].Start })
+	}
+	pos := make([]int, len(funcs)) // index position of each function
+	for k, i := range idx {
+		pos[i] = k
+	}
+	fdeSize := fdeSizeV2
+	if o.Version == Version3 {
+		fdeSize = fdeSizeV3
+	}
+	if len(funcs) > math.MaxUint32/fdeSize {
+		return nil, fmt.Errorf("sframe: too many functions (%d)", len(funcs))
+	}
+	var fre []byte
+	fdes := make([]byte, len(funcs)*fdeSize)
+	numFREs := 0
+	var words [maxDataWords]int64
+	var ctrl [maxDataWords]bool
+	for i := range funcs {
+		k := pos[i]
+		fn := &funcs[i]
+		if fn.Flex && o.Version < Version3 {
+			return nil, &FuncError{Start: fn.Start, Msg: "needs a flexible FDE, which SFrame V2 cannot express"}
+		}
+		freType := uint8(FREAddr1)
+		maxStart := uint64(fn.Size)
+		if fn.Size > 0 {
+			maxStart = uint64(fn.Size) - 1
+		}
+		for _, r := range fn.Rows {
+			maxStart = max(maxStart, uint64(r.Start))
+		}
+		switch {
+		case fn.Size < 1<<8 && maxStart < 1<<8:
+			freType = FREAddr1
+		case fn.Size < 1<<16 && maxStart < 1<<16:
+			freType = FREAddr2
+		default:
+			freType = FREAddr4
+		}
+		if o.Version == Version3 && len(fn.Rows) > math.MaxUint16 {
+			return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("%d rows exceed the V3 limit of 65535", len(fn.Rows))}
+		}
+		info := freType | fn.PCType<<4
+		if fn.PauthKeyB {
+			info |= fdeInfoPauthBit
+		}
+		freOff := len(fre)
+		if o.Version == Version3 {
+			if fn.Signal {
+				info |= fdeInfoSignalBit
+			}
+			var info2 uint8
+			if fn.Flex {
+				info2 = FDETypeFlex
+			}
+			fre = app16(o.Order, fre, uint16(len(fn.Rows)))
+			fre = append(fre, info, info2, fn.RepSize)
+		}
+		for ri := range fn.Rows {
+			r := &fn.Rows[ri]
+			n, base, err := rowWords(&o, fn, r, &words, &ctrl)
+			if err != nil {
+				return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
+			}
+			size := 1
+			for size < 4 {
+				ok := true
+				for j := 0; j < n; j++ {
+					if !fits(words[j], ctrl[j], size) {
+						ok = false
+						break
+					}
+				}
+				if ok {
+					break
+				}
+				size *= 2
+			}
+			for j := 0; j < n; j++ {
+				if !fits(words[j], ctrl[j], 4) {
+					return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
+				}
+			}
+			switch freType {
+			case FREAddr1:
+				fre = append(fre, uint8(r.Start))
+			case FREAddr2:
+				fre = app16(o.Order, fre, uint16(r.Start))
+			default:
+				fre = app32(o.Order, fre, r.Start)
+			}
+			sizeCode := uint8(size >> 1) // 1->0, 2->1, 4->2
+			fi := base | uint8(n)<<1 | sizeCode<<5
+			if r.MangledRA {
+				fi |= freInfoMangledRABit
+			}
+			fre = append(fre, fi)
+			for j := 0; j < n; j++ {
+				switch size {
+				case 1:
+					fre = append(fre, uint8(words[j]))
+				case 2:
+					fre = app16(o.Order, fre, uint16(words[j]))
+				default:
+					fre = app32(o.Order, fre, uint32(words[j]))
+				}
+			}
+		}
+		numFREs += len(fn.Rows)
+		// Field offset within the section, for PC-relative starts.
+		fieldOff := uint64(HeaderSize + k*fdeSize)
+		base := o.Addr
+		if o.PCRel {
+			base += fieldOff
+		}
+		startOff := int64(fn.Start - base)
+		p := fdes[k*fdeSize:]
+		if o.Version == Version2 {
+			if startOff < math.MinInt32 || startOff > math.MaxInt32 {
+				return nil, &FuncError{Start: fn.Start, Msg: "start address too far from the section for V2's 32-bit offset"}
+			}
+			o.Order.PutUint32(p, uint32(int32(startOff)))
+			o.Order.PutUint32(p[4:], fn.Size)
+			o.Order.PutUint32(p[8:], uint32(freOff))
+			o.Order.PutUint32(p[12:], uint32(len(fn.Rows)))
+			p[16] = info
+			p[17] = fn.RepSize
+		} else {
+			o.Order.PutUint64(p, uint64(startOff))
+			o.Order.PutUint32(p[8:], fn.Size)
+			o.Order.PutUint32(p[12:], uint32(freOff))
+		}
+		if len(fre) > math.MaxUint32 {
+			return nil, fmt.Errorf("sframe: FRE sub-section exceeds 4 GiB")
+		}
+	}
+	var flags uint8
+	if o.Sort {
+		flags |= FlagFDESorted
+	}
+	if o.PCRel {
+		flags |= FlagFDEFuncStartPCRel
+	}
+	out := make([]byte, HeaderSize, HeaderSize+len(fdes)+len(fre))
+	o.Order.PutUint16(out, Magic)
+	out[2], out[3], out[4] = o.Version, flags, o.ABI
+	out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), 0
+	o.Order.PutUint32(out[8:], uint32(len(funcs)))
+	o.Order.PutUint32(out[12:], uint32(numFREs))
+	o.Order.PutUint32(out[16:], uint32(len(fre)))
+	o.Order.PutUint32(out[20:], 0)
+	o.Order.PutUint32(out[24:], uint32(len(fdes)))
+	out = append(out, fdes...)
+	out = append(out, fre...)
+	return out, nil
+}
+
+func app16(o binary.ByteOrder, b []byte, v uint16) []byte {
+	var t [2]byte
+	o.PutUint16(t[:], v)
+	return append(b, t[:]...)
+}
+
+func app32(o binary.ByteOrder, b []byte, v uint32) []byte {
+	var t [4]byte
+	o.PutUint32(t[:], v)
+	return append(b, t[:]...)
+}
