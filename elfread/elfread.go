@@ -56,13 +56,13 @@ func Open(name string) (*File, error) {
 
 // NewFile reads an ELF file from r; name is used in error messages.
 func NewFile(r io.ReaderAt, name string) (*File, error) {
+	var ident [4]byte
+	if _, err := r.ReadAt(ident[:], 0); err != nil || string(ident[:]) != elf.ELFMAG {
+		return nil, fmt.Errorf("%s: not an ELF file", name)
+	}
 	ef, err := elf.NewFile(r)
 	if err != nil {
-		var fe *elf.FormatError
-		if errors.As(err, &fe) {
-			return nil, fmt.Errorf("%s: not an ELF file or truncated: %v", name, err)
-		}
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, fmt.Errorf("%s: truncated or malformed ELF file: %v", name, err)
 	}
 	return &File{ELF: ef, Name: name}, nil
 }
