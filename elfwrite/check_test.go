@@ -1,0 +1,180 @@
+package elfwrite
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"testing"
+)
+
+const (
+	progGNUSFrame = elf.ProgType(ptGNUSFrame)
+	sectGNUSFrame = elf.SectionType(shtGNUSFrame)
+)
+
+// checkOutput verifies, independently of the planner, that out is in with
+// data inserted as .sframe the way the package promises.
+func checkOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
+	t.Helper()
+	inF, err := elf.NewFile(bytes.NewReader(in))
+	if err != nil {
+		t.Fatalf("input does not parse with debug/elf: %v", err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("output does not parse with debug/elf: %v", err)
+	}
+	if uint64(len(out)) != p.OutputSize {
+		t.Errorf("output is %d bytes, plan said %d", len(out), p.OutputSize)
+	}
+	bo := f.ByteOrder
+	phoff := bo.Uint64(out[32:])
+	phnum := uint64(bo.Uint16(out[56:]))
+	if phnum != uint64(len(f.Progs)) {
+		t.Errorf("e_phnum %d, debug/elf saw %d", phnum, len(f.Progs))
+	}
+	if want := len(inF.Progs) + 2; !hasProg(inF, progGNUSFrame) && len(f.Progs) != want {
+		t.Errorf("%d program headers, want %d", len(f.Progs), want)
+	}
+
+	// PT_LOADs sorted, the new one last and above everything else.
+	var loads []*elf.Prog
+	var sfs []*elf.Prog
+	for _, pr := range f.Progs {
+		switch pr.Type {
+		case elf.PT_LOAD:
+			loads = append(loads, pr)
+		case progGNUSFrame:
+			sfs = append(sfs, pr)
+		}
+	}
+	for i := 1; i < len(loads); i++ {
+		if loads[i].Vaddr <= loads[i-1].Vaddr {
+			t.Errorf("PT_LOADs not sorted: %#x after %#x", loads[i].Vaddr, loads[i-1].Vaddr)
+		}
+	}
+	nl := loads[len(loads)-1]
+	if nl.Vaddr != p.SegmentAddr || nl.Off != p.SegmentOffset || nl.Filesz != p.SegmentSize || nl.Memsz != p.SegmentSize {
+		t.Errorf("new PT_LOAD %+v does not match plan %+v", nl.ProgHeader, *p)
+	}
+	if nl.Flags != elf.PF_R {
+		t.Errorf("new PT_LOAD flags %v, want R", nl.Flags)
+	}
+	if nl.Align == 0 || nl.Vaddr%nl.Align != nl.Off%nl.Align {
+		t.Errorf("new PT_LOAD offset %#x and vaddr %#x not congruent modulo %#x", nl.Off, nl.Vaddr, nl.Align)
+	}
+	for _, pr := range inF.Progs {
+		if pr.Type == elf.PT_LOAD && pr.Align > nl.Align {
+			t.Errorf("new PT_LOAD align %#x below existing %#x", nl.Align, pr.Align)
+		}
+		if end := pr.Vaddr + pr.Memsz; end > nl.Vaddr&^(nl.Align-1) && pr.Memsz > 0 {
+			t.Errorf("new PT_LOAD page %#x overlaps existing segment ending at %#x", nl.Vaddr, end)
+		}
+	}
+
+	// PT_GNU_SFRAME covers exactly the data, inside the new PT_LOAD.
+	if len(sfs) != 1 {
+		t.Fatalf("%d PT_GNU_SFRAME headers, want 1", len(sfs))
+	}
+	sf := sfs[0]
+	if sf.Off != p.Offset || sf.Vaddr != p.Addr || sf.Filesz != uint64(len(data)) || sf.Memsz != uint64(len(data)) || sf.Align != 8 {
+		t.Errorf("PT_GNU_SFRAME %+v, want off %#x vaddr %#x size %#x align 8", sf.ProgHeader, p.Offset, p.Addr, len(data))
+	}
+	if sf.Off < nl.Off || sf.Off+sf.Filesz > nl.Off+nl.Filesz || sf.Vaddr-nl.Vaddr != sf.Off-nl.Off {
+		t.Errorf("PT_GNU_SFRAME %+v is not inside the new PT_LOAD %+v", sf.ProgHeader, nl.ProgHeader)
+	}
+	if sf.Off%8 != 0 {
+		t.Errorf("sframe data at unaligned offset %#x", sf.Off)
+	}
+	if got := out[p.Offset : p.Offset+uint64(len(data))]; !bytes.Equal(got, data) {
+		t.Errorf("sframe bytes at %#x differ from the data", p.Offset)
+	}
+
+	// The program header table is mapped by a PT_LOAD, PT_PHDR describes it.
+	phSize := phnum * phdrSize
+	if !coveredByLoad(f, phoff, phSize) && coveredByLoad(inF, bo.Uint64(in[32:]), uint64(len(inF.Progs))*phdrSize) {
+		t.Errorf("program header table [%#x,+%#x) is no longer covered by a PT_LOAD", phoff, phSize)
+	}
+	if hasProg(inF, elf.PT_PHDR) {
+		ph := f.Progs[0]
+		if ph.Type != elf.PT_PHDR {
+			t.Errorf("first program header is %v, want PT_PHDR", ph.Type)
+		}
+		if ph.Off != phoff || ph.Filesz != phSize || ph.Memsz != phSize {
+			t.Errorf("PT_PHDR %+v does not describe the table at %#x size %#x", ph.ProgHeader, phoff, phSize)
+		}
+		if l := loadFor(f, ph.Off, ph.Filesz); l == nil || ph.Vaddr-l.Vaddr != ph.Off-l.Off {
+			t.Errorf("PT_PHDR %+v not mapped consistently by a PT_LOAD", ph.ProgHeader)
+		}
+	}
+
+	// Sections.
+	if len(inF.Sections) > 0 {
+		if len(f.Sections) != len(inF.Sections)+1 && inF.Section(SectionName) == nil {
+			t.Errorf("%d sections, want %d", len(f.Sections), len(inF.Sections)+1)
+		}
+		for i, s := range inF.Sections {
+			o := f.Sections[i]
+			if s.Name == SectionName || s.Type == sectGNUSFrame {
+				continue
+			}
+			if i == int(inF.ByteOrder.Uint16(in[62:])) {
+				// The name table may be a longer copy elsewhere.
+				old, _ := s.Data()
+				cur, _ := o.Data()
+				if s.Name != o.Name || !bytes.HasPrefix(cur, old) {
+					t.Errorf("section name table %d does not extend the old one", i)
+				}
+				continue
+			}
+			if s.Name != o.Name || s.Type != o.Type || s.Addr != o.Addr || s.Size != o.Size || s.Offset != o.Offset {
+				t.Errorf("section %d changed: %+v -> %+v", i, s.SectionHeader, o.SectionHeader)
+			}
+		}
+		s := f.Section(SectionName)
+		if s == nil {
+			t.Fatalf("no %s section in the output", SectionName)
+		}
+		if s.Type != sectGNUSFrame || s.Flags != elf.SHF_ALLOC || s.Addr != p.Addr || s.Offset != p.Offset || s.Size != uint64(len(data)) || s.Addralign != 8 {
+			t.Errorf("%s header %+v, want GNU_SFRAME/ALLOC at %#x off %#x size %#x align 8", SectionName, s.SectionHeader, p.Addr, p.Offset, len(data))
+		}
+	}
+
+	// No existing byte changed outside the headers.
+	allowed := func(i uint64) bool {
+		if i < ehdrSize {
+			return true
+		}
+		inPhoff := binary.ByteOrder(inF.ByteOrder).Uint64(in[32:])
+		if i >= inPhoff && i < inPhoff+phSize && phoff == inPhoff {
+			return true
+		}
+		inShoff := inF.ByteOrder.Uint64(in[40:])
+		return inShoff != 0 && i >= inShoff && i < inShoff+uint64(len(inF.Sections))*shdrSize
+	}
+	for i := range uint64(len(in)) {
+		if in[i] != out[i] && !allowed(i) {
+			t.Fatalf("input byte at %#x changed from %#x to %#x", i, in[i], out[i])
+		}
+	}
+}
+
+func hasProg(f *elf.File, typ elf.ProgType) bool {
+	for _, p := range f.Progs {
+		if p.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+func loadFor(f *elf.File, off, size uint64) *elf.Prog {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Off <= off && off+size <= p.Off+p.Filesz {
+			return p
+		}
+	}
+	return nil
+}
+
+func coveredByLoad(f *elf.File, off, size uint64) bool { return loadFor(f, off, size) != nil }
