@@ -1,0 +1,275 @@
+package elfwrite
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+)
+
+// These tests retrofit a minimal SFrame section into real binaries built
+// by the system compilers and check that they still run and that GNU
+// readelf/objdump and elfutils' elflint accept the result. Each skips when
+// a tool it needs is missing.
+
+const helloC = `#include <stdio.h>
+extern int lib_answer(void);
+int main(int argc, char **argv) {
+	printf("hello %d %s\n", lib_answer(), argc > 1 ? argv[1] : "-");
+	return 0;
+}
+`
+
+const libC = `int lib_answer(void) { return 42; }
+`
+
+// minimalSFrame returns a valid SFrame V3 section with no FDEs.
+func minimalSFrame(bo binary.ByteOrder, abi byte, raOff int8) []byte {
+	b := make([]byte, 28)
+	bo.PutUint16(b[0:], 0xdee2)
+	b[2] = 3   // SFRAME_VERSION_3
+	b[3] = 0x5 // SFRAME_F_FDE_SORTED | SFRAME_F_FDE_FUNC_START_PCREL
+	b[4] = abi // 1 aarch64 BE, 2 aarch64 LE, 3 amd64 LE
+	b[5] = 0   // cfa fixed FP offset
+	b[6] = byte(raOff)
+	return b // auxhdr_len, counts and offsets are all zero
+}
+
+func lookTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not installed", name)
+	}
+	return p
+}
+
+// sidTool returns the reference binutils tool, or "" when not installed.
+func sidTool(tool string) string {
+	if p, ok := toolchain.Path("sid", tool); ok {
+		return p
+	}
+	p := filepath.Join("/tmp/oracle/sid/bin", tool)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return ""
+}
+
+func run(t *testing.T, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+type realCase struct {
+	name   string
+	cflags []string
+	shared bool // link against a shared library built alongside
+}
+
+func TestRealX86_64(t *testing.T) {
+	gcc := lookTool(t, "gcc")
+	if out, err := exec.Command(gcc, "-dumpmachine").Output(); err != nil || !strings.HasPrefix(string(out), "x86_64") {
+		t.Skip("system gcc does not target x86-64")
+	}
+	cases := []realCase{
+		{name: "pie", cflags: []string{"-pie", "-fPIE"}, shared: true},
+		{name: "nopie", cflags: []string{"-no-pie"}, shared: true},
+		{name: "static", cflags: []string{"-static"}},
+		{name: "static-pie", cflags: []string{"-static-pie", "-fPIE"}},
+		{name: "separate-code", cflags: []string{"-Wl,-z,separate-code"}, shared: true},
+		{name: "noseparate-code", cflags: []string{"-Wl,-z,noseparate-code"}, shared: true},
+	}
+	sf := minimalSFrame(binary.LittleEndian, 3, -8)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bin, lib := buildHello(t, dir, gcc, tc)
+			checkReal(t, bin, lib, sf, nil, "x86_64")
+		})
+	}
+	t.Run("system-ls", func(t *testing.T) {
+		ls, err := exec.LookPath("ls")
+		if err != nil {
+			t.Skip("no ls")
+		}
+		dir := t.TempDir()
+		bin := filepath.Join(dir, "ls")
+		b, err := os.ReadFile(ls)
+		if err != nil {
+			t.Skip(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		checkReal(t, bin, "", sf, []string{"-d", "/"}, "x86_64")
+	})
+	t.Run("no-section-headers", func(t *testing.T) {
+		objcopy := sidTool("x86_64-objcopy")
+		if objcopy == "" {
+			t.Skip("reference objcopy (--strip-section-headers) not installed")
+		}
+		dir := t.TempDir()
+		bin, lib := buildHello(t, dir, gcc, realCase{name: "stripped", cflags: []string{"-pie", "-fPIE"}, shared: true})
+		run(t, nil, objcopy, "--strip-section-headers", bin)
+		checkReal(t, bin, lib, sf, nil, "x86_64")
+	})
+}
+
+func TestRealAArch64(t *testing.T) {
+	gcc := lookTool(t, "aarch64-linux-gnu-gcc")
+	lookTool(t, "qemu-aarch64-static")
+	if _, err := os.Stat("/usr/aarch64-linux-gnu"); err != nil {
+		t.Skip("no aarch64 sysroot for qemu -L")
+	}
+	cases := []realCase{
+		{name: "pie", cflags: []string{"-pie", "-fPIE"}, shared: true},
+		{name: "nopie", cflags: []string{"-no-pie"}},
+		{name: "static", cflags: []string{"-static"}},
+	}
+	sf := minimalSFrame(binary.LittleEndian, 2, 0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bin, lib := buildHello(t, dir, gcc, tc)
+			checkReal(t, bin, lib, sf, nil, "aarch64")
+		})
+	}
+}
+
+// buildHello compiles the test program (and its library) into dir and
+// returns the program's path and the library directory ("" if none).
+func buildHello(t *testing.T, dir, gcc string, tc realCase) (bin, libDir string) {
+	t.Helper()
+	src := filepath.Join(dir, "hello.c")
+	if err := os.WriteFile(src, []byte(helloC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lsrc := filepath.Join(dir, "lib.c")
+	if err := os.WriteFile(lsrc, []byte(libC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, "hello-"+tc.name)
+	args := append([]string{"-O2", "-o", bin, src}, tc.cflags...)
+	if tc.shared {
+		so := filepath.Join(dir, "libanswer.so")
+		run(t, nil, gcc, "-O2", "-shared", "-fPIC", "-Wl,-soname,libanswer.so", "-o", so, lsrc)
+		args = append(args, "-L"+dir, "-lanswer")
+		libDir = dir
+	} else {
+		args = append(args, lsrc)
+	}
+	run(t, nil, gcc, args...)
+	return bin, libDir
+}
+
+// checkReal inserts sf into bin (and into the shared library in libDir,
+// if any), then runs and inspects the result.
+func checkReal(t *testing.T, bin, libDir string, sf []byte, runArgs []string, arch string) {
+	t.Helper()
+	targets := []string{bin}
+	if libDir != "" {
+		targets = append(targets, filepath.Join(libDir, "libanswer.so"))
+	}
+	var env []string
+	runner := []string{bin}
+	if arch == "aarch64" {
+		runner = []string{"qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu", bin}
+	}
+	if libDir != "" {
+		env = append(env, "LD_LIBRARY_PATH="+libDir)
+		if arch == "aarch64" {
+			runner = []string{"qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu", "-E", "LD_LIBRARY_PATH=" + libDir, bin}
+		}
+	}
+	want := run(t, env, runner[0], append(runner[1:], runArgs...)...)
+
+	lint, _ := exec.LookPath("eu-elflint")
+	lintBefore := map[string]string{}
+	for _, f := range targets {
+		if lint != "" {
+			lintBefore[f] = elflint(lint, f)
+		}
+		in, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlan(in, uint64(len(sf)), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out, err := p.Bytes(sf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOutput(t, in, out, p, sf)
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteFileAtomic(f, st.Mode(), func(w io.Writer) error { _, err := w.Write(out); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if got := run(t, env, runner[0], append(runner[1:], runArgs...)...); got != want {
+		t.Errorf("output changed after inserting .sframe:\nbefore: %q\nafter:  %q", want, got)
+	}
+
+	readelf := sidTool(arch + "-readelf")
+	objdump := sidTool(arch + "-objdump")
+	for _, f := range targets {
+		hasSections := true
+		if readelf != "" {
+			secs := run(t, nil, readelf, "-SW", f)
+			hasSections = !strings.Contains(secs, "There are no sections")
+			if hasSections && !regexp.MustCompile(`\.sframe\s+GNU_SFRAME\s`).MatchString(secs) {
+				t.Errorf("%s: readelf -S shows no .sframe of type GNU_SFRAME:\n%s", f, secs)
+			}
+			segs := run(t, nil, readelf, "-lW", f)
+			if !strings.Contains(segs, "GNU_SFRAME") {
+				t.Errorf("%s: readelf -l shows no GNU_SFRAME:\n%s", f, segs)
+			}
+			if m := regexp.MustCompile(`(?m)^\s+\d+\s+\.sframe\s*$`).FindString(segs); hasSections && m == "" {
+				t.Errorf("%s: .sframe is not alone in a segment (GNU_SFRAME) in readelf's section-to-segment map:\n%s", f, segs)
+			}
+		}
+		if objdump != "" && hasSections {
+			dump := run(t, nil, objdump, "--sframe", f)
+			if !strings.Contains(dump, "SFRAME_VERSION_3") || !strings.Contains(dump, "Num FDEs: 0") {
+				t.Errorf("%s: objdump --sframe does not decode the section:\n%s", f, dump)
+			}
+		}
+		if lint != "" {
+			for _, line := range strings.Split(elflint(lint, f), "\n") {
+				if line == "" || line == "No errors" || strings.Contains(line, "0x6474e554") || strings.Contains(line, "unsupported type 1879048180") {
+					continue // elfutils does not know the SFrame types
+				}
+				if !strings.Contains(lintBefore[f], line) {
+					t.Errorf("%s: new eu-elflint complaint: %s", f, line)
+				}
+			}
+		}
+	}
+}
+
+func elflint(lint, f string) string {
+	out, _ := exec.Command(lint, "--gnu-ld", f).CombinedOutput()
+	// Section and program header numbers shift; compare the messages
+	// without them.
+	s := regexp.MustCompile(`(section|entry) \[?\d+\]?`).ReplaceAllString(string(out), "$1 N")
+	return string(bytes.ReplaceAll([]byte(s), []byte(f), []byte("FILE")))
+}
