@@ -1,0 +1,51 @@
+package sframe_test
+
+import (
+	"encoding/binary"
+	"io"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// FuzzDecode decodes arbitrary bytes; whatever decodes must also dump,
+// answer lookups, convert to the neutral model and re-encode without
+// panicking, and a successful re-encoding must decode to the same model.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte{0xe2, 0xde, 3, 4, 3, 0, 0xf8, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := sframe.Decode(b, 0x1000)
+		if err != nil {
+			return
+		}
+		if err := s.Dump(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DumpJSON(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range s.FDEs {
+			s.FindFRE(d.Start)
+			s.FindFRE(d.Start + uint64(d.Size)/2)
+			s.FindFRE(d.Start + uint64(d.Size))
+		}
+		for _, pc := range []uint64{0, 0x1000, binary.LittleEndian.Uint64(append(append([]byte{}, b...), make([]byte, 8)...))} {
+			s.FindFRE(pc)
+		}
+		if s.Header.Version == sframe.Version1 {
+			return
+		}
+		funcs := s.Functions()
+		out, err := sframe.Encode(funcs, s.Options())
+		if err != nil {
+			return
+		}
+		s2, err := sframe.Decode(out, 0x1000)
+		if err != nil {
+			t.Fatalf("re-encoded section does not decode: %v", err)
+		}
+		if len(s2.FDEs) != len(s.FDEs) || s2.Header.NumFREs != s.Header.NumFREs {
+			t.Fatalf("re-encoded section has %d FDEs/%d FREs, want %d/%d", len(s2.FDEs), s2.Header.NumFREs, len(s.FDEs), s.Header.NumFREs)
+		}
+	})
+}
