@@ -3,6 +3,7 @@ package elfwrite
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -272,4 +273,82 @@ func elflint(lint, f string) string {
 	// without them.
 	s := regexp.MustCompile(`(section|entry) \[?\d+\]?`).ReplaceAllString(string(out), "$1 N")
 	return string(bytes.ReplaceAll([]byte(s), []byte(f), []byte("FILE")))
+}
+
+// TestRealReplace takes a program GNU ld linked with .sframe, checks that
+// it is refused without Replace, and replaces its SFrame data: first with
+// GNU's own section bytes (objdump must see the same FDE count), then with
+// an empty section.
+func TestRealReplace(t *testing.T) {
+	gcc := lookTool(t, "gcc")
+	objcopy := sidTool("x86_64-objcopy")
+	objdump := sidTool("x86_64-objdump")
+	gccDir := "/tmp/oracle/sid/gcc-x86_64/"
+	if r := toolchain.Root(); r != "" {
+		if _, err := os.Stat(filepath.Join(r, "sid", "gcc-x86_64")); err == nil {
+			gccDir = filepath.Join(r, "sid", "gcc-x86_64") + "/"
+		}
+	}
+	if _, err := os.Stat(gccDir); err != nil || objcopy == "" || objdump == "" {
+		t.Skip("reference binutils (sid) not installed")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "hello.c")
+	if err := os.WriteFile(src, []byte(helloC+libC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hello")
+	run(t, nil, gcc, "-B"+gccDir, "-Wa,--gsframe", "-O2", "-o", bin, src)
+	gnuSF := filepath.Join(dir, "gnu.sframe")
+	run(t, nil, objcopy, "-O", "binary", "--only-section=.sframe", bin, gnuSF)
+	sf, err := os.ReadFile(gnuSF)
+	if err != nil || len(sf) < 28 {
+		t.Fatalf("GNU .sframe not extracted (%d bytes): %v", len(sf), err)
+	}
+	fdes := regexp.MustCompile(`Num FDEs: \d+`).FindString(run(t, nil, objdump, "--sframe", bin))
+	if fdes == "" || fdes == "Num FDEs: 0" {
+		t.Fatalf("GNU-built program has no SFrame FDEs (%q)", fdes)
+	}
+	want := run(t, nil, bin)
+	in, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPlan(in, uint64(len(sf)), Options{}); !errors.Is(err, ErrHasSFrame) {
+		t.Fatalf("input with .sframe: error %v, want ErrHasSFrame", err)
+	}
+	for _, tc := range []struct {
+		name     string
+		data     []byte
+		wantFDEs string
+	}{
+		{"gnu-bytes", sf, fdes},
+		{"empty", minimalSFrame(binary.LittleEndian, 3, -8), "Num FDEs: 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPlan(in, uint64(len(tc.data)), Options{Replace: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Bytes(tc.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkOutput(t, in, out, p, tc.data)
+			dst := filepath.Join(dir, "out-"+tc.name)
+			if err := WriteFileAtomic(dst, 0o755, func(w io.Writer) error { _, err := w.Write(out); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if got := run(t, nil, dst); got != want {
+				t.Errorf("output %q, want %q", got, want)
+			}
+			dump := run(t, nil, objdump, "--sframe", dst)
+			if !strings.Contains(dump, tc.wantFDEs) {
+				t.Errorf("objdump --sframe does not show %q:\n%s", tc.wantFDEs, dump)
+			}
+			if strings.Count(run(t, nil, sidTool("x86_64-readelf"), "-lW", dst), "GNU_SFRAME ") != 1 {
+				t.Errorf("not exactly one GNU_SFRAME program header")
+			}
+		})
+	}
 }
