@@ -16,7 +16,7 @@ import (
 // SHT_GNU_SFRAME and PT_GNU_SFRAME are the SFrame section and segment types.
 const (
 	SHTGNUSFrame = 0x6ffffff4
-	PTGNUSFrame  = 0x6474e553
+	PTGNUSFrame  = 0x6474e554 // readelf: GNU_SFRAME; 0x6474e553 is PT_GNU_PROPERTY
 )
 
 // File is an opened ELF file.

@@ -1,0 +1,162 @@
+package elfread_test
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+const fixtures = "../testdata/sframe/"
+
+func fixture(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(fixtures, name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("fixture %s not present", p)
+	}
+	return p
+}
+
+// firstStart decodes the .sframe section and returns the first function's
+// start address.
+func firstStart(t *testing.T, s *elfread.Section) uint64 {
+	t.Helper()
+	sec, err := sframe.Decode(s.Data, s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.FDEs) == 0 {
+		t.Fatal("no FDEs")
+	}
+	return sec.FDEs[0].Start
+}
+
+// TestRelocatedObjects checks function addresses after relocating .o
+// files against what sid objdump prints for them.
+func TestRelocatedObjects(t *testing.T) {
+	tests := []struct {
+		file  string
+		start uint64
+	}{
+		{"v3-x86_64-O2.o", 0},                          // PCREL: R_X86_64_PC64
+		{"v2-x86_64-O2.o", 0xffffffffffffffe4},         // no PCREL: 0 - 28
+		{"v3-aarch64-O2-pacb.o", 0},                    // R_AARCH64_PREL64
+		{"v3-aarch64be-O2-pacb.o", 0},                  // big-endian
+		{"v2-aarch64be-O2-pacb.o", 0xffffffffffffffe4}, // R_AARCH64_PREL32 BE
+		{"v3-s390x-funcs.o", 0},                        // R_390_PC64
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			f, err := elfread.Open(fixture(t, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			s, err := f.SFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := firstStart(t, s); got != tt.start {
+				t.Errorf("first function at %#x, want %#x", got, tt.start)
+			}
+		})
+	}
+}
+
+// TestSegmentWithoutSections reads PT_GNU_SFRAME from a copy of a shared
+// library whose section headers were stripped (objcopy
+// --strip-section-headers) and compares it with the section.
+func TestSegmentWithoutSections(t *testing.T) {
+	f1, err := elfread.Open(fixture(t, "v3-x86_64-lib-lazy.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f1.Close()
+	want, err := f1.SFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := elfread.Open("testdata/v3-x86_64-lib-lazy-nosections.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	if len(f2.ELF.Sections) != 0 {
+		t.Fatalf("test file still has %d sections", len(f2.ELF.Sections))
+	}
+	got, err := f2.SFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Addr != want.Addr || !bytes.Equal(got.Data, want.Data) {
+		t.Errorf("segment at %#x (%d bytes), section at %#x (%d bytes)", got.Addr, len(got.Data), want.Addr, len(want.Data))
+	}
+	if _, err := f2.Section(".eh_frame"); !errors.Is(err, elfread.ErrNotFound) {
+		t.Errorf("Section(.eh_frame) on a file without sections: %v", err)
+	}
+}
+
+func TestSectionByNameAndType(t *testing.T) {
+	f, err := elfread.Open(fixture(t, "v3-x86_64-exe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	byName, err := f.Section(".sframe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byType, err := f.SectionByType(elfread.SHTGNUSFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byName.Addr != byType.Addr || byName.Addr == 0 || !bytes.Equal(byName.Data, byType.Data) {
+		t.Errorf("by name %#x/%d bytes, by type %#x/%d bytes", byName.Addr, len(byName.Data), byType.Addr, len(byType.Data))
+	}
+	eh, err := f.Section(".eh_frame")
+	if err != nil || len(eh.Data) == 0 || eh.Machine != elf.EM_X86_64 {
+		t.Errorf(".eh_frame: %v", err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	notELF := filepath.Join(dir, "notelf")
+	os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o644)
+	truncated := filepath.Join(dir, "truncated")
+	exe, err := os.ReadFile(fixture(t, "v3-x86_64-exe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(truncated, exe[:40], 0o644)
+	self, err := os.Executable() // a Go binary: ELF without .sframe
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path string
+		want string
+	}{
+		{notELF, "not an ELF file"},
+		{truncated, "truncated"},
+		{filepath.Join(dir, "missing"), "no such file"},
+		{self, "no .sframe section"},
+	}
+	for _, tt := range tests {
+		f, err := elfread.Open(tt.path)
+		if err == nil {
+			_, err = f.SFrame()
+			f.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.path) {
+			t.Errorf("%s: error %v, want one naming the file and saying %q", tt.path, err, tt.want)
+		}
+	}
+}
