@@ -292,3 +292,41 @@ func TestRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestExtendedSectionNumbering adds the section that makes e_shnum
+// overflow into section 0's sh_size (SHN_LORESERVE rule), and checks an
+// input already using that form.
+func TestExtendedSectionNumbering(t *testing.T) {
+	base := synth{ptPhdr: true, sections: true}.build()
+	le := binary.LittleEndian
+	oldShoff := le.Uint64(base[40:])
+	for _, nsec := range []int{shnLoReserv - 1, shnLoReserv + 5} {
+		in := bytes.Clone(base)
+		shoff := uint64(len(in))
+		in = append(in, make([]byte, nsec*shdrSize)...)
+		copy(in[shoff:], base[oldShoff:oldShoff+4*shdrSize])
+		le.PutUint64(in[40:], shoff)
+		if nsec >= shnLoReserv {
+			le.PutUint16(in[60:], 0)
+			le.PutUint64(in[shoff+32:], uint64(nsec))
+		} else {
+			le.PutUint16(in[60:], uint16(nsec))
+		}
+		data := make([]byte, 28)
+		p, err := NewPlan(in, uint64(len(data)), Options{})
+		if err != nil {
+			t.Fatalf("%d sections: %v", nsec, err)
+		}
+		out, err := p.Bytes(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := le.Uint16(out[60:]); got != 0 {
+			t.Errorf("%d+1 sections: e_shnum %d, want 0 (extended)", nsec, got)
+		}
+		if got := le.Uint64(out[le.Uint64(out[40:])+32:]); got != uint64(nsec+1) {
+			t.Errorf("%d+1 sections: section 0 sh_size %d", nsec, got)
+		}
+		checkOutput(t, in, out, p, data)
+	}
+}
