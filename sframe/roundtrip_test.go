@@ -10,12 +10,17 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-// fixtures returns every ELF fixture in testdata/sframe with its .sframe.
+// fixtures returns every ELF fixture with an objdump golden: the shared
+// ones in ../testdata/sframe and this package's own in testdata/gas.
 func fixtures(t *testing.T) []string {
 	t.Helper()
-	m, err := filepath.Glob("../testdata/sframe/*.objdump")
-	if err != nil {
-		t.Fatal(err)
+	var m []string
+	for _, pat := range []string{"../testdata/sframe/*.objdump", "testdata/gas/*.objdump"} {
+		g, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = append(m, g...)
 	}
 	if len(m) == 0 {
 		t.Skip("no fixtures in ../testdata/sframe")
