@@ -3,6 +3,8 @@ package elfwrite
 import (
 	"bytes"
 	"debug/elf"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -17,6 +19,11 @@ func FuzzPlan(f *testing.F) {
 		{sections: true, sfSection: true, sfSegment: true},
 	} {
 		f.Add(s.build(), uint16(24), false)
+	}
+	for _, name := range []string{"tiny-x86_64", "tiny-aarch64-pie"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
+			f.Add(b, uint16(28), false)
+		}
 	}
 	f.Fuzz(func(t *testing.T, in []byte, size uint16, replace bool) {
 		p, err := NewPlan(in, uint64(size), Options{Replace: replace, MaxPad: 1 << 16})
