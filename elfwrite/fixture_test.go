@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +23,8 @@ func TestFixtures(t *testing.T) {
 		{"tiny-x86_64-pie", "amd64", minimalSFrame(binary.LittleEndian, 3, -8)},
 		{"tiny-aarch64", "arm64", minimalSFrame(binary.LittleEndian, 2, 0)},
 		{"tiny-aarch64-pie", "arm64", minimalSFrame(binary.LittleEndian, 2, 0)},
+		{"tiny-aarch64_be", "arm64be", minimalSFrame(binary.BigEndian, 1, 0)},
+		{"tiny-s390x", "s390x", minimalSFrame(binary.BigEndian, 4, 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -45,14 +48,13 @@ func TestFixtures(t *testing.T) {
 				var runner []string
 				switch {
 				case runtime.GOOS == "linux" && runtime.GOARCH == tc.arch:
-				case tc.arch == "arm64":
-					q, err := exec.LookPath("qemu-aarch64-static")
+				default:
+					qemu := map[string]string{"amd64": "qemu-x86_64-static", "arm64": "qemu-aarch64-static", "arm64be": "qemu-aarch64_be-static", "s390x": "qemu-s390x-static"}[tc.arch]
+					q, err := exec.LookPath(qemu)
 					if err != nil {
-						t.Skip("cannot run AArch64 code here")
+						t.Skip("cannot run " + tc.arch + " code here: no " + qemu)
 					}
 					runner = []string{q}
-				default:
-					t.Skip("cannot run " + tc.arch + " code here")
 				}
 				bin := filepath.Join(t.TempDir(), tc.file)
 				if err := os.WriteFile(bin, out, 0o755); err != nil {
@@ -65,6 +67,14 @@ func TestFixtures(t *testing.T) {
 				got, err := cmd.CombinedOutput()
 				if err != nil || string(got) != "tiny\n" {
 					t.Errorf("modified %s: output %q, error %v; want \"tiny\\n\"", tc.file, got, err)
+				}
+				objdump := sidTool(map[string]string{"amd64": "x86_64", "arm64": "aarch64", "arm64be": "aarch64", "s390x": "s390x"}[tc.arch] + "-objdump")
+				if objdump == "" {
+					continue
+				}
+				dump, err := exec.Command(objdump, "--sframe", bin).CombinedOutput()
+				if err != nil || !strings.Contains(string(dump), "SFRAME_VERSION_3") || !strings.Contains(string(dump), "Num FDEs: 0") {
+					t.Errorf("objdump --sframe on modified %s (%v):\n%s", tc.file, err, dump)
 				}
 			}
 		})

@@ -12,3 +12,12 @@ for cc in gcc:x86_64 aarch64-linux-gnu-gcc:aarch64; do
 	# shellcheck disable=SC2086
 	"$gcc" $flags -Wl,-z,norelro -static-pie -fPIE -o "tiny-$arch-pie" tiny.c
 done
+
+# Big-endian fixtures from assembly: AArch64 BE with the cross binutils,
+# s390x with the reference toolchain's binutils (scripts/reference-toolchain.sh).
+aarch64-linux-gnu-as -EB -o tiny-aarch64_be.o tiny-aarch64_be.s
+aarch64-linux-gnu-ld -EB -m aarch64linuxb -static --build-id=none -z norelro -o tiny-aarch64_be tiny-aarch64_be.o
+sid=${CFI2SFRAME_TOOLCHAIN:-${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/toolchain}/sid/bin
+"$sid/s390x-as" -o tiny-s390x.o tiny-s390x.s
+"$sid/s390x-ld" -static --build-id=none -o tiny-s390x tiny-s390x.o
+rm -f tiny-aarch64_be.o tiny-s390x.o
