@@ -47,6 +47,11 @@ type Options struct {
 	Sort       bool   // sort FDEs by start address and set FlagFDESorted
 	CFAFixedFP int8
 	CFAFixedRA int8
+	// FramePointer sets the V1/V2 flag SFRAME_F_FRAME_POINTER (GNU as
+	// never sets it; kept so decoded sections re-encode faithfully).
+	FramePointer bool
+	// AuxHdr is written after the fixed header (at most 255 bytes).
+	AuxHdr []byte
 }
 
 // DefaultFixedOffsets returns the header's fixed FP and RA offsets GNU as
@@ -87,7 +92,8 @@ func (s *Section) Options() Options {
 	h := &s.Header
 	return Options{Version: h.Version, ABI: h.ABI, Order: s.Order, Addr: s.Addr,
 		PCRel: h.Flags&FlagFDEFuncStartPCRel != 0, Sort: h.Flags&FlagFDESorted != 0,
-		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA}
+		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA,
+		FramePointer: h.Flags&FlagFramePointer != 0, AuxHdr: h.AuxHdr}
 }
 
 // FuncError reports a function that cannot be encoded.
@@ -179,14 +185,22 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 		case LocUnsaved, LocFixed, LocDefault:
 		case LocCFA:
 			last = i
+		case LocReg:
+			if o.ABI != ABIS390XBE || o.Version != Version2 || l.Offset != 0 {
+				return 0, 0, fmt.Errorf("register-based RA/FP rule needs a flexible FDE")
+			}
+			last = i
 		default:
 			return 0, 0, fmt.Errorf("register-based RA/FP rule needs a flexible FDE")
 		}
 	}
 	for i := 0; i <= last; i++ {
-		if slots[i].Kind == LocCFA {
+		switch {
+		case slots[i].Kind == LocCFA:
 			add(int64(slots[i].Offset), false)
-		} else {
+		case slots[i].Kind == LocReg:
+			add(int64(slots[i].Reg)<<1|1, false) // s390x V2: register in the LSB form
+		default:
 			add(RAOffsetInvalid, false)
 		}
 	}
@@ -331,7 +345,7 @@ func Encode(funcs []Function, o Options) ([]byte, error) {
 		}
 		numFREs += len(fn.Rows)
 		// Field offset within the section, for PC-relative starts.
-		fieldOff := uint64(HeaderSize + k*fdeSize)
+		fieldOff := uint64(HeaderSize + len(o.AuxHdr) + k*fdeSize)
 		base := o.Addr
 		if o.PCRel {
 			base += fieldOff
@@ -364,15 +378,26 @@ func Encode(funcs []Function, o Options) ([]byte, error) {
 	if o.PCRel {
 		flags |= FlagFDEFuncStartPCRel
 	}
-	out := make([]byte, HeaderSize, HeaderSize+len(fdes)+len(fre))
+	if o.FramePointer {
+		if o.Version > Version2 {
+			return nil, fmt.Errorf("sframe: SFRAME_F_FRAME_POINTER does not exist in version %d", o.Version)
+		}
+		flags |= FlagFramePointer
+	}
+	if len(o.AuxHdr) > math.MaxUint8 {
+		return nil, fmt.Errorf("sframe: auxiliary header of %d bytes exceeds 255", len(o.AuxHdr))
+	}
+	hsz := HeaderSize + len(o.AuxHdr)
+	out := make([]byte, HeaderSize, hsz+len(fdes)+len(fre))
 	o.Order.PutUint16(out, Magic)
 	out[2], out[3], out[4] = o.Version, flags, o.ABI
-	out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), 0
+	out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), uint8(len(o.AuxHdr))
 	o.Order.PutUint32(out[8:], uint32(len(funcs)))
 	o.Order.PutUint32(out[12:], uint32(numFREs))
 	o.Order.PutUint32(out[16:], uint32(len(fre)))
 	o.Order.PutUint32(out[20:], 0)
 	o.Order.PutUint32(out[24:], uint32(len(fdes)))
+	out = append(out, o.AuxHdr...)
 	out = append(out, fdes...)
 	out = append(out, fre...)
 	return out, nil

@@ -114,3 +114,55 @@ func TestReencodeAcrossVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeRoundTripOddities: s390x V2 registers in the LSB form (and RA
+// padding), an auxiliary header, SFRAME_F_FRAME_POINTER, an unsorted
+// section, a zero-FRE (outermost) function.
+func TestEncodeRoundTripOddities(t *testing.T) {
+	sp := sframe.SPReg(sframe.ABIS390XBE)
+	funcs := []sframe.Function{
+		{Start: 0x3000, Size: 0x20, Rows: []sframe.Row{
+			{Start: 0, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 160}},
+			{Start: 4, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 160}, RA: sframe.Loc{Kind: sframe.LocReg, Reg: 16}},
+			{Start: 8, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 320}, FP: sframe.Loc{Kind: sframe.LocCFA, Offset: -72}},
+			{Start: 12, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 320}, RA: sframe.Loc{Kind: sframe.LocCFA, Offset: -48}, FP: sframe.Loc{Kind: sframe.LocReg, Reg: 17}},
+		}},
+		{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{}},
+	}
+	o := sframe.Options{Version: 2, ABI: sframe.ABIS390XBE, Order: binary.BigEndian, Addr: 0x8000,
+		FramePointer: true, AuxHdr: []byte{1, 2, 3}}
+	b, err := sframe.Encode(funcs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sframe.Decode(b, 0x8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(funcs, s.Functions()); diff != "" {
+		t.Errorf("model (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(o, s.Options(), cmp.Comparer(func(a, b binary.ByteOrder) bool { return a == b })); diff != "" {
+		t.Errorf("options (-want +got):\n%s", diff)
+	}
+	words := s.FDEs[0].FREs[1].Words[:s.FDEs[0].FREs[1].NumWords]
+	if !cmp.Equal(words, []int32{0, 16<<1 | 1}) {
+		t.Errorf("s390x RA-in-register words %v, want [0 33]", words)
+	}
+	words = s.FDEs[0].FREs[2].Words[:s.FDEs[0].FREs[2].NumWords]
+	if !cmp.Equal(words, []int32{20, 0, -72}) {
+		t.Errorf("s390x FP-only words %v, want [20 0 -72] (RA padding)", words)
+	}
+	if r, ok := s.FindFRE(0x1004); ok {
+		t.Errorf("FindFRE in a zero-FRE function = %+v", r)
+	}
+	var sb strings.Builder
+	if err := s.Dump(&sb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SFRAME_F_FRAME_POINTER", "sp+320    c-72      u", "sp+320    r17+0     c-48", "func idx [1]: pc = 0x1000, size = 16 bytes\n    STARTPC"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("dump lacks %q:\n%s", want, sb.String())
+		}
+	}
+}
