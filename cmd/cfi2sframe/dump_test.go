@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 var spaces = regexp.MustCompile(` +`)
@@ -149,6 +151,72 @@ func TestDumpErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.path) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("error %q: want one line naming %s and containing %q", err, tt.path, tt.want)
+			}
+		})
+	}
+}
+
+// TestEncoderOutputReadByObjdump swaps a linked fixture's .sframe for our
+// re-encoding with the PCREL flag toggled (same size, so objcopy
+// --update-section keeps the layout) and checks that sid objdump still
+// prints the golden: V2 with PCREL is a form no packaged GNU as emits.
+func TestEncoderOutputReadByObjdump(t *testing.T) {
+	for _, g := range goldens(t) {
+		name := strings.TrimSuffix(g, ".objdump")
+		if isV1(g) || strings.HasSuffix(name, ".o") {
+			continue
+		}
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			objdump := objdumpFor(t, name)
+			objcopy := strings.TrimSuffix(objdump, "objdump") + "objcopy"
+			if !fileExists(objcopy) {
+				t.Skipf("%s not found", objcopy)
+			}
+			f, err := elfread.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			es, err := f.SFrame()
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sec, err := sframe.Decode(es.Data, es.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := sec.Options()
+			o.PCRel = !o.PCRel
+			b, err := sframe.Encode(sec.Functions(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			raw, out := filepath.Join(dir, "sframe.bin"), filepath.Join(dir, "out")
+			if err := os.WriteFile(raw, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if msg, err := exec.Command(objcopy, "--update-section", ".sframe="+raw, name, out).CombinedOutput(); err != nil {
+				t.Fatalf("objcopy: %v\n%s", err, msg)
+			}
+			got, err := exec.Command(objdump, "--sframe", out).Output()
+			if err != nil {
+				t.Fatalf("objdump: %v", err)
+			}
+			want, err := os.ReadFile(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Only the flags line may change.
+			drop := func(s string) string {
+				s = normalize(s)
+				s = strings.ReplaceAll(s, ",\n SFRAME_F_FDE_FUNC_START_PCREL", "")
+				s = strings.ReplaceAll(s, "Flags: SFRAME_F_FDE_FUNC_START_PCREL", "Flags: NONE")
+				s = strings.ReplaceAll(s, "Flags: SFRAME_F_FDE_SORTED,\n SFRAME_F_FDE_FUNC_START_PCREL", "Flags: SFRAME_F_FDE_SORTED")
+				return s
+			}
+			if drop(string(got)) != drop(string(want)) {
+				t.Errorf("objdump of our re-encoding differs\n--- got\n%s\n--- want\n%s", got, want)
 			}
 		})
 	}
