@@ -1,6 +1,27 @@
 // Package sframe models the SFrame stack-trace format (.sframe sections,
-// versions 1 to 3): decoding, lookup, text/JSON dumps and encoding from a
-// version-independent model.
+// versions 1 to 3, both byte orders, ABIs AArch64 LE/BE, AMD64, s390x).
+//
+// Raw model: Decode(b, addr) returns a *Section holding the Header (every
+// field, auxiliary header included) and its FDEs, each with its decoded
+// info bytes and FREs (start offset, info bits, sign-extended data words).
+// Every count, offset and length is checked against the input before
+// anything is allocated; errors are *Error values with the byte offset.
+//
+// Interpretation: (*Section).Interpret turns one FRE into a Rule (CFA, RA
+// and FP as Loc values: register+offset, CFA slot, flex forms, fixed,
+// unsaved), applying the s390x CFA scaling and the V3 flexible-FDE
+// control/offset word pairs. (*Section).FindFRE(pc) looks a PC up without
+// allocating.
+//
+// Output: (*Section).Dump writes the text of GNU objdump --sframe from its
+// "  Header :" line on; (*Section).DumpJSON writes JSON.
+//
+// Neutral model: []Function with Rows, filled by a translator or by
+// (*Section).Functions, and Encode(funcs, Options) writing V2 (with or
+// without PCREL) or V3 with libsframe's layout choices (narrowest FRE type
+// per function and data-word size per row, FRE data in the order of funcs,
+// FDE index optionally sorted), so a GNU-produced section decodes and
+// re-encodes byte for byte.
 package sframe
 
 import (
