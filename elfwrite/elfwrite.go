@@ -229,6 +229,12 @@ func parse(in []byte) (*file, error) {
 	shstrndx := uint64(bo.Uint16(in[62:]))
 
 	// Section headers first: extended numbering keeps counts in section 0.
+	if f.shoff != 0 && f.shoff < ehdrSize {
+		return nil, formatErr(40, "section header table at %#x overlaps the ELF header", f.shoff)
+	}
+	if f.phoff < ehdrSize {
+		return nil, formatErr(32, "program header table at %#x overlaps the ELF header", f.phoff)
+	}
 	if f.shoff != 0 {
 		if shentsize != shdrSize {
 			return nil, formatErr(58, "e_shentsize is %d, want %d", shentsize, shdrSize)

@@ -265,6 +265,8 @@ func TestRejects(t *testing.T) {
 		{"riscv", mod(func(b []byte) []byte { le.PutUint16(b[18:], 243); return b }), &ue},
 		{"phoff past EOF", mod(func(b []byte) []byte { le.PutUint64(b[32:], uint64(len(b))-10); return b }), &fe},
 		{"phoff huge", mod(func(b []byte) []byte { le.PutUint64(b[32:], ^uint64(0)-3); return b }), &fe},
+		{"phoff in ELF header", mod(func(b []byte) []byte { le.PutUint64(b[32:], 8); return b }), &fe},
+		{"shoff in ELF header", mod(func(b []byte) []byte { le.PutUint64(b[40:], 8); return b }), &fe},
 		{"phnum huge", mod(func(b []byte) []byte { le.PutUint16(b[56:], 0xfffe); return b }), &fe},
 		{"no phdrs", mod(func(b []byte) []byte { le.PutUint16(b[56:], 0); return b }), &fe},
 		{"bad phentsize", mod(func(b []byte) []byte { le.PutUint16(b[54:], 32); return b }), &fe},
