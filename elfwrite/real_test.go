@@ -118,6 +118,25 @@ func TestRealX86_64(t *testing.T) {
 		}
 		checkReal(t, bin, "", sf, []string{"-d", "/"}, "x86_64")
 	})
+	t.Run("system-libc", func(t *testing.T) {
+		out, err := exec.Command(gcc, "-print-file-name=libc.so.6").Output()
+		libc, err2 := filepath.EvalSymlinks(strings.TrimSpace(string(out)))
+		ls, err3 := exec.LookPath("ls")
+		if err != nil || err2 != nil || err3 != nil || !filepath.IsAbs(libc) {
+			t.Skip("system libc.so.6 or ls not found")
+		}
+		dir := t.TempDir()
+		for _, c := range [][2]string{{libc, "libc.so.6"}, {ls, "ls"}} {
+			b, err := os.ReadFile(c[0])
+			if err != nil {
+				t.Skip(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, c[1]), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkRealFiles(t, filepath.Join(dir, "ls"), []string{filepath.Join(dir, "libc.so.6")}, sf, []string{"-d", "/", "/tmp"}, "x86_64")
+	})
 	t.Run("no-section-headers", func(t *testing.T) {
 		objcopy := sidTool("x86_64-objcopy")
 		if objcopy == "" {
@@ -181,9 +200,22 @@ func buildHello(t *testing.T, dir, gcc string, tc realCase) (bin, libDir string)
 // if any), then runs and inspects the result.
 func checkReal(t *testing.T, bin, libDir string, sf []byte, runArgs []string, arch string) {
 	t.Helper()
-	targets := []string{bin}
+	var libs []string
 	if libDir != "" {
-		targets = append(targets, filepath.Join(libDir, "libanswer.so"))
+		libs = []string{filepath.Join(libDir, "libanswer.so")}
+	}
+	checkRealFiles(t, bin, libs, sf, runArgs, arch)
+}
+
+// checkRealFiles inserts sf into bin and into the shared libraries libs
+// (all in one directory, put on LD_LIBRARY_PATH), then runs and inspects
+// the results.
+func checkRealFiles(t *testing.T, bin string, libs []string, sf []byte, runArgs []string, arch string) {
+	t.Helper()
+	targets := append([]string{bin}, libs...)
+	libDir := ""
+	if len(libs) > 0 {
+		libDir = filepath.Dir(libs[0])
 	}
 	var env []string
 	runner := []string{bin}
