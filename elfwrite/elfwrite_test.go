@@ -18,6 +18,7 @@ type synth struct {
 	sfSegment bool // emit an old PT_GNU_SFRAME
 	slack     int  // zero bytes left after the program header table
 	align     uint64
+	bss       uint64 // memory size of the data segment (default 0x100)
 }
 
 // build lays out: ELF header, program headers, slack, code (0xcc), then at
@@ -36,6 +37,9 @@ func (s synth) build() []byte {
 	}
 	if s.align == 0 {
 		s.align = 0x1000
+	}
+	if s.bss == 0 {
+		s.bss = 0x100
 	}
 	base := uint64(0x400000)
 	nph := 3 // two PT_LOADs and PT_GNU_STACK
@@ -92,7 +96,7 @@ func (s synth) build() []byte {
 	}
 	phs = append(phs,
 		phdr{typ: ptLoad, flags: pfR | 1, off: 0, vaddr: base, paddr: base, filesz: codeOff + codeSize, memsz: codeOff + codeSize, align: s.align},
-		phdr{typ: ptLoad, flags: pfR | 2, off: dataOff, vaddr: base + 2*s.align, paddr: base + 2*s.align, filesz: dataSize + sfSize, memsz: 0x100, align: s.align},
+		phdr{typ: ptLoad, flags: pfR | 2, off: dataOff, vaddr: base + 2*s.align, paddr: base + 2*s.align, filesz: dataSize + sfSize, memsz: s.bss, align: s.align},
 		phdr{typ: 0x6474e551, flags: pfR | 2, align: 16})
 	if s.sfSegment {
 		phs = append(phs, phdr{typ: ptGNUSFrame, flags: pfR, off: sfOff, vaddr: base + 2*s.align + dataSize, paddr: base + 2*s.align + dataSize, filesz: sfSize, memsz: sfSize, align: 8})
@@ -127,11 +131,12 @@ func fill(b []byte, v byte) {
 
 func TestInsertSynthetic(t *testing.T) {
 	tests := []struct {
-		name      string
-		s         synth
-		opts      Options
-		wantMoved bool
-		wantErr   error
+		name        string
+		s           synth
+		opts        Options
+		wantMoved   bool
+		wantCompact bool // segment right after the input
+		wantErr     error
 	}{
 		{name: "exec/phdr/sections/LE", s: synth{ptPhdr: true, sections: true}, wantMoved: true},
 		{name: "exec/phdr/sections/BE", s: synth{be: true, ptPhdr: true, sections: true}, wantMoved: true},
@@ -147,6 +152,8 @@ func TestInsertSynthetic(t *testing.T) {
 		{name: "old section+segment replaced BE", s: synth{be: true, ptPhdr: true, sections: true, sfSection: true, sfSegment: true}, opts: Options{Replace: true}, wantMoved: true},
 		{name: "old segment replaced, no sections", s: synth{sfSegment: true}, opts: Options{Replace: true}, wantMoved: true},
 		{name: "compact placement", s: synth{ptPhdr: true, sections: true}, opts: Options{MaxPad: -1}, wantMoved: true},
+		{name: "huge bss: padding over MaxPad, compact", s: synth{ptPhdr: true, sections: true, bss: 8 << 20}, wantMoved: true, wantCompact: true},
+		{name: "huge bss within a larger MaxPad", s: synth{ptPhdr: true, sections: true, bss: 8 << 20}, opts: Options{MaxPad: 9 << 20}, wantMoved: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,10 +181,10 @@ func TestInsertSynthetic(t *testing.T) {
 				t.Fatal("input modified")
 			}
 			checkOutput(t, in, out, p, data)
-			if tc.opts.MaxPad < 0 && p.SegmentOffset != (uint64(len(in))+7)&^7 {
-				t.Errorf("compact placement put the segment at %#x, input ends at %#x", p.SegmentOffset, len(in))
+			if tc.wantMoved && (tc.opts.MaxPad < 0 || tc.wantCompact) != (p.SegmentOffset == (uint64(len(in))+7)&^7) {
+				t.Errorf("segment at %#x, input ends at %#x; want compact placement: %v", p.SegmentOffset, len(in), tc.opts.MaxPad < 0 || tc.wantCompact)
 			}
-			if tc.wantMoved && tc.opts.MaxPad == 0 {
+			if tc.wantMoved && tc.opts.MaxPad >= 0 && !tc.wantCompact {
 				// Default placement keeps "first load base + e_phoff" == PT_PHDR vaddr.
 				fl := p.phs[0]
 				for _, ph := range p.phs {
