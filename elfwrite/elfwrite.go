@@ -26,6 +26,14 @@
 // compactly right after the input, which modern kernels handle as they look
 // for the PT_LOAD containing e_phoff.
 //
+// Known limitations: GNU strip/objcopy from binutils 2.40 and older
+// re-lay out such files as if the program header table followed the ELF
+// header and produce a broken binary ("section .sframe lma ... adjusted");
+// binutils 2.44 and later keep the layout. Strip before converting, or
+// use a newer strip. Converting a converted file with Replace leaves the
+// previous segment in place (unreferenced by section headers) and adds
+// another one.
+//
 // Use NewPlan to learn where .sframe will land (SFrame start offsets are
 // PC-relative, so the encoder needs Plan.Addr), encode, then Plan.Write or
 // Plan.Bytes. Insert wraps that loop and re-plans if the encoded size
