@@ -26,7 +26,7 @@
 // compactly right after the input, which modern kernels handle as they look
 // for the PT_LOAD containing e_phoff.
 //
-// Known limitations: GNU strip/objcopy from binutils 2.40 and older
+// Known limitations: GNU strip/objcopy from binutils 2.40 (tested; likely older too)
 // re-lay out such files as if the program header table followed the ELF
 // header and produce a broken binary ("section .sframe lma ... adjusted");
 // binutils 2.44 and later keep the layout. Strip before converting, or
