@@ -1,0 +1,81 @@
+package translate
+
+import "fmt"
+
+// A Reason says why a function, or part of one, has no SFrame description.
+// The string values are stable: they appear in --diagnostics json output
+// and in reports.
+type Reason string
+
+// Reasons a CFI rule cannot be expressed in SFrame.
+const (
+	// CFAExpression: the CFA is a DWARF expression other than
+	// DW_OP_bregN off [DW_OP_deref].
+	CFAExpression Reason = "cfa-expression"
+	// CFARegister: the CFA is based on a register other than SP or FP
+	// (expressible only in a V3 flexible FDE).
+	CFARegister Reason = "cfa-register"
+	// CFADeref: the CFA is loaded from memory, as in DRAP code
+	// (expressible only in a V3 flexible FDE).
+	CFADeref Reason = "cfa-deref"
+	// RANotAtFixedSlot: on AMD64 the return address is somewhere other than
+	// CFA-8, which the format assumes for every row.
+	RANotAtFixedSlot Reason = "ra-not-at-fixed-slot"
+	// RARegister: the return address lives in another register
+	// (V3 flexible FDE only).
+	RARegister Reason = "ra-register"
+	// RAExpression: the return address rule is a DWARF expression, a
+	// val_offset or a val_expression that SFrame cannot carry.
+	RAExpression Reason = "ra-expression"
+	// FPRegister: the frame pointer lives in another register (V3 flexible
+	// FDE only).
+	FPRegister Reason = "fp-register"
+	// FPExpression: the frame pointer rule is an expression, val_offset or
+	// val_expression that SFrame cannot carry.
+	FPExpression Reason = "fp-expression"
+	// FPWithoutRA: AArch64 saves FP on the stack while RA stays in a
+	// register; the default FDE layout puts FP after RA.
+	FPWithoutRA Reason = "fp-without-ra"
+	// SPRule: the stack pointer is restored by something other than the CFA.
+	SPRule Reason = "sp-rule"
+	// UndefinedFPOrSP: FP or SP is marked undefined.
+	UndefinedFPOrSP Reason = "undefined-fp-or-sp"
+	// ReturnColumn: the CIE's return-address column is not the ABI's.
+	ReturnColumn Reason = "return-column"
+	// OffsetRange: an offset does not fit a signed 32-bit data word.
+	OffsetRange Reason = "offset-range"
+	// TooManyRows: more FREs than the format's 16-bit count holds.
+	TooManyRows Reason = "too-many-rows"
+	// FunctionSize: the function is larger than a 32-bit size field holds.
+	FunctionSize Reason = "function-size"
+	// RAStateWithPC: DW_CFA_AARCH64_negate_ra_state_with_pc (PAuth_LR),
+	// which SFrame has no way to describe.
+	RAStateWithPC Reason = "ra-state-with-pc"
+	// BadCFI: the CFI itself could not be parsed or executed.
+	BadCFI Reason = "bad-cfi"
+	// Overlap: the FDE's range overlaps one already described.
+	Overlap Reason = "overlap"
+)
+
+// A Diagnostic reports one function (or PLT section) that was skipped or
+// described only in part.
+type Diagnostic struct {
+	Start  uint64 `json:"start"`            // function start address
+	End    uint64 `json:"end"`              // function end address
+	Symbol string `json:"symbol,omitempty"` // symbol covering Start, if known
+	PC     uint64 `json:"pc"`               // first PC where the rule applies
+	Reason Reason `json:"reason"`
+	Detail string `json:"detail,omitempty"` // the offending rule, readable
+}
+
+func (d Diagnostic) String() string {
+	name := d.Symbol
+	if name == "" {
+		name = fmt.Sprintf("%#x", d.Start)
+	}
+	s := fmt.Sprintf("%s [%#x,%#x) at %#x: %s", name, d.Start, d.End, d.PC, d.Reason)
+	if d.Detail != "" {
+		s += ": " + d.Detail
+	}
+	return s
+}
