@@ -1,0 +1,182 @@
+// Package cfi parses DWARF call-frame information (.eh_frame and
+// .debug_frame) and executes each FDE's CFA program into a table of rows:
+// from each row's PC on, how to find the CFA and every register's caller
+// value.
+//
+// Data flows one way: ELF bytes (elfread) → cfi → translate → sframe.
+package cfi
+
+import "encoding/binary"
+
+// Kind says which flavour of call-frame section a Section holds.
+type Kind uint8
+
+const (
+	EHFrame    Kind = iota // .eh_frame: CIE id 0, CIE pointer relative, pointer encodings
+	DebugFrame             // .debug_frame: CIE id 0xffffffff, CIE pointer a section offset
+)
+
+func (k Kind) String() string {
+	if k == DebugFrame {
+		return ".debug_frame"
+	}
+	return ".eh_frame"
+}
+
+// Section is a call-frame section's bytes and what decoding them needs.
+type Section struct {
+	Kind    Kind
+	Data    []byte
+	Addr    uint64 // address of Data[0] (for DW_EH_PE_pcrel)
+	Order   binary.ByteOrder
+	PtrSize int    // 4 or 8: size of DW_EH_PE_absptr and of .debug_frame addresses
+	TextRel uint64 // base for DW_EH_PE_textrel (0 if unknown)
+	DataRel uint64 // base for DW_EH_PE_datarel (0 if unknown)
+}
+
+// CIE is a common information entry.
+type CIE struct {
+	Offset       int64 // section offset of the length field
+	Version      uint8
+	Augmentation string
+	AddrSize     uint8 // version 4
+	SegSize      uint8 // version 4
+	CodeAlign    uint64
+	DataAlign    int64
+	RAColumn     uint64
+	FDEEnc       uint8 // DW_EH_PE_* of FDE addresses ('R'; absptr otherwise)
+	LSDAEnc      uint8 // 'L'
+	Personality  uint64
+	Signal       bool   // 'S': frames of this CIE are signal frames
+	BKey         bool   // 'B': AArch64 return addresses signed with the B key
+	MTETagged    bool   // 'G': AArch64 MTE-tagged stack frames
+	Initial      []byte // initial instructions
+}
+
+// FDE is a frame description entry.
+type FDE struct {
+	Offset     int64  // section offset of the length field
+	CIE        *CIE
+	Start      uint64 // first PC covered
+	Size       uint64 // number of bytes covered
+	StartField int64  // section offset of the initial-location field (relocation lookup in ET_REL files)
+	LSDA       uint64
+	Program    []byte // the FDE's instructions (after the augmentation data)
+}
+
+// End is the first PC after the FDE.
+func (f *FDE) End() uint64 { return f.Start + f.Size }
+
+// RuleKind says how a register's caller value is recovered.
+type RuleKind uint8
+
+const (
+	// SameValue: the register keeps its value (the default for registers
+	// without a rule, and DW_CFA_same_value).
+	SameValue RuleKind = iota
+	Undefined          // DW_CFA_undefined
+	Offset             // saved at CFA+Offset
+	ValOffset          // value is CFA+Offset
+	Register           // saved in register Reg
+	Expression         // saved at the address computed by Expr (CFA pushed first)
+	ValExpression      // value computed by Expr (CFA pushed first)
+)
+
+// Rule is the recovery rule of one register.
+type Rule struct {
+	Kind   RuleKind
+	Reg    uint64 // Register
+	Offset int64  // Offset, ValOffset (already multiplied by the data alignment)
+	Expr   []byte // Expression, ValExpression: a DWARF expression, raw bytes
+}
+
+// CFAKind says how the CFA is computed.
+type CFAKind uint8
+
+const (
+	CFARegOffset  CFAKind = iota // register Reg + Offset
+	CFAExpression                // DW_CFA_def_cfa_expression: Expr
+)
+
+// CFA is the rule that computes the canonical frame address.
+type CFA struct {
+	Kind   CFAKind
+	Reg    uint64
+	Offset int64
+	Expr   []byte
+}
+
+// RegRule is a register's rule.
+type RegRule struct {
+	Reg  uint64
+	Rule Rule
+}
+
+// Row holds the rules from Loc up to the next row's Loc (or the FDE's end).
+type Row struct {
+	Loc uint64
+	CFA CFA
+	// Regs lists the registers whose rule is not SameValue-by-default,
+	// sorted by register number. An explicit DW_CFA_same_value is listed.
+	Regs []RegRule
+	// MangledRA is the AArch64 RA signing state (DW_CFA_AARCH64_negate_ra_state
+	// toggles it; the CIE's initial instructions may too).
+	MangledRA bool
+	// RAStateWithPC marks DW_CFA_AARCH64_negate_ra_state_with_pc (PAuth_LR)
+	// seen at or before this row.
+	RAStateWithPC bool
+	ArgsSize      uint64 // DW_CFA_GNU_args_size
+}
+
+// Rule returns register reg's rule in the row (SameValue when none is set).
+func (r *Row) Rule(reg uint64) Rule {
+	lo, hi := 0, len(r.Regs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if r.Regs[m].Reg < reg {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(r.Regs) && r.Regs[lo].Reg == reg {
+		return r.Regs[lo].Rule
+	}
+	return Rule{}
+}
+
+// Table is the executed CFA program of one FDE: rows in ascending Loc
+// order, the first at FDE.Start; a row with the same Loc as the next one is
+// never kept.
+type Table struct {
+	FDE  *FDE
+	Rows []Row
+}
+
+// Error is a malformed record: which section, at which offset, what.
+type Error struct {
+	Kind Kind
+	Off  int64
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	return e.Kind.String() + ": offset " + itoa(e.Off) + ": " + e.Msg
+}
+
+func itoa(v int64) string {
+	if v < 0 {
+		return "-" + itoa(-v)
+	}
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	return string(b[i:])
+}
