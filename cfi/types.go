@@ -55,7 +55,7 @@ type CIE struct {
 
 // FDE is a frame description entry.
 type FDE struct {
-	Offset     int64  // section offset of the length field
+	Offset     int64 // section offset of the length field
 	CIE        *CIE
 	Start      uint64 // first PC covered
 	Size       uint64 // number of bytes covered
@@ -73,13 +73,13 @@ type RuleKind uint8
 const (
 	// SameValue: the register keeps its value (the default for registers
 	// without a rule, and DW_CFA_same_value).
-	SameValue RuleKind = iota
-	Undefined          // DW_CFA_undefined
-	Offset             // saved at CFA+Offset
-	ValOffset          // value is CFA+Offset
-	Register           // saved in register Reg
-	Expression         // saved at the address computed by Expr (CFA pushed first)
-	ValExpression      // value computed by Expr (CFA pushed first)
+	SameValue     RuleKind = iota
+	Undefined              // DW_CFA_undefined
+	Offset                 // saved at CFA+Offset
+	ValOffset              // value is CFA+Offset
+	Register               // saved in register Reg
+	Expression             // saved at the address computed by Expr (CFA pushed first)
+	ValExpression          // value computed by Expr (CFA pushed first)
 )
 
 // Rule is the recovery rule of one register.
