@@ -32,6 +32,10 @@ type Section struct {
 	PtrSize int    // 4 or 8: size of DW_EH_PE_absptr and of .debug_frame addresses
 	TextRel uint64 // base for DW_EH_PE_textrel (0 if unknown)
 	DataRel uint64 // base for DW_EH_PE_datarel (0 if unknown)
+	// UntilTerminator stops the walk at the first zero-length record. Set
+	// when the section's size is unknown (found through .eh_frame_hdr in a
+	// file without section headers) and the bytes after it are not CFI.
+	UntilTerminator bool
 }
 
 // CIE is a common information entry.
@@ -51,6 +55,8 @@ type CIE struct {
 	BKey         bool   // 'B': AArch64 return addresses signed with the B key
 	MTETagged    bool   // 'G': AArch64 MTE-tagged stack frames
 	Initial      []byte // initial instructions
+
+	initOff int // offset of Initial in the section
 }
 
 // FDE is a frame description entry.
@@ -62,6 +68,9 @@ type FDE struct {
 	StartField int64  // section offset of the initial-location field (relocation lookup in ET_REL files)
 	LSDA       uint64
 	Program    []byte // the FDE's instructions (after the augmentation data)
+
+	sec     *Section // where Program lives (nil for hand-built FDEs)
+	progOff int      // offset of Program in sec.Data
 }
 
 // End is the first PC after the FDE.
@@ -151,6 +160,8 @@ func (r *Row) Rule(reg uint64) Rule {
 type Table struct {
 	FDE  *FDE
 	Rows []Row
+
+	regs []RegRule // backing array of every row's Regs
 }
 
 // Error is a malformed record: which section, at which offset, what.

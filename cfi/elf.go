@@ -1,0 +1,110 @@
+package cfi
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+)
+
+// shtX86_64Unwind is SHT_X86_64_UNWIND, the type some linkers give .eh_frame.
+const shtX86_64Unwind = elf.SectionType(0x70000001)
+
+// Sections returns the call-frame sections of an ELF file: .eh_frame (by
+// name or type, or through PT_GNU_EH_FRAME when section headers are gone)
+// and .debug_frame, in that order. A file with neither gives an empty list.
+//
+// In relocatable objects elfread applies the relocations with every
+// section at address 0, so an FDE's Start is then the offset in its target
+// section, which the relocation at StartField names.
+func Sections(f *elfread.File) ([]*Section, error) {
+	ef := f.ELF
+	ptr := 8
+	if ef.Class == elf.ELFCLASS32 {
+		ptr = 4
+	}
+	var textRel, dataRel uint64
+	if s := ef.Section(".text"); s != nil {
+		textRel = s.Addr
+	}
+	if s := ef.Section(".got"); s != nil {
+		dataRel = s.Addr
+	}
+	mk := func(k Kind, s *elfread.Section) *Section {
+		return &Section{Kind: k, Data: s.Data, Addr: s.Addr, Order: ef.ByteOrder, PtrSize: ptr, TextRel: textRel, DataRel: dataRel}
+	}
+	var out []*Section
+	eh, err := f.Section(".eh_frame")
+	if errors.Is(err, elfread.ErrNotFound) {
+		eh, err = f.SectionByType(shtX86_64Unwind)
+	}
+	switch {
+	case err == nil:
+		out = append(out, mk(EHFrame, eh))
+	case !errors.Is(err, elfread.ErrNotFound):
+		return nil, err
+	default:
+		s, err := fromHdr(f, ptr)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			s.TextRel, s.DataRel = textRel, dataRel
+			out = append(out, s)
+		}
+	}
+	df, err := f.Section(".debug_frame")
+	switch {
+	case err == nil:
+		out = append(out, mk(DebugFrame, df))
+	case !errors.Is(err, elfread.ErrNotFound):
+		return nil, err
+	}
+	return out, nil
+}
+
+// fromHdr finds .eh_frame through PT_GNU_EH_FRAME: the header's
+// eh_frame_ptr gives its address; its size is unknown, so the section runs
+// to the end of the loaded segment holding it and the walk stops at the
+// zero terminator.
+func fromHdr(f *elfread.File, ptr int) (*Section, error) {
+	hdr, err := f.Segment(elf.PT_GNU_EH_FRAME)
+	if errors.Is(err, elfread.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(hdr.Data) < 4 || hdr.Data[0] != 1 {
+		return nil, fmt.Errorf("%s: PT_GNU_EH_FRAME: unsupported .eh_frame_hdr (%d bytes, version %d)", f.Name, len(hdr.Data), first(hdr.Data))
+	}
+	hs := &Section{Kind: EHFrame, Data: hdr.Data, Addr: hdr.Addr, Order: hdr.Order, PtrSize: ptr, DataRel: hdr.Addr}
+	r := &reader{b: hdr.Data, off: 4, order: hdr.Order}
+	addr, err := readEncoded(r, hdr.Data[1], ptrCtx{sec: hs, ptrSize: ptr})
+	if err != nil {
+		return nil, fmt.Errorf("%s: .eh_frame_hdr: eh_frame_ptr: %v", f.Name, err)
+	}
+	for _, p := range f.ELF.Progs {
+		if p.Type != elf.PT_LOAD || addr < p.Vaddr || addr >= p.Vaddr+p.Filesz {
+			continue
+		}
+		n := p.Vaddr + p.Filesz - addr
+		if n > 1<<31 {
+			return nil, fmt.Errorf("%s: .eh_frame at %#x: segment too large", f.Name, addr)
+		}
+		data := make([]byte, n)
+		if _, err := p.ReadAt(data, int64(addr-p.Vaddr)); err != nil {
+			return nil, fmt.Errorf("%s: reading .eh_frame at %#x: %v", f.Name, addr, err)
+		}
+		return &Section{Kind: EHFrame, Data: data, Addr: addr, Order: hdr.Order, PtrSize: ptr, UntilTerminator: true}, nil
+	}
+	return nil, fmt.Errorf("%s: .eh_frame_hdr points to %#x, outside every loaded segment", f.Name, addr)
+}
+
+func first(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	return int(b[0])
+}

@@ -1,0 +1,417 @@
+package cfi
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+)
+
+// DW_CFA opcodes (DWARF 5 §6.4.2, plus GNU and AArch64 extensions).
+const (
+	opAdvanceLoc = 0x40 // high two bits
+	opOffset     = 0x80
+	opRestore    = 0xc0
+
+	opNop                        = 0x00
+	opSetLoc                     = 0x01
+	opAdvanceLoc1                = 0x02
+	opAdvanceLoc2                = 0x03
+	opAdvanceLoc4                = 0x04
+	opOffsetExtended             = 0x05
+	opRestoreExtended            = 0x06
+	opUndefined                  = 0x07
+	opSameValue                  = 0x08
+	opRegister                   = 0x09
+	opRememberState              = 0x0a
+	opRestoreState               = 0x0b
+	opDefCFA                     = 0x0c
+	opDefCFARegister             = 0x0d
+	opDefCFAOffset               = 0x0e
+	opDefCFAExpression           = 0x0f
+	opExpression                 = 0x10
+	opOffsetExtendedSF           = 0x11
+	opDefCFASF                   = 0x12
+	opDefCFAOffsetSF             = 0x13
+	opValOffset                  = 0x14
+	opValOffsetSF                = 0x15
+	opValExpression              = 0x16
+	opMIPSAdvanceLoc8            = 0x1d
+	opAArch64NegateRAStateWithPC = 0x2c
+	opGNUWindowSave              = 0x2d // AArch64: DW_CFA_AARCH64_negate_ra_state
+	opGNUArgsSize                = 0x2e
+	opGNUNegativeOffsetExtended  = 0x2f
+)
+
+// Limits that keep hostile input from taking unbounded memory.
+const (
+	maxStateDepth = 1 << 10 // remember_state nesting
+	maxRuleCells  = 1 << 22 // rows × registers kept for one FDE
+)
+
+// state is the rule set at one point of the program.
+type state struct {
+	cfa      CFA
+	regs     []RegRule // sorted by Reg
+	mangled  bool
+	withPC   bool
+	argsSize uint64
+}
+
+func (s *state) set(reg uint64, r Rule) {
+	lo, hi := 0, len(s.regs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.regs[m].Reg < reg {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(s.regs) && s.regs[lo].Reg == reg {
+		s.regs[lo].Rule = r
+		return
+	}
+	s.regs = append(s.regs, RegRule{})
+	copy(s.regs[lo+1:], s.regs[lo:])
+	s.regs[lo] = RegRule{Reg: reg, Rule: r}
+}
+
+func (s *state) del(reg uint64) {
+	for i := range s.regs {
+		if s.regs[i].Reg == reg {
+			s.regs = append(s.regs[:i], s.regs[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *state) copyFrom(o *state) {
+	regs := append(s.regs[:0], o.regs...)
+	*s = *o
+	s.regs = regs
+}
+
+func ruleEqual(a, b Rule) bool {
+	return a.Kind == b.Kind && a.Reg == b.Reg && a.Offset == b.Offset && bytes.Equal(a.Expr, b.Expr)
+}
+
+func cfaEqual(a, b CFA) bool {
+	return a.Kind == b.Kind && a.Reg == b.Reg && a.Offset == b.Offset && bytes.Equal(a.Expr, b.Expr)
+}
+
+func (s *state) equalRow(r *Row) bool {
+	if !cfaEqual(s.cfa, r.CFA) || s.mangled != r.MangledRA || s.withPC != r.RAStateWithPC || s.argsSize != r.ArgsSize || len(s.regs) != len(r.Regs) {
+		return false
+	}
+	for i := range s.regs {
+		if s.regs[i].Reg != r.Regs[i].Reg || !ruleEqual(s.regs[i].Rule, r.Regs[i].Rule) {
+			return false
+		}
+	}
+	return true
+}
+
+// Interpreter executes CFA programs, reusing its scratch memory between
+// calls. It is not safe for concurrent use.
+type Interpreter struct {
+	cur     state
+	initial state
+	stack   []state
+}
+
+// Execute runs f's CIE initial instructions and its program and returns
+// the resulting rows.
+func Execute(f *FDE) (*Table, error) {
+	var in Interpreter
+	t := &Table{}
+	if err := in.Execute(f, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Execute fills t with f's rows. t's memory (Rows and the rules they point
+// to) is reused: rows of a previous call on the same t are overwritten, so
+// keep them only until the next call with that t.
+func (in *Interpreter) Execute(f *FDE, t *Table) error {
+	t.FDE = f
+	t.Rows = t.Rows[:0]
+	t.regs = t.regs[:0]
+	if f == nil || f.CIE == nil {
+		return &Error{Msg: "FDE without CIE"}
+	}
+	in.cur = state{regs: in.cur.regs[:0]}
+	in.stack = in.stack[:0]
+	sec := f.sec
+	progOff, initOff := f.progOff, f.CIE.initOff
+	if sec == nil {
+		// A hand-built FDE: run its byte slices as they are.
+		sec = &Section{Kind: EHFrame, Order: binary.LittleEndian, PtrSize: 8}
+		progOff, initOff = 0, 0
+	}
+	x := &executor{in: in, f: f, t: t, loc: f.Start, sec: sec}
+	if err := x.run(f.CIE.Initial, initOff, true); err != nil {
+		return err
+	}
+	in.initial.copyFrom(&in.cur)
+	if err := x.run(f.Program, progOff, false); err != nil {
+		return err
+	}
+	x.flush()
+	// Rows point into t.regs, which may have moved while growing.
+	n := 0
+	for i := range t.Rows {
+		k := len(t.Rows[i].Regs)
+		t.Rows[i].Regs = t.regs[n : n+k : n+k]
+		n += k
+	}
+	return nil
+}
+
+type executor struct {
+	in   *Interpreter
+	f    *FDE
+	t    *Table
+	sec  *Section
+	loc  uint64
+	done bool // an advance went past the FDE's end
+}
+
+// flush records the current state as the row starting at loc.
+func (x *executor) flush() {
+	if x.done {
+		return
+	}
+	t, s := x.t, &x.in.cur
+	if n := len(t.Rows); n > 0 {
+		last := &t.Rows[n-1]
+		if last.Loc == x.loc {
+			// Two advances to one PC (or none yet): the later rules win.
+			t.regs = t.regs[:len(t.regs)-len(last.Regs)]
+			t.Rows = t.Rows[:n-1]
+		} else if s.equalRow(last) {
+			return
+		}
+	}
+	start := len(t.regs)
+	t.regs = append(t.regs, s.regs...)
+	t.Rows = append(t.Rows, Row{
+		Loc: x.loc, CFA: s.cfa, Regs: t.regs[start:len(t.regs):len(t.regs)],
+		MangledRA: s.mangled, RAStateWithPC: s.withPC, ArgsSize: s.argsSize,
+	})
+}
+
+func (x *executor) advance(to uint64) error {
+	if to < x.loc {
+		return fmt.Errorf("location moves backwards from %#x to %#x", x.loc, to)
+	}
+	if to == x.loc {
+		return nil
+	}
+	x.flush()
+	x.loc = to
+	if to >= x.f.End() {
+		x.done = true
+	}
+	if len(x.t.regs) > maxRuleCells {
+		return fmt.Errorf("more than %d rules in one FDE", maxRuleCells)
+	}
+	return nil
+}
+
+// run executes one instruction stream. In the CIE's initial instructions
+// location advances are ignored (they make no sense there).
+func (x *executor) run(prog []byte, off int, initial bool) error {
+	cie := x.f.CIE
+	s := &x.in.cur
+	data := prog
+	if x.f.sec != nil {
+		data = x.sec.Data[:off+len(prog)]
+	} else {
+		off = 0
+	}
+	// r.off is a section offset, so errors and pcrel operands are right.
+	r := &reader{b: data, off: off, order: x.sec.Order}
+	for r.off < len(data) && !x.done {
+		at := r.off
+		op := r.u8()
+		var err error
+		switch op & 0xc0 {
+		case opAdvanceLoc:
+			if !initial {
+				err = x.advance(x.loc + uint64(op&0x3f)*cie.CodeAlign)
+			}
+			goto next
+		case opOffset:
+			s.set(uint64(op&0x3f), Rule{Kind: Offset, Offset: int64(r.uleb()) * cie.DataAlign})
+			goto next
+		case opRestore:
+			x.restore(uint64(op&0x3f), initial)
+			goto next
+		}
+		switch op {
+		case opNop:
+		case opSetLoc:
+			if initial {
+				err = fmt.Errorf("DW_CFA_set_loc in CIE initial instructions")
+				break
+			}
+			err = x.setLoc(r)
+		case opAdvanceLoc1, opAdvanceLoc2, opAdvanceLoc4, opMIPSAdvanceLoc8:
+			var d uint64
+			switch op {
+			case opAdvanceLoc1:
+				d = uint64(r.u8())
+			case opAdvanceLoc2:
+				d = uint64(r.u16())
+			case opAdvanceLoc4:
+				d = uint64(r.u32())
+			default:
+				d = r.u64()
+			}
+			if r.err == nil && !initial {
+				err = x.advance(x.loc + d*cie.CodeAlign)
+			}
+		case opOffsetExtended:
+			reg := r.uleb()
+			s.set(reg, Rule{Kind: Offset, Offset: int64(r.uleb()) * cie.DataAlign})
+		case opOffsetExtendedSF:
+			reg := r.uleb()
+			s.set(reg, Rule{Kind: Offset, Offset: r.sleb() * cie.DataAlign})
+		case opGNUNegativeOffsetExtended:
+			reg := r.uleb()
+			s.set(reg, Rule{Kind: Offset, Offset: -int64(r.uleb()) * cie.DataAlign})
+		case opValOffset:
+			reg := r.uleb()
+			s.set(reg, Rule{Kind: ValOffset, Offset: int64(r.uleb()) * cie.DataAlign})
+		case opValOffsetSF:
+			reg := r.uleb()
+			s.set(reg, Rule{Kind: ValOffset, Offset: r.sleb() * cie.DataAlign})
+		case opRestoreExtended:
+			x.restore(r.uleb(), initial)
+		case opUndefined:
+			s.set(r.uleb(), Rule{Kind: Undefined})
+		case opSameValue:
+			s.set(r.uleb(), Rule{Kind: SameValue})
+		case opRegister:
+			reg := r.uleb()
+			s.set(reg, Rule{Kind: Register, Reg: r.uleb()})
+		case opExpression, opValExpression:
+			reg := r.uleb()
+			n := r.uleb()
+			if r.err == nil && n > uint64(r.left()) {
+				err = fmt.Errorf("expression of %d bytes runs past the program", n)
+				break
+			}
+			k := Expression
+			if op == opValExpression {
+				k = ValExpression
+			}
+			s.set(reg, Rule{Kind: k, Expr: r.bytes(int(n))})
+		case opRememberState:
+			if len(x.in.stack) >= maxStateDepth {
+				err = fmt.Errorf("DW_CFA_remember_state nested more than %d deep", maxStateDepth)
+				break
+			}
+			x.in.stack = append(x.in.stack, state{})
+			x.in.stack[len(x.in.stack)-1].copyFrom(s)
+		case opRestoreState:
+			n := len(x.in.stack)
+			if n == 0 {
+				err = fmt.Errorf("DW_CFA_restore_state without a remembered state")
+				break
+			}
+			s.copyFrom(&x.in.stack[n-1])
+			x.in.stack = x.in.stack[:n-1]
+		case opDefCFA:
+			reg := r.uleb()
+			s.cfa = CFA{Kind: CFARegOffset, Reg: reg, Offset: int64(r.uleb())}
+		case opDefCFASF:
+			reg := r.uleb()
+			s.cfa = CFA{Kind: CFARegOffset, Reg: reg, Offset: r.sleb() * cie.DataAlign}
+		case opDefCFARegister:
+			reg := r.uleb()
+			if s.cfa.Kind != CFARegOffset {
+				err = fmt.Errorf("DW_CFA_def_cfa_register while the CFA is an expression")
+				break
+			}
+			s.cfa.Reg = reg
+		case opDefCFAOffset:
+			off := int64(r.uleb())
+			if s.cfa.Kind != CFARegOffset {
+				err = fmt.Errorf("DW_CFA_def_cfa_offset while the CFA is an expression")
+				break
+			}
+			s.cfa.Offset = off
+		case opDefCFAOffsetSF:
+			off := r.sleb() * cie.DataAlign
+			if s.cfa.Kind != CFARegOffset {
+				err = fmt.Errorf("DW_CFA_def_cfa_offset_sf while the CFA is an expression")
+				break
+			}
+			s.cfa.Offset = off
+		case opDefCFAExpression:
+			n := r.uleb()
+			if r.err == nil && n > uint64(r.left()) {
+				err = fmt.Errorf("expression of %d bytes runs past the program", n)
+				break
+			}
+			s.cfa = CFA{Kind: CFAExpression, Expr: r.bytes(int(n))}
+		case opGNUArgsSize:
+			s.argsSize = r.uleb()
+		case opGNUWindowSave:
+			s.mangled = !s.mangled
+		case opAArch64NegateRAStateWithPC:
+			s.mangled = !s.mangled
+			s.withPC = true
+		default:
+			err = fmt.Errorf("unknown DW_CFA opcode %#x", op)
+		}
+	next:
+		if err == nil && r.err != nil {
+			err = fmt.Errorf("truncated operand of DW_CFA opcode %#x", op)
+		}
+		if err != nil {
+			return &Error{Kind: x.sec.Kind, Off: int64(at), Msg: fmt.Sprintf("FDE at offset %d: %v", x.f.Offset, err)}
+		}
+	}
+	return nil
+}
+
+func (x *executor) restore(reg uint64, initial bool) {
+	s := &x.in.cur
+	if initial {
+		s.del(reg)
+		return
+	}
+	for _, rr := range x.in.initial.regs {
+		if rr.Reg == reg {
+			s.set(reg, rr.Rule)
+			return
+		}
+	}
+	s.del(reg)
+}
+
+func (x *executor) setLoc(r *reader) error {
+	var to uint64
+	if x.sec.Kind == EHFrame {
+		// Encoded like the FDE's start address; pcrel is relative to the
+		// operand's own address.
+		v, err := readEncoded(r, x.f.CIE.FDEEnc, ptrCtx{sec: x.sec, ptrSize: x.sec.PtrSize, funcStart: x.f.Start})
+		if err != nil {
+			return fmt.Errorf("DW_CFA_set_loc operand: %v", err)
+		}
+		to = v
+	} else {
+		size := x.sec.PtrSize
+		if x.f.CIE.AddrSize != 0 {
+			size = int(x.f.CIE.AddrSize)
+		}
+		to = r.uN(size)
+		if r.err != nil {
+			return nil // reported as a truncated operand
+		}
+	}
+	return x.advance(to)
+}

@@ -1,0 +1,403 @@
+package cfi
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Pointer encodings (DW_EH_PE_*), LSB "Exception Frames".
+const (
+	PEAbsptr  = 0x00
+	PEUleb128 = 0x01
+	PEUdata2  = 0x02
+	PEUdata4  = 0x03
+	PEUdata8  = 0x04
+	PESleb128 = 0x09
+	PESdata2  = 0x0a
+	PESdata4  = 0x0b
+	PESdata8  = 0x0c
+
+	PEPCRel   = 0x10
+	PETextRel = 0x20
+	PEDataRel = 0x30
+	PEFuncRel = 0x40
+	PEAligned = 0x50
+
+	PEIndirect = 0x80
+	PEOmit     = 0xff
+)
+
+// ptrCtx is what decoding an encoded pointer needs besides the bytes.
+type ptrCtx struct {
+	sec       *Section
+	ptrSize   int
+	funcStart uint64
+}
+
+// readEncoded reads a pointer in encoding enc. The reader's offset is a
+// section offset (r.b is the whole section), so DW_EH_PE_pcrel adds the
+// field's address.
+func readEncoded(r *reader, enc uint8, c ptrCtx) (uint64, error) {
+	if enc == PEOmit {
+		return 0, nil
+	}
+	fieldAddr := c.sec.Addr + uint64(r.off)
+	var v uint64
+	app := enc & 0x70
+	if app == PEAligned {
+		a := c.ptrSize
+		if pad := (a - r.off%a) % a; pad > 0 {
+			r.bytes(pad)
+		}
+		fieldAddr = c.sec.Addr + uint64(r.off)
+	}
+	switch enc & 0x0f {
+	case PEAbsptr:
+		v = r.uN(c.ptrSize)
+	case PEUleb128:
+		v = r.uleb()
+	case PEUdata2:
+		v = uint64(r.u16())
+	case PEUdata4:
+		v = uint64(r.u32())
+	case PEUdata8:
+		v = r.u64()
+	case PESleb128:
+		v = uint64(r.sleb())
+	case PESdata2:
+		v = uint64(int64(int16(r.u16())))
+	case PESdata4:
+		v = uint64(int64(int32(r.u32())))
+	case PESdata8:
+		v = r.u64()
+	default:
+		return 0, fmt.Errorf("unknown pointer encoding %#x", enc)
+	}
+	if r.err != nil {
+		return 0, r.err
+	}
+	switch app {
+	case 0, PEAligned:
+	case PEPCRel:
+		v += fieldAddr
+	case PETextRel:
+		v += c.sec.TextRel
+	case PEDataRel:
+		v += c.sec.DataRel
+	case PEFuncRel:
+		v += c.funcStart
+	default:
+		return 0, fmt.Errorf("unknown pointer encoding %#x", enc)
+	}
+	if c.ptrSize == 4 {
+		v &= 0xffffffff
+	}
+	return v, nil
+}
+
+// readRange reads an FDE's address-range field: the format of enc without
+// its application (the range is a length, not an address).
+func readRange(r *reader, enc uint8, c ptrCtx) (uint64, error) {
+	return readEncoded(r, enc&0x0f, c)
+}
+
+// parser walks one section.
+type parser struct {
+	s    *Section
+	cies map[int64]*CIE
+	bad  map[int64]error
+	errs []error
+}
+
+func (p *parser) errorf(off int64, format string, args ...any) *Error {
+	return &Error{Kind: p.s.Kind, Off: off, Msg: fmt.Sprintf(format, args...)}
+}
+
+// record is the framing of one CIE or FDE.
+type record struct {
+	off     int64 // offset of the length field
+	idOff   int   // offset of the CIE id / CIE pointer field
+	body    int   // offset just after the id field
+	end     int   // offset of the next record
+	is64    bool
+	id      uint64
+	isCIE   bool
+	zeroLen bool
+}
+
+// frame reads the record header at off. ok is false when the walk cannot
+// continue (an error was recorded).
+func (p *parser) frame(off int) (rec record, ok bool) {
+	r := &reader{b: p.s.Data, off: off, order: p.s.Order}
+	rec.off = int64(off)
+	length := uint64(r.u32())
+	if r.err != nil {
+		p.errs = append(p.errs, p.errorf(rec.off, "truncated record length (%d bytes left)", len(p.s.Data)-off))
+		return rec, false
+	}
+	if length == 0 {
+		rec.zeroLen = true
+		rec.end = r.off
+		return rec, true
+	}
+	if length == 0xffffffff {
+		rec.is64 = true
+		length = r.u64()
+		if r.err != nil {
+			p.errs = append(p.errs, p.errorf(rec.off, "truncated 64-bit record length"))
+			return rec, false
+		}
+	} else if length >= 0xfffffff0 {
+		p.errs = append(p.errs, p.errorf(rec.off, "reserved record length %#x", length))
+		return rec, false
+	}
+	if length > uint64(r.left()) {
+		p.errs = append(p.errs, p.errorf(rec.off, "record length %d runs past the end of the section (%d bytes left)", length, r.left()))
+		return rec, false
+	}
+	rec.idOff = r.off
+	rec.end = r.off + int(length)
+	idSize := 4
+	if rec.is64 {
+		idSize = 8
+	}
+	if int(length) < idSize {
+		p.errs = append(p.errs, p.errorf(rec.off, "record of %d bytes has no room for its CIE id", length))
+		rec.id = 1 // not a CIE; skipped by the caller through the error below
+		return rec, true
+	}
+	rec.id = r.uN(idSize)
+	rec.body = r.off
+	if p.s.Kind == EHFrame {
+		rec.isCIE = rec.id == 0
+	} else {
+		rec.isCIE = rec.id == 0xffffffff || (rec.is64 && rec.id == ^uint64(0))
+	}
+	return rec, true
+}
+
+// Parse reads every CIE and FDE of s. Malformed records are reported as
+// *Error values and skipped; a record whose length runs past the end of
+// the section stops the walk.
+func Parse(s *Section) ([]*FDE, []error) {
+	p := &parser{s: s, cies: map[int64]*CIE{}, bad: map[int64]error{}}
+	if s.Order == nil {
+		return nil, []error{&Error{Kind: s.Kind, Msg: "no byte order"}}
+	}
+	if s.PtrSize != 4 && s.PtrSize != 8 {
+		return nil, []error{&Error{Kind: s.Kind, Msg: fmt.Sprintf("unsupported pointer size %d", s.PtrSize)}}
+	}
+	var fdes []*FDE
+	for off := 0; off < len(s.Data); {
+		rec, ok := p.frame(off)
+		if !ok {
+			break
+		}
+		off = rec.end
+		if rec.zeroLen {
+			if s.UntilTerminator {
+				break
+			}
+			continue
+		}
+		if rec.body == 0 {
+			continue // too short; reported
+		}
+		if rec.isCIE {
+			if _, err := p.cie(rec.off); err != nil && !isReported(err) {
+				p.errs = append(p.errs, err)
+			}
+			continue
+		}
+		fde, err := p.fde(rec)
+		if err != nil {
+			p.errs = append(p.errs, err)
+			continue
+		}
+		fdes = append(fdes, fde)
+	}
+	return fdes, p.errs
+}
+
+// reported wraps a CIE error already in the list, so FDEs using that CIE
+// don't repeat it.
+type reported struct{ error }
+
+func isReported(err error) bool { _, ok := err.(reported); return ok }
+
+// cie parses (once) the CIE whose record starts at off.
+func (p *parser) cie(off int64) (*CIE, error) {
+	if c := p.cies[off]; c != nil {
+		return c, nil
+	}
+	if err := p.bad[off]; err != nil {
+		return nil, reported{err}
+	}
+	c, err := p.parseCIE(off)
+	if err != nil {
+		p.bad[off] = err
+		return nil, err
+	}
+	p.cies[off] = c
+	return c, nil
+}
+
+func (p *parser) parseCIE(off int64) (*CIE, error) {
+	if off < 0 || off >= int64(len(p.s.Data)) {
+		return nil, p.errorf(off, "CIE offset outside the section")
+	}
+	rec, ok := p.frame(int(off))
+	if !ok {
+		// frame appended the error; return it for FDEs that point here.
+		err := p.errs[len(p.errs)-1]
+		p.errs = p.errs[:len(p.errs)-1]
+		return nil, err
+	}
+	if rec.zeroLen || rec.body == 0 || !rec.isCIE {
+		return nil, p.errorf(off, "no CIE at this offset")
+	}
+	r := &reader{b: p.s.Data[:rec.end], off: rec.body, order: p.s.Order}
+	c := &CIE{Offset: off}
+	c.Version = r.u8()
+	switch c.Version {
+	case 1, 3, 4:
+	default:
+		if r.err == nil {
+			return nil, p.errorf(off, "unsupported CIE version %d", c.Version)
+		}
+	}
+	c.Augmentation = r.cstring()
+	aug := c.Augmentation
+	if strings.HasPrefix(aug, "eh") {
+		r.bytes(p.s.PtrSize) // GCC 2.x exception-handler data
+		aug = aug[2:]
+	}
+	if c.Version == 4 {
+		c.AddrSize = r.u8()
+		c.SegSize = r.u8()
+		if r.err == nil && c.AddrSize != 1 && c.AddrSize != 2 && c.AddrSize != 4 && c.AddrSize != 8 {
+			return nil, p.errorf(off, "unsupported CIE address size %d", c.AddrSize)
+		}
+		if r.err == nil && c.SegSize != 0 {
+			return nil, p.errorf(off, "segmented addresses (segment selector size %d) are not supported", c.SegSize)
+		}
+	}
+	c.CodeAlign = r.uleb()
+	c.DataAlign = r.sleb()
+	if c.Version == 1 {
+		c.RAColumn = uint64(r.u8())
+	} else {
+		c.RAColumn = r.uleb()
+	}
+	if r.err != nil {
+		return nil, p.errorf(off, "truncated CIE: %v", r.err)
+	}
+	if aug != "" {
+		if aug[0] != 'z' {
+			return nil, p.errorf(off, "unsupported augmentation %q", c.Augmentation)
+		}
+		n := r.uleb()
+		if r.err != nil || n > uint64(r.left()) {
+			return nil, p.errorf(off, "CIE augmentation data length %d runs past the record", n)
+		}
+		data := r.off
+		ar := &reader{b: p.s.Data[:data+int(n)], off: data, order: p.s.Order}
+		ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
+	augLoop:
+		for _, ch := range aug[1:] {
+			switch ch {
+			case 'L':
+				c.LSDAEnc = ar.u8()
+			case 'R':
+				c.FDEEnc = ar.u8()
+			case 'P':
+				enc := ar.u8()
+				v, err := readEncoded(ar, enc&^PEIndirect, ctx)
+				if err != nil {
+					return nil, p.errorf(off, "CIE personality pointer: %v", err)
+				}
+				c.Personality = v
+			case 'S':
+				c.Signal = true
+			case 'B':
+				c.BKey = true
+			case 'G':
+				c.MTETagged = true
+			default:
+				// Unknown augmentation: its data (if any) is covered by the
+				// 'z' length, but nothing after it can be interpreted.
+				break augLoop
+			}
+		}
+		if ar.err != nil {
+			return nil, p.errorf(off, "truncated CIE augmentation data")
+		}
+		r.off = data + int(n)
+	}
+	c.Initial = r.b[r.off:rec.end:rec.end]
+	c.initOff = r.off
+	return c, nil
+}
+
+func (c *CIE) hasZ() bool {
+	a := strings.TrimPrefix(c.Augmentation, "eh")
+	return strings.HasPrefix(a, "z")
+}
+
+func (p *parser) fde(rec record) (*FDE, error) {
+	var ciePos int64
+	if p.s.Kind == EHFrame {
+		ciePos = int64(rec.idOff) - int64(rec.id)
+	} else {
+		ciePos = int64(rec.id)
+	}
+	if ciePos < 0 || ciePos >= int64(len(p.s.Data)) {
+		return nil, p.errorf(rec.off, "FDE's CIE pointer %#x points outside the section", rec.id)
+	}
+	cie, err := p.cie(ciePos)
+	if err != nil {
+		if isReported(err) {
+			return nil, p.errorf(rec.off, "FDE uses the malformed CIE at offset %d", ciePos)
+		}
+		p.errs = append(p.errs, err)
+		return nil, p.errorf(rec.off, "FDE uses the malformed CIE at offset %d", ciePos)
+	}
+	r := &reader{b: p.s.Data[:rec.end], off: rec.body, order: p.s.Order}
+	f := &FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}
+	ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
+	if p.s.Kind == EHFrame {
+		f.Start, err = readEncoded(r, cie.FDEEnc, ctx)
+		if err == nil {
+			f.Size, err = readRange(r, cie.FDEEnc, ctx)
+		}
+	} else {
+		size := p.s.PtrSize
+		if cie.AddrSize != 0 {
+			size = int(cie.AddrSize)
+		}
+		f.Start = r.uN(size)
+		f.Size = r.uN(size)
+		err = r.err
+	}
+	if err != nil {
+		return nil, p.errorf(rec.off, "FDE address fields: %v", err)
+	}
+	if cie.hasZ() {
+		n := r.uleb()
+		if r.err != nil || n > uint64(r.left()) {
+			return nil, p.errorf(rec.off, "FDE augmentation data length %d runs past the record", n)
+		}
+		if cie.LSDAEnc != PEOmit && strings.Contains(cie.Augmentation, "L") && n > 0 {
+			ar := &reader{b: p.s.Data[:r.off+int(n)], off: r.off, order: p.s.Order}
+			ctx.funcStart = f.Start
+			f.LSDA, _ = readEncoded(ar, cie.LSDAEnc&^PEIndirect, ctx)
+		}
+		r.off += int(n)
+	}
+	if f.Start+f.Size < f.Start && f.Size != 0 {
+		return nil, p.errorf(rec.off, "FDE range [%#x, +%#x) wraps around", f.Start, f.Size)
+	}
+	f.Program = r.b[r.off:rec.end:rec.end]
+	f.sec, f.progOff = p.s, r.off
+	return f, nil
+}
