@@ -55,6 +55,12 @@ const (
 	BadCFI Reason = "bad-cfi"
 	// Overlap: the FDE's range overlaps one already described.
 	Overlap Reason = "overlap"
+	// PLTUnknown: a PLT section whose instructions are not a known stub
+	// shape; it is left to its CFI, if any.
+	PLTUnknown Reason = "plt-unknown"
+	// PLTCFIDisagrees: the CFI covering a PLT says something other than its
+	// instructions do; the instructions win.
+	PLTCFIDisagrees Reason = "plt-cfi-disagrees"
 )
 
 // A Diagnostic reports one function (or PLT section) that was skipped or
@@ -66,6 +72,10 @@ type Diagnostic struct {
 	PC     uint64 `json:"pc"`               // first PC where the rule applies
 	Reason Reason `json:"reason"`
 	Detail string `json:"detail,omitempty"` // the offending rule, readable
+	// Skipped: the function has no SFrame description. When false the
+	// diagnostic is a remark on a function that was described (a PLT whose
+	// CFI disagrees with its instructions, say).
+	Skipped bool `json:"skipped"`
 }
 
 func (d Diagnostic) String() string {

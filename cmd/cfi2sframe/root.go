@@ -5,15 +5,35 @@ import (
 )
 
 func newRootCmd() *cobra.Command {
+	var fl convertFlags
 	root := &cobra.Command{
-		Use:   "cfi2sframe",
+		Use:   "cfi2sframe IN -o OUT | cfi2sframe COMMAND",
 		Short: "Convert DWARF CFI (.eh_frame, .debug_frame) in ELF files into SFrame",
 		Long: `cfi2sframe turns the call-frame information already inside ELF files
 (.eh_frame, .debug_frame) into SFrame (.sframe, PT_GNU_SFRAME), the compact
-stack-trace format read by profilers, the Linux kernel and libsframe.`,
+stack-trace format read by profilers, the Linux kernel and libsframe.
+
+  cfi2sframe in.elf -o out.elf     add .sframe (V3 unless --sframe-version 2)
+  cfi2sframe dump FILE             print an SFrame section like objdump --sframe
+
+The output is written to a temporary file and renamed, keeping the input's
+mode; on any error nothing is written. A summary (functions converted,
+skipped by reason) goes to stderr unless -q.`,
+		Example: `  cfi2sframe /usr/bin/ls -o ls.sframe
+  cfi2sframe --sframe-version 2 --pcrel libfoo.so -o libfoo.so.new
+  cfi2sframe --in-place --force prog
+  cfi2sframe --diagnostics json prog -o prog.out > skipped.json`,
+		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return runConvert(cmd, args, &fl)
+		},
 	}
+	addConvertFlags(root, &fl)
 	root.AddCommand(newDumpCmd())
 	return root
 }

@@ -1,0 +1,136 @@
+package convert
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "sframe", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestErrors(t *testing.T) {
+	exe := fixture(t, "v3-x86_64-exe")
+	tests := []struct {
+		name string
+		in   []byte
+		opts Options
+		want string
+	}{
+		{"not ELF", []byte("#!/bin/sh\necho hi\n"), Options{}, "not an ELF file"},
+		{"empty", nil, Options{}, "not an ELF file"},
+		{"truncated", exe[:100], Options{}, "in.elf"},
+		{"has sframe", exe, Options{}, "already has SFrame data"},
+		{"s390x", fixture(t, "v3-s390x-lib.so"), Options{Force: true}, "unsupported machine"},
+		{"bad version", exe, Options{Version: 4, Force: true}, "SFrame version 4"},
+		{"pcrel v3", exe, Options{Version: 3, PCRel: true, Force: true}, "--pcrel"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Convert("in.elf", tc.in, tc.opts)
+			if err == nil {
+				t.Fatalf("no error; result %+v", res)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) || !strings.HasPrefix(msg, "in.elf") || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line starting with the file name and containing %q", msg, tc.want)
+			}
+		})
+	}
+	var e *Error
+	if _, err := Convert("x", exe, Options{}); !errors.As(err, &e) || !errors.Is(err, ErrHasSFrame) {
+		t.Errorf("existing .sframe: error %v is not an *Error wrapping ErrHasSFrame", err)
+	}
+}
+
+// TestReplaceAgreesWithGNU converts GNU-linked fixtures that carry GNU's
+// .sframe (with Force, so ours replaces it) and compares the two sections at
+// every PC of every function GNU describes.
+func TestReplaceAgreesWithGNU(t *testing.T) {
+	for _, name := range []string{
+		"v3-x86_64-exe", "v3-x86_64-lib-lazy.so", "v3-x86_64-lib-now.so", "v3-x86_64-lib-ibt.so",
+		"v3-aarch64-exe", "v3-aarch64-lib.so", "v3-aarch64be-exe", "v3-aarch64be-lib.so",
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := fixture(t, name)
+			gnu := decodeSFrame(t, in)
+			res, err := Convert(name, in, Options{Force: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := decodeSFrame(t, res.Output)
+			if ours.Header.Version != sframe.Version3 || ours.Header.Flags&sframe.FlagFDESorted == 0 {
+				t.Errorf("header %+v: want V3, sorted", ours.Header)
+			}
+			// GNU ld (2.44 to 2.47.50) describes .plt.got entries with
+			// CFA=sp+16, but they are reached by a call and push nothing:
+			// ld's own .eh_frame for them says rsp+8, and so do we.
+			ef, err := elf.NewFile(bytes.NewReader(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotLo, gotHi uint64
+			if s := ef.Section(".plt.got"); s != nil {
+				gotLo, gotHi = s.Addr, s.Addr+s.Size
+			}
+			pcs, diffs, gnuBug := 0, 0, 0
+			for i := range gnu.FDEs {
+				d := &gnu.FDEs[i]
+				if len(d.FREs) == 0 {
+					continue
+				}
+				for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
+					g, _ := gnu.FindFRE(pc)
+					o, ok := ours.FindFRE(pc)
+					pcs++
+					if pc >= gotLo && pc < gotHi && ok && g.CFA.Offset == 16 && o.CFA.Offset == 8 {
+						gnuBug++
+						continue
+					}
+					if !ok || !sameRule(g, o) {
+						diffs++
+						if diffs <= 5 {
+							t.Errorf("pc %#x: GNU %+v, ours %+v (found %v)", pc, g, o, ok)
+						}
+					}
+				}
+			}
+			t.Logf("%s: %d GNU functions, %d PCs compared, %d differ, %d in .plt.got where GNU ld is wrong; %s", name, len(gnu.FDEs), pcs, diffs, gnuBug, res.Translate.Summary())
+		})
+	}
+}
+
+func sameRule(a, b sframe.Rule) bool {
+	return a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP && a.MangledRA == b.MangledRA &&
+		a.RAUndefined == b.RAUndefined && a.Flex == b.Flex && a.Signal == b.Signal
+}
+
+func decodeSFrame(t *testing.T, b []byte) *sframe.Section {
+	t.Helper()
+	f, err := elfread.NewFile(bytes.NewReader(b), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.SFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := sframe.Decode(s.Data, s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec
+}

@@ -1,0 +1,140 @@
+package translate
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+
+	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
+	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// pltLayout is the stub layout of one PLT section.
+type pltLayout struct {
+	header int // bytes of PLT0 (0 for sections without one)
+	entry  int // bytes per entry
+}
+
+func (a *abi) layout(p PLT) (pltLayout, bool) {
+	var l pltLayout
+	switch {
+	case a.amd64 && p.Name == ".plt":
+		l = pltLayout{header: 16, entry: 16}
+	case a.amd64 && p.Name == ".plt.sec":
+		l = pltLayout{entry: 16}
+	case a.amd64 && p.Name == ".plt.got":
+		l = pltLayout{entry: 16}
+		if len(p.Data)%16 != 0 {
+			l.entry = 8 // non-IBT .plt.got: jmp *got(%rip); xchg %ax,%ax
+		}
+	case !a.amd64 && p.Name == ".plt":
+		l = pltLayout{header: 32, entry: 16}
+	default:
+		return l, false
+	}
+	if p.EntSize > 0 && p.EntSize <= math.MaxUint8 && uint64(len(p.Data)-min(l.header, len(p.Data)))%p.EntSize == 0 {
+		l.entry = int(p.EntSize)
+	}
+	return l, true
+}
+
+// plt describes a PLT section from its instructions: PLT0 as an ordinary
+// function, the entries as one PCMASK function repeating every entry size
+// when they all behave alike (as GNU ld describes them), one function per
+// entry otherwise.
+func (a *abi) plt(p PLT) ([]sframe.Function, *Diagnostic) {
+	l, ok := a.layout(p)
+	if !ok {
+		return nil, nil
+	}
+	fail := func(format string, args ...any) ([]sframe.Function, *Diagnostic) {
+		return nil, &Diagnostic{Start: p.Addr, End: p.Addr + uint64(len(p.Data)), PC: p.Addr, Reason: PLTUnknown, Detail: fmt.Sprintf(format, args...)}
+	}
+	if len(p.Data) < l.header || (len(p.Data)-l.header)%l.entry != 0 {
+		return fail("%s: %d bytes do not make a %d-byte header and %d-byte entries", p.Name, len(p.Data), l.header, l.entry)
+	}
+	var funcs []sframe.Function
+	if l.header > 0 {
+		rows, err := a.stub(p.Data[:l.header], true)
+		if err != nil {
+			return fail("%s header: %v", p.Name, err)
+		}
+		funcs = append(funcs, sframe.Function{Start: p.Addr, Size: uint32(l.header), PCType: sframe.PCInc, Rows: rows})
+	}
+	n := (len(p.Data) - l.header) / l.entry
+	if n == 0 {
+		return funcs, nil
+	}
+	base := p.Addr + uint64(l.header)
+	entries := make([][]sframe.Row, n)
+	same := true
+	for i := 0; i < n; i++ {
+		off := l.header + i*l.entry
+		rows, err := a.stub(p.Data[off:off+l.entry], false)
+		if err != nil {
+			return fail("%s entry %d (offset %#x): %v", p.Name, i, off, err)
+		}
+		entries[i] = rows
+		if i > 0 && !sameRows(rows, entries[0]) {
+			same = false
+		}
+	}
+	if same && l.entry <= math.MaxUint8 && uint64(n*l.entry) <= math.MaxUint32 {
+		funcs = append(funcs, sframe.Function{Start: base, Size: uint32(n * l.entry), PCType: sframe.PCMask, RepSize: uint8(l.entry), Rows: entries[0]})
+		return funcs, nil
+	}
+	for i, rows := range entries {
+		funcs = append(funcs, sframe.Function{Start: base + uint64(i*l.entry), Size: uint32(l.entry), PCType: sframe.PCInc, Rows: rows})
+	}
+	return funcs, nil
+}
+
+func sameRows(a, b []sframe.Row) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// stub simulates one stub and returns its rows (offsets from its start).
+func (a *abi) stub(code []byte, header bool) ([]sframe.Row, error) {
+	var rows []sframe.Row
+	if a.amd64 {
+		steps, err := amd64.SimulateStub(code, amd64.EntryCFA(header))
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range steps {
+			rows = append(rows, sframe.Row{
+				Start: s.Off,
+				CFA:   sframe.Loc{Kind: sframe.LocReg, Reg: uint32(a.sp), Offset: s.CFAOffset},
+				RA:    sframe.Loc{Kind: sframe.LocFixed, Offset: int32(a.fixedRA)},
+			})
+		}
+		return rows, nil
+	}
+	if bytes.Count(code, []byte{0}) == len(code) {
+		return nil, fmt.Errorf("all zero")
+	}
+	steps, err := arm64.SimulateStub(code)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range steps {
+		r := sframe.Row{
+			Start: s.Off,
+			CFA:   sframe.Loc{Kind: sframe.LocReg, Reg: uint32(a.sp), Offset: s.CFAOffset},
+		}
+		if s.RASaved {
+			r.RA = sframe.Loc{Kind: sframe.LocCFA, Offset: s.RAOffset}
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}

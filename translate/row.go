@@ -1,0 +1,201 @@
+package translate
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
+	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// maxFlexReg is the largest register number a flexible FDE control word
+// may name in gas's encoding (and the largest a default FDE uses).
+const maxFlexReg = 31
+
+func fitsInt32(v int64) bool { return v >= math.MinInt32 && v <= math.MaxInt32 }
+
+func (a *abi) regName(r uint64) string {
+	var n string
+	if a.amd64 {
+		n = amd64.RegName(int(r))
+	} else {
+		n = arm64.RegName(int(r))
+	}
+	if n == "" {
+		n = fmt.Sprintf("r%d", r)
+	}
+	return n
+}
+
+// row translates one CFI row. flexWhy is set when the row needs a flexible
+// FDE (it says what needs it, for the diagnostic when none may be used); d
+// is set when the row cannot be described at all.
+func (a *abi) row(cr *cfi.Row) (r sframe.Row, flexWhy, d *Diagnostic) {
+	pc := cr.Loc
+	if cr.RAStateWithPC {
+		return r, nil, skip(pc, RAStateWithPC, "DW_CFA_AARCH64_negate_ra_state_with_pc")
+	}
+	r.MangledRA = !a.amd64 && cr.MangledRA
+
+	// Return address. Undefined marks the outermost frame: an FRE without
+	// data words, whatever the other rules say.
+	raRule := cr.Rule(a.ra)
+	if raRule.Kind == cfi.Undefined {
+		r.RAUndefined = true
+		return r, nil, nil
+	}
+
+	// Stack pointer: SFrame assumes SP = CFA in the caller.
+	switch sp := cr.Rule(a.sp); sp.Kind {
+	case cfi.SameValue:
+	case cfi.ValOffset:
+		if sp.Offset != 0 {
+			return r, nil, skip(pc, SPRule, "%s = CFA%+d", a.regName(a.sp), sp.Offset)
+		}
+	case cfi.Undefined:
+		return r, nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.regName(a.sp))
+	default:
+		return r, nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
+	}
+
+	// CFA.
+	switch cr.CFA.Kind {
+	case cfi.CFARegOffset:
+		if !fitsInt32(cr.CFA.Offset) {
+			return r, nil, skip(pc, OffsetRange, "CFA offset %d", cr.CFA.Offset)
+		}
+		r.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: uint32(cr.CFA.Reg), Offset: int32(cr.CFA.Offset)}
+		if cr.CFA.Reg != a.sp && cr.CFA.Reg != a.fp {
+			if !a.amd64 || cr.CFA.Reg > maxFlexReg {
+				return r, nil, skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
+			}
+			flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
+		}
+	case cfi.CFAExpression:
+		e, ok := cfi.ParseSimpleExpr(cr.CFA.Expr)
+		if !ok || !a.amd64 || e.Reg > maxFlexReg {
+			return r, nil, skip(pc, CFAExpression, "CFA = expression % x", cr.CFA.Expr)
+		}
+		if !fitsInt32(e.Offset) {
+			return r, nil, skip(pc, OffsetRange, "CFA offset %d", e.Offset)
+		}
+		if e.Deref {
+			r.CFA = sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)}
+			flexWhy = skip(pc, CFADeref, "CFA = [%s%+d]", a.regName(e.Reg), e.Offset)
+		} else {
+			r.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: uint32(e.Reg), Offset: int32(e.Offset)}
+			if e.Reg != a.sp && e.Reg != a.fp {
+				flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.regName(e.Reg), e.Offset)
+			}
+		}
+	}
+
+	// Return address.
+	var why *Diagnostic
+	r.RA, why, d = a.raLoc(pc, raRule)
+	if d != nil {
+		return r, nil, d
+	}
+	if flexWhy == nil {
+		flexWhy = why
+	}
+
+	// Frame pointer.
+	r.FP, why, d = a.fpLoc(pc, cr.Rule(a.fp))
+	if d != nil {
+		return r, nil, d
+	}
+	if flexWhy == nil {
+		flexWhy = why
+	}
+	if !a.amd64 && r.FP.Kind == sframe.LocCFA && r.RA.Kind == sframe.LocUnsaved {
+		return r, nil, skip(pc, FPWithoutRA, "x29 saved at CFA%+d while x30 is not saved", r.FP.Offset)
+	}
+	return r, flexWhy, nil
+}
+
+func (a *abi) raLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnostic) {
+	switch rule.Kind {
+	case cfi.SameValue:
+		if a.amd64 {
+			return l, nil, skip(pc, RANotAtFixedSlot, "rip has no rule (same value)")
+		}
+		return sframe.Loc{Kind: sframe.LocUnsaved}, nil, nil
+	case cfi.Offset:
+		if !fitsInt32(rule.Offset) {
+			return l, nil, skip(pc, OffsetRange, "RA offset %d", rule.Offset)
+		}
+		if a.amd64 {
+			if rule.Offset != int64(a.fixedRA) {
+				return l, nil, skip(pc, RANotAtFixedSlot, "rip saved at CFA%+d", rule.Offset)
+			}
+			return sframe.Loc{Kind: sframe.LocFixed, Offset: int32(a.fixedRA)}, nil, nil
+		}
+		return sframe.Loc{Kind: sframe.LocCFA, Offset: int32(rule.Offset)}, nil, nil
+	case cfi.Register:
+		if rule.Reg == a.ra {
+			return a.raLoc(pc, cfi.Rule{Kind: cfi.SameValue})
+		}
+		if !a.amd64 || rule.Reg > maxFlexReg {
+			return l, nil, skip(pc, RARegister, "return address in %s", a.regName(rule.Reg))
+		}
+		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, RARegister, "return address in %s", a.regName(rule.Reg)), nil
+	case cfi.Expression:
+		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.amd64 && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
+			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
+				skip(pc, RAExpression, "return address at [%s%+d]", a.regName(e.Reg), e.Offset), nil
+		}
+		return l, nil, skip(pc, RAExpression, "return address rule %s", ruleString(a, rule))
+	}
+	return l, nil, skip(pc, RAExpression, "return address rule %s", ruleString(a, rule))
+}
+
+func (a *abi) fpLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnostic) {
+	switch rule.Kind {
+	case cfi.SameValue:
+		return sframe.Loc{Kind: sframe.LocUnsaved}, nil, nil
+	case cfi.Undefined:
+		return l, nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.regName(a.fp))
+	case cfi.Offset:
+		if !fitsInt32(rule.Offset) {
+			return l, nil, skip(pc, OffsetRange, "FP offset %d", rule.Offset)
+		}
+		return sframe.Loc{Kind: sframe.LocCFA, Offset: int32(rule.Offset)}, nil, nil
+	case cfi.Register:
+		if rule.Reg == a.fp {
+			return sframe.Loc{Kind: sframe.LocUnsaved}, nil, nil
+		}
+		if !a.amd64 || rule.Reg > maxFlexReg {
+			return l, nil, skip(pc, FPRegister, "frame pointer in %s", a.regName(rule.Reg))
+		}
+		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, FPRegister, "frame pointer in %s", a.regName(rule.Reg)), nil
+	case cfi.Expression:
+		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.amd64 && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
+			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
+				skip(pc, FPExpression, "frame pointer at [%s%+d]", a.regName(e.Reg), e.Offset), nil
+		}
+	}
+	return l, nil, skip(pc, FPExpression, "frame pointer rule %s", ruleString(a, rule))
+}
+
+func ruleString(a *abi, r cfi.Rule) string {
+	switch r.Kind {
+	case cfi.SameValue:
+		return "same value"
+	case cfi.Undefined:
+		return "undefined"
+	case cfi.Offset:
+		return fmt.Sprintf("saved at CFA%+d", r.Offset)
+	case cfi.ValOffset:
+		return fmt.Sprintf("value CFA%+d", r.Offset)
+	case cfi.Register:
+		return "in " + a.regName(r.Reg)
+	case cfi.Expression:
+		return fmt.Sprintf("expression % x", r.Expr)
+	case cfi.ValExpression:
+		return fmt.Sprintf("val_expression % x", r.Expr)
+	}
+	return "unknown"
+}

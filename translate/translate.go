@@ -1,0 +1,258 @@
+// Package translate turns executed CFI (cfi.Table rows) into SFrame
+// functions and rows (sframe.Function), per ABI, and says for every
+// function it cannot describe why not.
+//
+// It follows what GNU as (gas/gen-sframe.c) decides for the same CFI, so
+// that a converted file agrees with one assembled with --gsframe: CFA on
+// the stack or frame pointer, return address and frame pointer on the
+// stack; on AMD64 with SFrame V3 also the flexible forms (CFA on another
+// register or loaded from memory as in DRAP code, RA or FP in a register
+// or behind a dereference). PLT stubs, which have no CFI of their own or
+// a PC-dependent expression, are described from their instructions
+// (arch/amd64, arch/arm64).
+package translate
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
+	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// Options selects what the output may use.
+type Options struct {
+	// Version is sframe.Version3 (0 means 3) or sframe.Version2; with 2,
+	// functions needing a flexible FDE are skipped with a reason.
+	Version uint8
+}
+
+// PLT is a PLT section's contents.
+type PLT struct {
+	Name    string // ".plt", ".plt.sec", ".plt.got"
+	Addr    uint64
+	Data    []byte
+	EntSize uint64 // sh_entsize (0 when unset)
+}
+
+// Input is what Translate works from.
+type Input struct {
+	Machine elf.Machine // EM_X86_64 or EM_AARCH64
+	Order   binary.ByteOrder
+	Tables  []*cfi.Table
+	PLTs    []PLT
+	Symbol  func(addr uint64) string // may be nil
+}
+
+// Result is the translation of one file.
+type Result struct {
+	ABI        uint8
+	CFAFixedFP int8
+	CFAFixedRA int8
+	Funcs      []sframe.Function // sorted by start address
+	Diags      []Diagnostic      // functions skipped or described differently from their CFI
+	Converted  int               // functions in Funcs that came from CFI
+	PLTFuncs   int               // functions in Funcs described from PLT instructions
+	Skipped    int               // CFI functions with a diagnostic and no SFrame
+	Empty      int               // zero-size or discarded (address 0) FDEs, ignored
+}
+
+// Summary is a one-line account of the translation.
+func (r *Result) Summary() string {
+	s := fmt.Sprintf("%d functions converted", r.Converted)
+	if r.PLTFuncs > 0 {
+		s += fmt.Sprintf(" (+%d PLT)", r.PLTFuncs)
+	}
+	s += fmt.Sprintf(", %d skipped", r.Skipped)
+	counts := map[Reason]int{}
+	for _, d := range r.Diags {
+		if d.Skipped {
+			counts[d.Reason]++
+		}
+	}
+	if len(counts) > 0 {
+		var parts []string
+		for k, n := range counts {
+			parts = append(parts, fmt.Sprintf("%d %s", n, k))
+		}
+		sort.Strings(parts)
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
+}
+
+// abi holds the register facts of one ABI.
+type abi struct {
+	id       uint8
+	sp, fp   uint64
+	ra       uint64
+	amd64    bool
+	fixedRA  int8
+	fixedFP  int8
+	flexOK   bool // flexible FDEs allowed (V3 on AMD64, as gas does)
+	version  uint8
+}
+
+// ErrMachine is wrapped by the error for an unsupported machine.
+var ErrMachine = errors.New("unsupported machine")
+
+// Translate converts every table (and PLT section) of one file.
+func Translate(in Input, o Options) (*Result, error) {
+	if o.Version == 0 {
+		o.Version = sframe.Version3
+	}
+	if o.Version != sframe.Version2 && o.Version != sframe.Version3 {
+		return nil, fmt.Errorf("SFrame version %d cannot be written", o.Version)
+	}
+	var a abi
+	switch in.Machine {
+	case elf.EM_X86_64:
+		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
+	case elf.EM_AARCH64:
+		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
+		if in.Order == binary.BigEndian {
+			a.id = arm64.SFrameABIBigEndian
+		}
+	default:
+		return nil, fmt.Errorf("%w %v", ErrMachine, in.Machine)
+	}
+	a.fixedFP, a.fixedRA = sframe.DefaultFixedOffsets(a.id)
+	a.version = o.Version
+	a.flexOK = a.amd64 && o.Version >= sframe.Version3
+	res := &Result{ABI: a.id, CFAFixedFP: a.fixedFP, CFAFixedRA: a.fixedRA}
+	sym := in.Symbol
+	if sym == nil {
+		sym = func(uint64) string { return "" }
+	}
+
+	// PLT sections first: their description replaces any CFI covering them.
+	var pltSpans []span
+	for _, p := range in.PLTs {
+		funcs, diag := a.plt(p)
+		if diag != nil {
+			diag.Symbol = p.Name
+			res.Diags = append(res.Diags, *diag)
+		}
+		if len(funcs) == 0 {
+			continue
+		}
+		res.Funcs = append(res.Funcs, funcs...)
+		res.PLTFuncs += len(funcs)
+		pltSpans = append(pltSpans, span{p.Addr, p.Addr + uint64(len(p.Data))})
+	}
+
+	tables := make([]*cfi.Table, 0, len(in.Tables))
+	for _, t := range in.Tables {
+		if t == nil || t.FDE == nil {
+			continue
+		}
+		if t.FDE.Size == 0 || t.FDE.Start == 0 {
+			res.Empty++
+			continue
+		}
+		if inSpans(pltSpans, t.FDE.Start, t.FDE.End()) {
+			continue
+		}
+		tables = append(tables, t)
+	}
+	sort.SliceStable(tables, func(i, j int) bool { return tables[i].FDE.Start < tables[j].FDE.Start })
+	var lastEnd uint64
+	for i, t := range tables {
+		f := t.FDE
+		if i > 0 && f.Start < lastEnd {
+			res.Skipped++
+			res.Diags = append(res.Diags, Diagnostic{Start: f.Start, End: f.End(), Symbol: sym(f.Start), PC: f.Start, Reason: Overlap,
+				Detail: fmt.Sprintf("FDE at offset %d overlaps the function before it (ends at %#x)", f.Offset, lastEnd), Skipped: true})
+			continue
+		}
+		lastEnd = f.End()
+		fn, d := a.function(t)
+		if d != nil {
+			d.Start, d.End, d.Symbol, d.Skipped = f.Start, f.End(), sym(f.Start), true
+			res.Diags = append(res.Diags, *d)
+			res.Skipped++
+			continue
+		}
+		res.Funcs = append(res.Funcs, fn)
+		res.Converted++
+	}
+	sort.SliceStable(res.Funcs, func(i, j int) bool { return res.Funcs[i].Start < res.Funcs[j].Start })
+	return res, nil
+}
+
+type span struct{ lo, hi uint64 }
+
+func inSpans(s []span, lo, hi uint64) bool {
+	for _, x := range s {
+		if lo < x.hi && x.lo < hi {
+			return true
+		}
+	}
+	return false
+}
+
+// skip builds the diagnostic for a function that cannot be described.
+func skip(pc uint64, r Reason, format string, args ...any) *Diagnostic {
+	return &Diagnostic{PC: pc, Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// function translates one FDE's rows.
+func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
+	f := t.FDE
+	fn := sframe.Function{Start: f.Start, PCType: sframe.PCInc, Signal: f.CIE.Signal}
+	if f.Size > math.MaxUint32 {
+		return fn, skip(f.Start, FunctionSize, "%d bytes", f.Size)
+	}
+	fn.Size = uint32(f.Size)
+	if !a.amd64 {
+		fn.PauthKeyB = f.CIE.BKey
+	}
+	if f.CIE.RAColumn != a.ra {
+		return fn, skip(f.Start, ReturnColumn, "CIE at offset %d names register %d as the return address", f.CIE.Offset, f.CIE.RAColumn)
+	}
+	rows := make([]sframe.Row, 0, len(t.Rows))
+	for i := range t.Rows {
+		cr := &t.Rows[i]
+		if cr.Loc >= f.End() {
+			break
+		}
+		r, flexWhy, d := a.row(cr)
+		if d != nil {
+			return fn, d
+		}
+		if flexWhy != nil {
+			if !a.flexOK {
+				if a.amd64 {
+					flexWhy.Detail += " (needs an SFrame V3 flexible FDE)"
+				}
+				return fn, flexWhy
+			}
+			fn.Flex = true
+		}
+		r.Start = uint32(cr.Loc - f.Start)
+		if n := len(rows); n > 0 && sameRow(&rows[n-1], &r) {
+			continue
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) > math.MaxUint16 {
+		return fn, skip(f.Start, TooManyRows, "%d rows (at most %d)", len(rows), math.MaxUint16)
+	}
+	fn.Rows = rows
+	return fn, nil
+}
+
+func sameRow(a, b *sframe.Row) bool {
+	if a.RAUndefined || b.RAUndefined {
+		return a.RAUndefined == b.RAUndefined && a.MangledRA == b.MangledRA
+	}
+	return a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP && a.MangledRA == b.MangledRA
+}
+
