@@ -90,14 +90,14 @@ func (r *Result) Summary() string {
 
 // abi holds the register facts of one ABI.
 type abi struct {
-	id       uint8
-	sp, fp   uint64
-	ra       uint64
-	amd64    bool
-	fixedRA  int8
-	fixedFP  int8
-	flexOK   bool // flexible FDEs allowed (V3 on AMD64, as gas does)
-	version  uint8
+	id      uint8
+	sp, fp  uint64
+	ra      uint64
+	amd64   bool
+	fixedRA int8
+	fixedFP int8
+	flexOK  bool // flexible FDEs allowed (V3 on AMD64, as gas does)
+	version uint8
 }
 
 // ErrMachine is wrapped by the error for an unsupported machine.
@@ -255,4 +255,3 @@ func sameRow(a, b *sframe.Row) bool {
 	}
 	return a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP && a.MangledRA == b.MangledRA
 }
-
