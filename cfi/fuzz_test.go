@@ -1,0 +1,116 @@
+package cfi
+
+import (
+	"encoding/binary"
+	"path/filepath"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+)
+
+// fuzzSection turns fuzz input into a section: the first byte picks the
+// kind, byte order and pointer size.
+func fuzzSection(data []byte) *Section {
+	if len(data) == 0 {
+		return nil
+	}
+	m := data[0]
+	s := &Section{Kind: EHFrame, Data: data[1:], Addr: 0x10000, Order: binary.LittleEndian, PtrSize: 8, TextRel: 0x1000, DataRel: 0x2000}
+	if m&1 != 0 {
+		s.Kind = DebugFrame
+	}
+	if m&2 != 0 {
+		s.Order = binary.BigEndian
+	}
+	if m&4 != 0 {
+		s.PtrSize = 4
+	}
+	s.UntilTerminator = m&8 != 0
+	return s
+}
+
+func addFixtureSeeds(f *testing.F) {
+	files, _ := filepath.Glob("../testdata/sframe/v3-*")
+	for _, name := range files {
+		if filepath.Ext(name) == ".objdump" {
+			continue
+		}
+		ef, err := elfread.Open(name)
+		if err != nil {
+			continue
+		}
+		secs, _ := Sections(ef)
+		for _, s := range secs {
+			m := byte(0)
+			if s.Order == binary.BigEndian {
+				m |= 2
+			}
+			f.Add(append([]byte{m}, s.Data...))
+		}
+		ef.Close()
+	}
+}
+
+// FuzzParse parses arbitrary bytes as a call-frame section and executes
+// every FDE found: no input may panic or hang.
+func FuzzParse(f *testing.F) {
+	addFixtureSeeds(f)
+	f.Add(append([]byte{0}, ehFrame(binary.LittleEndian, 0x10000, amd64CIE, fdeSpec{start: 0x1000, size: 64, program: op(0x41, 0x0e, 16, 0x86, 2)})...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := fuzzSection(data)
+		if s == nil {
+			return
+		}
+		fdes, errs := Parse(s)
+		for _, e := range errs {
+			if e == nil || e.Error() == "" {
+				t.Fatal("empty error")
+			}
+		}
+		var in Interpreter
+		var tab Table
+		for _, fd := range fdes {
+			if err := in.Execute(fd, &tab); err != nil {
+				continue
+			}
+			for i := 1; i < len(tab.Rows); i++ {
+				if tab.Rows[i].Loc <= tab.Rows[i-1].Loc {
+					t.Fatalf("rows out of order: %#x after %#x", tab.Rows[i].Loc, tab.Rows[i-1].Loc)
+				}
+			}
+			for _, r := range tab.Rows {
+				if r.CFA.Kind == CFAExpression {
+					ParseSimpleExpr(r.CFA.Expr)
+					ParsePLTExpr(r.CFA.Expr)
+				}
+			}
+		}
+	})
+}
+
+// FuzzExecute runs arbitrary CFA programs after a fixed AMD64-like CIE.
+func FuzzExecute(f *testing.F) {
+	f.Add([]byte{0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6})
+	f.Add([]byte{0x0a, 0x41, 0x0e, 8, 0x0b, 0x2d, 0x2c})
+	f.Add([]byte{0x0f, 3, 0x76, 0x78, 0x06, 0x10, 6, 2, 0x76, 0})
+	f.Add([]byte{0x01, 0, 0, 0, 0, 0x02, 0xff, 0x1d, 1, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		data := ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 0x100, program: prog})
+		fdes, errs := Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
+		if len(errs) != 0 || len(fdes) != 1 {
+			t.Fatalf("the wrapper must parse: %v", errs)
+		}
+		tab, err := Execute(fdes[0])
+		if err != nil {
+			return
+		}
+		if len(tab.Rows) == 0 || tab.Rows[0].Loc != 0x1000 {
+			t.Fatalf("first row %v", tab.Rows)
+		}
+		for i := 1; i < len(tab.Rows); i++ {
+			if tab.Rows[i].Loc <= tab.Rows[i-1].Loc || tab.Rows[i].Loc >= 0x1100 {
+				t.Fatalf("row %d at %#x", i, tab.Rows[i].Loc)
+			}
+		}
+	})
+}
