@@ -50,7 +50,11 @@ const (
 
 // state is the rule set at one point of the program.
 type state struct {
-	cfa      CFA
+	cfa CFA
+	// lastOff is the offset of the most recent register-based CFA rule,
+	// kept while the CFA is an expression: def_cfa_register then returns
+	// to register+lastOff, as libgcc's unwinder and readelf do.
+	lastOff  int64
 	regs     []RegRule // sorted by Reg
 	mangled  bool
 	withPC   bool
@@ -326,30 +330,31 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 		case opDefCFA:
 			reg := r.uleb()
 			s.cfa = CFA{Kind: CFARegOffset, Reg: reg, Offset: int64(r.uleb())}
+			s.lastOff = s.cfa.Offset
 		case opDefCFASF:
 			reg := r.uleb()
 			s.cfa = CFA{Kind: CFARegOffset, Reg: reg, Offset: r.sleb() * cie.DataAlign}
+			s.lastOff = s.cfa.Offset
 		case opDefCFARegister:
+			// DWARF allows this only after a register-based rule; libgcc
+			// and readelf accept it after an expression too, going back
+			// to register + the last offset. Hand-written assembly relies
+			// on that (libgcrypt), so do the same.
 			reg := r.uleb()
-			if s.cfa.Kind != CFARegOffset {
-				err = fmt.Errorf("DW_CFA_def_cfa_register while the CFA is an expression")
-				break
+			s.cfa = CFA{Kind: CFARegOffset, Reg: reg, Offset: s.lastOff}
+		case opDefCFAOffset, opDefCFAOffsetSF:
+			var off int64
+			if op == opDefCFAOffset {
+				off = int64(r.uleb())
+			} else {
+				off = r.sleb() * cie.DataAlign
 			}
-			s.cfa.Reg = reg
-		case opDefCFAOffset:
-			off := int64(r.uleb())
-			if s.cfa.Kind != CFARegOffset {
-				err = fmt.Errorf("DW_CFA_def_cfa_offset while the CFA is an expression")
-				break
+			// After an expression this only records the offset (libgcc
+			// and readelf): the CFA stays the expression.
+			s.lastOff = off
+			if s.cfa.Kind == CFARegOffset {
+				s.cfa.Offset = off
 			}
-			s.cfa.Offset = off
-		case opDefCFAOffsetSF:
-			off := r.sleb() * cie.DataAlign
-			if s.cfa.Kind != CFARegOffset {
-				err = fmt.Errorf("DW_CFA_def_cfa_offset_sf while the CFA is an expression")
-				break
-			}
-			s.cfa.Offset = off
 		case opDefCFAExpression:
 			n := r.uleb()
 			if r.err == nil && n > uint64(r.left()) {

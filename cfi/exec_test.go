@@ -105,6 +105,13 @@ func TestOpcodes(t *testing.T) {
 				{0x1001, rsp8, map[uint64]Rule{16: ripAt8}, false, false, 0},
 				{0x1002, cfa(7, 16), map[uint64]Rule{6: {Kind: Offset, Offset: -16}, 16: ripAt8}, false, false, 0},
 			}},
+		{"def_cfa_register after an expression returns to register + the last offset (libgcc, readelf)",
+			ins(op(0x0e), uleb(16), op(0x41), op(0x0f), uleb(2), op(0x77, 8), op(0x0e), uleb(24), op(0x41), op(0x0d), uleb(6)),
+			[]wantRow{
+				{0x1000, cfa(7, 16), map[uint64]Rule{16: ripAt8}, false, false, 0},
+				{0x1001, CFA{Kind: CFAExpression, Expr: []byte{0x77, 8}}, map[uint64]Rule{16: ripAt8}, false, false, 0},
+				{0x1002, cfa(6, 24), map[uint64]Rule{16: ripAt8}, false, false, 0},
+			}},
 		{"GNU_args_size and nop",
 			ins(op(0x00), op(0x2e), uleb(16), op(0x41), op(0x2e), uleb(0)),
 			[]wantRow{{0x1000, rsp8, map[uint64]Rule{16: ripAt8}, false, false, 16}, {0x1001, rsp8, map[uint64]Rule{16: ripAt8}, false, false, 0}}},
@@ -152,7 +159,6 @@ func TestExecuteErrors(t *testing.T) {
 	}{
 		{"unknown opcode", op(0x41, 0x3f), "unknown DW_CFA opcode 0x3f"},
 		{"restore_state without remember", op(0x0b), "without a remembered state"},
-		{"def_cfa_register after an expression", ins(op(0x0f), uleb(2), op(0x77, 8), op(0x0d), uleb(6)), "while the CFA is an expression"},
 		{"truncated operand", op(0x0c, 0x07), "truncated operand"},
 		{"expression longer than the program", ins(op(0x10), uleb(6), uleb(9), op(0x76)), "runs past the program"},
 		{"set_loc backwards", ins(op(0x41), op(0x01), op(0xd5, 0xef, 0xff, 0xff)), "backwards"}, // 0x1000 from the operand at 0x202b
