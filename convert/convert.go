@@ -11,7 +11,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -92,25 +91,22 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		}
 	}
 
-	secs, err := cfi.Sections(f)
+	loaded, err := cfi.Load(f)
 	if err != nil {
 		return fail(err)
 	}
-	if len(secs) == 0 {
+	if loaded.Sections == 0 {
 		return fail(ErrNoCFI)
 	}
-	res := &Result{}
-	tables, err := executeAll(secs, res)
-	if err != nil {
-		return fail(err)
-	}
+	res := &Result{CFIErrors: loaded.Errors, FDEs: loaded.FDEs}
+	tables := loaded.Tables
 
 	tin := translate.Input{
 		Machine: ef.Machine,
 		Order:   ef.ByteOrder,
 		Tables:  tables,
 		PLTs:    plts(ef),
-		Symbol:  symbolizer(ef),
+		Symbol:  f.Symbolizer(),
 	}
 	tr, err := translate.Translate(tin, translate.Options{Version: o.Version})
 	if err != nil {
@@ -146,46 +142,6 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	return res, nil
 }
 
-// executeAll parses every section and executes every FDE. .eh_frame comes
-// first; a .debug_frame FDE is used only for code no .eh_frame FDE covers
-// (GCC emits both only with -g and asynchronous unwind tables off, and
-// then they describe the same code).
-func executeAll(secs []*cfi.Section, res *Result) ([]*cfi.Table, error) {
-	var tables []*cfi.Table
-	type span struct{ lo, hi uint64 }
-	var eh []span
-	covered := func(lo, hi uint64) bool {
-		i := sort.Search(len(eh), func(i int) bool { return eh[i].hi > lo })
-		return i < len(eh) && eh[i].lo < hi
-	}
-	ordered := append([]*cfi.Section(nil), secs...)
-	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Kind < ordered[j].Kind })
-	for _, s := range ordered {
-		fdes, errs := cfi.Parse(s)
-		res.CFIErrors = append(res.CFIErrors, errs...)
-		res.FDEs += len(fdes)
-		for _, fde := range fdes {
-			if s.Kind == cfi.DebugFrame && covered(fde.Start, fde.End()) {
-				continue
-			}
-			t, err := cfi.Execute(fde)
-			if err != nil {
-				res.CFIErrors = append(res.CFIErrors, err)
-				continue
-			}
-			tables = append(tables, t)
-		}
-		if s.Kind == cfi.EHFrame {
-			eh = eh[:0]
-			for _, t := range tables {
-				eh = append(eh, span{t.FDE.Start, t.FDE.End()})
-			}
-			sort.Slice(eh, func(i, j int) bool { return eh[i].lo < eh[j].lo })
-		}
-	}
-	return tables, nil
-}
-
 // plts returns the PLT sections the translator describes from their
 // instructions.
 func plts(ef *elf.File) []translate.PLT {
@@ -208,36 +164,3 @@ func plts(ef *elf.File) []translate.PLT {
 	return out
 }
 
-// symbolizer returns a function naming the function symbol that covers an
-// address, from .symtab or else .dynsym.
-func symbolizer(ef *elf.File) func(uint64) string {
-	type sym struct {
-		lo, hi uint64
-		name   string
-	}
-	var syms []sym
-	add := func(list []elf.Symbol) {
-		for _, s := range list {
-			if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 || s.Name == "" {
-				continue
-			}
-			syms = append(syms, sym{s.Value, s.Value + s.Size, s.Name})
-		}
-	}
-	if l, err := ef.Symbols(); err == nil {
-		add(l)
-	}
-	if len(syms) == 0 {
-		if l, err := ef.DynamicSymbols(); err == nil {
-			add(l)
-		}
-	}
-	sort.SliceStable(syms, func(i, j int) bool { return syms[i].lo < syms[j].lo })
-	return func(addr uint64) string {
-		i := sort.Search(len(syms), func(i int) bool { return syms[i].lo > addr }) - 1
-		if i >= 0 && (addr == syms[i].lo || addr < syms[i].hi) {
-			return syms[i].name
-		}
-		return ""
-	}
-}

@@ -1,0 +1,284 @@
+// Package verify checks a .sframe section against the call-frame
+// information (CFI) of the same file: at every PC an SFrame function
+// describes, the CFA, return-address and frame-pointer rules must mean what
+// the CFI's rules mean.
+//
+// The comparison is independent of the translator: both sides are reduced
+// to one small vocabulary of locations ("saved at CFA-8", "in register
+// x30", "value is rsp+16", ...) and compared there, so a bug in translate
+// shows up here instead of being repeated.
+package verify
+
+import (
+	"debug/elf"
+	"fmt"
+	"sort"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// Kind classifies a finding.
+type Kind string
+
+const (
+	// Disagree: SFrame and CFI give different rules at a PC.
+	Disagree Kind = "disagree"
+	// NoCFI: SFrame describes a PC no CFI covers (for instance a PLT
+	// described from its instructions); it cannot be checked here.
+	NoCFI Kind = "no-cfi"
+	// Missing: CFI describes a function that .sframe does not.
+	Missing Kind = "missing"
+)
+
+// Finding is one result of the check. For Disagree, PC is the first PC of
+// a run of PCs with the same disagreement and End the run's end.
+type Finding struct {
+	Kind   Kind   `json:"kind"`
+	Func   uint64 `json:"func"`             // function start (SFrame FDE, or CFI FDE for Missing)
+	Symbol string `json:"symbol,omitempty"` // symbol name, if known
+	PC     uint64 `json:"pc"`
+	End    uint64 `json:"end"`
+	What   string `json:"what,omitempty"` // "CFA", "RA", "FP", "mangled-RA", "signal"
+	SFrame string `json:"sframe,omitempty"`
+	CFI    string `json:"cfi,omitempty"`
+}
+
+func (f Finding) String() string {
+	name := f.Symbol
+	if name == "" {
+		name = fmt.Sprintf("%#x", f.Func)
+	}
+	loc := fmt.Sprintf("%s+%#x", name, f.PC-f.Func)
+	switch f.Kind {
+	case Missing:
+		return fmt.Sprintf("%s [%#x,%#x): described by CFI, not by .sframe", name, f.PC, f.End)
+	case NoCFI:
+		return fmt.Sprintf("%s [%#x,%#x): no CFI to check .sframe against", loc, f.PC, f.End)
+	}
+	return fmt.Sprintf("%s [%#x,%#x): %s: sframe says %s, CFI says %s", loc, f.PC, f.End, f.What, f.SFrame, f.CFI)
+}
+
+// Result is the outcome of Check.
+type Result struct {
+	Findings  []Finding `json:"findings"`
+	Functions int       `json:"functions"` // SFrame functions checked
+	Checked   uint64    `json:"checked_bytes"`
+	Agree     bool      `json:"agree"` // no Disagree finding
+}
+
+// Input is what Check compares.
+type Input struct {
+	Machine elf.Machine
+	SFrame  *sframe.Section
+	Tables  []*cfi.Table
+	Symbol  func(addr uint64) string // may be nil
+}
+
+// Check compares the section with the CFI at every PC of every SFrame
+// function.
+func Check(in Input) *Result {
+	c := newChecker(in)
+	res := &Result{}
+	sec := in.SFrame
+	covered := make([]span, 0, len(sec.FDEs))
+	for i := range sec.FDEs {
+		d := &sec.FDEs[i]
+		if d.Size == 0 {
+			continue
+		}
+		res.Functions++
+		res.Checked += uint64(d.Size)
+		covered = append(covered, span{d.Start, d.Start + uint64(d.Size)})
+		c.checkFDE(d)
+	}
+	// CFI functions that .sframe does not cover at all.
+	sort.Slice(covered, func(i, j int) bool { return covered[i].lo < covered[j].lo })
+	for _, t := range c.tables {
+		f := t.FDE
+		if f.Size == 0 || f.Start == 0 {
+			continue
+		}
+		i := sort.Search(len(covered), func(i int) bool { return covered[i].hi > f.Start })
+		if i < len(covered) && covered[i].lo < f.End() {
+			continue
+		}
+		c.add(Finding{Kind: Missing, Func: f.Start, PC: f.Start, End: f.End()})
+	}
+	res.Findings = c.findings
+	sort.SliceStable(res.Findings, func(i, j int) bool { return res.Findings[i].PC < res.Findings[j].PC })
+	res.Agree = true
+	for _, f := range res.Findings {
+		if f.Kind == Disagree {
+			res.Agree = false
+		}
+	}
+	return res
+}
+
+type span struct{ lo, hi uint64 }
+
+type checker struct {
+	in       Input
+	abi      uint8
+	sp, fp   uint64
+	ra       uint64
+	arm      bool
+	tables   []*cfi.Table // sorted by start
+	findings []Finding
+	open     map[string]*Finding // current run per "what"
+}
+
+func newChecker(in Input) *checker {
+	c := &checker{in: in, abi: in.SFrame.Header.ABI, open: map[string]*Finding{}}
+	c.sp, c.fp = uint64(sframe.SPReg(c.abi)), uint64(sframe.FPReg(c.abi))
+	c.ra = 16
+	if c.abi == sframe.ABIAArch64LE || c.abi == sframe.ABIAArch64BE {
+		c.ra, c.arm = 30, true
+	}
+	for _, t := range in.Tables {
+		if t != nil && t.FDE != nil && t.FDE.Size > 0 && len(t.Rows) > 0 {
+			c.tables = append(c.tables, t)
+		}
+	}
+	sort.SliceStable(c.tables, func(i, j int) bool { return c.tables[i].FDE.Start < c.tables[j].FDE.Start })
+	return c
+}
+
+func (c *checker) add(f Finding) {
+	if c.in.Symbol != nil && f.Symbol == "" {
+		f.Symbol = c.in.Symbol(f.Func)
+	}
+	c.findings = append(c.findings, f)
+}
+
+// lookup returns the CFI table and row in force at pc.
+func (c *checker) lookup(pc uint64) (*cfi.Table, *cfi.Row) {
+	i := sort.Search(len(c.tables), func(i int) bool { return c.tables[i].FDE.Start > pc }) - 1
+	if i < 0 || pc >= c.tables[i].FDE.End() {
+		return nil, nil
+	}
+	t := c.tables[i]
+	rows := t.Rows
+	j := sort.Search(len(rows), func(j int) bool { return rows[j].Loc > pc }) - 1
+	if j < 0 {
+		return t, nil
+	}
+	return t, &rows[j]
+}
+
+// checkFDE compares one SFrame function. PCs are visited at every boundary
+// of either side, and at every PC where a rule depends on the PC itself
+// (PCMASK functions, the x86-64 PLT CFA expression).
+func (c *checker) checkFDE(d *sframe.FDE) {
+	start, end := d.Start, d.Start+uint64(d.Size)
+	var pcs []uint64
+	everyPC := d.PCType == sframe.PCMask
+	if !everyPC {
+		for i := range d.FREs {
+			pcs = append(pcs, start+uint64(d.FREs[i].StartOff))
+		}
+		i := sort.Search(len(c.tables), func(i int) bool { return c.tables[i].FDE.End() > start })
+		for ; i < len(c.tables) && c.tables[i].FDE.Start < end; i++ {
+			t := c.tables[i]
+			pcs = append(pcs, t.FDE.Start, t.FDE.End())
+			for _, r := range t.Rows {
+				pcs = append(pcs, r.Loc)
+				if r.CFA.Kind == cfi.CFAExpression {
+					if _, ok := cfi.ParsePLTExpr(r.CFA.Expr); ok {
+						everyPC = true
+					}
+				}
+			}
+		}
+	}
+	if everyPC {
+		pcs = pcs[:0]
+		for pc := start; pc < end; pc++ {
+			pcs = append(pcs, pc)
+		}
+	}
+	pcs = append(pcs, start)
+	sort.Slice(pcs, func(i, j int) bool { return pcs[i] < pcs[j] })
+	for i, pc := range pcs {
+		if pc < start || pc >= end || (i > 0 && pcs[i-1] == pc) {
+			continue
+		}
+		next := end
+		for j := i + 1; j < len(pcs); j++ {
+			if pcs[j] > pc {
+				if pcs[j] < end {
+					next = pcs[j]
+				}
+				break
+			}
+		}
+		c.checkPC(d, pc, next)
+	}
+	c.flush()
+}
+
+func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {
+	rule, ok := c.in.SFrame.FindFRE(pc)
+	t, row := c.lookup(pc)
+	if row == nil {
+		c.note(d, pc, next, NoCFI, "", "", "")
+		return
+	}
+	if !ok {
+		// An FDE without FREs: V3 reads it as the outermost frame.
+		if ra := c.cfiReg(row, t, c.ra); ra.kind != kUndef {
+			c.note(d, pc, next, Disagree, "RA", "outermost (FDE without FREs)", ra.String(c))
+		}
+		return
+	}
+	cmp := func(what string, s, f loc) {
+		if !s.equal(f) {
+			c.note(d, pc, next, Disagree, what, s.String(c), f.String(c))
+		}
+	}
+	raS, raF := c.sframeRA(rule), c.cfiReg(row, t, c.ra)
+	cmp("RA", raS, raF)
+	if rule.RAUndefined {
+		// An outermost-frame FRE carries no CFA or FP.
+		return
+	}
+	cmp("CFA", c.sframeLoc(rule.CFA, true, false), c.cfiCFA(row, pc))
+	cmp("FP", c.sframeLoc(rule.FP, false, false), c.cfiReg(row, t, c.fp))
+	if c.arm && rule.MangledRA != row.MangledRA {
+		c.note(d, pc, next, Disagree, "mangled-RA", fmt.Sprint(rule.MangledRA), fmt.Sprint(row.MangledRA))
+	}
+	if c.in.SFrame.Header.Version >= sframe.Version3 && rule.Signal != t.FDE.CIE.Signal {
+		c.note(d, pc, next, Disagree, "signal", fmt.Sprint(rule.Signal), fmt.Sprint(t.FDE.CIE.Signal))
+	}
+}
+
+// note records a finding, merging it with the previous one when it
+// continues the same run.
+func (c *checker) note(d *sframe.FDE, pc, next uint64, k Kind, what, s, f string) {
+	key := string(k) + "/" + what
+	if o := c.open[key]; o != nil && o.End == pc && o.SFrame == s && o.CFI == f && o.Func == d.Start {
+		o.End = next
+		return
+	}
+	c.flushKey(key)
+	c.open[key] = &Finding{Kind: k, Func: d.Start, PC: pc, End: next, What: what, SFrame: s, CFI: f}
+}
+
+func (c *checker) flushKey(key string) {
+	if o := c.open[key]; o != nil {
+		c.add(*o)
+		delete(c.open, key)
+	}
+}
+
+func (c *checker) flush() {
+	keys := make([]string, 0, len(c.open))
+	for k := range c.open {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c.flushKey(k)
+	}
+}
