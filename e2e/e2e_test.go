@@ -1,0 +1,435 @@
+// Package e2e builds small C and C++ programs twice with the reference GNU
+// toolchain — once with as --gsframe, once without — converts the second
+// with cfi2sframe, and checks the result: the same SFrame rules as GNU's at
+// every PC, a program that still runs and prints the same, an output sid
+// objdump decodes and readelf shows with GNU_SFRAME inside a LOAD, and
+// verify finding no disagreement.
+package e2e
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// variant is one build of one program.
+type variant struct {
+	name  string
+	arch  string // "x86_64" or "aarch64"
+	src   string // file in testdata
+	flags []string
+	lib   string // variant name of the shared library it links, or ""
+	so    bool   // build a shared library
+}
+
+var variants = []variant{
+	{name: "lib-lazy", arch: "x86_64", src: "lib.c", flags: []string{"-O2", "-fPIC"}, so: true},
+	{name: "lib-now", arch: "x86_64", src: "lib.c", flags: []string{"-O2", "-fPIC", "-Wl,-z,now"}, so: true},
+	{name: "lib-ibt", arch: "x86_64", src: "lib.c", flags: []string{"-O2", "-fPIC", "-fcf-protection", "-Wl,-z,ibtplt"}, so: true},
+	{name: "O0", arch: "x86_64", src: "prog.c", flags: []string{"-O0"}, lib: "lib-lazy"},
+	{name: "O2", arch: "x86_64", src: "prog.c", flags: []string{"-O2"}, lib: "lib-now"},
+	{name: "Os-fp", arch: "x86_64", src: "prog.c", flags: []string{"-Os", "-fno-omit-frame-pointer"}, lib: "lib-lazy"},
+	{name: "O2-drap", arch: "x86_64", src: "prog.c", flags: []string{"-O2", "-mstackrealign"}, lib: "lib-lazy"},
+	{name: "O2-nopie-ibt", arch: "x86_64", src: "prog.c", flags: []string{"-O2", "-no-pie", "-fcf-protection", "-Wl,-z,ibtplt"}, lib: "lib-ibt"},
+	{name: "cxx-O2", arch: "x86_64", src: "exc.cc", flags: []string{"-O2"}},
+	{name: "lib", arch: "aarch64", src: "lib.c", flags: []string{"-O2", "-fPIC", "-mbranch-protection=standard"}, so: true},
+	{name: "O0", arch: "aarch64", src: "prog.c", flags: []string{"-O0"}, lib: "lib"},
+	{name: "O2-pac", arch: "aarch64", src: "prog.c", flags: []string{"-O2", "-mbranch-protection=standard"}, lib: "lib"},
+	{name: "O2-pac-bkey", arch: "aarch64", src: "prog.c", flags: []string{"-O2", "-mbranch-protection=pac-ret+b-key"}, lib: "lib"},
+	{name: "cxx-O2-pac", arch: "aarch64", src: "exc.cc", flags: []string{"-O2", "-mbranch-protection=standard"}},
+}
+
+func need(t *testing.T, prog string) string {
+	t.Helper()
+	p, err := exec.LookPath(prog)
+	if err != nil {
+		if os.Getenv("CFI2SFRAME_REQUIRE_TOOLCHAIN") != "" {
+			t.Fatalf("%s not found (CI installs it)", prog)
+		}
+		t.Skipf("%s not found", prog)
+	}
+	return p
+}
+
+func run(t *testing.T, env []string, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skip("builds and runs x86-64 Linux programs")
+	}
+	objdump := toolchain.Tool(t, "sid", "x86_64-objdump")
+	readelf := toolchain.Tool(t, "sid", "x86_64-readelf")
+	root := filepath.Dir(filepath.Dir(objdump))
+	need(t, "gcc")
+	need(t, "g++")
+	tmp := t.TempDir()
+	c2s := filepath.Join(tmp, "cfi2sframe")
+	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	src, _ := filepath.Abs("testdata")
+	totals := map[string]*counts{}
+	for _, v := range variants {
+		v := v
+		t.Run(v.arch+"/"+v.name, func(t *testing.T) {
+			cc, cxx, qemu := "gcc", "g++", ""
+			if v.arch == "aarch64" {
+				cc, cxx = need(t, "aarch64-linux-gnu-gcc"), need(t, "aarch64-linux-gnu-g++")
+				qemu = need(t, "qemu-aarch64-static")
+			}
+			if strings.HasSuffix(v.src, ".cc") {
+				cc = cxx
+			}
+			dir := filepath.Join(tmp, v.arch)
+			os.MkdirAll(filepath.Join(dir, "gnu"), 0o755)
+			os.MkdirAll(filepath.Join(dir, "plain"), 0o755)
+			os.MkdirAll(filepath.Join(dir, "ours"), 0o755)
+			out := v.name
+			if v.so {
+				out = "lib" + v.name + ".so"
+			}
+			build := func(kind string, extra ...string) string {
+				o := filepath.Join(dir, kind, out)
+				args := append([]string{"-B" + filepath.Join(root, "gcc-"+v.arch) + "/", "-o", o, filepath.Join(src, v.src)}, v.flags...)
+				if v.so {
+					args = append(args, "-shared")
+				}
+				if v.lib != "" {
+					args = append(args, "-L"+filepath.Join(dir, kind), "-l"+v.lib)
+				}
+				args = append(args, extra...)
+				if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+					t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
+				}
+				return o
+			}
+			gnu := build("gnu", "-Wa,--gsframe")
+			plain := build("plain")
+			ours := filepath.Join(dir, "ours", out)
+			if b, err := exec.Command(c2s, plain, "-o", ours).CombinedOutput(); err != nil {
+				t.Fatalf("cfi2sframe: %v\n%s", err, b)
+			} else {
+				t.Logf("cfi2sframe: %s", strings.TrimSpace(string(b)))
+			}
+
+			// (a) the same rules as GNU at every PC GNU describes.
+			c := compare(t, gnu, ours)
+			key := v.arch
+			if totals[key] == nil {
+				totals[key] = &counts{}
+			}
+			totals[key].add(c)
+			t.Logf("agreement with GNU: %s", c)
+			if c.differ > 0 || c.missing > 0 {
+				t.Errorf("%d PCs differ from GNU, %d GNU functions missing: %v", c.differ, c.missing, c.examples)
+			}
+
+			// (b) sid objdump decodes it; readelf shows GNU_SFRAME in a LOAD.
+			if b, err := exec.Command(objdump, "--sframe", ours).CombinedOutput(); err != nil || !bytes.Contains(b, []byte("SFRAME_VERSION_3")) || bytes.Contains(b, []byte("rror")) {
+				t.Errorf("objdump --sframe: %v\n%s", err, b)
+			}
+			checkSegments(t, readelf, ours)
+
+			// eu-elflint reports nothing for ours that it did not report
+			// for the input, besides not knowing the SFrame types (it says
+			// the same of GNU's own output).
+			if elflint, err := exec.LookPath("eu-elflint"); err == nil {
+				before := lintLines(elflint, plain)
+				for l := range lintLines(elflint, ours) {
+					if !before[l] && !strings.Contains(l, "0x6474e554") && !strings.Contains(l, "unsupported type 1879048180") {
+						t.Errorf("eu-elflint --gnu-ld: new complaint: %s", l)
+					}
+				}
+			} else if os.Getenv("CFI2SFRAME_REQUIRE_TOOLCHAIN") != "" {
+				t.Error("eu-elflint not found (CI installs elfutils)")
+			}
+
+			// (c) verify finds no disagreement.
+			if b, err := exec.Command(c2s, "verify", "-q", ours).CombinedOutput(); err != nil {
+				t.Errorf("verify: %v\n%s", err, b)
+			}
+
+			// (d) the converted program runs and prints the same.
+			if !v.so {
+				runBoth(t, qemu, dir, out)
+			}
+		})
+	}
+	for arch, c := range totals {
+		t.Logf("%s total: %s", arch, c)
+	}
+}
+
+func lintLines(elflint, file string) map[string]bool {
+	out, _ := exec.Command(elflint, "--gnu-ld", file).CombinedOutput()
+	m := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(strings.ReplaceAll(l, file, "FILE")); l != "" && l != "No errors" {
+			// Section and program-header numbers shift by the added entries.
+			m[l] = true
+		}
+	}
+	return m
+}
+
+func runBoth(t *testing.T, qemu, dir, out string) {
+	t.Helper()
+	var outs [2]string
+	for i, kind := range []string{"plain", "ours"} {
+		bin := filepath.Join(dir, kind, out)
+		env := []string{"LD_LIBRARY_PATH=" + filepath.Join(dir, kind)}
+		var s string
+		var err error
+		if qemu != "" {
+			s, err = run(t, env, qemu, "-L", "/usr/aarch64-linux-gnu", bin, "x")
+		} else {
+			s, err = run(t, env, bin, "x")
+		}
+		if err != nil {
+			t.Fatalf("running %s: %v\n%s", bin, err, s)
+		}
+		outs[i] = s
+	}
+	if outs[0] != outs[1] || outs[0] == "" {
+		t.Errorf("output differs: before %q, after %q", outs[0], outs[1])
+	}
+}
+
+// checkSegments asserts that readelf lists GNU_SFRAME and that the
+// segment lies inside a PT_LOAD.
+func checkSegments(t *testing.T, readelf, file string) {
+	t.Helper()
+	b, err := exec.Command(readelf, "-lW", file).CombinedOutput()
+	if err != nil || !bytes.Contains(b, []byte("GNU_SFRAME")) {
+		t.Errorf("readelf -lW: %v, no GNU_SFRAME\n%s", err, b)
+	}
+	f, err := elf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.ProgType(elfread.PTGNUSFrame) {
+			continue
+		}
+		for _, l := range f.Progs {
+			if l.Type == elf.PT_LOAD && p.Vaddr >= l.Vaddr && p.Vaddr+p.Memsz <= l.Vaddr+l.Memsz && p.Off >= l.Off && p.Off+p.Filesz <= l.Off+l.Filesz {
+				return
+			}
+		}
+		t.Errorf("PT_GNU_SFRAME [%#x,+%#x) is not inside a PT_LOAD", p.Vaddr, p.Memsz)
+		return
+	}
+	t.Errorf("no PT_GNU_SFRAME")
+}
+
+type counts struct {
+	funcs, pcs, differ, missing, gnuPLTGot, extra int
+	examples                                      []string
+}
+
+func (c *counts) add(o *counts) {
+	c.funcs += o.funcs
+	c.pcs += o.pcs
+	c.differ += o.differ
+	c.missing += o.missing
+	c.gnuPLTGot += o.gnuPLTGot
+	c.extra += o.extra
+}
+
+func (c *counts) String() string {
+	return fmt.Sprintf("%d GNU functions, %d PCs compared, %d differ, %d GNU functions missing from ours, %d PCs in .plt.got where GNU ld is wrong, %d functions only ours describes",
+		c.funcs, c.pcs, c.differ, c.missing, c.gnuPLTGot, c.extra)
+}
+
+func load(t *testing.T, file string) (*sframe.Section, *elf.File) {
+	t.Helper()
+	f, err := elfread.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.SFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := sframe.Decode(s.Data, s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec, f.ELF
+}
+
+// compare checks ours against GNU's section at every PC of every function
+// GNU describes. The builds differ only by .sframe, but on AArch64 the
+// extra program header shifts the code: a GNU address is mapped to ours
+// through the executable section holding it (same name, same size).
+func compare(t *testing.T, gnuFile, oursFile string) *counts {
+	gnu, gef := load(t, gnuFile)
+	ours, oef := load(t, oursFile)
+	delta := func(pc uint64) (int64, bool) {
+		for _, gs := range gef.Sections {
+			if gs.Flags&elf.SHF_EXECINSTR == 0 || pc < gs.Addr || pc >= gs.Addr+gs.Size {
+				continue
+			}
+			os := oef.Section(gs.Name)
+			if os == nil || os.Size != gs.Size {
+				t.Fatalf("section %s differs between the two builds", gs.Name)
+			}
+			return int64(os.Addr) - int64(gs.Addr), true
+		}
+		return 0, false
+	}
+	var gotLo, gotHi uint64
+	if s := oef.Section(".plt.got"); s != nil {
+		gotLo, gotHi = s.Addr, s.Addr+s.Size
+	}
+	c := &counts{}
+	starts := map[uint64]bool{}
+	for i := range gnu.FDEs {
+		d := &gnu.FDEs[i]
+		c.funcs++
+		dl, ok := delta(d.Start)
+		if !ok {
+			t.Fatalf("GNU function at %#x is in no executable section", d.Start)
+		}
+		starts[uint64(int64(d.Start)+dl)] = true
+		if _, ok := ours.FindFRE(uint64(int64(d.Start) + dl)); !ok && len(d.FREs) > 0 {
+			c.missing++
+			c.examples = append(c.examples, fmt.Sprintf("GNU function at %#x missing", d.Start))
+			continue
+		}
+		for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
+			g, gok := gnu.FindFRE(pc)
+			o, ook := ours.FindFRE(uint64(int64(pc) + dl))
+			c.pcs++
+			if !gok && !ook {
+				continue
+			}
+			if opc := uint64(int64(pc) + dl); opc >= gotLo && opc < gotHi && gok && ook && g.CFA.Offset == 16 && o.CFA.Offset == 8 {
+				c.gnuPLTGot++ // ld's .plt.got bug: entered by call, nothing pushed
+				continue
+			}
+			if gok != ook || !same(g, o) {
+				c.differ++
+				if len(c.examples) < 5 {
+					c.examples = append(c.examples, fmt.Sprintf("pc %#x: GNU %+v / ours %+v", pc, g, o))
+				}
+			}
+		}
+	}
+	for i := range ours.FDEs {
+		if !starts[ours.FDEs[i].Start] {
+			c.extra++
+		}
+	}
+	sort.Strings(c.examples)
+	return c
+}
+
+func same(a, b sframe.Rule) bool {
+	if a.RAUndefined || b.RAUndefined {
+		return a.RAUndefined == b.RAUndefined
+	}
+	return a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP && a.MangledRA == b.MangledRA && a.Flex == b.Flex && a.Signal == b.Signal
+}
+
+// TestRefusals runs the command on inputs it must refuse: a one-line
+// error naming the file, a non-zero exit, no output file, no panic.
+func TestRefusals(t *testing.T) {
+	tmp := t.TempDir()
+	c2s := filepath.Join(tmp, "cfi2sframe")
+	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	exe, err := os.ReadFile("../testdata/sframe/v3-x86_64-exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(tmp, name)
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, file string
+		args       []string
+		want       string
+	}{
+		{"existing sframe", write("has-sframe", exe), nil, "already has SFrame data"},
+		{"truncated", write("truncated", exe[:200]), []string{"--force"}, "truncated"},
+		{"not ELF", write("script.sh", []byte("#!/bin/sh\necho hi\n")), nil, "not an ELF file"},
+		{"unsupported machine", "../testdata/sframe/v3-s390x-lib.so", []string{"--force"}, "unsupported machine"},
+		{"garbage CFI", write("garbage", corruptEHFrame(t, exe)), []string{"--force"}, ""},
+		{"missing file", filepath.Join(tmp, "nope"), nil, "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(tmp, tc.name+".out")
+			args := append([]string{tc.file, "-o", out}, tc.args...)
+			b, err := exec.Command(c2s, args...).CombinedOutput()
+			msg := strings.TrimSpace(string(b))
+			if strings.Contains(msg, "panic") || strings.Contains(msg, "goroutine") {
+				t.Fatalf("panic:\n%s", msg)
+			}
+			if tc.want == "" {
+				// Garbage CFI: bad records are skipped and reported; the
+				// rest converts.
+				if err != nil {
+					t.Fatalf("exit %v: %s", err, msg)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("exit 0, want an error containing %q; output %q", tc.want, msg)
+			}
+			if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, tc.want) || !strings.Contains(msg, filepath.Base(tc.file)) {
+				t.Errorf("message %q: want one line naming the file and saying %q", msg, tc.want)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("an output file was left behind")
+			}
+			left, _ := filepath.Glob(filepath.Join(tmp, ".*"))
+			if len(left) > 0 {
+				t.Errorf("temporary files left behind: %v", left)
+			}
+		})
+	}
+}
+
+// corruptEHFrame overwrites the middle of .eh_frame with garbage.
+func corruptEHFrame(t *testing.T, b []byte) []byte {
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Section(".eh_frame")
+	if s == nil {
+		t.Fatal("no .eh_frame")
+	}
+	out := append([]byte(nil), b...)
+	for i := s.Offset + s.Size/3; i < s.Offset+s.Size/2; i++ {
+		out[i] = byte(i*7 + 3)
+	}
+	return out
+}
