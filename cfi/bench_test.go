@@ -1,0 +1,42 @@
+package cfi
+
+import (
+	"os"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+)
+
+// BenchmarkParseExecute parses and executes every FDE of a large library:
+// CFI2SFRAME_BENCH_FILE, else the system libc.
+func BenchmarkParseExecute(b *testing.B) {
+	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
+	if name == "" {
+		name = "/lib/x86_64-linux-gnu/libc.so.6"
+	}
+	f, err := elfread.Open(name)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer f.Close()
+	secs, err := Sections(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var in Interpreter
+	var t Table
+	for i := 0; i < b.N; i++ {
+		fdes := 0
+		for _, s := range secs {
+			list, _ := Parse(s)
+			for _, fd := range list {
+				if err := in.Execute(fd, &t); err != nil {
+					b.Fatal(err)
+				}
+				fdes++
+			}
+		}
+		b.ReportMetric(float64(fdes), "FDEs")
+	}
+}
