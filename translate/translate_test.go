@@ -1,0 +1,218 @@
+package translate
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// Hand-built CFI rows for x86-64 (rsp 7, rbp 6, rip 16) and AArch64
+// (sp 31, x29, x30).
+var (
+	x86CIE = &cfi.CIE{RAColumn: 16, CodeAlign: 1, DataAlign: -8}
+	armCIE = &cfi.CIE{RAColumn: 30, CodeAlign: 4, DataAlign: -8}
+
+	ripSaved = cfi.RegRule{Reg: 16, Rule: cfi.Rule{Kind: cfi.Offset, Offset: -8}}
+	cfaSP8   = cfi.CFA{Kind: cfi.CFARegOffset, Reg: 7, Offset: 8}
+)
+
+func reg(r uint64, k cfi.RuleKind, off int64) cfi.RegRule {
+	return cfi.RegRule{Reg: r, Rule: cfi.Rule{Kind: k, Offset: off}}
+}
+
+func table(cie *cfi.CIE, start, size uint64, rows ...cfi.Row) *cfi.Table {
+	return &cfi.Table{FDE: &cfi.FDE{CIE: cie, Start: start, Size: size}, Rows: rows}
+}
+
+func spLoc(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocReg, Reg: 7, Offset: off} }
+func fpLoc(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocReg, Reg: 6, Offset: off} }
+func cfaAt(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocCFA, Offset: off} }
+func fixedRA() sframe.Loc                { return sframe.Loc{Kind: sframe.LocFixed, Offset: -8} }
+func armSP(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocReg, Reg: 31, Offset: off} }
+func cfaReg(r uint64, off int64) cfi.CFA { return cfi.CFA{Kind: cfi.CFARegOffset, Reg: r, Offset: off} }
+
+func TestTranslateFunctions(t *testing.T) {
+	tests := []struct {
+		name    string
+		machine elf.Machine
+		order   binary.ByteOrder
+		version uint8
+		table   *cfi.Table
+		want    *sframe.Function // nil: skipped
+		reason  Reason
+	}{
+		{"x86-64 push rbp; mov rsp,rbp; collapse rows that change only other registers", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x20,
+				cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}},
+				cfi.Row{Loc: 0x1001, CFA: cfaReg(7, 16), Regs: []cfi.RegRule{reg(6, cfi.Offset, -16), ripSaved}},
+				cfi.Row{Loc: 0x1004, CFA: cfaReg(6, 16), Regs: []cfi.RegRule{reg(6, cfi.Offset, -16), ripSaved}},
+				cfi.Row{Loc: 0x1008, CFA: cfaReg(6, 16), Regs: []cfi.RegRule{reg(3, cfi.Offset, -24), reg(6, cfi.Offset, -16), ripSaved}}),
+			&sframe.Function{Start: 0x1000, Size: 0x20, Rows: []sframe.Row{
+				{Start: 0, CFA: spLoc(8), RA: fixedRA()},
+				{Start: 1, CFA: spLoc(16), RA: fixedRA(), FP: cfaAt(-16)},
+				{Start: 4, CFA: fpLoc(16), RA: fixedRA(), FP: cfaAt(-16)},
+			}}, ""},
+		{"x86-64 RA undefined: outermost frame", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{reg(16, cfi.Undefined, 0)}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{RAUndefined: true}}}, ""},
+		{"x86-64 signal frame", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(&cfi.CIE{RAColumn: 16, Signal: true}, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Signal: true, Rows: []sframe.Row{{CFA: spLoc(8), RA: fixedRA()}}}, ""},
+		{"x86-64 CFA on r10 (V3 flex)", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(10, 0), Regs: []cfi.RegRule{ripSaved}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Flex: true, Rows: []sframe.Row{{CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 10}, RA: fixedRA()}}}, ""},
+		{"x86-64 CFA on r10 with V2: skipped", elf.EM_X86_64, binary.LittleEndian, 2,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(10, 0), Regs: []cfi.RegRule{ripSaved}}),
+			nil, CFARegister},
+		{"x86-64 DRAP: CFA = [rbp-8], FP at [rbp+0] (flex deref)", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfi.CFA{Kind: cfi.CFAExpression, Expr: []byte{0x76, 0x78, 0x06}},
+				Regs: []cfi.RegRule{{Reg: 6, Rule: cfi.Rule{Kind: cfi.Expression, Expr: []byte{0x76, 0x00}}}, ripSaved}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Flex: true, Rows: []sframe.Row{{
+				CFA: sframe.Loc{Kind: sframe.LocRegDeref, Reg: 6, Offset: -8}, RA: fixedRA(), FP: sframe.Loc{Kind: sframe.LocRegDeref, Reg: 6}}}}, ""},
+		{"x86-64 DRAP with V2: skipped", elf.EM_X86_64, binary.LittleEndian, 2,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfi.CFA{Kind: cfi.CFAExpression, Expr: []byte{0x76, 0x78, 0x06}}, Regs: []cfi.RegRule{ripSaved}}),
+			nil, CFADeref},
+		{"x86-64 RA in r11 (flex)", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(7, 0), Regs: []cfi.RegRule{{Reg: 16, Rule: cfi.Rule{Kind: cfi.Register, Reg: 11}}}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Flex: true, Rows: []sframe.Row{{CFA: spLoc(0), RA: sframe.Loc{Kind: sframe.LocReg, Reg: 11}}}}, ""},
+		{"x86-64 RA not at CFA-8", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{reg(16, cfi.Offset, -16)}}), nil, RANotAtFixedSlot},
+		{"x86-64 CFA expression SFrame cannot carry", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfi.CFA{Kind: cfi.CFAExpression, Expr: []byte{0x77, 8, 0x80, 0, 0x3f, 0x1a}}, Regs: []cfi.RegRule{ripSaved}}), nil, CFAExpression},
+		{"x86-64 FP undefined", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{reg(6, cfi.Undefined, 0), ripSaved}}), nil, UndefinedFPOrSP},
+		{"x86-64 FP val_offset", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{reg(6, cfi.ValOffset, -16), ripSaved}}), nil, FPExpression},
+		{"x86-64 SP restored from memory", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{reg(7, cfi.Offset, -16), ripSaved}}), nil, SPRule},
+		{"x86-64 CFA offset beyond int32", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(7, 1<<33), Regs: []cfi.RegRule{ripSaved}}), nil, OffsetRange},
+		{"non-default return column", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(&cfi.CIE{RAColumn: 0}, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8}), nil, ReturnColumn},
+		{"AArch64 stp x29,x30,[sp,-16]!; mangled RA; B key; big-endian", elf.EM_AARCH64, binary.BigEndian, 3,
+			table(&cfi.CIE{RAColumn: 30, BKey: true}, 0x2000, 0x40,
+				cfi.Row{Loc: 0x2000, CFA: cfaReg(31, 0)},
+				cfi.Row{Loc: 0x2004, CFA: cfaReg(31, 0), MangledRA: true},
+				cfi.Row{Loc: 0x2008, CFA: cfaReg(31, 16), MangledRA: true, Regs: []cfi.RegRule{reg(29, cfi.Offset, -16), reg(30, cfi.Offset, -8)}},
+				cfi.Row{Loc: 0x200c, CFA: cfaReg(29, 16), MangledRA: true, Regs: []cfi.RegRule{reg(29, cfi.Offset, -16), reg(30, cfi.Offset, -8)}}),
+			&sframe.Function{Start: 0x2000, Size: 0x40, PauthKeyB: true, Rows: []sframe.Row{
+				{Start: 0, CFA: armSP(0)},
+				{Start: 4, CFA: armSP(0), MangledRA: true},
+				{Start: 8, CFA: armSP(16), RA: cfaAt(-8), FP: cfaAt(-16), MangledRA: true},
+				{Start: 12, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 29, Offset: 16}, RA: cfaAt(-8), FP: cfaAt(-16), MangledRA: true},
+			}}, ""},
+		{"AArch64 FP saved, RA not", elf.EM_AARCH64, binary.LittleEndian, 3,
+			table(armCIE, 0x2000, 0x10, cfi.Row{Loc: 0x2000, CFA: cfaReg(31, 16), Regs: []cfi.RegRule{reg(29, cfi.Offset, -16)}}), nil, FPWithoutRA},
+		{"AArch64 CFA on x9: no flexible FDEs on AArch64 (as gas)", elf.EM_AARCH64, binary.LittleEndian, 3,
+			table(armCIE, 0x2000, 0x10, cfi.Row{Loc: 0x2000, CFA: cfaReg(9, 0)}), nil, CFARegister},
+		{"AArch64 negate_ra_state_with_pc", elf.EM_AARCH64, binary.LittleEndian, 3,
+			table(armCIE, 0x2000, 0x10, cfi.Row{Loc: 0x2000, CFA: cfaReg(31, 0), MangledRA: true, RAStateWithPC: true}), nil, RAStateWithPC},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Translate(Input{Machine: tc.machine, Order: tc.order, Tables: []*cfi.Table{tc.table}}, Options{Version: tc.version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				if len(res.Funcs) != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != tc.reason || !res.Diags[0].Skipped || res.Skipped != 1 {
+					t.Fatalf("want skipped with %s; got funcs %+v diags %+v", tc.reason, res.Funcs, res.Diags)
+				}
+				if !strings.Contains(res.Summary(), "1 "+string(tc.reason)) {
+					t.Errorf("summary %q does not count %s", res.Summary(), tc.reason)
+				}
+				return
+			}
+			if len(res.Diags) != 0 || len(res.Funcs) != 1 {
+				t.Fatalf("diags %+v, %d functions", res.Diags, len(res.Funcs))
+			}
+			if d := cmp.Diff(*tc.want, res.Funcs[0]); d != "" {
+				t.Errorf("function (-want +got):\n%s", d)
+			}
+			// The function must encode in the requested version.
+			if _, err := sframe.Encode(res.Funcs, sframe.Options{Version: tc.version, ABI: res.ABI, Order: tc.order, CFAFixedFP: res.CFAFixedFP, CFAFixedRA: res.CFAFixedRA}); err != nil {
+				t.Errorf("encode: %v", err)
+			}
+		})
+	}
+}
+
+func TestTranslateFileLevel(t *testing.T) {
+	row := cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}
+	res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, Tables: []*cfi.Table{
+		table(x86CIE, 0x3000, 0x10, cfi.Row{Loc: 0x3000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}),
+		table(x86CIE, 0x1000, 0x10, row),
+		table(x86CIE, 0x1008, 0x10, cfi.Row{Loc: 0x1008, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}), // overlaps the one before
+		table(x86CIE, 0x2000, 0, cfi.Row{Loc: 0x2000, CFA: cfaSP8}),                                   // empty
+		table(x86CIE, 0, 0x10, cfi.Row{Loc: 0, CFA: cfaSP8}),                                          // discarded
+	}, Symbol: func(a uint64) string { return map[uint64]string{0x1008: "dup"}[a] }}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ABI != sframe.ABIAMD64LE || res.CFAFixedRA != -8 || res.Converted != 2 || res.Skipped != 1 || res.Empty != 2 {
+		t.Fatalf("got %+v", res)
+	}
+	if res.Funcs[0].Start != 0x1000 || res.Funcs[1].Start != 0x3000 {
+		t.Errorf("functions not sorted: %#x %#x", res.Funcs[0].Start, res.Funcs[1].Start)
+	}
+	if d := res.Diags[0]; d.Reason != Overlap || d.Symbol != "dup" {
+		t.Errorf("diag %+v", d)
+	}
+	if _, err := Translate(Input{Machine: elf.EM_RISCV}, Options{}); err == nil {
+		t.Error("RISC-V: no error")
+	}
+}
+
+// TestPLT describes GNU ld's x86-64 lazy PLT and an AArch64 PLT from their
+// instructions.
+func TestPLT(t *testing.T) {
+	plt0 := []byte{0xff, 0x35, 0xe2, 0x2f, 0, 0, 0xff, 0x25, 0xe4, 0x2f, 0, 0, 0x0f, 0x1f, 0x40, 0}
+	entry := []byte{0xff, 0x25, 0xe2, 0x2f, 0, 0, 0x68, 0, 0, 0, 0, 0xe9, 0xe0, 0xff, 0xff, 0xff}
+	data := append(append(append([]byte{}, plt0...), entry...), entry...)
+	res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sframe.Function{
+		{Start: 0x1020, Size: 16, Rows: []sframe.Row{{Start: 0, CFA: spLoc(16), RA: fixedRA()}, {Start: 6, CFA: spLoc(24), RA: fixedRA()}}},
+		{Start: 0x1030, Size: 32, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{{Start: 0, CFA: spLoc(8), RA: fixedRA()}, {Start: 11, CFA: spLoc(16), RA: fixedRA()}}},
+	}
+	if d := cmp.Diff(want, res.Funcs); d != "" || res.PLTFuncs != 2 {
+		t.Errorf("x86-64 .plt (-want +got):\n%s", d)
+	}
+
+	le := func(ws ...uint32) []byte {
+		var b []byte
+		for _, w := range ws {
+			b = binary.LittleEndian.AppendUint32(b, w)
+		}
+		return b
+	}
+	// PLT0: stp x16,x30,[sp,#-16]!; adrp x16; ldr x17,[x16]; add x16; br x17; nop x3
+	// PLTn: adrp x16; ldr x17,[x16]; add x16; br x17
+	a0 := le(0xa9bf7bf0, 0x90000090, 0xf947fe11, 0x913fe210, 0xd61f0220, 0xd503201f, 0xd503201f, 0xd503201f)
+	an := le(0x90000090, 0xf9400211, 0x91000210, 0xd61f0220)
+	res, err = Translate(Input{Machine: elf.EM_AARCH64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x400, Data: append(append(a0, an...), an...)}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []sframe.Function{
+		{Start: 0x400, Size: 32, Rows: []sframe.Row{{Start: 0, CFA: armSP(0)}, {Start: 4, CFA: armSP(16), RA: cfaAt(-8)}}},
+		{Start: 0x420, Size: 32, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{{Start: 0, CFA: armSP(0)}}},
+	}
+	if d := cmp.Diff(want, res.Funcs); d != "" {
+		t.Errorf("AArch64 .plt (-want +got):\n%s", d)
+	}
+
+	// Unknown instructions: a diagnostic, no description.
+	res, _ = Translate(Input{Machine: elf.EM_X86_64, PLTs: []PLT{{Name: ".plt.sec", Addr: 0x5000, Data: make([]byte, 16)}}}, Options{})
+	if len(res.Funcs) != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != PLTUnknown {
+		t.Errorf("zeroed .plt.sec: funcs %+v diags %+v", res.Funcs, res.Diags)
+	}
+}
