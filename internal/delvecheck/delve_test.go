@@ -1,4 +1,4 @@
-package cfi
+package delvecheck
 
 import (
 	"debug/elf"
@@ -9,8 +9,14 @@ import (
 	"testing"
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
 )
 
+// Package delvecheck is a module of its own so that the main module does
+// not depend on delve (v1.27.2 needs Go 1.25; v1.26 loops forever on
+// DW_CFA_GNU_args_size). CI runs it with `go test` in this directory.
+//
 // TestDelveAgrees uses delve's interpreter (pkg/dwarf/frame) as an
 // independent second opinion on little-endian x86-64 files: at each FDE's
 // start, at each of our row boundaries and just before them, delve's
@@ -20,7 +26,7 @@ import (
 // into undefined), so both count as "not saved" here; what DESIGN.md says
 // delve cannot handle is skipped and counted.
 func TestDelveAgrees(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/sframe/v*-x86_64-*")
+	files, _ := filepath.Glob("../../testdata/sframe/v*-x86_64-*")
 	for _, f := range []string{"/usr/bin/ls", "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6"} {
 		if _, err := os.Stat(f); err == nil {
 			files = append(files, f)
@@ -51,13 +57,13 @@ func TestDelveAgrees(t *testing.T) {
 			t.Logf("%s: delve cannot parse .eh_frame (%v); skipped", name, err)
 			continue
 		}
-		ours, errs := Parse(&Section{Kind: EHFrame, Data: data, Addr: sec.Addr, Order: binary.LittleEndian, PtrSize: 8})
+		ours, errs := cfi.Parse(&cfi.Section{Kind: cfi.EHFrame, Data: data, Addr: sec.Addr, Order: binary.LittleEndian, PtrSize: 8})
 		if len(errs) > 0 {
 			t.Errorf("%s: %v", name, errs)
 		}
-		byStart := map[uint64]*Table{}
+		byStart := map[uint64]*cfi.Table{}
 		for _, f := range ours {
-			tab, err := Execute(f)
+			tab, err := cfi.Execute(f)
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
@@ -111,8 +117,8 @@ func establish(d *frame.FrameDescriptionEntry, pc uint64) (fc *frame.FrameContex
 	return d.EstablishFrame(pc)
 }
 
-func rowAt(t *Table, pc uint64) *Row {
-	var r *Row
+func rowAt(t *cfi.Table, pc uint64) *cfi.Row {
+	var r *cfi.Row
 	for i := range t.Rows {
 		if t.Rows[i].Loc <= pc {
 			r = &t.Rows[i]
@@ -121,12 +127,12 @@ func rowAt(t *Table, pc uint64) *Row {
 	return r
 }
 
-func delveDiff(fc *frame.FrameContext, row *Row, regs []uint64) string {
+func delveDiff(fc *frame.FrameContext, row *cfi.Row, regs []uint64) string {
 	if row == nil {
 		return "no row of ours"
 	}
 	switch {
-	case row.CFA.Kind == CFAExpression:
+	case row.CFA.Kind == cfi.CFAExpression:
 		if fc.CFA.Rule != frame.RuleExpression {
 			return fmt.Sprintf("CFA: delve rule %d, ours expression", fc.CFA.Rule)
 		}
@@ -137,15 +143,15 @@ func delveDiff(fc *frame.FrameContext, row *Row, regs []uint64) string {
 		d, ok := fc.Regs[reg]
 		o := row.Rule(reg)
 		dSaved := ok && d.Rule != frame.RuleUndefined && d.Rule != frame.RuleSameVal
-		oSaved := o.Kind != SameValue && o.Kind != Undefined
+		oSaved := o.Kind != cfi.SameValue && o.Kind != cfi.Undefined
 		if dSaved != oSaved {
 			return fmt.Sprintf("r%d: delve %+v (present %v), ours %+v", reg, d, ok, o)
 		}
 		if !oSaved {
 			continue
 		}
-		want := map[RuleKind]frame.Rule{Offset: frame.RuleOffset, ValOffset: frame.RuleValOffset, Register: frame.RuleRegister, Expression: frame.RuleExpression, ValExpression: frame.RuleValExpression}[o.Kind]
-		if d.Rule != want || (o.Kind == Offset || o.Kind == ValOffset) && d.Offset != o.Offset || o.Kind == Register && d.Reg != o.Reg {
+		want := map[cfi.RuleKind]frame.Rule{cfi.Offset: frame.RuleOffset, cfi.ValOffset: frame.RuleValOffset, cfi.Register: frame.RuleRegister, cfi.Expression: frame.RuleExpression, cfi.ValExpression: frame.RuleValExpression}[o.Kind]
+		if d.Rule != want || (o.Kind == cfi.Offset || o.Kind == cfi.ValOffset) && d.Offset != o.Offset || o.Kind == cfi.Register && d.Reg != o.Reg {
 			return fmt.Sprintf("r%d: delve %+v, ours %+v", reg, d, o)
 		}
 	}

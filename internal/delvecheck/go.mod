@@ -1,0 +1,10 @@
+module github.com/cfi2sframe/cfi2sframe/internal/delvecheck
+
+go 1.25.0
+
+require (
+	github.com/cfi2sframe/cfi2sframe v0.0.0
+	github.com/go-delve/delve v1.27.2
+)
+
+replace github.com/cfi2sframe/cfi2sframe => ../..
