@@ -9,7 +9,6 @@ type bld struct {
 }
 
 func (b *bld) u8(v ...byte) *bld { b.b = append(b.b, v...); return b }
-func (b *bld) u16(v uint16) *bld { b.b = b.order.AppendUint16(b.b, v); return b }
 func (b *bld) u32(v uint32) *bld { b.b = b.order.AppendUint32(b.b, v); return b }
 func (b *bld) u64(v uint64) *bld { b.b = b.order.AppendUint64(b.b, v); return b }
 func (b *bld) str(s string) *bld { b.b = append(append(b.b, s...), 0); return b }

@@ -163,4 +163,3 @@ func plts(ef *elf.File) []translate.PLT {
 	}
 	return out
 }
-

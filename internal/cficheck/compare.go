@@ -13,16 +13,16 @@ import (
 
 // Summary counts the outcome for one file or many.
 type Summary struct {
-	Files        int
-	FDEs         int            // FDEs readelf printed
-	Agree        int            // FDEs whose every row agrees
-	Differ       map[string]int // FDEs that differ, by first reason
-	OnlyReadelf  int            // FDEs readelf printed and we rejected or did not find
-	OnlyOurs     int            // FDEs we found and readelf did not print
-	Rows         int            // PCs compared
-	SkippedCols  map[string]int // columns not compared (register names we do not map)
-	Examples     map[string]string
-	FileErrors   []string
+	Files       int
+	FDEs        int            // FDEs readelf printed
+	Agree       int            // FDEs whose every row agrees
+	Differ      map[string]int // FDEs that differ, by first reason
+	OnlyReadelf int            // FDEs readelf printed and we rejected or did not find
+	OnlyOurs    int            // FDEs we found and readelf did not print
+	Rows        int            // PCs compared
+	SkippedCols map[string]int // columns not compared (register names we do not map)
+	Examples    map[string]string
+	FileErrors  []string
 }
 
 func NewSummary() *Summary {

@@ -65,7 +65,7 @@ func main() {
 	close(work)
 	wg.Wait()
 	fmt.Print(total)
-	if total.Differ != nil && len(total.Differ) > 0 {
+	if len(total.Differ) > 0 {
 		os.Exit(1)
 	}
 }
