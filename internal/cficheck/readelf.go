@@ -48,7 +48,9 @@ func ParseReadelf(r io.Reader) ([]*Dump, error) {
 		s := sc.Text()
 		switch {
 		case strings.HasPrefix(s, "Contents of the "):
-			name := strings.TrimSuffix(strings.TrimPrefix(s, "Contents of the "), " section:")
+			// "Contents of the .eh_frame section:", or with " (loaded from
+			// FILE):" when the file has a .gnu_debuglink.
+			name, _, _ := strings.Cut(strings.TrimPrefix(s, "Contents of the "), " section")
 			cur = nil
 			if name != ".eh_frame" && name != ".debug_frame" {
 				d = nil
