@@ -1,0 +1,99 @@
+package verify
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+func load(t *testing.T, b []byte) (Input, *sframe.Section) {
+	t.Helper()
+	f, err := elfread.NewFile(bytes.NewReader(b), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := f.SFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := sframe.Decode(es.Data, es.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cfi.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables, Symbol: f.Symbolizer()}, sec
+}
+
+func count(r *Result, k Kind) int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCorruptions converts programs, checks that verify accepts the
+// result, then damages the section in the ways a buggy converter would
+// and expects findings.
+func TestCorruptions(t *testing.T) {
+	for _, name := range []string{"../testdata/example/hello", "../testdata/sframe/v3-aarch64-exe", "../testdata/sframe/v3-aarch64be-lib.so", "../testdata/sframe/v3-x86_64-lib-ibt.so"} {
+		in, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := convert.Convert(name, in, convert.Options{Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		input, sec := load(t, res.Output)
+		if r := Check(input); !r.Agree || r.Functions == 0 {
+			t.Fatalf("%s: clean conversion: %+v", name, r.Findings)
+		}
+		// Pick the function with the most FREs.
+		best := 0
+		for i := range sec.FDEs {
+			if len(sec.FDEs[i].FREs) > len(sec.FDEs[best].FREs) {
+				best = i
+			}
+		}
+		d := &sec.FDEs[best]
+		if len(d.FREs) < 2 {
+			t.Fatalf("%s: no function with two rows", name)
+		}
+		mutations := []struct {
+			what string
+			do   func()
+			undo func()
+		}{
+			{"CFA offset of an FRE", func() { d.FREs[1].Words[0] += 8 }, func() { d.FREs[1].Words[0] -= 8 }},
+			{"FRE start offset", func() { d.FREs[1].StartOff++ }, func() { d.FREs[1].StartOff-- }},
+			{"function start address", func() { d.Start += 2 }, func() { d.Start -= 2 }},
+			{"CFA base register", func() { d.FREs[1].BaseReg ^= 1 }, func() { d.FREs[1].BaseReg ^= 1 }},
+		}
+		for _, m := range mutations {
+			m.do()
+			r := Check(input)
+			m.undo()
+			if r.Agree || count(r, Disagree) == 0 {
+				t.Errorf("%s: damaged %s: no disagreement found", name, m.what)
+			} else {
+				t.Logf("%s: damaged %s: %s", name, m.what, r.Findings[0])
+			}
+		}
+		// Removing a function leaves CFI that .sframe does not describe.
+		sec.FDEs = append(sec.FDEs[:best:best], sec.FDEs[best+1:]...)
+		if r := Check(input); count(r, Missing) == 0 {
+			t.Errorf("%s: dropped function not reported missing", name)
+		}
+	}
+}
