@@ -168,6 +168,48 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 				t.Errorf("verify: %v\n%s", err, b)
 			}
 
+			// (e) SFrame V2 (with the PCREL flag, and without): objdump
+			// decodes it, and it says what V3 says wherever V3 needs no
+			// flexible FDE; flex functions are skipped with a reason.
+			for _, pcrel := range []bool{false, true} {
+				v2 := ours + ".v2"
+				args := []string{plain, "-o", v2, "--sframe-version", "2", "--diagnostics", "json"}
+				if pcrel {
+					args = append(args, "--pcrel")
+				}
+				b, err := exec.Command(c2s, args...).Output()
+				if err != nil {
+					t.Fatalf("cfi2sframe %v: %v", args, err)
+				}
+				if !bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+					t.Errorf("--diagnostics json printed %q", b)
+				}
+				if b, err := exec.Command(objdump, "--sframe", v2).CombinedOutput(); err != nil || !bytes.Contains(b, []byte("SFRAME_VERSION_2")) {
+					t.Errorf("objdump --sframe on V2: %v\n%s", err, b)
+				} else if pcrel != bytes.Contains(b, []byte("SFRAME_F_FDE_FUNC_START_PCREL")) {
+					t.Errorf("V2 pcrel=%v: flags wrong\n%s", pcrel, b)
+				}
+				s3, _ := load(t, ours)
+				s2, _ := load(t, v2)
+				for i := range s3.FDEs {
+					d := &s3.FDEs[i]
+					if d.FDEType == sframe.FDETypeFlex {
+						if _, ok := s2.FindFRE(d.Start); ok {
+							t.Errorf("V2 describes flex function at %#x", d.Start)
+						}
+						continue
+					}
+					for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
+						a, _ := s3.FindFRE(pc)
+						b, ok := s2.FindFRE(pc)
+						a.Signal = false // V2 has no signal bit
+						if !ok || !same(a, b) {
+							t.Fatalf("V2 differs from V3 at %#x: %+v / %+v", pc, b, a)
+						}
+					}
+				}
+			}
+
 			// (d) the converted program runs and prints the same.
 			if !v.so {
 				runBoth(t, qemu, dir, out)
