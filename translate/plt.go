@@ -7,6 +7,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -137,4 +138,47 @@ func (a *abi) stub(code []byte, header bool) ([]sframe.Row, error) {
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// pltFromCFI describes an x86-64 lazy PLT from the FDE GNU ld and lld give
+// it, when the section itself is unknown (stripped section headers): rows
+// up to the PC-dependent CFA expression are PLT0, an ordinary function;
+// from there on the expression CFA = rsp+N (+Extra once (rip & Mask) >=
+// Threshold) is exactly a PCMASK function repeating every Mask+1 bytes.
+func (a *abi) pltFromCFI(t *cfi.Table) ([]sframe.Function, bool) {
+	if !a.amd64 || len(t.Rows) == 0 {
+		return nil, false
+	}
+	f := t.FDE
+	last := &t.Rows[len(t.Rows)-1]
+	if last.CFA.Kind != cfi.CFAExpression {
+		return nil, false
+	}
+	p, ok := cfi.ParsePLTExpr(last.CFA.Expr)
+	rep := uint64(p.Mask) + 1
+	if !ok || p.SPReg != a.sp || p.PCReg != a.ra || rep&(rep-1) != 0 || rep > math.MaxUint8 ||
+		last.Loc%rep != 0 || (f.End()-last.Loc)%rep != 0 || uint64(p.Threshold) >= rep || f.Size > math.MaxUint32 {
+		return nil, false
+	}
+	if last.Rule(a.ra).Kind != cfi.Offset || last.Rule(a.ra).Offset != int64(a.fixedRA) {
+		return nil, false
+	}
+	ra := sframe.Loc{Kind: sframe.LocFixed, Offset: int32(a.fixedRA)}
+	var out []sframe.Function
+	if last.Loc > f.Start {
+		head := &cfi.Table{FDE: &cfi.FDE{CIE: f.CIE, Start: f.Start, Size: last.Loc - f.Start}, Rows: t.Rows[:len(t.Rows)-1]}
+		fn, d := a.function(head)
+		if d != nil {
+			return nil, false
+		}
+		out = append(out, fn)
+	}
+	out = append(out, sframe.Function{
+		Start: last.Loc, Size: uint32(f.End() - last.Loc), PCType: sframe.PCMask, RepSize: uint8(rep),
+		Rows: []sframe.Row{
+			{Start: 0, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: uint32(a.sp), Offset: int32(p.SPOffset)}, RA: ra},
+			{Start: uint32(p.Threshold), CFA: sframe.Loc{Kind: sframe.LocReg, Reg: uint32(a.sp), Offset: int32(p.SPOffset) + int32(p.Extra)}, RA: ra},
+		},
+	})
+	return out, true
 }

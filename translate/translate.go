@@ -173,6 +173,12 @@ func Translate(in Input, o Options) (*Result, error) {
 			continue
 		}
 		lastEnd = f.End()
+		if fns, ok := a.pltFromCFI(t); ok {
+			// A PLT known only from its CFI (no section headers).
+			res.Funcs = append(res.Funcs, fns...)
+			res.PLTFuncs += len(fns)
+			continue
+		}
 		fn, d := a.function(t)
 		if d != nil {
 			d.Start, d.End, d.Symbol, d.Skipped = f.Start, f.End(), sym(f.Start), true

@@ -216,3 +216,30 @@ func TestPLT(t *testing.T) {
 		t.Errorf("zeroed .plt.sec: funcs %+v diags %+v", res.Funcs, res.Diags)
 	}
 }
+
+// TestPLTFromCFI: without section headers the lazy PLT is known only from
+// GNU ld's FDE, whose last row is the PC-dependent expression.
+func TestPLTFromCFI(t *testing.T) {
+	expr := []byte{0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22} // rsp+8 + ((rip&15)>=11)<<3
+	tab := table(x86CIE, 0x1020, 0x30,
+		cfi.Row{Loc: 0x1020, CFA: cfaReg(7, 16), Regs: []cfi.RegRule{ripSaved}},
+		cfi.Row{Loc: 0x1026, CFA: cfaReg(7, 24), Regs: []cfi.RegRule{ripSaved}},
+		cfi.Row{Loc: 0x1030, CFA: cfi.CFA{Kind: cfi.CFAExpression, Expr: expr}, Regs: []cfi.RegRule{ripSaved}})
+	res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, Tables: []*cfi.Table{tab}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sframe.Function{
+		{Start: 0x1020, Size: 16, Rows: []sframe.Row{{Start: 0, CFA: spLoc(16), RA: fixedRA()}, {Start: 6, CFA: spLoc(24), RA: fixedRA()}}},
+		{Start: 0x1030, Size: 32, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{{Start: 0, CFA: spLoc(8), RA: fixedRA()}, {Start: 11, CFA: spLoc(16), RA: fixedRA()}}},
+	}
+	if d := cmp.Diff(want, res.Funcs); d != "" || res.Skipped != 0 || res.PLTFuncs != 2 {
+		t.Errorf("(-want +got):\n%s\n%+v", d, res.Diags)
+	}
+	// Misaligned: not a PLT shape we can map to PCMASK; skipped as an expression.
+	tab.Rows[2].Loc = 0x1031
+	res, _ = Translate(Input{Machine: elf.EM_X86_64, Tables: []*cfi.Table{tab}}, Options{})
+	if len(res.Funcs) != 0 || res.Diags[0].Reason != CFAExpression {
+		t.Errorf("misaligned PLT expression: %+v %+v", res.Funcs, res.Diags)
+	}
+}
