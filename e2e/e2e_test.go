@@ -475,3 +475,49 @@ func corruptEHFrame(t *testing.T, b []byte) []byte {
 	}
 	return out
 }
+
+// TestStrippedAndInPlace converts a program whose section headers were
+// stripped (found through PT_GNU_EH_FRAME; the PLT known from its CFI)
+// and converts a copy in place, keeping its mode.
+func TestStrippedAndInPlace(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("runs an x86-64 program")
+	}
+	objcopy := toolchain.Tool(t, "sid", "x86_64-objcopy")
+	tmp := t.TempDir()
+	c2s := filepath.Join(tmp, "cfi2sframe")
+	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	stripped := filepath.Join(tmp, "hello-stripped")
+	if b, err := exec.Command(objcopy, "--strip-section-headers", "../testdata/example/hello", stripped).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, b)
+	}
+	out := filepath.Join(tmp, "hello-stripped.sframe")
+	b, err := exec.Command(c2s, stripped, "-o", out).CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "0 skipped") {
+		t.Fatalf("convert stripped: %v\n%s", err, b)
+	}
+	if b, err := exec.Command(c2s, "verify", out).CombinedOutput(); err != nil || strings.Contains(string(b), "described by CFI, not by .sframe") {
+		t.Errorf("verify stripped: %v\n%s", err, b)
+	}
+	if b, err := exec.Command(out, "7").CombinedOutput(); err != nil || string(b) != "fib(7) = 13\n" {
+		t.Errorf("run: %v %q", err, b)
+	}
+
+	inplace := filepath.Join(tmp, "hello")
+	orig, _ := os.ReadFile("../testdata/example/hello")
+	if err := os.WriteFile(inplace, orig, 0o751); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(inplace, 0o751)
+	if b, err := exec.Command(c2s, "-q", "--in-place", inplace).CombinedOutput(); err != nil || len(b) != 0 {
+		t.Fatalf("--in-place -q: %v %q", err, b)
+	}
+	if st, err := os.Stat(inplace); err != nil || st.Mode().Perm() != 0o751 {
+		t.Errorf("mode after --in-place: %v %v", st.Mode(), err)
+	}
+	if b, err := exec.Command(inplace).CombinedOutput(); err != nil || string(b) != "fib(20) = 6765\n" {
+		t.Errorf("run: %v %q", err, b)
+	}
+}
