@@ -29,6 +29,16 @@ static int big_frame(int k) {
 
 static int twice(int x) { return 2 * x; }
 
+/* A function of more than 64 KiB of code (4-byte FRE start offsets). */
+#define R4(x) x x x x
+#define R16(x) R4(R4(x))
+#define R4096(x) R16(R16(R16(x)))
+static int __attribute__((noinline)) huge(int n) {
+	volatile int v = n;
+	R4096(v = v * 3 + 1; v ^= v >> 3;)
+	return v & 0xffff;
+}
+
 int main(int argc, char **argv) {
 	(void)argv;
 	signal(SIGUSR1, on_signal);
@@ -36,6 +46,6 @@ int main(int argc, char **argv) {
 	int r = 0;
 	if (setjmp(env) == 0)
 		r = vla(argc + 40);
-	printf("vla %d big %d lib %d %d signal %d\n", r, big_frame(argc + 3), lib_apply(twice, 21), lib_sum(10), (int)got);
+	printf("vla %d big %d lib %d %d signal %d huge %d\n", r, big_frame(argc + 3), lib_apply(twice, 21), lib_sum(10), (int)got, huge(argc));
 	return 0;
 }
