@@ -81,7 +81,7 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	switch ef.Type {
 	case elf.ET_EXEC, elf.ET_DYN:
 	case elf.ET_REL:
-		return fail(errors.New("relocatable objects are not converted yet: link them first, or assemble with as --gsframe"))
+		return convertRelocatable(name, in, f, o)
 	default:
 		return fail(fmt.Errorf("unsupported ELF type %v (executables and shared libraries)", ef.Type))
 	}

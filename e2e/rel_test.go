@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+)
+
+// TestRelocatableObjects compiles objects with and without as --gsframe,
+// converts the plain ones, and expects what gas produced: the same
+// objdump --sframe text, the same .sframe bytes and .rela.sframe entries;
+// then links both sets with GNU ld and compares the final .sframe at every
+// PC and runs the program.
+func TestRelocatableObjects(t *testing.T) {
+	objdump := toolchain.Tool(t, "sid", "x86_64-objdump")
+	readelf := toolchain.Tool(t, "sid", "x86_64-readelf")
+	objcopies := map[string]string{"x86_64": toolchain.Tool(t, "sid", "x86_64-objcopy"), "aarch64": toolchain.Tool(t, "sid", "aarch64-objcopy")}
+	root := filepath.Dir(filepath.Dir(objdump))
+	tmp := t.TempDir()
+	c2s := filepath.Join(tmp, "cfi2sframe")
+	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	src, _ := filepath.Abs("testdata")
+	type build struct {
+		name, arch string
+		flags      []string
+		srcs       []string
+		cxx        bool
+	}
+	builds := []build{
+		{"O2", "x86_64", []string{"-O2"}, []string{"prog.c", "lib.c"}, false},
+		{"O0-ffs", "x86_64", []string{"-O0", "-ffunction-sections"}, []string{"prog.c", "lib.c"}, false},
+		{"O2-drap", "x86_64", []string{"-O2", "-mstackrealign"}, []string{"prog.c", "lib.c"}, false},
+		{"cxx-comdat", "x86_64", []string{"-O1"}, []string{"exc.cc"}, true},
+		{"O2-pac", "aarch64", []string{"-O2", "-mbranch-protection=standard"}, []string{"prog.c", "lib.c"}, false},
+		{"O2-bkey-cxx", "aarch64", []string{"-O2", "-mbranch-protection=pac-ret+b-key"}, []string{"exc.cc"}, true},
+	}
+	objs, pcs := 0, 0
+	for _, b := range builds {
+		t.Run(b.arch+"/"+b.name, func(t *testing.T) {
+			cc, qemu := "gcc", ""
+			if b.cxx {
+				cc = "g++"
+			}
+			if b.arch == "aarch64" {
+				cc = need(t, "aarch64-linux-gnu-"+cc)
+				qemu = need(t, "qemu-aarch64-static")
+			}
+			dir := filepath.Join(tmp, b.arch+"-"+b.name)
+			objcopy := objcopies[b.arch]
+			var gnuObjs, oursObjs []string
+			for _, s := range b.srcs {
+				base := strings.TrimSuffix(s, filepath.Ext(s))
+				compile := func(out string, extra ...string) {
+					args := append(append([]string{"-B" + filepath.Join(root, "gcc-"+b.arch) + "/", "-c", "-o", out, filepath.Join(src, s)}, b.flags...), extra...)
+					if o, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+						t.Fatalf("%s: %v\n%s", cc, err, o)
+					}
+				}
+				os.MkdirAll(dir, 0o755)
+				gnu := filepath.Join(dir, base+".gnu.o")
+				plain := filepath.Join(dir, base+".plain.o")
+				ours := filepath.Join(dir, base+".ours.o")
+				compile(gnu, "-Wa,--gsframe")
+				compile(plain)
+				if o, err := exec.Command(c2s, "-q", plain, "-o", ours).CombinedOutput(); err != nil {
+					t.Fatalf("cfi2sframe: %v\n%s", err, o)
+				}
+				objs++
+				// objdump text (after the file-name line), section bytes,
+				// relocation entries.
+				dump := func(f string) string {
+					o, err := exec.Command(objdump, "--sframe", f).CombinedOutput()
+					if err != nil {
+						t.Fatalf("objdump %s: %v\n%s", f, err, o)
+					}
+					return string(o[bytes.Index(o, []byte("Contents of")):])
+				}
+				if g, o := dump(gnu), dump(ours); g != o {
+					t.Errorf("%s: objdump --sframe differs:\nGNU:\n%s\nours:\n%s", s, g, o)
+				}
+				sec := func(f string) []byte {
+					o, err := exec.Command(objcopy, "-O", "binary", "--only-section=.sframe", f, "/dev/stdout").Output()
+					if err != nil {
+						t.Fatalf("objcopy %s: %v", f, err)
+					}
+					return o
+				}
+				if !bytes.Equal(sec(gnu), sec(ours)) {
+					t.Errorf("%s: .sframe bytes differ", s)
+				}
+				relocs := func(f string) string {
+					o, _ := exec.Command(readelf, "-rW", f).Output()
+					i := bytes.Index(o, []byte("'.rela.sframe'"))
+					if i < 0 {
+						return ""
+					}
+					o = o[i:]
+					o = o[bytes.IndexByte(o, '\n'):]
+					if j := bytes.Index(o, []byte("\n\n")); j >= 0 {
+						o = o[:j]
+					}
+					return string(o)
+				}
+				if g, o := relocs(gnu), relocs(ours); g != o || g == "" {
+					t.Errorf("%s: .rela.sframe differs:\nGNU:%s\nours:%s", s, g, o)
+				}
+				gnuObjs = append(gnuObjs, gnu)
+				oursObjs = append(oursObjs, ours)
+			}
+			// Link both sets with GNU ld; the merged sections must agree.
+			link := func(out string, objs []string) string {
+				p := filepath.Join(dir, out)
+				args := append([]string{"-B" + filepath.Join(root, "gcc-"+b.arch) + "/", "-o", p}, objs...)
+				if o, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+					t.Fatalf("link: %v\n%s", err, o)
+				}
+				return p
+			}
+			g, o := link("prog.gnu", gnuObjs), link("prog.ours", oursObjs)
+			c := compare(t, g, o)
+			pcs += c.pcs
+			t.Logf("linked: %s", c)
+			if c.differ > 0 || c.missing > 0 {
+				t.Errorf("linked program: %v", c.examples)
+			}
+			var outs [2]string
+			for i, p := range []string{g, o} {
+				var s string
+				var err error
+				if qemu != "" {
+					s, err = run(t, nil, qemu, "-L", "/usr/aarch64-linux-gnu", p)
+				} else {
+					s, err = run(t, nil, p)
+				}
+				if err != nil {
+					t.Fatalf("run %s: %v\n%s", p, err, s)
+				}
+				outs[i] = s
+			}
+			if outs[0] != outs[1] {
+				t.Errorf("outputs differ: %q vs %q", outs[0], outs[1])
+			}
+		})
+	}
+	t.Logf("%d objects converted like gas; %d PCs of the linked programs compared", objs, pcs)
+}
