@@ -94,7 +94,15 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 		PCRel:      o.Version == sframe.Version3 || o.PCRel,
 		CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA,
 	}
-	b, err := sframe.Encode(funcs, enc)
+	// Start fields are left to the relocations: encode with every start at
+	// 0 (FDE order and FRE data do not depend on it; the synthetic
+	// per-section addresses would not fit V2's 32-bit field).
+	zeroed := make([]sframe.Function, len(funcs))
+	for i, fn := range funcs {
+		zeroed[i] = fn
+		zeroed[i].Start = 0
+	}
+	b, err := sframe.Encode(zeroed, enc)
 	if err != nil {
 		return fail(err)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,4 +151,92 @@ func TestRelocatableObjects(t *testing.T) {
 		})
 	}
 	t.Logf("%d objects converted like gas; %d PCs of the linked programs compared", objs, pcs)
+}
+
+// TestRelocatableBigEndianAndV2 covers objects assembled by GNU as -EB
+// (AArch64 big-endian; the cross gcc only compiles to assembly) and SFrame
+// V2 objects as trixie's as (binutils 2.44) writes them: the same bytes and
+// relocations as gas.
+func TestRelocatableBigEndianAndV2(t *testing.T) {
+	tmp := t.TempDir()
+	c2s := filepath.Join(tmp, "cfi2sframe")
+	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	src, _ := filepath.Abs("testdata")
+	type job struct {
+		name     string
+		srcs     []string // in testdata
+		compile  []string // compiler and flags for -S
+		as       string
+		asFlags  []string
+		c2sFlags []string
+		readelf  string
+	}
+	gcc := need(t, "gcc")
+	a64 := need(t, "aarch64-linux-gnu-gcc")
+	jobs := []job{
+		{"aarch64be-pac", []string{"../../testdata/sframe/src/common.c", "../../testdata/sframe/src/lib.c"}, []string{a64, "-mbig-endian", "-O2", "-mbranch-protection=pac-ret+b-key", "-S"}, toolchain.Tool(t, "sid", "aarch64-as"), []string{"-EB"}, nil,
+			toolchain.Tool(t, "sid", "aarch64-readelf")},
+		{"x86_64-v2", []string{"prog.c", "lib.c"}, []string{gcc, "-O2", "-S"}, toolchain.Tool(t, "trixie", "x86_64-as"), nil, []string{"--sframe-version", "2"},
+			toolchain.Tool(t, "sid", "x86_64-readelf")},
+		{"aarch64-v2", []string{"prog.c", "lib.c"}, []string{a64, "-O2", "-mbranch-protection=standard", "-S"}, toolchain.Tool(t, "trixie", "aarch64-as"), nil, []string{"--sframe-version", "2"},
+			toolchain.Tool(t, "sid", "aarch64-readelf")},
+	}
+	for _, j := range jobs {
+		t.Run(j.name, func(t *testing.T) {
+			for _, s := range j.srcs {
+				asm := filepath.Join(tmp, j.name+"-"+filepath.Base(s)+".s")
+				if o, err := exec.Command(j.compile[0], append(j.compile[1:], "-o", asm, filepath.Join(src, s))...).CombinedOutput(); err != nil {
+					t.Fatalf("compile: %v\n%s", err, o)
+				}
+				gnu, plain, ours := asm+".gnu.o", asm+".plain.o", asm+".ours.o"
+				for _, x := range []struct {
+					out   string
+					extra []string
+				}{{gnu, []string{"--gsframe"}}, {plain, nil}} {
+					args := append(append(append([]string{}, j.asFlags...), x.extra...), "-o", x.out, asm)
+					if o, err := exec.Command(j.as, args...).CombinedOutput(); err != nil {
+						t.Fatalf("as: %v\n%s", err, o)
+					}
+				}
+				if o, err := exec.Command(c2s, append([]string{"-q", plain, "-o", ours}, j.c2sFlags...)...).CombinedOutput(); err != nil {
+					t.Fatalf("cfi2sframe: %v\n%s", err, o)
+				}
+				sec := func(f string) []byte {
+					// Raw bytes (trixie's as makes .sframe SHT_PROGBITS,
+					// which objcopy -O binary does not extract from a .o).
+					ef, err := elf.Open(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer ef.Close()
+					s := ef.Section(".sframe")
+					if s == nil {
+						t.Fatalf("%s: no .sframe", f)
+					}
+					b, _ := s.Data()
+					return b
+				}
+				if g, o := sec(gnu), sec(ours); !bytes.Equal(g, o) || len(g) < 28 {
+					t.Errorf("%s: .sframe bytes differ (%d vs %d bytes)", s, len(g), len(o))
+				}
+				rel := func(f string) string {
+					o, _ := exec.Command(j.readelf, "-rW", f).Output()
+					i := bytes.Index(o, []byte("'.rela.sframe'"))
+					if i < 0 {
+						return ""
+					}
+					o = o[i+bytes.IndexByte(o[i:], '\n'):]
+					if k := bytes.Index(o, []byte("\n\n")); k >= 0 {
+						o = o[:k]
+					}
+					return string(o)
+				}
+				if g, o := rel(gnu), rel(ours); g != o || g == "" {
+					t.Errorf("%s: relocations differ:\nGNU:%s\nours:%s", s, g, o)
+				}
+			}
+		})
+	}
 }
