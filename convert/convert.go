@@ -15,6 +15,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -34,6 +35,7 @@ type Result struct {
 	Translate *translate.Result // functions, diagnostics, counts
 	CFIErrors []error           // malformed CIEs/FDEs, skipped
 	FDEs      int               // FDEs read (all sections)
+	Members   int               // archives: members converted
 }
 
 // Error is a conversion failure of one file.
@@ -64,6 +66,9 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	}
 	if o.PCRel && o.Version != sframe.Version2 {
 		return fail(errors.New("--pcrel applies to SFrame version 2 only (version 3 start addresses are always PC-relative)"))
+	}
+	if bytes.HasPrefix(in, []byte(relobj.ArchiveMagic)) || bytes.HasPrefix(in, []byte("!<thin>\n")) {
+		return convertArchive(name, in, o)
 	}
 	f, err := elfread.NewFile(bytes.NewReader(in), name)
 	if err != nil {

@@ -240,3 +240,57 @@ func TestRelocatableBigEndianAndV2(t *testing.T) {
 		})
 	}
 }
+
+// TestArchive converts a static archive (an object with a long name, a
+// non-ELF member, the GNU symbol index) and links a program against it.
+func TestArchive(t *testing.T) {
+	need(t, "ar")
+	need(t, "nm")
+	objdump := toolchain.Tool(t, "sid", "x86_64-objdump")
+	root := filepath.Dir(filepath.Dir(objdump))
+	tmp := t.TempDir()
+	c2s := filepath.Join(tmp, "cfi2sframe")
+	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	B := "-B" + filepath.Join(root, "gcc-x86_64") + "/"
+	sh := func(name string, args ...string) string {
+		cmd := exec.Command(name, args...)
+		cmd.Dir = tmp
+		o, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, o)
+		}
+		return string(o)
+	}
+	src, _ := filepath.Abs("testdata")
+	long := "a_member_name_longer_than_sixteen_characters.o"
+	sh("gcc", B, "-O2", "-c", filepath.Join(src, "lib.c"), "-o", long)
+	os.WriteFile(filepath.Join(tmp, "README.txt"), []byte("not an object\n"), 0o644)
+	sh("ar", "rcs", "libx.a", long, "README.txt")
+	sh(c2s, "libx.a", "-o", "libx.sframe.a")
+	if got := sh("ar", "t", "libx.sframe.a"); got != long+"\nREADME.txt\n" {
+		t.Errorf("members: %q", got)
+	}
+	if a, b := sh("nm", "-s", "libx.a"), sh("nm", "-s", "libx.sframe.a"); !strings.Contains(b, "lib_apply in "+long) || a != b {
+		t.Errorf("archive index changed:\n%s\n---\n%s", a, b)
+	}
+	// objdump complains about README.txt (not an object) and goes on.
+	if o, _ := exec.Command(objdump, "--sframe", filepath.Join(tmp, "libx.sframe.a")).CombinedOutput(); !strings.Contains(string(o), "Num FDEs: 2") {
+		t.Errorf("objdump of the archive:\n%s", o)
+	}
+	sh("gcc", B, "-O2", "-c", filepath.Join(src, "prog.c"), "-o", "prog.o")
+	sh(c2s, "-q", "prog.o", "-o", "prog.sframe.o")
+	sh("gcc", B, "-o", "prog", "prog.sframe.o", "libx.sframe.a")
+	if o := sh(filepath.Join(tmp, "prog")); !strings.Contains(o, "lib 45 285") {
+		t.Errorf("program output %q", o)
+	}
+	f, err := elf.Open(filepath.Join(tmp, "prog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Section(".sframe") == nil {
+		t.Error("the linked program has no .sframe")
+	}
+}

@@ -100,7 +100,14 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 		}
 	}
 	if !fl.quiet {
-		fmt.Fprintf(stderr, "%s: %s; .sframe v%d, %d bytes at %#x\n", fl.output, res.Translate.Summary(), fl.version, len(res.SFrame), res.Addr)
+		where := fmt.Sprintf(" at %#x", res.Addr)
+		switch {
+		case res.Members > 0:
+			where = fmt.Sprintf(" in %d archive members", res.Members)
+		case res.Addr == 0:
+			where = " (relocatable object)"
+		}
+		fmt.Fprintf(stderr, "%s: %s; .sframe v%d, %d bytes%s\n", fl.output, res.Translate.Summary(), fl.version, len(res.SFrame), where)
 		if n := len(res.CFIErrors); n > 0 {
 			fmt.Fprintf(stderr, "%s: %d malformed CFI records skipped (--diagnostics text lists them)\n", in, n)
 		}

@@ -1,0 +1,53 @@
+package convert
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/cfi2sframe/cfi2sframe/relobj"
+	"github.com/cfi2sframe/cfi2sframe/translate"
+)
+
+// convertArchive converts every relocatable ELF member of a static
+// archive; other members (and objects without CFI) stay as they are.
+func convertArchive(name string, in []byte, o Options) (*Result, error) {
+	res := &Result{Translate: &translate.Result{}}
+	members := 0
+	out, err := relobj.ConvertArchive(in, func(m *relobj.Member) ([]byte, error) {
+		if !bytes.HasPrefix(m.Data, []byte("\x7fELF")) {
+			return m.Data, nil
+		}
+		r, err := Convert(name+"("+m.Name+")", m.Data, o)
+		if errors.Is(err, ErrNoCFI) {
+			return m.Data, nil
+		}
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return nil, e.Err
+			}
+			return nil, err
+		}
+		members++
+		t := res.Translate
+		t.ABI, t.CFAFixedFP, t.CFAFixedRA = r.Translate.ABI, r.Translate.CFAFixedFP, r.Translate.CFAFixedRA
+		t.Funcs = append(t.Funcs, r.Translate.Funcs...)
+		t.Diags = append(t.Diags, r.Translate.Diags...)
+		t.Converted += r.Translate.Converted
+		t.Skipped += r.Translate.Skipped
+		t.Empty += r.Translate.Empty
+		res.CFIErrors = append(res.CFIErrors, r.CFIErrors...)
+		res.FDEs += r.FDEs
+		res.SFrame = append(res.SFrame, r.SFrame...)
+		return r.Output, nil
+	})
+	if err != nil {
+		return nil, &Error{File: name, Err: err}
+	}
+	if members == 0 {
+		return nil, &Error{File: name, Err: ErrNoCFI}
+	}
+	res.Output = out
+	res.Members = members
+	return res, nil
+}

@@ -1,0 +1,154 @@
+package relobj
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ArchiveMagic starts a System V / GNU ar archive.
+const ArchiveMagic = "!<arch>\n"
+
+// Member is one archive member.
+type Member struct {
+	Name   string // resolved (long names looked up), without the trailing '/'
+	header []byte // the 60-byte header as read
+	Data   []byte
+	off    int // offset of the header in the input
+}
+
+// special reports the GNU symbol tables and the long-name table.
+func (m *Member) special() bool {
+	n := strings.TrimRight(string(m.header[:16]), " ")
+	return n == "/" || n == "/SYM64/" || n == "//"
+}
+
+// ConvertArchive rewrites every ordinary member of a GNU ar archive with
+// conv (which returns the data unchanged for members it leaves alone) and
+// rebuilds the archive: member order, names and headers are kept (sizes
+// updated), the long-name table is copied, and the symbol table's member
+// offsets are recomputed.
+func ConvertArchive(in []byte, conv func(m *Member) ([]byte, error)) ([]byte, error) {
+	if !bytes.HasPrefix(in, []byte(ArchiveMagic)) {
+		if bytes.HasPrefix(in, []byte("!<thin>\n")) {
+			return nil, errorf("thin archives are not supported")
+		}
+		return nil, errorf("not an ar archive")
+	}
+	var members []*Member
+	var longNames []byte
+	for off := len(ArchiveMagic); off < len(in); {
+		if len(in)-off < 60 {
+			return nil, errorf("archive: truncated member header at offset %d", off)
+		}
+		h := in[off : off+60]
+		if string(h[58:60]) != "`\n" {
+			return nil, errorf("archive: bad member header at offset %d", off)
+		}
+		size, err := strconv.ParseUint(strings.TrimSpace(string(h[48:58])), 10, 63)
+		if err != nil || size > uint64(len(in)-off-60) {
+			return nil, errorf("archive: bad member size at offset %d", off)
+		}
+		m := &Member{header: h, Data: in[off+60 : off+60+int(size)], off: off}
+		name := strings.TrimRight(string(h[:16]), " ")
+		switch {
+		case name == "//":
+			longNames = m.Data
+		case strings.HasPrefix(name, "/") && name != "/" && name != "/SYM64/":
+			i, err := strconv.Atoi(name[1:])
+			if err != nil || i < 0 || i >= len(longNames) {
+				return nil, errorf("archive: bad long name %q at offset %d", name, off)
+			}
+			end := bytes.Index(longNames[i:], []byte("/\n"))
+			if end < 0 {
+				return nil, errorf("archive: unterminated long name at offset %d", off)
+			}
+			m.Name = string(longNames[i : i+end])
+		default:
+			m.Name = strings.TrimSuffix(name, "/")
+		}
+		members = append(members, m)
+		off += 60 + int(size)
+		if off%2 == 1 {
+			off++
+		}
+	}
+	// Convert, then lay out.
+	newData := make([][]byte, len(members))
+	for i, m := range members {
+		newData[i] = m.Data
+		if m.special() {
+			continue
+		}
+		d, err := conv(m)
+		if err != nil {
+			return nil, fmt.Errorf("member %s: %w", m.Name, err)
+		}
+		newData[i] = d
+	}
+	newOff := map[int]int{}
+	pos := len(ArchiveMagic)
+	for i, m := range members {
+		newOff[m.off] = pos
+		pos += 60 + len(newData[i])
+		if pos%2 == 1 {
+			pos++
+		}
+	}
+	out := []byte(ArchiveMagic)
+	for i, m := range members {
+		d := newData[i]
+		name := strings.TrimRight(string(m.header[:16]), " ")
+		if name == "/" || name == "/SYM64/" {
+			var err error
+			if d, err = remapSymtab(d, name == "/SYM64/", newOff); err != nil {
+				return nil, err
+			}
+		}
+		h := append([]byte(nil), m.header...)
+		copy(h[48:58], fmt.Sprintf("%-10d", len(d)))
+		out = append(out, h...)
+		out = append(out, d...)
+		if len(out)%2 == 1 {
+			out = append(out, '\n')
+		}
+	}
+	return out, nil
+}
+
+// remapSymtab rewrites the member offsets of a GNU archive symbol table.
+func remapSymtab(d []byte, wide bool, newOff map[int]int) ([]byte, error) {
+	w := 4
+	if wide {
+		w = 8
+	}
+	if len(d) < w {
+		return nil, errorf("archive: truncated symbol table")
+	}
+	get := func(b []byte) uint64 {
+		if wide {
+			return binary.BigEndian.Uint64(b)
+		}
+		return uint64(binary.BigEndian.Uint32(b))
+	}
+	n := get(d)
+	if n > uint64(len(d)/w) {
+		return nil, errorf("archive: symbol table claims %d symbols", n)
+	}
+	out := append([]byte(nil), d...)
+	for i := uint64(1); i <= n; i++ {
+		p := out[i*uint64(w):]
+		o, ok := newOff[int(get(p))]
+		if !ok {
+			return nil, errorf("archive: symbol table points at offset %d, where no member starts", get(p))
+		}
+		if wide {
+			binary.BigEndian.PutUint64(p, uint64(o))
+		} else {
+			binary.BigEndian.PutUint32(p, uint32(o))
+		}
+	}
+	return out, nil
+}
