@@ -9,16 +9,15 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -137,10 +136,10 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 			if totals[key] == nil {
 				totals[key] = &counts{}
 			}
-			totals[key].add(c)
+			totals[key].Add(c)
 			t.Logf("agreement with GNU: %s", c)
-			if c.differ > 0 || c.missing > 0 {
-				t.Errorf("%d PCs differ from GNU, %d GNU functions missing: %v", c.differ, c.missing, c.examples)
+			if c.Differ > 0 || c.Missing > 0 {
+				t.Errorf("%d PCs differ from GNU, %d GNU functions missing: %v", c.Differ, c.Missing, c.Examples)
 			}
 
 			// (b) sid objdump decodes it; readelf shows GNU_SFRAME in a LOAD.
@@ -284,115 +283,27 @@ func checkSegments(t *testing.T, readelf, file string) {
 	t.Errorf("no PT_GNU_SFRAME")
 }
 
-type counts struct {
-	funcs, pcs, differ, missing, gnuPLTGot, extra int
-	examples                                      []string
-}
-
-func (c *counts) add(o *counts) {
-	c.funcs += o.funcs
-	c.pcs += o.pcs
-	c.differ += o.differ
-	c.missing += o.missing
-	c.gnuPLTGot += o.gnuPLTGot
-	c.extra += o.extra
-}
-
-func (c *counts) String() string {
-	return fmt.Sprintf("%d GNU functions, %d PCs compared, %d differ, %d GNU functions missing from ours, %d PCs in .plt.got where GNU ld is wrong, %d functions only ours describes",
-		c.funcs, c.pcs, c.differ, c.missing, c.gnuPLTGot, c.extra)
-}
+type counts = sfcompare.Counts
 
 func load(t *testing.T, file string) (*sframe.Section, *elf.File) {
 	t.Helper()
-	f, err := elfread.Open(file)
+	s, f, err := sfcompare.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := f.SFrame()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec, err := sframe.Decode(s.Data, s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sec, f.ELF
+	return s, f
 }
 
-// compare checks ours against GNU's section at every PC of every function
-// GNU describes. The builds differ only by .sframe, but on AArch64 the
-// extra program header shifts the code: a GNU address is mapped to ours
-// through the executable section holding it (same name, same size).
 func compare(t *testing.T, gnuFile, oursFile string) *counts {
-	gnu, gef := load(t, gnuFile)
-	ours, oef := load(t, oursFile)
-	delta := func(pc uint64) (int64, bool) {
-		for _, gs := range gef.Sections {
-			if gs.Flags&elf.SHF_EXECINSTR == 0 || pc < gs.Addr || pc >= gs.Addr+gs.Size {
-				continue
-			}
-			os := oef.Section(gs.Name)
-			if os == nil || os.Size != gs.Size {
-				t.Fatalf("section %s differs between the two builds", gs.Name)
-			}
-			return int64(os.Addr) - int64(gs.Addr), true
-		}
-		return 0, false
+	t.Helper()
+	c, err := sfcompare.Files(gnuFile, oursFile)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var gotLo, gotHi uint64
-	if s := oef.Section(".plt.got"); s != nil {
-		gotLo, gotHi = s.Addr, s.Addr+s.Size
-	}
-	c := &counts{}
-	starts := map[uint64]bool{}
-	for i := range gnu.FDEs {
-		d := &gnu.FDEs[i]
-		c.funcs++
-		dl, ok := delta(d.Start)
-		if !ok {
-			t.Fatalf("GNU function at %#x is in no executable section", d.Start)
-		}
-		starts[uint64(int64(d.Start)+dl)] = true
-		if _, ok := ours.FindFRE(uint64(int64(d.Start) + dl)); !ok && len(d.FREs) > 0 {
-			c.missing++
-			c.examples = append(c.examples, fmt.Sprintf("GNU function at %#x missing", d.Start))
-			continue
-		}
-		for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
-			g, gok := gnu.FindFRE(pc)
-			o, ook := ours.FindFRE(uint64(int64(pc) + dl))
-			c.pcs++
-			if !gok && !ook {
-				continue
-			}
-			if opc := uint64(int64(pc) + dl); opc >= gotLo && opc < gotHi && gok && ook && g.CFA.Offset == 16 && o.CFA.Offset == 8 {
-				c.gnuPLTGot++ // ld's .plt.got bug: entered by call, nothing pushed
-				continue
-			}
-			if gok != ook || !same(g, o) {
-				c.differ++
-				if len(c.examples) < 5 {
-					c.examples = append(c.examples, fmt.Sprintf("pc %#x: GNU %+v / ours %+v", pc, g, o))
-				}
-			}
-		}
-	}
-	for i := range ours.FDEs {
-		if !starts[ours.FDEs[i].Start] {
-			c.extra++
-		}
-	}
-	sort.Strings(c.examples)
 	return c
 }
 
-func same(a, b sframe.Rule) bool {
-	if a.RAUndefined || b.RAUndefined {
-		return a.RAUndefined == b.RAUndefined
-	}
-	return a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP && a.MangledRA == b.MangledRA && a.Flex == b.Flex && a.Signal == b.Signal
-}
+func same(a, b sframe.Rule) bool { return sfcompare.Same(a, b) }
 
 // TestRefusals runs the command on inputs it must refuse: a one-line
 // error naming the file, a non-zero exit, no output file, no panic.

@@ -126,10 +126,10 @@ func TestRelocatableObjects(t *testing.T) {
 			}
 			g, o := link("prog.gnu", gnuObjs), link("prog.ours", oursObjs)
 			c := compare(t, g, o)
-			pcs += c.pcs
+			pcs += c.PCs
 			t.Logf("linked: %s", c)
-			if c.differ > 0 || c.missing > 0 {
-				t.Errorf("linked program: %v", c.examples)
+			if c.Differ > 0 || c.Missing > 0 {
+				t.Errorf("linked program: %v", c.Examples)
 			}
 			var outs [2]string
 			for i, p := range []string{g, o} {
