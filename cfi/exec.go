@@ -139,6 +139,7 @@ func Execute(f *FDE) (*Table, error) {
 // keep them only until the next call with that t.
 func (in *Interpreter) Execute(f *FDE, t *Table) error {
 	t.FDE = f
+	t.LastAdvance = 0
 	t.Rows = t.Rows[:0]
 	t.regs = t.regs[:0]
 	if f == nil || f.CIE == nil {
@@ -173,12 +174,14 @@ func (in *Interpreter) Execute(f *FDE, t *Table) error {
 }
 
 type executor struct {
-	in   *Interpreter
-	f    *FDE
-	t    *Table
-	sec  *Section
-	loc  uint64
-	done bool // an advance went past the FDE's end
+	in    *Interpreter
+	f     *FDE
+	t     *Table
+	sec   *Section
+	loc   uint64
+	done  bool  // an advance went past the FDE's end
+	touch Touch // rules set since the last row
+	init  bool  // running the CIE's initial instructions
 }
 
 // flush records the current state as the row starting at loc.
@@ -187,13 +190,16 @@ func (x *executor) flush() {
 		return
 	}
 	t, s := x.t, &x.in.cur
+	touch := x.touch
+	x.touch = Touch{}
 	if n := len(t.Rows); n > 0 {
 		last := &t.Rows[n-1]
 		if last.Loc == x.loc {
 			// Two advances to one PC (or none yet): the later rules win.
+			touch = touch.or(last.Touched)
 			t.regs = t.regs[:len(t.regs)-len(last.Regs)]
 			t.Rows = t.Rows[:n-1]
-		} else if s.equalRow(last) {
+		} else if s.equalRow(last) && touch.IsZero() {
 			return
 		}
 	}
@@ -201,8 +207,22 @@ func (x *executor) flush() {
 	t.regs = append(t.regs, s.regs...)
 	t.Rows = append(t.Rows, Row{
 		Loc: x.loc, CFA: s.cfa, Regs: t.regs[start:len(t.regs):len(t.regs)],
-		MangledRA: s.mangled, RAStateWithPC: s.withPC, ArgsSize: s.argsSize,
+		MangledRA: s.mangled, RAStateWithPC: s.withPC, ArgsSize: s.argsSize, Touched: touch,
 	})
+}
+
+// set gives reg a rule and records the touch.
+func (x *executor) set(reg uint64, r Rule) {
+	x.in.cur.set(reg, r)
+	if !x.init {
+		x.touch.Set |= bit(reg)
+	}
+}
+
+func (x *executor) touchCFA() {
+	if !x.init {
+		x.touch.CFA = true
+	}
 }
 
 func (x *executor) advance(to uint64) error {
@@ -216,6 +236,8 @@ func (x *executor) advance(to uint64) error {
 	x.loc = to
 	if to >= x.f.End() {
 		x.done = true
+	} else {
+		x.t.LastAdvance = to
 	}
 	if len(x.t.regs) > maxRuleCells {
 		return fmt.Errorf("more than %d rules in one FDE", maxRuleCells)
@@ -236,6 +258,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 	}
 	// r.off is a section offset, so errors and pcrel operands are right.
 	r := &reader{b: data, off: off, order: x.sec.Order}
+	x.init = initial
 	for r.off < len(data) && !x.done {
 		at := r.off
 		op := r.u8()
@@ -247,7 +270,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			}
 			goto next
 		case opOffset:
-			s.set(uint64(op&0x3f), Rule{Kind: Offset, Offset: int64(r.uleb()) * cie.DataAlign})
+			x.set(uint64(op&0x3f), Rule{Kind: Offset, Offset: int64(r.uleb()) * cie.DataAlign})
 			goto next
 		case opRestore:
 			x.restore(uint64(op&0x3f), initial)
@@ -278,28 +301,28 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			}
 		case opOffsetExtended:
 			reg := r.uleb()
-			s.set(reg, Rule{Kind: Offset, Offset: int64(r.uleb()) * cie.DataAlign})
+			x.set(reg, Rule{Kind: Offset, Offset: int64(r.uleb()) * cie.DataAlign})
 		case opOffsetExtendedSF:
 			reg := r.uleb()
-			s.set(reg, Rule{Kind: Offset, Offset: r.sleb() * cie.DataAlign})
+			x.set(reg, Rule{Kind: Offset, Offset: r.sleb() * cie.DataAlign})
 		case opGNUNegativeOffsetExtended:
 			reg := r.uleb()
-			s.set(reg, Rule{Kind: Offset, Offset: -int64(r.uleb()) * cie.DataAlign})
+			x.set(reg, Rule{Kind: Offset, Offset: -int64(r.uleb()) * cie.DataAlign})
 		case opValOffset:
 			reg := r.uleb()
-			s.set(reg, Rule{Kind: ValOffset, Offset: int64(r.uleb()) * cie.DataAlign})
+			x.set(reg, Rule{Kind: ValOffset, Offset: int64(r.uleb()) * cie.DataAlign})
 		case opValOffsetSF:
 			reg := r.uleb()
-			s.set(reg, Rule{Kind: ValOffset, Offset: r.sleb() * cie.DataAlign})
+			x.set(reg, Rule{Kind: ValOffset, Offset: r.sleb() * cie.DataAlign})
 		case opRestoreExtended:
 			x.restore(r.uleb(), initial)
 		case opUndefined:
-			s.set(r.uleb(), Rule{Kind: Undefined})
+			x.set(r.uleb(), Rule{Kind: Undefined})
 		case opSameValue:
-			s.set(r.uleb(), Rule{Kind: SameValue})
+			x.set(r.uleb(), Rule{Kind: SameValue})
 		case opRegister:
 			reg := r.uleb()
-			s.set(reg, Rule{Kind: Register, Reg: r.uleb()})
+			x.set(reg, Rule{Kind: Register, Reg: r.uleb()})
 		case opExpression, opValExpression:
 			reg := r.uleb()
 			n := r.uleb()
@@ -311,7 +334,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			if op == opValExpression {
 				k = ValExpression
 			}
-			s.set(reg, Rule{Kind: k, Expr: r.bytes(int(n))})
+			x.set(reg, Rule{Kind: k, Expr: r.bytes(int(n))})
 		case opRememberState:
 			if len(x.in.stack) >= maxStateDepth {
 				err = fmt.Errorf("DW_CFA_remember_state nested more than %d deep", maxStateDepth)
@@ -320,6 +343,9 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			x.in.stack = append(x.in.stack, state{})
 			x.in.stack[len(x.in.stack)-1].copyFrom(s)
 		case opRestoreState:
+			if !initial {
+				x.touch.RestoreState = true
+			}
 			n := len(x.in.stack)
 			if n == 0 {
 				err = fmt.Errorf("DW_CFA_restore_state without a remembered state")
@@ -328,14 +354,17 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			s.copyFrom(&x.in.stack[n-1])
 			x.in.stack = x.in.stack[:n-1]
 		case opDefCFA:
+			x.touchCFA()
 			reg := r.uleb()
 			s.cfa = CFA{Kind: CFARegOffset, Reg: reg, Offset: int64(r.uleb())}
 			s.lastOff = s.cfa.Offset
 		case opDefCFASF:
+			x.touchCFA()
 			reg := r.uleb()
 			s.cfa = CFA{Kind: CFARegOffset, Reg: reg, Offset: r.sleb() * cie.DataAlign}
 			s.lastOff = s.cfa.Offset
 		case opDefCFARegister:
+			x.touchCFA()
 			// DWARF allows this only after a register-based rule; libgcc
 			// and readelf accept it after an expression too, going back
 			// to register + the last offset. Hand-written assembly relies
@@ -343,6 +372,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			reg := r.uleb()
 			s.cfa = CFA{Kind: CFARegOffset, Reg: reg, Offset: s.lastOff}
 		case opDefCFAOffset, opDefCFAOffsetSF:
+			x.touchCFA()
 			var off int64
 			if op == opDefCFAOffset {
 				off = int64(r.uleb())
@@ -356,6 +386,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 				s.cfa.Offset = off
 			}
 		case opDefCFAExpression:
+			x.touchCFA()
 			n := r.uleb()
 			if r.err == nil && n > uint64(r.left()) {
 				err = fmt.Errorf("expression of %d bytes runs past the program", n)
@@ -366,8 +397,10 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			s.argsSize = r.uleb()
 		case opGNUWindowSave:
 			s.mangled = !s.mangled
+			x.touch.RAState = !initial
 		case opAArch64NegateRAStateWithPC:
 			s.mangled = !s.mangled
+			x.touch.RAState = !initial
 			s.withPC = true
 		default:
 			err = fmt.Errorf("unknown DW_CFA opcode %#x", op)
@@ -385,6 +418,9 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 
 func (x *executor) restore(reg uint64, initial bool) {
 	s := &x.in.cur
+	if !initial {
+		x.touch.Restored |= bit(reg)
+	}
 	if initial {
 		s.del(reg)
 		return

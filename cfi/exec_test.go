@@ -122,9 +122,10 @@ func TestOpcodes(t *testing.T) {
 				{0x1001, rsp8, map[uint64]Rule{16: ripAt8}, false, false, 0},
 				{0x1002, rsp8, map[uint64]Rule{16: ripAt8}, true, true, 0},
 			}},
-		{"two advances to one PC: the later rules win; an unchanged row is not repeated",
+		{"two advances to one PC: the later rules win; an advance with no rule set makes no row; setting a rule to its value does",
 			ins(op(0x41), op(0x0e), uleb(16), op(0x40), op(0x0e), uleb(24), op(0x41), op(0x41), op(0x0e), uleb(24)),
-			[]wantRow{{0x1000, rsp8, map[uint64]Rule{16: ripAt8}, false, false, 0}, {0x1001, cfa(7, 24), map[uint64]Rule{16: ripAt8}, false, false, 0}}},
+			[]wantRow{{0x1000, rsp8, map[uint64]Rule{16: ripAt8}, false, false, 0}, {0x1001, cfa(7, 24), map[uint64]Rule{16: ripAt8}, false, false, 0},
+				{0x1003, cfa(7, 24), map[uint64]Rule{16: ripAt8}, false, false, 0}}},
 		{"set_loc (pcrel sdata4, like the FDE start)",
 			ins(op(0x01), func() []byte {
 				// The operand sits at FDE program offset 1; its address is
@@ -148,6 +149,32 @@ func TestOpcodes(t *testing.T) {
 				t.Errorf("rows (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestTouched checks what each interval records as set, for translate's
+// imitation of GNU as's row boundaries.
+func TestTouched(t *testing.T) {
+	tab, err := exec1(t, amd64CIE, ins(
+		op(0x41), op(0x0e), uleb(8), // def_cfa_offset to its value: CFA touched
+		op(0x41), op(0x83), uleb(2), // offset rbx
+		op(0x41), op(0xc3), // restore rbx
+		op(0x41), op(0x0a), op(0x41), op(0x0b), // remember (nothing), restore_state
+		op(0x41), op(0x2d), // negate_ra_state
+		op(0x41), op(0x00)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Touch{{}, {CFA: true}, {Set: 1 << 3}, {Restored: 1 << 3}, {RestoreState: true}, {RAState: true}}
+	var got []Touch
+	for _, r := range tab.Rows {
+		got = append(got, r.Touched)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("touches (-want +got):\n%s", d)
+	}
+	if tab.LastAdvance != 0x1007 {
+		t.Errorf("LastAdvance %#x, want 0x1007", tab.LastAdvance)
 	}
 }
 

@@ -135,6 +135,37 @@ type Row struct {
 	// seen at or before this row.
 	RAStateWithPC bool
 	ArgsSize      uint64 // DW_CFA_GNU_args_size
+	// Touched records which rules the FDE's instructions set since the
+	// previous row, whether or not the value changed. A row whose rules
+	// equal the previous row's is kept only when something was touched.
+	Touched Touch
+}
+
+// Touch is the set of rules instructions set in one interval between
+// location advances. GNU as starts a new SFrame row whenever the CFA,
+// frame pointer or return address rule is set, even to the same value;
+// translate uses this to make the same rows.
+type Touch struct {
+	CFA          bool   // def_cfa*, def_cfa_expression
+	RAState      bool   // negate_ra_state (with or without PC)
+	RestoreState bool   // restore_state
+	Set          uint64 // registers 0-63 given a rule (offset, register, expression, undefined, same_value, val_*)
+	Restored     uint64 // registers 0-63 restored to the CIE's rule
+}
+
+// IsZero says nothing was touched.
+func (t Touch) IsZero() bool { return t == Touch{} }
+
+func (t Touch) or(u Touch) Touch {
+	return Touch{CFA: t.CFA || u.CFA, RAState: t.RAState || u.RAState, RestoreState: t.RestoreState || u.RestoreState,
+		Set: t.Set | u.Set, Restored: t.Restored | u.Restored}
+}
+
+func bit(reg uint64) uint64 {
+	if reg < 64 {
+		return 1 << reg
+	}
+	return 0
 }
 
 // Rule returns register reg's rule in the row (SameValue when none is set).
@@ -160,6 +191,11 @@ func (r *Row) Rule(reg uint64) Rule {
 type Table struct {
 	FDE  *FDE
 	Rows []Row
+	// LastAdvance is where the program's last location advance went, when
+	// that is inside the FDE and after its start (0 otherwise). A row
+	// starts there only if some rule changed afterwards; GNU as emits an
+	// SFrame row there either way, which translate imitates.
+	LastAdvance uint64
 
 	regs []RegRule // backing array of every row's Regs
 }

@@ -67,7 +67,11 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 		for i := range rows {
 			rows[i].Loc = rows[i].Loc - t.FDE.Start + base
 		}
-		tables = append(tables, &cfi.Table{FDE: &fde, Rows: rows})
+		nt := &cfi.Table{FDE: &fde, Rows: rows}
+		if t.LastAdvance != 0 {
+			nt.LastAdvance = t.LastAdvance - t.FDE.Start + base
+		}
+		tables = append(tables, nt)
 		info[base] = fdeInfo{tgt, t.FDE.Offset}
 	}
 

@@ -243,16 +243,37 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 			fn.Flex = true
 		}
 		r.Start = uint32(cr.Loc - f.Start)
-		if n := len(rows); n > 0 && sameRow(&rows[n-1], &r) {
+		// Rows equal in SFrame terms collapse, unless an instruction set
+		// the CFA, FP or RA rule there (GNU as starts a row then).
+		if n := len(rows); n > 0 && sameRow(&rows[n-1], &r) && !a.touches(cr.Touched) {
 			continue
 		}
 		rows = append(rows, r)
+	}
+	// GNU as ends every function with the row being built at the last
+	// location advance, even when nothing SFrame tracks changed there
+	// (gen-sframe.c links in its scratchpad FRE unconditionally). Do the
+	// same, so that objects come out as as --gsframe makes them.
+	if la := t.LastAdvance; la > f.Start && la < f.End() && len(rows) > 0 {
+		if last := rows[len(rows)-1]; uint64(last.Start) < la-f.Start {
+			last.Start = uint32(la - f.Start)
+			rows = append(rows, last)
+		}
 	}
 	if len(rows) > math.MaxUint16 {
 		return fn, skip(f.Start, TooManyRows, "%d rows (at most %d)", len(rows), math.MaxUint16)
 	}
 	fn.Rows = rows
 	return fn, nil
+}
+
+// touches says whether an interval set a rule GNU as turns into a new
+// row: the CFA, FP or RA (RA restores only where RA is tracked per row),
+// restore_state, or the RA signing state.
+func (a *abi) touches(t cfi.Touch) bool {
+	bit := func(r uint64) uint64 { return 1 << r }
+	ra := t.Set&bit(a.ra) != 0 || (!a.amd64 && t.Restored&bit(a.ra) != 0)
+	return t.CFA || t.RAState || t.RestoreState || ra || (t.Set|t.Restored)&bit(a.fp) != 0
 }
 
 func sameRow(a, b *sframe.Row) bool {
