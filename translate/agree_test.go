@@ -304,6 +304,13 @@ func agree(t *testing.T, path string) *agreeStats {
 			t.Fatal(err)
 		}
 		sums = append(sums, res.Summary())
+		for _, d := range res.Diags {
+			if !d.Skipped {
+				// Remarks (a PLT whose CFI disagrees with its
+				// instructions): GNU ld's .eh_frame for its PLTs agrees.
+				st.add(secName(sec, d.Start-base(sec)), diffClass(d.Reason), fmt.Sprintf("%s: %v", name, d))
+			}
+		}
 		b, err := sframe.Encode(res.Funcs, sframe.Options{Version: version, ABI: res.ABI, Order: ef.ByteOrder,
 			Addr: base(sec), PCRel: true, Sort: true, CFAFixedFP: res.CFAFixedFP, CFAFixedRA: res.CFAFixedRA})
 		if err != nil {

@@ -182,3 +182,95 @@ func (a *abi) pltFromCFI(t *cfi.Table) ([]sframe.Function, bool) {
 	})
 	return out, true
 }
+
+// pltRule is the CFA offset from SP (and, when known, the RA rule) at one
+// PC of a PLT, from either description.
+type pltRule struct {
+	cfa int64
+	ok  bool // the CFA is SP-based (with the PLT expression evaluated)
+}
+
+// cfiPLTRule evaluates the CFI row covering pc: an SP-based CFA, or the
+// x86-64 lazy-PLT expression at that PC.
+func (a *abi) cfiPLTRule(t *cfi.Table, pc uint64) pltRule {
+	var row *cfi.Row
+	for i := range t.Rows {
+		if t.Rows[i].Loc > pc {
+			break
+		}
+		row = &t.Rows[i]
+	}
+	if row == nil {
+		return pltRule{}
+	}
+	switch row.CFA.Kind {
+	case cfi.CFARegOffset:
+		if row.CFA.Reg == a.sp {
+			return pltRule{cfa: row.CFA.Offset, ok: true}
+		}
+	case cfi.CFAExpression:
+		if p, ok := cfi.ParsePLTExpr(row.CFA.Expr); ok && p.SPReg == a.sp && p.PCReg == a.ra {
+			off := p.SPOffset
+			if uint8(pc)&p.Mask >= p.Threshold {
+				off += int64(p.Extra)
+			}
+			return pltRule{cfa: off, ok: true}
+		}
+	}
+	return pltRule{}
+}
+
+// funcPLTRule evaluates an instruction-derived PLT function at pc.
+func funcPLTRule(fn *sframe.Function, pc uint64) pltRule {
+	off := uint32(pc - fn.Start)
+	if fn.PCType == sframe.PCMask && fn.RepSize != 0 {
+		off %= uint32(fn.RepSize)
+	}
+	var r *sframe.Row
+	for i := range fn.Rows {
+		if fn.Rows[i].Start > off {
+			break
+		}
+		r = &fn.Rows[i]
+	}
+	if r == nil || r.CFA.Kind != sframe.LocReg {
+		return pltRule{}
+	}
+	return pltRule{cfa: int64(r.CFA.Offset), ok: true}
+}
+
+// checkPLTCFI compares the CFI covering (part of) a PLT with the
+// description derived from the PLT's instructions, at every PC both cover.
+// The instructions win; a disagreement is reported, not fatal.
+func (a *abi) checkPLTCFI(t *cfi.Table, funcs []sframe.Function) *Diagnostic {
+	f := t.FDE
+	var first uint64
+	var cfiRule, ours pltRule
+	n, bad := 0, 0
+	for i := range funcs {
+		fn := &funcs[i]
+		lo, hi := max(fn.Start, f.Start), min(fn.Start+uint64(fn.Size), f.End())
+		for pc := lo; pc < hi; pc++ {
+			n++
+			c, o := a.cfiPLTRule(t, pc), funcPLTRule(fn, pc)
+			if c != o {
+				if bad == 0 {
+					first, cfiRule, ours = pc, c, o
+				}
+				bad++
+			}
+		}
+	}
+	if bad == 0 {
+		return nil
+	}
+	say := func(r pltRule) string {
+		if !r.ok {
+			return "a rule not based on the stack pointer"
+		}
+		return fmt.Sprintf("CFA=%s%+d", a.regName(a.sp), r.cfa)
+	}
+	return &Diagnostic{Start: f.Start, End: f.End(), PC: first, Reason: PLTCFIDisagrees,
+		Detail: fmt.Sprintf("FDE at offset %d says %s, the instructions %s (%d of %d PCs differ); the instructions are used",
+			f.Offset, say(cfiRule), say(ours), bad, n)}
+}

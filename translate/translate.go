@@ -134,6 +134,7 @@ func Translate(in Input, o Options) (*Result, error) {
 
 	// PLT sections first: their description replaces any CFI covering them.
 	var pltSpans []span
+	var pltNames []string
 	for _, p := range in.PLTs {
 		funcs, diag := a.plt(p)
 		if diag != nil {
@@ -146,7 +147,9 @@ func Translate(in Input, o Options) (*Result, error) {
 		res.Funcs = append(res.Funcs, funcs...)
 		res.PLTFuncs += len(funcs)
 		pltSpans = append(pltSpans, span{p.Addr, p.Addr + uint64(len(p.Data))})
+		pltNames = append(pltNames, p.Name)
 	}
+	pltFuncs := append([]sframe.Function(nil), res.Funcs...)
 
 	tables := make([]*cfi.Table, 0, len(in.Tables))
 	for _, t := range in.Tables {
@@ -157,7 +160,13 @@ func Translate(in Input, o Options) (*Result, error) {
 			res.Empty++
 			continue
 		}
-		if inSpans(pltSpans, t.FDE.Start, t.FDE.End()) {
+		if i := spanIndex(pltSpans, t.FDE.Start, t.FDE.End()); i >= 0 {
+			// CFI for a PLT described from its instructions: say so
+			// when the two disagree.
+			if d := a.checkPLTCFI(t, pltFuncs); d != nil {
+				d.Symbol = pltNames[i]
+				res.Diags = append(res.Diags, *d)
+			}
 			continue
 		}
 		tables = append(tables, t)
@@ -195,13 +204,14 @@ func Translate(in Input, o Options) (*Result, error) {
 
 type span struct{ lo, hi uint64 }
 
-func inSpans(s []span, lo, hi uint64) bool {
-	for _, x := range s {
+// spanIndex returns the index of the first span [lo, hi) overlaps, or -1.
+func spanIndex(s []span, lo, hi uint64) int {
+	for i, x := range s {
 		if lo < x.hi && x.lo < hi {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // skip builds the diagnostic for a function that cannot be described.

@@ -243,3 +243,54 @@ func TestPLTFromCFI(t *testing.T) {
 		t.Errorf("misaligned PLT expression: %+v %+v", res.Funcs, res.Diags)
 	}
 }
+
+// TestPLTCFIDisagrees: CFI covering a PLT is replaced by the instructions'
+// description; where the two differ a remark says so (not a skip).
+func TestPLTCFIDisagrees(t *testing.T) {
+	gotEntry := []byte{0xff, 0x25, 0xe2, 0x2f, 0, 0, 0x66, 0x90} // jmp *GOT(%rip); xchg %ax,%ax
+	plts := []PLT{{Name: ".plt.got", Addr: 0x2000, Data: append(append([]byte{}, gotEntry...), gotEntry...), EntSize: 8}}
+	want := []sframe.Function{{Start: 0x2000, Size: 16, PCType: sframe.PCMask, RepSize: 8, Rows: []sframe.Row{{CFA: spLoc(8), RA: fixedRA()}}}}
+	pltExpr := []byte{0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22} // rsp+8 (+8 once (rip&15) >= 11)
+	tests := []struct {
+		name  string
+		rows  []cfi.Row
+		diag  bool
+		first uint64
+	}{
+		{"CFI agrees (rsp+8)", []cfi.Row{{Loc: 0x2000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}}, false, 0},
+		{"CFI says rsp+16 (GNU ld's .plt.got SFrame bug)", []cfi.Row{{Loc: 0x2000, CFA: cfaReg(7, 16), Regs: []cfi.RegRule{ripSaved}}}, true, 0x2000},
+		{"CFI differs from the second entry on", []cfi.Row{
+			{Loc: 0x2000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}},
+			{Loc: 0x2008, CFA: cfaReg(6, 16), Regs: []cfi.RegRule{ripSaved}}}, true, 0x2008},
+		{"16-byte lazy-PLT expression on 8-byte entries: rsp+16 at 0x200b", []cfi.Row{
+			{Loc: 0x2000, CFA: cfi.CFA{Kind: cfi.CFAExpression, Expr: pltExpr}, Regs: []cfi.RegRule{ripSaved}}}, true, 0x200b},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: plts,
+				Tables: []*cfi.Table{table(x86CIE, 0x2000, 16, tc.rows...)}}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, res.Funcs); d != "" {
+				t.Errorf("functions (-want +got):\n%s", d)
+			}
+			if res.Converted != 0 || res.Skipped != 0 || res.PLTFuncs != 1 {
+				t.Errorf("converted %d skipped %d PLT %d: want 0, 0, 1", res.Converted, res.Skipped, res.PLTFuncs)
+			}
+			if !tc.diag {
+				if len(res.Diags) != 0 {
+					t.Errorf("diagnostics %v, want none", res.Diags)
+				}
+				return
+			}
+			if len(res.Diags) != 1 {
+				t.Fatalf("diagnostics %v, want one", res.Diags)
+			}
+			d := res.Diags[0]
+			if d.Reason != PLTCFIDisagrees || d.Skipped || d.PC != tc.first || d.Symbol != ".plt.got" || !strings.Contains(d.Detail, "rsp+8") {
+				t.Errorf("diagnostic %+v: want %s at %#x, not skipped, naming .plt.got and rsp+8", d, PLTCFIDisagrees, tc.first)
+			}
+		})
+	}
+}
