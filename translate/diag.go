@@ -51,6 +51,11 @@ const (
 	// RAStateWithPC: DW_CFA_AARCH64_negate_ra_state_with_pc (PAuth_LR),
 	// which SFrame has no way to describe.
 	RAStateWithPC Reason = "ra-state-with-pc"
+	// ArgsSize: DW_CFA_GNU_args_size with a non-zero size while the CFA is
+	// based on the stack pointer; GNU as does not emit an SFrame FDE for
+	// such a function either (the pushed outgoing arguments may not be in
+	// the CFA rule).
+	ArgsSize Reason = "args-size"
 	// BadCFI: the CFI itself could not be parsed or executed.
 	BadCFI Reason = "bad-cfi"
 	// Overlap: the FDE's range overlaps one already described.

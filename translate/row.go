@@ -92,6 +92,12 @@ func (a *abi) row(cr *cfi.Row) (r sframe.Row, flexWhy, d *Diagnostic) {
 		}
 	}
 
+	// Outgoing arguments pushed by the caller-side code: GNU as gives up
+	// when the CFA is SP-based (and ignores it when FP-based).
+	if cr.ArgsSize != 0 && r.CFA.Kind == sframe.LocReg && uint64(r.CFA.Reg) == a.sp {
+		return r, nil, skip(pc, ArgsSize, "DW_CFA_GNU_args_size %d with CFA = %s%+d", cr.ArgsSize, a.regName(a.sp), r.CFA.Offset)
+	}
+
 	// Return address.
 	var why *Diagnostic
 	r.RA, why, d = a.raLoc(pc, raRule)

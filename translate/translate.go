@@ -32,6 +32,13 @@ type Options struct {
 	// Version is sframe.Version3 (0 means 3) or sframe.Version2; with 2,
 	// functions needing a flexible FDE are skipped with a reason.
 	Version uint8
+	// SignalOutermost: with V3, a signal frame (CIE augmentation "S")
+	// whose CFI cannot be described still gets an FDE, with the signal
+	// bit and no FREs (the V3 outermost-frame marker), as GNU as 2.47
+	// does, so that a stack tracer stops there instead of guessing. Its
+	// diagnostic stays (Skipped). Off by default: verify reads such an
+	// FDE as "RA undefined" and reports it against the CFI.
+	SignalOutermost bool
 }
 
 // PLT is a PLT section's contents.
@@ -191,6 +198,10 @@ func Translate(in Input, o Options) (*Result, error) {
 		fn, d := a.function(t)
 		if d != nil {
 			d.Start, d.End, d.Symbol, d.Skipped = f.Start, f.End(), sym(f.Start), true
+			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize {
+				d.Detail += "; written as a signal FDE without FREs (outermost frame)"
+				res.Funcs = append(res.Funcs, sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true})
+			}
 			res.Diags = append(res.Diags, *d)
 			res.Skipped++
 			continue

@@ -113,6 +113,19 @@ func TestTranslateFunctions(t *testing.T) {
 			table(armCIE, 0x2000, 0x10, cfi.Row{Loc: 0x2000, CFA: cfaReg(9, 0)}), nil, CFARegister},
 		{"AArch64 negate_ra_state_with_pc", elf.EM_AARCH64, binary.LittleEndian, 3,
 			table(armCIE, 0x2000, 0x10, cfi.Row{Loc: 0x2000, CFA: cfaReg(31, 0), MangledRA: true, RAStateWithPC: true}), nil, RAStateWithPC},
+		{"x86-64 GNU_args_size 16 with an SP-based CFA: skipped, as gas does", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10,
+				cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}},
+				cfi.Row{Loc: 0x1004, CFA: cfaReg(7, 24), ArgsSize: 16, Regs: []cfi.RegRule{ripSaved}}),
+			nil, ArgsSize},
+		{"x86-64 GNU_args_size with an FP-based CFA is ignored, as gas does", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10,
+				cfi.Row{Loc: 0x1000, CFA: cfaReg(6, 16), ArgsSize: 16, Regs: []cfi.RegRule{reg(6, cfi.Offset, -16), ripSaved}},
+				cfi.Row{Loc: 0x1004, CFA: cfaReg(6, 16), ArgsSize: 0, Regs: []cfi.RegRule{reg(6, cfi.Offset, -16), ripSaved}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: fpLoc(16), RA: fixedRA(), FP: cfaAt(-16)}}}, ""},
+		{"x86-64 GNU_args_size 0 with an SP-based CFA", elf.EM_X86_64, binary.LittleEndian, 3,
+			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8, ArgsSize: 0, Regs: []cfi.RegRule{ripSaved}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: spLoc(8), RA: fixedRA()}}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,6 +303,57 @@ func TestPLTCFIDisagrees(t *testing.T) {
 			d := res.Diags[0]
 			if d.Reason != PLTCFIDisagrees || d.Skipped || d.PC != tc.first || d.Symbol != ".plt.got" || !strings.Contains(d.Detail, "rsp+8") {
 				t.Errorf("diagnostic %+v: want %s at %#x, not skipped, naming .plt.got and rsp+8", d, PLTCFIDisagrees, tc.first)
+			}
+		})
+	}
+}
+
+// TestSignalOutermost: a signal frame whose CFI cannot be described gets, on
+// request and with V3 only, an FDE with the signal bit and no FREs, as GNU
+// as 2.47 writes; it is still reported as skipped.
+func TestSignalOutermost(t *testing.T) {
+	sigCIE := &cfi.CIE{RAColumn: 16, Signal: true}
+	// CFA = DW_OP_breg7 0; DW_OP_lit8; DW_OP_plus: not a form SFrame has.
+	cfaExpr := cfi.CFA{Kind: cfi.CFAExpression, Expr: []byte{0x77, 0x00, 0x38, 0x22}}
+	tests := []struct {
+		name    string
+		cie     *cfi.CIE
+		version uint8
+		on      bool
+		want    []sframe.Function
+	}{
+		{"V3, on", sigCIE, 3, true, []sframe.Function{{Start: 0x3000, Size: 0x10, Signal: true}}},
+		{"V3, off", sigCIE, 3, false, nil},
+		{"V2, on: V2 has no signal bit", sigCIE, 2, true, nil},
+		{"V3, on, not a signal frame", x86CIE, 3, true, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian,
+				Tables: []*cfi.Table{table(tc.cie, 0x3000, 0x10, cfi.Row{Loc: 0x3000, CFA: cfaExpr, Regs: []cfi.RegRule{ripSaved}})}},
+				Options{Version: tc.version, SignalOutermost: tc.on})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, res.Funcs); d != "" {
+				t.Errorf("functions (-want +got):\n%s", d)
+			}
+			if res.Skipped != 1 || res.Converted != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != CFAExpression || !res.Diags[0].Skipped {
+				t.Errorf("skipped %d converted %d diags %v: want one skipped %s", res.Skipped, res.Converted, res.Diags, CFAExpression)
+			}
+			if len(tc.want) > 0 {
+				b, err := sframe.Encode(res.Funcs, sframe.Options{Version: 3, ABI: res.ABI, Order: binary.LittleEndian, PCRel: true, Sort: true,
+					CFAFixedFP: res.CFAFixedFP, CFAFixedRA: res.CFAFixedRA})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sec, err := sframe.Decode(b, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(sec.FDEs) != 1 || !sec.FDEs[0].Signal || len(sec.FDEs[0].FREs) != 0 {
+					t.Errorf("encoded: %+v, want one signal FDE without FREs", sec.FDEs)
+				}
 			}
 		})
 	}
