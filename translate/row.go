@@ -32,7 +32,11 @@ func (a *abi) regName(r uint64) string {
 // row translates one CFI row. flexWhy is set when the row needs a flexible
 // FDE (it says what needs it, for the diagnostic when none may be used); d
 // is set when the row cannot be described at all.
-func (a *abi) row(cr *cfi.Row) (r sframe.Row, flexWhy, d *Diagnostic) {
+//
+// argsSet says the row is where DW_CFA_GNU_args_size set its (non-zero)
+// size; like GNU as, the size matters only there, and only when the CFA is
+// SP-based at that point.
+func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnostic) {
 	pc := cr.Loc
 	if cr.RAStateWithPC {
 		return r, nil, skip(pc, RAStateWithPC, "DW_CFA_AARCH64_negate_ra_state_with_pc")
@@ -94,12 +98,19 @@ func (a *abi) row(cr *cfi.Row) (r sframe.Row, flexWhy, d *Diagnostic) {
 
 	// Outgoing arguments pushed by the caller-side code: GNU as gives up
 	// when the CFA is SP-based (and ignores it when FP-based).
-	if cr.ArgsSize != 0 && r.CFA.Kind == sframe.LocReg && uint64(r.CFA.Reg) == a.sp {
+	if argsSet && cr.ArgsSize != 0 && r.CFA.Kind == sframe.LocReg && uint64(r.CFA.Reg) == a.sp {
 		return r, nil, skip(pc, ArgsSize, "DW_CFA_GNU_args_size %d with CFA = %s%+d", cr.ArgsSize, a.regName(a.sp), r.CFA.Offset)
 	}
 
 	// Return address.
 	var why *Diagnostic
+	if a.amd64 && raRule.Kind == cfi.SameValue && explicit(cr, a.ra) {
+		// An explicit DW_CFA_same_value for rip: GNU as ignores it (the
+		// return address stays at the fixed CFA-8 slot the call put it
+		// in), and so do we. Without any rule for rip (a CIE that never
+		// set it) the function is still skipped.
+		raRule = cfi.Rule{Kind: cfi.Offset, Offset: int64(a.fixedRA)}
+	}
 	r.RA, why, d = a.raLoc(pc, raRule)
 	if d != nil {
 		return r, nil, d
@@ -204,4 +215,15 @@ func ruleString(a *abi, r cfi.Rule) string {
 		return fmt.Sprintf("val_expression % x", r.Expr)
 	}
 	return "unknown"
+}
+
+// explicit reports whether the row lists reg (a rule set by the FDE or CIE,
+// an explicit DW_CFA_same_value included).
+func explicit(cr *cfi.Row, reg uint64) bool {
+	for _, rr := range cr.Regs {
+		if rr.Reg == reg {
+			return true
+		}
+	}
+	return false
 }

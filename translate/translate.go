@@ -250,7 +250,8 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		if cr.Loc >= f.End() {
 			break
 		}
-		r, flexWhy, d := a.row(cr)
+		argsSet := cr.ArgsSize != 0 && (i == 0 || t.Rows[i-1].ArgsSize != cr.ArgsSize)
+		r, flexWhy, d := a.row(cr, argsSet)
 		if d != nil {
 			return fn, d
 		}
