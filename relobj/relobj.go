@@ -231,4 +231,3 @@ func RelocType(m elf.Machine, size int) (uint32, error) {
 	}
 	return 0, errors.New("no PC-relative relocation for this machine and size")
 }
-
