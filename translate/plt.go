@@ -49,6 +49,28 @@ func (a *abi) plt(p PLT) ([]sframe.Function, *Diagnostic) {
 	if !ok {
 		return nil, nil
 	}
+	if a.amd64 || p.EntSize != 0 {
+		return a.pltWith(p, l)
+	}
+	// AArch64 ld leaves sh_entsize 0: entries are 16 bytes, or 24 with
+	// -z pac-plt (adrp; ldr; add; autia1716; br; nop) and with BTI and PAC
+	// together. Take the first size whose every entry is a known stub.
+	var first *Diagnostic
+	for _, e := range []int{16, 24} {
+		l.entry = e
+		funcs, d := a.pltWith(p, l)
+		if d == nil {
+			return funcs, nil
+		}
+		if first == nil {
+			first = d
+		}
+	}
+	return nil, first
+}
+
+// pltWith describes a PLT section with a given layout.
+func (a *abi) pltWith(p PLT, l pltLayout) ([]sframe.Function, *Diagnostic) {
 	fail := func(format string, args ...any) ([]sframe.Function, *Diagnostic) {
 		return nil, &Diagnostic{Start: p.Addr, End: p.Addr + uint64(len(p.Data)), PC: p.Addr, Reason: PLTUnknown, Detail: fmt.Sprintf(format, args...)}
 	}

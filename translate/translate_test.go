@@ -235,6 +235,22 @@ func TestPLT(t *testing.T) {
 		t.Errorf("AArch64 .plt (-want +got):\n%s", d)
 	}
 
+	// BTI PLT0 and -z pac-plt entries of 24 bytes (sh_entsize 0, as ld
+	// leaves it): two entries are 48 bytes, which 16 divides too.
+	b0 := le(0xd503245f, 0xa9bf7bf0, 0xf00000f0, 0xf947fe11, 0x913fe210, 0xd61f0220, 0xd503201f, 0xd503201f)
+	pac := le(0x90000110, 0xf9400211, 0xd503201f, 0xd503219f, 0xd61f0220, 0xd503201f)
+	res, err = Translate(Input{Machine: elf.EM_AARCH64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x540, Data: append(append(b0, pac...), pac...)}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []sframe.Function{
+		{Start: 0x540, Size: 32, Rows: []sframe.Row{{Start: 0, CFA: armSP(0)}, {Start: 8, CFA: armSP(16), RA: cfaAt(-8)}}},
+		{Start: 0x560, Size: 48, PCType: sframe.PCMask, RepSize: 24, Rows: []sframe.Row{{Start: 0, CFA: armSP(0)}}},
+	}
+	if d := cmp.Diff(want, res.Funcs); d != "" || len(res.Diags) != 0 {
+		t.Errorf("AArch64 BTI/PAC .plt (-want +got):\n%s\ndiagnostics %v", d, res.Diags)
+	}
+
 	// Unknown instructions: a diagnostic, no description.
 	res, _ = Translate(Input{Machine: elf.EM_X86_64, PLTs: []PLT{{Name: ".plt.sec", Addr: 0x5000, Data: make([]byte, 16)}}}, Options{})
 	if len(res.Funcs) != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != PLTUnknown {
