@@ -1,0 +1,95 @@
+package translate
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// FuzzTranslate runs arbitrary .eh_frame bytes (and the same bytes as a PLT
+// section) through parse, execute, translate, encode and decode: nothing
+// may panic, and whatever Translate returns must encode and decode again
+// with every function present.
+func FuzzTranslate(f *testing.F) {
+	files, _ := filepath.Glob("../testdata/sframe/v3-*")
+	for _, name := range files {
+		if filepath.Ext(name) == ".objdump" {
+			continue
+		}
+		ef, err := elfread.Open(name)
+		if err != nil {
+			continue
+		}
+		s, err := ef.Section(".eh_frame")
+		if err == nil {
+			mode := byte(0)
+			if ef.ELF.Machine == elf.EM_AARCH64 {
+				mode = 1
+			}
+			f.Add(append([]byte{mode}, s.Data...))
+		}
+		ef.Close()
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		m := data[0]
+		in := Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian}
+		if m&1 != 0 {
+			in.Machine = elf.EM_AARCH64
+		}
+		if m&2 != 0 && in.Machine == elf.EM_AARCH64 {
+			in.Order = binary.BigEndian
+		}
+		o := Options{Version: sframe.Version3, SignalOutermost: m&8 != 0}
+		if m&4 != 0 {
+			o.Version = sframe.Version2
+		}
+		sec := &cfi.Section{Kind: cfi.EHFrame, Data: data[1:], Addr: 0x10000, Order: in.Order, PtrSize: 8}
+		fdes, _ := cfi.Parse(sec)
+		for _, fde := range fdes {
+			if tb, err := cfi.Execute(fde); err == nil {
+				in.Tables = append(in.Tables, tb)
+			}
+		}
+		if m&16 != 0 {
+			names := []string{".plt", ".plt.sec", ".plt.got"}
+			in.PLTs = []PLT{{Name: names[int(m>>5)%3], Addr: 0x1000, Data: data[1:], EntSize: uint64(m >> 5)}}
+		}
+		res, err := Translate(in, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		funcs := res.Funcs
+		if o.Version == sframe.Version2 {
+			// V2 start fields are 32-bit offsets from the section, which
+			// the caller places; keep the functions this test's address
+			// can reach.
+			funcs = nil
+			for _, fn := range res.Funcs {
+				if d := int64(fn.Start) - 0x400000; d >= math.MinInt32/2 && d <= math.MaxInt32/2 {
+					funcs = append(funcs, fn)
+				}
+			}
+		}
+		b, err := sframe.Encode(funcs, sframe.Options{Version: o.Version, ABI: res.ABI, Order: in.Order, Addr: 0x400000,
+			PCRel: true, Sort: true, CFAFixedFP: res.CFAFixedFP, CFAFixedRA: res.CFAFixedRA})
+		if err != nil {
+			t.Fatalf("encoding what Translate returned: %v", err)
+		}
+		dec, err := sframe.Decode(b, 0x400000)
+		if err != nil {
+			t.Fatalf("decoding our own section: %v", err)
+		}
+		if len(dec.FDEs) != len(funcs) {
+			t.Fatalf("%d functions encoded, %d decoded", len(funcs), len(dec.FDEs))
+		}
+	})
+}
