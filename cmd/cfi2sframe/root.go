@@ -16,6 +16,7 @@ stack-trace format read by profilers, the Linux kernel and libsframe.
   cfi2sframe in.elf -o out.elf     add .sframe (V3 unless --sframe-version 2)
   cfi2sframe dump FILE             print an SFrame section like objdump --sframe
   cfi2sframe verify FILE           check .sframe against the CFI at every PC
+  cfi2sframe report FILE|DIR...    size and coverage of SFrame against .eh_frame
 
 The output is written to a temporary file and renamed, keeping the input's
 mode; on any error nothing is written. A summary (functions converted,
@@ -35,6 +36,6 @@ skipped by reason) goes to stderr unless -q.`,
 		},
 	}
 	addConvertFlags(root, &fl)
-	root.AddCommand(newDumpCmd(), newVerifyCmd())
+	root.AddCommand(newDumpCmd(), newVerifyCmd(), newReportCmd())
 	return root
 }

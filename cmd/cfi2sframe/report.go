@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/report"
+)
+
+func newReportCmd() *cobra.Command {
+	var asJSON, asCSV bool
+	var htmlFile string
+	cmd := &cobra.Command{
+		Use:   "report [--json|--csv] [--html FILE] FILE|DIR...",
+		Short: "Compare SFrame's size and coverage with .eh_frame, per file and in total",
+		Long: `report analyzes every ELF file given or found under the directories given
+(non-ELF files are skipped silently; symbolic links inside directories are
+not followed) and prints, per file and in total: the bytes of .eh_frame and
+.eh_frame_hdr, of the .sframe cfi2sframe would write in V3 and in V2, their
+ratio, FDE and FRE counts, FRE-type and data-word-size histograms, the share
+of CFI functions and code bytes SFrame describes, and the functions skipped,
+by reason. Output is an aligned table, or JSON, or CSV; --html also writes a
+self-contained page with charts. A progress line is shown on a terminal.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON && asCSV {
+				return fmt.Errorf("--json and --csv exclude each other")
+			}
+			stderr := cmd.ErrOrStderr()
+			var progress func(done, total int)
+			if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+				progress = func(done, total int) {
+					if done%16 == 0 || done == total {
+						const w = 30
+						fill := w * done / max(total, 1)
+						fmt.Fprintf(stderr, "\r[%-*s] %d/%d files", w, bars(fill), done, total)
+						if done == total {
+							fmt.Fprint(stderr, "\r\033[K")
+						}
+					}
+				}
+			}
+			files, errs := report.Collect(args, progress)
+			for _, e := range errs {
+				fmt.Fprintf(stderr, "cfi2sframe: %v\n", e)
+			}
+			out := cmd.OutOrStdout()
+			var err error
+			switch {
+			case asJSON:
+				err = report.WriteJSON(out, files)
+			case asCSV:
+				err = report.WriteCSV(out, files)
+			default:
+				err = report.WriteTable(out, files)
+			}
+			if err != nil {
+				return err
+			}
+			if htmlFile != "" {
+				if err := elfwrite.WriteFileAtomic(htmlFile, 0o644, func(w io.Writer) error { return report.WriteHTML(w, files) }); err != nil {
+					return fmt.Errorf("%s: %v", htmlFile, err)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asCSV, "csv", false, "print CSV")
+	cmd.Flags().StringVar(&htmlFile, "html", "", "also write a self-contained HTML page with charts to `FILE`")
+	return cmd
+}
+
+func bars(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '='
+	}
+	return string(b)
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

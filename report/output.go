@@ -1,0 +1,78 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+func pct(a, b uint64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}
+
+func skips(f *File) string {
+	var parts []string
+	for _, r := range SkipReasons(f) {
+		parts = append(parts, fmt.Sprintf("%d %s", f.Skipped[r], r))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WriteTable writes an aligned table, one line per file and the total.
+func WriteTable(w io.Writer, files []*File) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "eh_frame\teh_frame_hdr\tsframe v3\tv2\tv3/eh\tFDEs\tFREs\tfuncs\tcode\t\tfile\tskipped")
+	line := func(f *File) {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%s\t%s\t\t%s\t%s\n", f.EHFrame, f.EHFrameHdr, f.SFrameV3, f.SFrameV2, f.Ratio(), f.FDEs, f.FREs,
+			pct(uint64(f.SFrameFuncs), uint64(f.CFIFuncs)), pct(f.SFrameBytes, f.CFIBytes), f.Path, skips(f))
+	}
+	for _, f := range files {
+		line(f)
+	}
+	t := Total(files)
+	line(t)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%d files. FRE types addr1/2/4: %d/%d/%d functions; data words 1/2/4 bytes: %d/%d/%d FREs. funcs/code: share of CFI functions and code bytes SFrame describes.\n",
+		len(files), t.FREType[0], t.FREType[1], t.FREType[2], t.WordSize[0], t.WordSize[1], t.WordSize[2])
+	return err
+}
+
+// WriteJSON writes {"files": [...], "total": {...}}.
+func WriteJSON(w io.Writer, files []*File) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if files == nil {
+		files = []*File{}
+	}
+	return enc.Encode(struct {
+		Files []*File `json:"files"`
+		Total *File   `json:"total"`
+	}{files, Total(files)})
+}
+
+// WriteCSV writes one row per file, then the total.
+func WriteCSV(w io.Writer, files []*File) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"file", "machine", "eh_frame", "eh_frame_hdr", "debug_frame", "sframe_v3", "sframe_v2", "sframe_existing", "ratio_v3",
+		"cfi_fdes", "sframe_functions", "sframe_fres", "fre_addr1", "fre_addr2", "fre_addr4", "word1", "word2", "word4",
+		"cfi_functions", "cfi_code_bytes", "sframe_functions_from_cfi", "sframe_code_bytes_from_cfi", "skipped"})
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	i := strconv.Itoa
+	for _, f := range append(files, Total(files)) {
+		cw.Write([]string{f.Path, f.Machine, u(f.EHFrame), u(f.EHFrameHdr), u(f.DebugFrame), u(f.SFrameV3), u(f.SFrameV2), u(f.Existing),
+			strconv.FormatFloat(f.Ratio(), 'f', 4, 64), i(f.FDEs), i(f.Functions), i(f.FREs),
+			i(f.FREType[0]), i(f.FREType[1]), i(f.FREType[2]), i(f.WordSize[0]), i(f.WordSize[1]), i(f.WordSize[2]),
+			i(f.CFIFuncs), u(f.CFIBytes), i(f.SFrameFuncs), u(f.SFrameBytes), skips(f)})
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,217 @@
+// Package report measures what SFrame costs and covers next to the CFI
+// already in ELF files: section sizes (.eh_frame, .eh_frame_hdr, the
+// .sframe cfi2sframe would write in V3 and V2, or the one present), FDE
+// and FRE counts, FRE-type and data-word-size histograms, coverage of
+// functions and code bytes, and the functions skipped, by reason.
+package report
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/translate"
+)
+
+// File is the report for one ELF file.
+type File struct {
+	Path    string `json:"path"`
+	Machine string `json:"machine"`
+	// Section sizes in bytes.
+	EHFrame    uint64 `json:"eh_frame"`
+	EHFrameHdr uint64 `json:"eh_frame_hdr"`
+	DebugFrame uint64 `json:"debug_frame,omitempty"`
+	SFrameV3   uint64 `json:"sframe_v3"`
+	SFrameV2   uint64 `json:"sframe_v2"`
+	Existing   uint64 `json:"sframe_existing,omitempty"` // .sframe already in the file
+	// Counts.
+	FDEs      int `json:"cfi_fdes"`
+	Functions int `json:"sframe_functions"` // FDEs in our V3 section (PLTs included)
+	FREs      int `json:"sframe_fres"`
+	// Histograms over our V3 section: FRE start-address width (1, 2, 4
+	// bytes) per function, data-word size (1, 2, 4 bytes) per FRE.
+	FREType  [3]int `json:"fre_type_addr1_2_4"`
+	WordSize [3]int `json:"data_word_1_2_4"`
+	// Coverage: functions and code bytes with CFI, and with SFrame.
+	CFIFuncs    int            `json:"cfi_functions"`
+	CFIBytes    uint64         `json:"cfi_code_bytes"`
+	SFrameFuncs int            `json:"sframe_functions_from_cfi"`
+	SFrameBytes uint64         `json:"sframe_code_bytes_from_cfi"`
+	Skipped     map[string]int `json:"skipped,omitempty"`
+	CFIErrors   int            `json:"cfi_errors,omitempty"`
+}
+
+// Ratio is the V3 .sframe size over .eh_frame + .eh_frame_hdr.
+func (f *File) Ratio() float64 {
+	if d := f.EHFrame + f.EHFrameHdr; d > 0 {
+		return float64(f.SFrameV3) / float64(d)
+	}
+	return 0
+}
+
+// ErrSkip is returned for files the report leaves out (not ELF, no CFI,
+// unsupported machine or type).
+var ErrSkip = errors.New("skipped")
+
+// Analyze reports on one file.
+func Analyze(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
+		return nil, ErrSkip
+	}
+	f, err := elfread.NewFile(bytes.NewReader(data), path)
+	if err != nil {
+		return nil, err
+	}
+	ef := f.ELF
+	if (ef.Machine != elf.EM_X86_64 && ef.Machine != elf.EM_AARCH64) || ef.Class != elf.ELFCLASS64 || (ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN) {
+		return nil, ErrSkip
+	}
+	r := &File{Path: path, Machine: ef.Machine.String(), Skipped: map[string]int{}}
+	size := func(name string) uint64 {
+		if s := ef.Section(name); s != nil && s.Type != elf.SHT_NOBITS {
+			return s.Size
+		}
+		return 0
+	}
+	r.EHFrame, r.EHFrameHdr, r.DebugFrame = size(".eh_frame"), size(".eh_frame_hdr"), size(".debug_frame")
+	if s, err := f.SFrame(); err == nil {
+		r.Existing = uint64(len(s.Data))
+	}
+	loaded, err := cfi.Load(f)
+	if err != nil {
+		return nil, err
+	}
+	if loaded.Sections == 0 {
+		return nil, ErrSkip
+	}
+	r.FDEs, r.CFIErrors = loaded.FDEs, len(loaded.Errors)
+	var plts []translate.PLT
+	for _, s := range ef.Sections {
+		if (s.Name == ".plt" || s.Name == ".plt.sec" || s.Name == ".plt.got") && s.Type == elf.SHT_PROGBITS {
+			if d, err := s.Data(); err == nil {
+				plts = append(plts, translate.PLT{Name: s.Name, Addr: s.Addr, Data: d, EntSize: s.Entsize})
+			}
+		}
+	}
+	for _, t := range loaded.Tables {
+		if t.FDE.Size > 0 && t.FDE.Start != 0 {
+			r.CFIFuncs++
+			r.CFIBytes += t.FDE.Size
+		}
+	}
+	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
+		tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, Tables: loaded.Tables, PLTs: plts}, translate.Options{Version: v})
+		if err != nil {
+			return nil, err
+		}
+		b, err := sframe.Encode(tr.Funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA})
+		if err != nil {
+			return nil, fmt.Errorf("%s: encoding V%d: %v", path, v, err)
+		}
+		if v == sframe.Version2 {
+			r.SFrameV2 = uint64(len(b))
+			continue
+		}
+		r.SFrameV3 = uint64(len(b))
+		for _, d := range tr.Diags {
+			if d.Skipped {
+				r.Skipped[string(d.Reason)]++
+			}
+		}
+		r.SFrameFuncs = tr.Converted
+		for _, fn := range tr.Funcs {
+			if !inPLT(fn.Start, plts) {
+				r.SFrameBytes += uint64(fn.Size)
+			}
+		}
+		sec, err := sframe.Decode(b, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: decoding our own V3 section: %v", path, err)
+		}
+		r.Functions = len(sec.FDEs)
+		for i := range sec.FDEs {
+			d := &sec.FDEs[i]
+			if int(d.FREType) < 3 {
+				r.FREType[d.FREType]++
+			}
+			for j := range d.FREs {
+				r.FREs++
+				switch d.FREs[j].WordSize {
+				case 1:
+					r.WordSize[0]++
+				case 2:
+					r.WordSize[1]++
+				case 4:
+					r.WordSize[2]++
+				}
+			}
+		}
+	}
+	if len(r.Skipped) == 0 {
+		r.Skipped = nil
+	}
+	return r, nil
+}
+
+func inPLT(addr uint64, plts []translate.PLT) bool {
+	for _, p := range plts {
+		if addr >= p.Addr && addr < p.Addr+uint64(len(p.Data)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Total sums files.
+func Total(files []*File) *File {
+	t := &File{Path: "TOTAL", Skipped: map[string]int{}}
+	for _, f := range files {
+		t.EHFrame += f.EHFrame
+		t.EHFrameHdr += f.EHFrameHdr
+		t.DebugFrame += f.DebugFrame
+		t.SFrameV3 += f.SFrameV3
+		t.SFrameV2 += f.SFrameV2
+		t.Existing += f.Existing
+		t.FDEs += f.FDEs
+		t.Functions += f.Functions
+		t.FREs += f.FREs
+		for i := 0; i < 3; i++ {
+			t.FREType[i] += f.FREType[i]
+			t.WordSize[i] += f.WordSize[i]
+		}
+		t.CFIFuncs += f.CFIFuncs
+		t.CFIBytes += f.CFIBytes
+		t.SFrameFuncs += f.SFrameFuncs
+		t.SFrameBytes += f.SFrameBytes
+		t.CFIErrors += f.CFIErrors
+		for k, v := range f.Skipped {
+			t.Skipped[k] += v
+		}
+	}
+	return t
+}
+
+// SkipReasons lists the reasons in a total, most frequent first.
+func SkipReasons(t *File) []string {
+	var k []string
+	for r := range t.Skipped {
+		k = append(k, r)
+	}
+	sort.Slice(k, func(i, j int) bool {
+		if t.Skipped[k[i]] != t.Skipped[k[j]] {
+			return t.Skipped[k[i]] > t.Skipped[k[j]]
+		}
+		return k[i] < k[j]
+	})
+	return k
+}

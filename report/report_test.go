@@ -1,0 +1,149 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+)
+
+func fixtures(t *testing.T) []*File {
+	t.Helper()
+	files, errs := Collect([]string{"../testdata/sframe", "../testdata/example"}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if len(files) < 10 {
+		t.Fatalf("%d files", len(files))
+	}
+	return files
+}
+
+// TestSizesMatchReadelf: the .eh_frame and .eh_frame_hdr byte counts are
+// the section sizes readelf -S gives.
+func TestSizesMatchReadelf(t *testing.T) {
+	readelf := toolchain.Tool(t, "sid", "x86_64-readelf")
+	files := fixtures(t)
+	if _, err := os.Stat("/lib/x86_64-linux-gnu/libc.so.6"); err == nil {
+		if f, err := Analyze("/lib/x86_64-linux-gnu/libc.so.6"); err == nil {
+			files = append(files, f)
+		}
+	}
+	for _, f := range files {
+		out, err := exec.Command(readelf, "-SW", f.Path).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]uint64{}
+		for _, line := range strings.Split(string(out), "\n") {
+			fs := strings.Fields(strings.TrimLeft(strings.SplitN(line, "]", 2)[len(strings.SplitN(line, "]", 2))-1], " "))
+			if len(fs) >= 5 && (fs[0] == ".eh_frame" || fs[0] == ".eh_frame_hdr") {
+				n, _ := strconv.ParseUint(fs[4], 16, 64)
+				want[fs[0]] = n
+			}
+		}
+		if f.EHFrame != want[".eh_frame"] || f.EHFrameHdr != want[".eh_frame_hdr"] {
+			t.Errorf("%s: ours %d/%d, readelf %d/%d", f.Path, f.EHFrame, f.EHFrameHdr, want[".eh_frame"], want[".eh_frame_hdr"])
+		}
+		if f.SFrameV3 == 0 || f.SFrameV2 == 0 || f.FDEs == 0 || f.SFrameFuncs > f.CFIFuncs || f.SFrameBytes > f.CFIBytes {
+			t.Errorf("%s: implausible %+v", f.Path, f)
+		}
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	files := fixtures(t)
+	var b bytes.Buffer
+	if err := WriteJSON(&b, files); err != nil {
+		t.Fatal(err)
+	}
+	var j struct {
+		Files []File `json:"files"`
+		Total File   `json:"total"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &j); err != nil || len(j.Files) != len(files) || j.Total.FDEs != Total(files).FDEs {
+		t.Fatalf("JSON: %v, %d files", err, len(j.Files))
+	}
+	b.Reset()
+	if err := WriteCSV(&b, files); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&b).ReadAll()
+	if err != nil || len(recs) != len(files)+2 || recs[len(recs)-1][0] != "TOTAL" {
+		t.Fatalf("CSV: %v, %d rows", err, len(recs))
+	}
+	b.Reset()
+	if err := WriteTable(&b, files); err != nil || !strings.Contains(b.String(), "TOTAL") || strings.Count(b.String(), "\n") < len(files)+2 {
+		t.Fatalf("table: %v\n%s", err, b.String())
+	}
+	tot := Total(files)
+	if tot.FREType[0]+tot.FREType[1]+tot.FREType[2] != tot.Functions || tot.WordSize[0]+tot.WordSize[1]+tot.WordSize[2] > tot.FREs {
+		t.Errorf("histograms do not add up: %+v", tot)
+	}
+}
+
+// TestHTMLInChromium renders the page in headless Chromium and checks the
+// screenshot shows the charts: enough pixels of each chart colour.
+func TestHTMLInChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CFI2SFRAME_REQUIRE_TOOLCHAIN") != "" {
+			t.Fatal("chromium not found (CI installs it)")
+		}
+		t.Skip("chromium not found")
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "report.html")
+	var b bytes.Buffer
+	if err := WriteHTML(&b, fixtures(t)); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b.Bytes(), []byte("<script")) || bytes.Contains(b.Bytes(), []byte("http://")) && !bytes.Contains(b.Bytes(), []byte("http://www.w3.org/2000/svg")) {
+		t.Error("the page is not self-contained")
+	}
+	os.WriteFile(page, b.Bytes(), 0o644)
+	shot := filepath.Join(dir, "shot.png")
+	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--user-data-dir="+filepath.Join(dir, "profile"),
+		"--window-size=1200,1600", "--screenshot="+shot, "file://"+page)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, out)
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][3]uint8{"CFI bars": {0x4a, 0x7d, 0xc4}, "SFrame bars": {0xe8, 0x83, 0x3a}, "ratio bars": {0x3a, 0x9e, 0x6e}}
+	counts := map[string]int{}
+	bounds := img.Bounds()
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			for name, c := range want {
+				if near(r>>8, c[0]) && near(g>>8, c[1]) && near(bl>>8, c[2]) {
+					counts[name]++
+				}
+			}
+		}
+	}
+	for name := range want {
+		if counts[name] < 500 {
+			t.Errorf("screenshot has %d pixels of the %s colour; the chart did not render", counts[name], name)
+		}
+	}
+	t.Logf("screenshot %dx%d, chart pixels %v", bounds.Dx(), bounds.Dy(), counts)
+}
+
+func near(a uint32, b uint8) bool { d := int(a) - int(b); return d > -6 && d < 6 }
