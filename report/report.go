@@ -38,7 +38,8 @@ type File struct {
 	// bytes) per function, data-word size (1, 2, 4 bytes) per FRE.
 	FREType  [3]int `json:"fre_type_addr1_2_4"`
 	WordSize [3]int `json:"data_word_1_2_4"`
-	// Coverage: functions and code bytes with CFI, and with SFrame.
+	// Coverage: functions and code bytes with CFI, and with SFrame (PLT
+	// sections, described from their instructions, left out of both).
 	CFIFuncs    int            `json:"cfi_functions"`
 	CFIBytes    uint64         `json:"cfi_code_bytes"`
 	SFrameFuncs int            `json:"sframe_functions_from_cfi"`
@@ -104,7 +105,9 @@ func Analyze(path string) (*File, error) {
 		}
 	}
 	for _, t := range loaded.Tables {
-		if t.FDE.Size > 0 && t.FDE.Start != 0 {
+		// PLT stubs are described from their instructions, not from
+		// their CFI: they are left out of the coverage on both sides.
+		if t.FDE.Size > 0 && t.FDE.Start != 0 && !inPLT(t.FDE.Start, plts) {
 			r.CFIFuncs++
 			r.CFIBytes += t.FDE.Size
 		}
