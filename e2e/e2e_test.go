@@ -49,6 +49,16 @@ var variants = []variant{
 	{name: "cxx-O2-pac", arch: "aarch64", src: "exc.cc", flags: []string{"-O2", "-mbranch-protection=standard"}},
 }
 
+// buildCommand builds cfi2sframe into dir and returns its path.
+func buildCommand(t *testing.T, dir string) string {
+	t.Helper()
+	c2s := filepath.Join(dir, "cfi2sframe")
+	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return c2s
+}
+
 func need(t *testing.T, prog string) string {
 	t.Helper()
 	p, err := exec.LookPath(prog)
@@ -81,10 +91,7 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 	need(t, "gcc")
 	need(t, "g++")
 	tmp := t.TempDir()
-	c2s := filepath.Join(tmp, "cfi2sframe")
-	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	c2s := buildCommand(t, tmp)
 	src, _ := filepath.Abs("testdata")
 	totals := map[string]*counts{}
 	gnuFindings := 0
@@ -322,10 +329,7 @@ func same(a, b sframe.Rule) bool { return sfcompare.Same(a, b) }
 // error naming the file, a non-zero exit, no output file, no panic.
 func TestRefusals(t *testing.T) {
 	tmp := t.TempDir()
-	c2s := filepath.Join(tmp, "cfi2sframe")
-	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	c2s := buildCommand(t, tmp)
 	exe, err := os.ReadFile("../testdata/sframe/v3-x86_64-exe")
 	if err != nil {
 		t.Fatal(err)
@@ -409,10 +413,7 @@ func TestStrippedAndInPlace(t *testing.T) {
 	}
 	objcopy := toolchain.Tool(t, "sid", "x86_64-objcopy")
 	tmp := t.TempDir()
-	c2s := filepath.Join(tmp, "cfi2sframe")
-	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	c2s := buildCommand(t, tmp)
 	stripped := filepath.Join(tmp, "hello-stripped")
 	if b, err := exec.Command(objcopy, "--strip-section-headers", "../testdata/example/hello", stripped).CombinedOutput(); err != nil {
 		t.Fatalf("objcopy: %v\n%s", err, b)

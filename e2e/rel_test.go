@@ -23,10 +23,7 @@ func TestRelocatableObjects(t *testing.T) {
 	objcopies := map[string]string{"x86_64": toolchain.Tool(t, "sid", "x86_64-objcopy"), "aarch64": toolchain.Tool(t, "sid", "aarch64-objcopy")}
 	root := filepath.Dir(filepath.Dir(objdump))
 	tmp := t.TempDir()
-	c2s := filepath.Join(tmp, "cfi2sframe")
-	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	c2s := buildCommand(t, tmp)
 	src, _ := filepath.Abs("testdata")
 	type build struct {
 		name, arch string
@@ -159,10 +156,7 @@ func TestRelocatableObjects(t *testing.T) {
 // relocations as gas.
 func TestRelocatableBigEndianAndV2(t *testing.T) {
 	tmp := t.TempDir()
-	c2s := filepath.Join(tmp, "cfi2sframe")
-	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	c2s := buildCommand(t, tmp)
 	src, _ := filepath.Abs("testdata")
 	type job struct {
 		name     string
@@ -249,10 +243,7 @@ func TestArchive(t *testing.T) {
 	objdump := toolchain.Tool(t, "sid", "x86_64-objdump")
 	root := filepath.Dir(filepath.Dir(objdump))
 	tmp := t.TempDir()
-	c2s := filepath.Join(tmp, "cfi2sframe")
-	if out, err := exec.Command("go", "build", "-o", c2s, "../cmd/cfi2sframe").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	c2s := buildCommand(t, tmp)
 	B := "-B" + filepath.Join(root, "gcc-x86_64") + "/"
 	sh := func(name string, args ...string) string {
 		cmd := exec.Command(name, args...)
