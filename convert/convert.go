@@ -110,7 +110,7 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		Machine: ef.Machine,
 		Order:   ef.ByteOrder,
 		Tables:  tables,
-		PLTs:    plts(ef),
+		PLTs:    PLTSections(ef),
 		Symbol:  f.Symbolizer(),
 	}
 	tr, err := translate.Translate(tin, translate.Options{Version: o.Version})
@@ -147,9 +147,9 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	return res, nil
 }
 
-// plts returns the PLT sections the translator describes from their
+// PLTSections returns the PLT sections the translator describes from their
 // instructions.
-func plts(ef *elf.File) []translate.PLT {
+func PLTSections(ef *elf.File) []translate.PLT {
 	var out []translate.PLT
 	for _, s := range ef.Sections {
 		switch s.Name {

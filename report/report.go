@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -96,14 +97,7 @@ func Analyze(path string) (*File, error) {
 		return nil, ErrSkip
 	}
 	r.FDEs, r.CFIErrors = loaded.FDEs, len(loaded.Errors)
-	var plts []translate.PLT
-	for _, s := range ef.Sections {
-		if (s.Name == ".plt" || s.Name == ".plt.sec" || s.Name == ".plt.got") && s.Type == elf.SHT_PROGBITS {
-			if d, err := s.Data(); err == nil {
-				plts = append(plts, translate.PLT{Name: s.Name, Addr: s.Addr, Data: d, EntSize: s.Entsize})
-			}
-		}
-	}
+	plts := convert.PLTSections(ef)
 	for _, t := range loaded.Tables {
 		// PLT stubs are described from their instructions, not from
 		// their CFI: they are left out of the coverage on both sides.
