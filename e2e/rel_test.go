@@ -93,20 +93,7 @@ func TestRelocatableObjects(t *testing.T) {
 				if !bytes.Equal(sec(gnu), sec(ours)) {
 					t.Errorf("%s: .sframe bytes differ", s)
 				}
-				relocs := func(f string) string {
-					o, _ := exec.Command(readelf, "-rW", f).Output()
-					i := bytes.Index(o, []byte("'.rela.sframe'"))
-					if i < 0 {
-						return ""
-					}
-					o = o[i:]
-					o = o[bytes.IndexByte(o, '\n'):]
-					if j := bytes.Index(o, []byte("\n\n")); j >= 0 {
-						o = o[:j]
-					}
-					return string(o)
-				}
-				if g, o := relocs(gnu), relocs(ours); g != o || g == "" {
+				if g, o := relaSFrame(readelf, gnu), relaSFrame(readelf, ours); g != o || g == "" {
 					t.Errorf("%s: .rela.sframe differs:\nGNU:%s\nours:%s", s, g, o)
 				}
 				gnuObjs = append(gnuObjs, gnu)
@@ -215,19 +202,7 @@ func TestRelocatableBigEndianAndV2(t *testing.T) {
 				if g, o := sec(gnu), sec(ours); !bytes.Equal(g, o) || len(g) < 28 {
 					t.Errorf("%s: .sframe bytes differ (%d vs %d bytes)", s, len(g), len(o))
 				}
-				rel := func(f string) string {
-					o, _ := exec.Command(j.readelf, "-rW", f).Output()
-					i := bytes.Index(o, []byte("'.rela.sframe'"))
-					if i < 0 {
-						return ""
-					}
-					o = o[i+bytes.IndexByte(o[i:], '\n'):]
-					if k := bytes.Index(o, []byte("\n\n")); k >= 0 {
-						o = o[:k]
-					}
-					return string(o)
-				}
-				if g, o := rel(gnu), rel(ours); g != o || g == "" {
+				if g, o := relaSFrame(j.readelf, gnu), relaSFrame(j.readelf, ours); g != o || g == "" {
 					t.Errorf("%s: relocations differ:\nGNU:%s\nours:%s", s, g, o)
 				}
 			}
@@ -284,4 +259,19 @@ func TestArchive(t *testing.T) {
 	if f.Section(".sframe") == nil {
 		t.Error("the linked program has no .sframe")
 	}
+}
+
+// relaSFrame returns the entries readelf -rW prints for .rela.sframe (the
+// header line, which gives the section's file offset, left out), or "".
+func relaSFrame(readelf, file string) string {
+	o, _ := exec.Command(readelf, "-rW", file).Output()
+	i := bytes.Index(o, []byte("'.rela.sframe'"))
+	if i < 0 {
+		return ""
+	}
+	o = o[i+bytes.IndexByte(o[i:], '\n'):]
+	if k := bytes.Index(o, []byte("\n\n")); k >= 0 {
+		o = o[:k]
+	}
+	return string(o)
 }
