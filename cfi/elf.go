@@ -90,8 +90,8 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 			continue
 		}
 		n := p.Vaddr + p.Filesz - addr
-		if n > 1<<31 {
-			return nil, fmt.Errorf("%s: .eh_frame at %#x: segment too large", f.Name, addr)
+		if err := f.InFile(fmt.Sprintf(".eh_frame at %#x (PT_LOAD)", addr), p.Off+(addr-p.Vaddr), n); err != nil {
+			return nil, err
 		}
 		data := make([]byte, n)
 		if _, err := p.ReadAt(data, int64(addr-p.Vaddr)); err != nil {

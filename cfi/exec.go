@@ -45,13 +45,13 @@ const (
 // Limits that keep hostile input from taking unbounded memory. Every row
 // needs at least one advance byte, so rows are also bounded by the FDE's
 // length; these caps bound what one FDE can take whatever its length
-// (about 140 bytes a row and 56 a rule cell: at most ~130 MB).
+// (about 130 bytes a row and 56 a rule cell).
 const (
 	maxStateDepth = 1 << 10 // remember_state nesting
 	maxRuleCells  = 1 << 21 // rows × registers kept for one FDE
 	// MaxRows is the most rows one FDE may produce, whether or not they
 	// set a register rule; real functions have at most a few thousand.
-	MaxRows = 1 << 17
+	MaxRows = 1 << 16
 )
 
 // state is the rule set at one point of the program.

@@ -19,10 +19,26 @@ const (
 	PTGNUSFrame  = 0x6474e554 // readelf: GNU_SFRAME; 0x6474e553 is PT_GNU_PROPERTY
 )
 
+// Limits on what one input may make the reader allocate. A compressed
+// (SHF_COMPRESSED, zlib or zstd) section may inflate to at most
+// MaxInflateRatio times the size of the whole file, and never to more than
+// MaxInflate bytes; the size its header claims is checked before inflating
+// and the data is read through a limited reader, so a decompression bomb
+// costs at most that. Uncompressed sections and segments must lie inside
+// the file. Programs may change both (cfi2sframe has --max-inflate and
+// --max-inflate-ratio).
+var (
+	MaxInflateRatio int64 = 32
+	MaxInflate      int64 = 1 << 30
+)
+
 // File is an opened ELF file.
 type File struct {
-	ELF    *elf.File
-	Name   string
+	ELF  *elf.File
+	Name string
+	// Size is the file's size in bytes, or -1 when the reader gave no way
+	// to learn it (then only MaxInflate bounds compressed sections).
+	Size   int64
 	closer io.Closer
 }
 
@@ -64,7 +80,40 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: truncated or malformed ELF file: %v", name, err)
 	}
-	return &File{ELF: ef, Name: name}, nil
+	size := int64(-1)
+	switch r := r.(type) {
+	case interface{ Size() int64 }:
+		size = r.Size()
+	case *os.File:
+		if st, err := r.Stat(); err == nil && st.Mode().IsRegular() {
+			size = st.Size()
+		}
+	}
+	return &File{ELF: ef, Name: name, Size: size}, nil
+}
+
+// InFile checks that n bytes at file offset off lie inside the file; what
+// names them in the error. Callers check before allocating n bytes.
+func (f *File) InFile(what string, off, n uint64) error {
+	if f.Size < 0 {
+		if n > 1<<31 {
+			return fmt.Errorf("%s: %s at file offset %#x: %d bytes is too large", f.Name, what, off, n)
+		}
+		return nil
+	}
+	if off > uint64(f.Size) || n > uint64(f.Size)-off {
+		return fmt.Errorf("%s: %s at file offset %#x: %d bytes run past the end of the file (%d bytes)", f.Name, what, off, n, f.Size)
+	}
+	return nil
+}
+
+// inflateLimit is the most bytes a compressed section of this file may
+// inflate to.
+func (f *File) inflateLimit() int64 {
+	if f.Size >= 0 && f.Size <= MaxInflate/max(MaxInflateRatio, 1) {
+		return f.Size * max(MaxInflateRatio, 1)
+	}
+	return MaxInflate
 }
 
 // Close closes the underlying file if Open opened it.
@@ -100,8 +149,8 @@ func (f *File) Segment(t elf.ProgType) (*Section, error) {
 		if p.Type != t {
 			continue
 		}
-		if p.Filesz > 1<<31 {
-			return nil, fmt.Errorf("%s: segment of type %#x too large (%d bytes)", f.Name, uint32(t), p.Filesz)
+		if err := f.InFile(fmt.Sprintf("segment of type %#x", uint32(t)), p.Off, p.Filesz); err != nil {
+			return nil, err
 		}
 		data := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(data, 0); err != nil {
@@ -134,9 +183,9 @@ func (f *File) load(s *elf.Section) (*Section, error) {
 	if s.Type == elf.SHT_NOBITS {
 		return nil, fmt.Errorf("%s: section %s has no contents", f.Name, s.Name)
 	}
-	data, err := s.Data()
+	data, err := f.sectionData(s)
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading section %s: %v", f.Name, s.Name, err)
+		return nil, err
 	}
 	out := &Section{Name: s.Name, Addr: s.Addr, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}
 	if f.ELF.Type == elf.ET_REL {
@@ -145,6 +194,42 @@ func (f *File) load(s *elf.Section) (*Section, error) {
 		}
 	}
 	return out, nil
+}
+
+// sectionData reads a section's contents within the limits above.
+func (f *File) sectionData(s *elf.Section) ([]byte, error) {
+	what := "section " + s.Name
+	if err := f.InFile(what, s.Offset, s.FileSize); err != nil {
+		return nil, err
+	}
+	if s.Flags&elf.SHF_COMPRESSED == 0 {
+		data, err := s.Data()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s at file offset %#x: %v", f.Name, what, s.Offset, err)
+		}
+		return data, nil
+	}
+	limit := f.inflateLimit()
+	if s.Size > uint64(limit) {
+		return nil, fmt.Errorf("%s: %s at file offset %#x: compressed contents claim %d bytes, more than the %d allowed (%d times the file's size, at most %d; see --max-inflate)",
+			f.Name, what, s.Offset, s.Size, limit, MaxInflateRatio, MaxInflate)
+	}
+	rc := s.Open()
+	data, err := io.ReadAll(io.LimitReader(rc, int64(s.Size)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s at file offset %#x: inflating: %v", f.Name, what, s.Offset, err)
+	}
+	if uint64(len(data)) != s.Size {
+		return nil, fmt.Errorf("%s: %s at file offset %#x: inflates to %s bytes, its header claims %d", f.Name, what, s.Offset, moreThan(len(data), s.Size), s.Size)
+	}
+	return data, nil
+}
+
+func moreThan(n int, claim uint64) string {
+	if uint64(n) > claim {
+		return fmt.Sprintf("more than %d", claim)
+	}
+	return fmt.Sprint(n)
 }
 
 // relocate applies the RELA sections that target s, with every section at
@@ -160,9 +245,9 @@ func (f *File) relocate(s *elf.Section, out *Section) error {
 		if rs.Type != elf.SHT_RELA || int(rs.Info) != idx {
 			continue
 		}
-		rdata, err := rs.Data()
+		rdata, err := f.sectionData(rs)
 		if err != nil {
-			return fmt.Errorf("%s: reading %s: %v", f.Name, rs.Name, err)
+			return err
 		}
 		syms, err := f.ELF.Symbols()
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {

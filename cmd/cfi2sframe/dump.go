@@ -66,6 +66,9 @@ func loadSFrame(name string) (sec *sframe.Section, secName, format string, err e
 
 type bytesReaderAt []byte
 
+// Size lets elfread bound sections by the file's size.
+func (b bytesReaderAt) Size() int64 { return int64(len(b)) }
+
 func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off > int64(len(b)) {
 		return 0, io.EOF
