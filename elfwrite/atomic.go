@@ -7,14 +7,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 )
 
-// resolveOutput follows dst through symbolic links, dangling ones too, to
+// ResolveOutput follows dst through symbolic links, dangling ones too, to
 // the path that will be written: a symlink output is written through to
 // its target, never replaced. It refuses a target that exists and is not
 // a regular file (device, FIFO, directory, socket): renaming over it would
 // replace, say, /dev/null with a regular file.
-func resolveOutput(dst string) (string, error) {
+//
+// Commands call it before doing the work, so a bad -o fails at once;
+// WriteFileAtomic calls it again at the end.
+func ResolveOutput(dst string) (string, error) {
 	for i := 0; ; i++ {
 		if i == 40 {
 			return "", errors.New("too many levels of symbolic links")
@@ -28,7 +33,7 @@ func resolveOutput(dst string) (string, error) {
 		}
 		if st.Mode()&fs.ModeSymlink == 0 {
 			if !st.Mode().IsRegular() {
-				return "", fmt.Errorf("is %s, not a regular file; refusing to replace it", KindOf(st.Mode()))
+				return "", fmt.Errorf("is %s, not a regular file; refusing to replace it", elfread.KindOf(st.Mode()))
 			}
 			return dst, nil
 		}
@@ -43,27 +48,6 @@ func resolveOutput(dst string) (string, error) {
 	}
 }
 
-// KindOf names a file mode's type for messages: "a directory", "a FIFO".
-func KindOf(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "a regular file"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "not a regular file"
-}
-
 // WriteFileAtomic replaces dst with what write produces, atomically: it
 // writes to a temporary file in dst's directory, syncs it, gives it mode
 // perm (permission bits plus setuid, setgid and sticky), and renames it
@@ -75,7 +59,7 @@ func KindOf(m fs.FileMode) string {
 // (in-place conversion). Callers preserving the input's mode pass
 // os.Stat(input).Mode().
 func WriteFileAtomic(dst string, perm fs.FileMode, write func(w io.Writer) error) (err error) {
-	if dst, err = resolveOutput(dst); err != nil {
+	if dst, err = ResolveOutput(dst); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -77,7 +76,7 @@ type fileResult struct {
 }
 
 func verifyFile(name string) (*verify.Result, error) {
-	data, err := os.ReadFile(name)
+	data, _, err := elfread.ReadFile(name)
 	if err != nil {
 		return nil, err
 	}
