@@ -94,7 +94,7 @@ func verifyFile(name string) (*verify.Result, error) {
 	}
 	loaded, err := cfi.Load(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, err // cfi and elfread errors name the file
 	}
 	return verify.Check(verify.Input{Machine: f.ELF.Machine, SFrame: sec, Tables: loaded.Tables, Symbol: f.Symbolizer()}), nil
 }
