@@ -76,10 +76,6 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 	if _, err := r.ReadAt(ident[:], 0); err != nil || string(ident[:]) != elf.ELFMAG {
 		return nil, fmt.Errorf("%s: not an ELF file", name)
 	}
-	ef, err := elf.NewFile(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: truncated or malformed ELF file: %v", name, err)
-	}
 	size := int64(-1)
 	switch r := r.(type) {
 	case interface{ Size() int64 }:
@@ -89,7 +85,81 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 			size = st.Size()
 		}
 	}
-	return &File{ELF: ef, Name: name, Size: size}, nil
+	f := &File{Name: name, Size: size}
+	if err := f.checkTables(r); err != nil {
+		return nil, err
+	}
+	ef, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: malformed ELF file: %v", name, err)
+	}
+	f.ELF = ef
+	return f, nil
+}
+
+// checkTables checks that the ELF header, the program header table, the
+// section header table and the section-name table lie inside the file, so
+// that a truncated file is reported by which table is cut, not as "EOF".
+func (f *File) checkTables(r io.ReaderAt) error {
+	if f.Size < 0 {
+		return nil
+	}
+	var h [64]byte
+	n, _ := r.ReadAt(h[:], 0)
+	if n < 16 {
+		return fmt.Errorf("%s: truncated ELF header (%d bytes)", f.Name, n)
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if h[elf.EI_DATA] == byte(elf.ELFDATA2MSB) {
+		bo = binary.BigEndian
+	}
+	var phoff, shoff uint64
+	var phentsize, phnum, shentsize, shnum, shstrndx uint16
+	switch elf.Class(h[elf.EI_CLASS]) {
+	case elf.ELFCLASS64:
+		if n < 64 {
+			return fmt.Errorf("%s: truncated ELF header (%d of 64 bytes)", f.Name, n)
+		}
+		phoff, shoff = bo.Uint64(h[32:]), bo.Uint64(h[40:])
+		phentsize, phnum, shentsize, shnum, shstrndx = bo.Uint16(h[54:]), bo.Uint16(h[56:]), bo.Uint16(h[58:]), bo.Uint16(h[60:]), bo.Uint16(h[62:])
+	case elf.ELFCLASS32:
+		if n < 52 {
+			return fmt.Errorf("%s: truncated ELF header (%d of 52 bytes)", f.Name, n)
+		}
+		phoff, shoff = uint64(bo.Uint32(h[28:])), uint64(bo.Uint32(h[32:]))
+		phentsize, phnum, shentsize, shnum, shstrndx = bo.Uint16(h[42:]), bo.Uint16(h[44:]), bo.Uint16(h[46:]), bo.Uint16(h[48:]), bo.Uint16(h[50:])
+	default:
+		return nil // elf.NewFile says what is wrong
+	}
+	if phnum > 0 {
+		if err := f.InFile(fmt.Sprintf("program header table (%d entries of %d bytes)", phnum, phentsize), phoff, uint64(phnum)*uint64(phentsize)); err != nil {
+			return err
+		}
+	}
+	if shnum > 0 && shoff != 0 {
+		if err := f.InFile(fmt.Sprintf("section header table (%d entries of %d bytes)", shnum, shentsize), shoff, uint64(shnum)*uint64(shentsize)); err != nil {
+			return err
+		}
+		is64 := elf.Class(h[elf.EI_CLASS]) == elf.ELFCLASS64
+		if shstrndx != 0 && shstrndx < shnum && ((is64 && shentsize >= 64) || (!is64 && shentsize >= 40)) {
+			// sh_offset and sh_size of the section-name table.
+			e := make([]byte, shentsize)
+			if _, err := r.ReadAt(e, int64(shoff)+int64(shstrndx)*int64(shentsize)); err == nil {
+				var off, size uint64
+				if is64 {
+					off, size = bo.Uint64(e[24:]), bo.Uint64(e[32:])
+				} else {
+					off, size = uint64(bo.Uint32(e[16:])), uint64(bo.Uint32(e[20:]))
+				}
+				if elf.SectionType(bo.Uint32(e[4:])) != elf.SHT_NOBITS {
+					if err := f.InFile(fmt.Sprintf("section-name table (section %d)", shstrndx), off, size); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // InFile checks that n bytes at file offset off lie inside the file; what
