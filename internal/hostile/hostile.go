@@ -279,15 +279,17 @@ func Bomb(name string, c Compression, claim uint64, actual int) []byte {
 	return exec(secs...)
 }
 
-// ManyRows is an executable whose one FDE (covering 1 GiB) has n rows
-// that only move the CFA: DW_CFA_def_cfa_offset 16 or 8, then
-// DW_CFA_advance_loc 1; three bytes a row, no register rule set.
+// ManyRows is an executable with an empty .sframe whose one FDE (covering
+// 1 GiB) has n rows that only move the CFA: DW_CFA_def_cfa_offset 16 or 8,
+// then DW_CFA_advance_loc 1; three bytes a row, no register rule set.
 func ManyRows(n int) []byte {
 	prog := make([]byte, 0, 3*n)
 	for i := 0; i < n; i++ {
 		prog = append(prog, 0x0e, byte(8+8*(i%2)), 0x41)
 	}
-	return exec(text(16), Section{Name: ".eh_frame", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Addr: 0x600000, Data: EHFrame(textAddr, 1<<30, prog)})
+	return exec(text(16),
+		Section{Name: ".sframe", Type: elf.SectionType(0x6ffffff4), Flags: elf.SHF_ALLOC, Addr: 0x500000, Data: sframeSection(nil, 0x500000)},
+		Section{Name: ".eh_frame", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Addr: 0x600000, Data: EHFrame(textAddr, 1<<30, prog)})
 }
 
 // HugeSegment is an executable without section headers whose program
