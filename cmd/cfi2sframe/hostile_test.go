@@ -353,3 +353,34 @@ func TestOutputThroughSymlink(t *testing.T) {
 		t.Errorf("temporary files left: %v", ents)
 	}
 }
+
+// TestReportExitStatus: report prints what it can, lists each failure on
+// its own line, and exits 1 when any path or file failed.
+func TestReportExitStatus(t *testing.T) {
+	dir := hostileDir(t)
+	r := runCmd(t, dir, "report", "--csv", "hello", "zlib-8g", "missing", "fifo")
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+	if !strings.Contains(r.stdout, "hello") {
+		t.Errorf("the good file is not reported:\n%s", r.stdout)
+	}
+	for _, w := range []string{"zlib-8g: section .debug_frame", "missing: no such file", "fifo: a FIFO", "3 failures"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr does not say %q:\n%s", w, r.stderr)
+		}
+	}
+	// An unreadable directory is reported (root reads every directory).
+	if os.Geteuid() == 0 {
+		return
+	}
+	locked := filepath.Join(dir, "locked")
+	if err := os.Mkdir(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(locked, 0o755)
+	r = runCmd(t, dir, "report", ".")
+	if r.code != 1 || !strings.Contains(r.stderr, "locked: permission denied") {
+		t.Errorf("unreadable directory: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
