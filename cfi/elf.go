@@ -61,6 +61,9 @@ func Sections(f *elfread.File) ([]*Section, error) {
 	case !errors.Is(err, elfread.ErrNotFound):
 		return nil, err
 	}
+	if len(out) == 0 && unnamed(ef) {
+		return nil, fmt.Errorf("%s: the section headers have no names (e_shstrndx is 0), so .eh_frame and .debug_frame cannot be found", f.Name)
+	}
 	return out, nil
 }
 
@@ -90,8 +93,8 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 			continue
 		}
 		n := p.Vaddr + p.Filesz - addr
-		if n > 1<<31 {
-			return nil, fmt.Errorf("%s: .eh_frame at %#x: segment too large", f.Name, addr)
+		if err := f.InFile(fmt.Sprintf(".eh_frame at %#x (PT_LOAD)", addr), p.Off+(addr-p.Vaddr), n); err != nil {
+			return nil, err
 		}
 		data := make([]byte, n)
 		if _, err := p.ReadAt(data, int64(addr-p.Vaddr)); err != nil {
@@ -100,6 +103,20 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 		return &Section{Kind: EHFrame, Data: data, Addr: addr, Order: hdr.Order, PtrSize: ptr, UntilTerminator: true}, nil
 	}
 	return nil, fmt.Errorf("%s: .eh_frame_hdr points to %#x, outside every loaded segment", f.Name, addr)
+}
+
+// unnamed reports section headers without names: e_shstrndx 0 (or
+// pointing at an empty table) with sections other than the null one.
+func unnamed(ef *elf.File) bool {
+	if len(ef.Sections) < 2 {
+		return false
+	}
+	for _, s := range ef.Sections[1:] {
+		if s.Name != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func first(b []byte) int {

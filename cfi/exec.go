@@ -42,10 +42,16 @@ const (
 	opGNUNegativeOffsetExtended  = 0x2f
 )
 
-// Limits that keep hostile input from taking unbounded memory.
+// Limits that keep hostile input from taking unbounded memory. Every row
+// needs at least one advance byte, so rows are also bounded by the FDE's
+// length; these caps bound what one FDE can take whatever its length
+// (about 130 bytes a row and 56 a rule cell).
 const (
 	maxStateDepth = 1 << 10 // remember_state nesting
-	maxRuleCells  = 1 << 22 // rows × registers kept for one FDE
+	maxRuleCells  = 1 << 21 // rows × registers kept for one FDE
+	// MaxRows is the most rows one FDE may produce, whether or not they
+	// set a register rule; real functions have at most a few thousand.
+	MaxRows = 1 << 16
 )
 
 // state is the rule set at one point of the program.
@@ -241,6 +247,9 @@ func (x *executor) advance(to uint64) error {
 	}
 	if len(x.t.regs) > maxRuleCells {
 		return fmt.Errorf("more than %d rules in one FDE", maxRuleCells)
+	}
+	if len(x.t.Rows) >= MaxRows {
+		return fmt.Errorf("more than %d rows in one FDE", MaxRows)
 	}
 	return nil
 }

@@ -214,3 +214,29 @@ func TestRememberDepthBounded(t *testing.T) {
 		t.Fatalf("error %v: want remember_state depth error", err)
 	}
 }
+
+// TestRowsBounded: an FDE whose rows change only the CFA (no register
+// rule, so the rule-cell cap does not see them) stops at MaxRows with an
+// error naming the FDE, instead of growing with the program.
+func TestRowsBounded(t *testing.T) {
+	var prog []byte
+	for i := 0; i <= MaxRows; i++ {
+		prog = append(prog, opDefCFAOffset, byte(8+8*(i%2)), opAdvanceLoc|1)
+	}
+	data := ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 1 << 30, program: prog})
+	fdes, errs := Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
+	if len(errs) != 0 || len(fdes) != 1 {
+		t.Fatalf("parse: %d FDEs, errors %v", len(fdes), errs)
+	}
+	_, err := Execute(fdes[0])
+	if err == nil || !strings.Contains(err.Error(), "rows in one FDE") || !strings.Contains(err.Error(), "FDE at offset") {
+		t.Fatalf("error %v: want the row limit, naming the FDE", err)
+	}
+	// One row fewer than the limit is fine.
+	prog = prog[:3*(MaxRows-1)]
+	data = ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 1 << 30, program: prog})
+	fdes, _ = Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
+	if tab, err := Execute(fdes[0]); err != nil || len(tab.Rows) != MaxRows-1 {
+		t.Fatalf("MaxRows-1 rows: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"errors"
+	"strings"
 
 	"github.com/cfi2sframe/cfi2sframe/relobj"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -22,11 +23,8 @@ func convertArchive(name string, in []byte, o Options) (*Result, error) {
 			return m.Data, nil
 		}
 		if err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				return nil, e.Err
-			}
-			return nil, err
+			// relobj names the member; say the archive once.
+			return nil, errors.New(strings.TrimPrefix(err.Error(), name+"("+m.Name+"): "))
 		}
 		members++
 		t := res.Translate

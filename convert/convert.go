@@ -11,6 +11,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -44,7 +45,13 @@ type Error struct {
 	Err  error
 }
 
-func (e *Error) Error() string { return e.File + ": " + e.Err.Error() }
+func (e *Error) Error() string {
+	// Errors from elfread and cfi already name the file: name it once.
+	if msg := e.Err.Error(); strings.HasPrefix(msg, e.File+": ") {
+		return msg
+	}
+	return e.File + ": " + e.Err.Error()
+}
 func (e *Error) Unwrap() error { return e.Err }
 
 // ErrHasSFrame is wrapped by the error for an input that already has
@@ -103,6 +110,9 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	if loaded.Sections == 0 {
 		return fail(ErrNoCFI)
 	}
+	if err := noFDE(loaded); err != nil {
+		return fail(err)
+	}
 	res := &Result{CFIErrors: loaded.Errors, FDEs: loaded.FDEs}
 	tables := loaded.Tables
 
@@ -145,6 +155,20 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	}
 	res.Output = out
 	return res, nil
+}
+
+// noFDE is the error for call-frame sections that hold no FDE: empty
+// (wrapping ErrNoCFI, so an archive member keeps its bytes) or garbage
+// (the first malformed record: which section, at which offset). Writing an
+// empty .sframe for them would hide the fault.
+func noFDE(l *cfi.Loaded) error {
+	if l.FDEs > 0 {
+		return nil
+	}
+	if len(l.Errors) > 0 {
+		return fmt.Errorf("no FDE could be read (%d malformed records; the first: %v)", len(l.Errors), l.Errors[0])
+	}
+	return fmt.Errorf("%w: the call-frame sections hold no FDE", ErrNoCFI)
 }
 
 // PLTSections returns the PLT sections the translator describes from their

@@ -38,6 +38,9 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 	if loaded.Sections == 0 || ef.Section(".eh_frame") == nil {
 		return fail(ErrNoCFI)
 	}
+	if err := noFDE(loaded); err != nil {
+		return fail(err)
+	}
 	targets, err := relobj.FDETargets(ef)
 	if err != nil {
 		return fail(err)

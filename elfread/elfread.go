@@ -19,10 +19,26 @@ const (
 	PTGNUSFrame  = 0x6474e554 // readelf: GNU_SFRAME; 0x6474e553 is PT_GNU_PROPERTY
 )
 
+// Limits on what one input may make the reader allocate. A compressed
+// (SHF_COMPRESSED, zlib or zstd) section may inflate to at most
+// MaxInflateRatio times the size of the whole file, and never to more than
+// MaxInflate bytes; the size its header claims is checked before inflating
+// and the data is read through a limited reader, so a decompression bomb
+// costs at most that. Uncompressed sections and segments must lie inside
+// the file. Programs may change both (cfi2sframe has --max-inflate and
+// --max-inflate-ratio).
+var (
+	MaxInflateRatio int64 = 32
+	MaxInflate      int64 = 1 << 30
+)
+
 // File is an opened ELF file.
 type File struct {
-	ELF    *elf.File
-	Name   string
+	ELF  *elf.File
+	Name string
+	// Size is the file's size in bytes, or -1 when the reader gave no way
+	// to learn it (then only MaxInflate bounds compressed sections).
+	Size   int64
 	closer io.Closer
 }
 
@@ -60,11 +76,114 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 	if _, err := r.ReadAt(ident[:], 0); err != nil || string(ident[:]) != elf.ELFMAG {
 		return nil, fmt.Errorf("%s: not an ELF file", name)
 	}
+	size := int64(-1)
+	switch r := r.(type) {
+	case interface{ Size() int64 }:
+		size = r.Size()
+	case *os.File:
+		if st, err := r.Stat(); err == nil && st.Mode().IsRegular() {
+			size = st.Size()
+		}
+	}
+	f := &File{Name: name, Size: size}
+	if err := f.checkTables(r); err != nil {
+		return nil, err
+	}
 	ef, err := elf.NewFile(r)
 	if err != nil {
-		return nil, fmt.Errorf("%s: truncated or malformed ELF file: %v", name, err)
+		return nil, fmt.Errorf("%s: malformed ELF file: %v", name, err)
 	}
-	return &File{ELF: ef, Name: name}, nil
+	f.ELF = ef
+	return f, nil
+}
+
+// checkTables checks that the ELF header, the program header table, the
+// section header table and the section-name table lie inside the file, so
+// that a truncated file is reported by which table is cut, not as "EOF".
+func (f *File) checkTables(r io.ReaderAt) error {
+	if f.Size < 0 {
+		return nil
+	}
+	var h [64]byte
+	n, _ := r.ReadAt(h[:], 0)
+	if n < 16 {
+		return fmt.Errorf("%s: truncated ELF header (%d bytes)", f.Name, n)
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if h[elf.EI_DATA] == byte(elf.ELFDATA2MSB) {
+		bo = binary.BigEndian
+	}
+	var phoff, shoff uint64
+	var phentsize, phnum, shentsize, shnum, shstrndx uint16
+	switch elf.Class(h[elf.EI_CLASS]) {
+	case elf.ELFCLASS64:
+		if n < 64 {
+			return fmt.Errorf("%s: truncated ELF header (%d of 64 bytes)", f.Name, n)
+		}
+		phoff, shoff = bo.Uint64(h[32:]), bo.Uint64(h[40:])
+		phentsize, phnum, shentsize, shnum, shstrndx = bo.Uint16(h[54:]), bo.Uint16(h[56:]), bo.Uint16(h[58:]), bo.Uint16(h[60:]), bo.Uint16(h[62:])
+	case elf.ELFCLASS32:
+		if n < 52 {
+			return fmt.Errorf("%s: truncated ELF header (%d of 52 bytes)", f.Name, n)
+		}
+		phoff, shoff = uint64(bo.Uint32(h[28:])), uint64(bo.Uint32(h[32:]))
+		phentsize, phnum, shentsize, shnum, shstrndx = bo.Uint16(h[42:]), bo.Uint16(h[44:]), bo.Uint16(h[46:]), bo.Uint16(h[48:]), bo.Uint16(h[50:])
+	default:
+		return nil // elf.NewFile says what is wrong
+	}
+	if phnum > 0 {
+		if err := f.InFile(fmt.Sprintf("program header table (%d entries of %d bytes)", phnum, phentsize), phoff, uint64(phnum)*uint64(phentsize)); err != nil {
+			return err
+		}
+	}
+	if shnum > 0 && shoff != 0 {
+		if err := f.InFile(fmt.Sprintf("section header table (%d entries of %d bytes)", shnum, shentsize), shoff, uint64(shnum)*uint64(shentsize)); err != nil {
+			return err
+		}
+		is64 := elf.Class(h[elf.EI_CLASS]) == elf.ELFCLASS64
+		if shstrndx != 0 && shstrndx < shnum && ((is64 && shentsize >= 64) || (!is64 && shentsize >= 40)) {
+			// sh_offset and sh_size of the section-name table.
+			e := make([]byte, shentsize)
+			if _, err := r.ReadAt(e, int64(shoff)+int64(shstrndx)*int64(shentsize)); err == nil {
+				var off, size uint64
+				if is64 {
+					off, size = bo.Uint64(e[24:]), bo.Uint64(e[32:])
+				} else {
+					off, size = uint64(bo.Uint32(e[16:])), uint64(bo.Uint32(e[20:]))
+				}
+				if elf.SectionType(bo.Uint32(e[4:])) != elf.SHT_NOBITS {
+					if err := f.InFile(fmt.Sprintf("section-name table (section %d)", shstrndx), off, size); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// InFile checks that n bytes at file offset off lie inside the file; what
+// names them in the error. Callers check before allocating n bytes.
+func (f *File) InFile(what string, off, n uint64) error {
+	if f.Size < 0 {
+		if n > 1<<31 {
+			return fmt.Errorf("%s: %s at file offset %#x: %d bytes is too large", f.Name, what, off, n)
+		}
+		return nil
+	}
+	if off > uint64(f.Size) || n > uint64(f.Size)-off {
+		return fmt.Errorf("%s: %s at file offset %#x: %d bytes run past the end of the file (%d bytes)", f.Name, what, off, n, f.Size)
+	}
+	return nil
+}
+
+// inflateLimit is the most bytes a compressed section of this file may
+// inflate to.
+func (f *File) inflateLimit() int64 {
+	if f.Size >= 0 && f.Size <= MaxInflate/max(MaxInflateRatio, 1) {
+		return f.Size * max(MaxInflateRatio, 1)
+	}
+	return MaxInflate
 }
 
 // Close closes the underlying file if Open opened it.
@@ -100,8 +219,8 @@ func (f *File) Segment(t elf.ProgType) (*Section, error) {
 		if p.Type != t {
 			continue
 		}
-		if p.Filesz > 1<<31 {
-			return nil, fmt.Errorf("%s: segment of type %#x too large (%d bytes)", f.Name, uint32(t), p.Filesz)
+		if err := f.InFile(fmt.Sprintf("segment of type %#x", uint32(t)), p.Off, p.Filesz); err != nil {
+			return nil, err
 		}
 		data := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(data, 0); err != nil {
@@ -134,9 +253,9 @@ func (f *File) load(s *elf.Section) (*Section, error) {
 	if s.Type == elf.SHT_NOBITS {
 		return nil, fmt.Errorf("%s: section %s has no contents", f.Name, s.Name)
 	}
-	data, err := s.Data()
+	data, err := f.sectionData(s)
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading section %s: %v", f.Name, s.Name, err)
+		return nil, err
 	}
 	out := &Section{Name: s.Name, Addr: s.Addr, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}
 	if f.ELF.Type == elf.ET_REL {
@@ -145,6 +264,42 @@ func (f *File) load(s *elf.Section) (*Section, error) {
 		}
 	}
 	return out, nil
+}
+
+// sectionData reads a section's contents within the limits above.
+func (f *File) sectionData(s *elf.Section) ([]byte, error) {
+	what := "section " + s.Name
+	if err := f.InFile(what, s.Offset, s.FileSize); err != nil {
+		return nil, err
+	}
+	if s.Flags&elf.SHF_COMPRESSED == 0 {
+		data, err := s.Data()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s at file offset %#x: %v", f.Name, what, s.Offset, err)
+		}
+		return data, nil
+	}
+	limit := f.inflateLimit()
+	if s.Size > uint64(limit) {
+		return nil, fmt.Errorf("%s: %s at file offset %#x: compressed contents claim %d bytes, more than the %d allowed (%d times the file's size, at most %d; see --max-inflate)",
+			f.Name, what, s.Offset, s.Size, limit, MaxInflateRatio, MaxInflate)
+	}
+	rc := s.Open()
+	data, err := io.ReadAll(io.LimitReader(rc, int64(s.Size)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s at file offset %#x: inflating: %v", f.Name, what, s.Offset, err)
+	}
+	if uint64(len(data)) != s.Size {
+		return nil, fmt.Errorf("%s: %s at file offset %#x: inflates to %s bytes, its header claims %d", f.Name, what, s.Offset, moreThan(len(data), s.Size), s.Size)
+	}
+	return data, nil
+}
+
+func moreThan(n int, claim uint64) string {
+	if uint64(n) > claim {
+		return fmt.Sprintf("more than %d", claim)
+	}
+	return fmt.Sprint(n)
 }
 
 // relocate applies the RELA sections that target s, with every section at
@@ -160,9 +315,9 @@ func (f *File) relocate(s *elf.Section, out *Section) error {
 		if rs.Type != elf.SHT_RELA || int(rs.Info) != idx {
 			continue
 		}
-		rdata, err := rs.Data()
+		rdata, err := f.sectionData(rs)
 		if err != nil {
-			return fmt.Errorf("%s: reading %s: %v", f.Name, rs.Name, err)
+			return err
 		}
 		syms, err := f.ELF.Symbols()
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {

@@ -2,25 +2,65 @@ package elfwrite
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 )
+
+// ResolveOutput follows dst through symbolic links, dangling ones too, to
+// the path that will be written: a symlink output is written through to
+// its target, never replaced. It refuses a target that exists and is not
+// a regular file (device, FIFO, directory, socket): renaming over it would
+// replace, say, /dev/null with a regular file.
+//
+// Commands call it before doing the work, so a bad -o fails at once;
+// WriteFileAtomic calls it again at the end.
+func ResolveOutput(dst string) (string, error) {
+	for i := 0; ; i++ {
+		if i == 40 {
+			return "", errors.New("too many levels of symbolic links")
+		}
+		st, err := os.Lstat(dst)
+		if errors.Is(err, fs.ErrNotExist) {
+			return dst, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			if !st.Mode().IsRegular() {
+				return "", fmt.Errorf("is %s, not a regular file; refusing to replace it", elfread.KindOf(st.Mode()))
+			}
+			return dst, nil
+		}
+		target, err := os.Readlink(dst)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(dst), target)
+		}
+		dst = target
+	}
+}
 
 // WriteFileAtomic replaces dst with what write produces, atomically: it
 // writes to a temporary file in dst's directory, syncs it, gives it mode
 // perm (permission bits plus setuid, setgid and sticky), and renames it
 // over dst. If dst is a symbolic link, the file it points to is replaced
-// and the link is kept. On any error the temporary file is removed and dst
+// (or created, for a dangling link) and the link is kept. If dst exists and
+// is not a regular file (a device, FIFO, directory or socket) nothing is
+// written and an error says so. On any error the temporary file is removed and dst
 // is left untouched. dst may be the file the input was read from
 // (in-place conversion). Callers preserving the input's mode pass
 // os.Stat(input).Mode().
 func WriteFileAtomic(dst string, perm fs.FileMode, write func(w io.Writer) error) (err error) {
-	if resolved, rerr := filepath.EvalSymlinks(dst); rerr == nil {
-		dst = resolved
-	} else if !errors.Is(rerr, fs.ErrNotExist) {
-		return rerr
+	if dst, err = ResolveOutput(dst); err != nil {
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")
 	if err != nil {

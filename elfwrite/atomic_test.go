@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -94,5 +96,65 @@ func writeStr(s string) func(io.Writer) error {
 	return func(w io.Writer) error {
 		_, err := io.WriteString(w, s)
 		return err
+	}
+}
+
+// TestWriteFileAtomicDanglingSymlink: a link to a file that does not exist
+// yet is written through too: the target is created, the link kept.
+func TestWriteFileAtomicDanglingSymlink(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink("sub/../real", link); err != nil {
+		t.Skip("symlinks unsupported:", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(link, 0o644, writeStr("new")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("symlink was replaced by a file")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "real")); string(got) != "new" {
+		t.Errorf("target content %q, want new", got)
+	}
+}
+
+// TestWriteFileAtomicRefusesSpecial: a FIFO, a directory, a device (and a
+// link to one) are never replaced by a regular file, and no temporary file
+// is left behind.
+func TestWriteFileAtomicRefusesSpecial(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	devLink := filepath.Join(dir, "null")
+	if err := os.Symlink("/dev/null", devLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{fifo, "a FIFO"}, {sub, "a directory"}, {devLink, "a character device"},
+	} {
+		before, _ := os.Lstat(tc.path)
+		err := WriteFileAtomic(tc.path, 0o644, writeStr("new"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "refusing") {
+			t.Errorf("%s: error %v, want refusal naming %s", tc.path, err, tc.want)
+		}
+		if after, _ := os.Lstat(tc.path); after == nil || after.Mode() != before.Mode() {
+			t.Errorf("%s: replaced", tc.path)
+		}
+	}
+	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null is no longer a device!")
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 3 {
+		t.Errorf("directory holds %d entries, want the 3 created (temporary file left?)", len(ents))
 	}
 }

@@ -133,9 +133,10 @@ func remapSymtab(d []byte, wide bool, newOff map[int]int) ([]byte, error) {
 		}
 		return uint64(binary.BigEndian.Uint32(b))
 	}
+	// The count word is followed by n offsets of w bytes each.
 	n := get(d)
-	if n > uint64(len(d)/w) {
-		return nil, errorf("archive: symbol table claims %d symbols", n)
+	if n > uint64((len(d)-w)/w) {
+		return nil, errorf("archive: symbol table claims %d symbols, its %d bytes hold at most %d", n, len(d), (len(d)-w)/w)
 	}
 	out := append([]byte(nil), d...)
 	for i := uint64(1); i <= n; i++ {

@@ -163,3 +163,43 @@ func FuzzFDETargets(f *testing.F) {
 		Append(in, Section{Name: ".x", Type: elf.SHT_PROGBITS, Data: []byte{1, 2}, Relocs: []Reloc{{Sym: 1}}})
 	})
 }
+
+// TestArchiveSymtabCount: a GNU symbol table (32- and 64-bit) that claims
+// one entry more than its bytes hold is an error, not an index panic.
+func TestArchiveSymtabCount(t *testing.T) {
+	for _, wide := range []bool{false, true} {
+		w, name := 4, "/"
+		if wide {
+			w, name = 8, "/SYM64/"
+		}
+		put := func(b []byte, v uint64) []byte {
+			if wide {
+				return binary.BigEndian.AppendUint64(b, v)
+			}
+			return binary.BigEndian.AppendUint32(b, uint32(v))
+		}
+		for _, tt := range []struct {
+			claim, hold int
+			ok          bool
+		}{{1, 1, true}, {2, 1, false}, {1, 0, false}, {3, 2, false}} {
+			t.Run(fmt.Sprintf("%s/%d-of-%d", name, tt.claim, tt.hold), func(t *testing.T) {
+				symtabSize := w * (1 + tt.hold)
+				memberOff := len(ArchiveMagic) + 60 + symtabSize + symtabSize%2
+				sym := put(nil, uint64(tt.claim))
+				for i := 0; i < tt.hold; i++ {
+					sym = put(sym, uint64(memberOff))
+				}
+				in := []byte(ArchiveMagic)
+				in = append(in, arMember(name, sym)...)
+				in = append(in, arMember("a.o/", []byte("aa"))...)
+				_, err := ConvertArchive(in, func(m *Member) ([]byte, error) { return m.Data, nil })
+				if tt.ok != (err == nil) {
+					t.Fatalf("err = %v, want ok=%v", err, tt.ok)
+				}
+				if err != nil && !strings.Contains(err.Error(), "symbol table claims") {
+					t.Errorf("error %q does not say what is wrong", err)
+				}
+			})
+		}
+	}
+}

@@ -25,13 +25,22 @@ func skips(f *File) string {
 	return strings.Join(parts, ", ")
 }
 
+// sep puts two spaces before the last column (file and skipped would run
+// together otherwise: tabwriter pads only the cells before it).
+func sep(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "  " + s
+}
+
 // WriteTable writes an aligned table, one line per file and the total.
 func WriteTable(w io.Writer, files []*File) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "eh_frame\teh_frame_hdr\tsframe v3\tv2\tv3/eh\tFDEs\tFREs\tfuncs\tcode\t\tfile\tskipped")
+	fmt.Fprintln(tw, "eh_frame\teh_frame_hdr\tsframe v3\tv2\tv3/eh\tFDEs\tFREs\tfuncs\tcode\t\tfile\t  skipped")
 	line := func(f *File) {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%s\t%s\t\t%s\t%s\n", f.EHFrame, f.EHFrameHdr, f.SFrameV3, f.SFrameV2, f.Ratio(), f.FDEs, f.FREs,
-			pct(uint64(f.SFrameFuncs), uint64(f.CFIFuncs)), pct(f.SFrameBytes, f.CFIBytes), f.Path, skips(f))
+			pct(uint64(f.SFrameFuncs), uint64(f.CFIFuncs)), pct(f.SFrameBytes, f.CFIBytes), f.Path, sep(skips(f)))
 	}
 	for _, f := range files {
 		line(f)

@@ -10,7 +10,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -63,7 +62,7 @@ var ErrSkip = errors.New("skipped")
 
 // Analyze reports on one file.
 func Analyze(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, _, err := elfread.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

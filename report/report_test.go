@@ -84,6 +84,15 @@ func TestOutputs(t *testing.T) {
 	if err := WriteTable(&b, files); err != nil || !strings.Contains(b.String(), "TOTAL") || strings.Count(b.String(), "\n") < len(files)+2 {
 		t.Fatalf("table: %v\n%s", err, b.String())
 	}
+	// The last two columns (file, skipped) stay apart.
+	if head, _, _ := strings.Cut(b.String(), "\n"); !strings.HasSuffix(head, " file  skipped") {
+		t.Errorf("table header %q: file and skipped columns run together", head)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if strings.Contains(l, "TOTAL") && !strings.Contains(l, " TOTAL ") && !strings.HasSuffix(l, " TOTAL") {
+			t.Errorf("total line %q: no separator after the file column", l)
+		}
+	}
 	tot := Total(files)
 	if tot.FREType[0]+tot.FREType[1]+tot.FREType[2] != tot.Functions || tot.WordSize[0]+tot.WordSize[1]+tot.WordSize[2] > tot.FREs {
 		t.Errorf("histograms do not add up: %+v", tot)

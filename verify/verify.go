@@ -42,6 +42,11 @@ type Finding struct {
 	What   string `json:"what,omitempty"` // "CFA", "RA", "FP", "mangled-RA", "signal"
 	SFrame string `json:"sframe,omitempty"`
 	CFI    string `json:"cfi,omitempty"`
+	// Every and Until, when set, say that the run recurs every Every bytes
+	// up to Until: PCMASK functions and PLT expressions are checked over
+	// one period (see checkFDE).
+	Every uint64 `json:"every,omitempty"`
+	Until uint64 `json:"until,omitempty"`
 }
 
 func (f Finding) String() string {
@@ -56,7 +61,11 @@ func (f Finding) String() string {
 	case NoCFI:
 		return fmt.Sprintf("%s [%#x,%#x): no CFI to check .sframe against", loc, f.PC, f.End)
 	}
-	return fmt.Sprintf("%s [%#x,%#x): %s: sframe says %s, CFI says %s", loc, f.PC, f.End, f.What, f.SFrame, f.CFI)
+	s := fmt.Sprintf("%s [%#x,%#x): %s: sframe says %s, CFI says %s", loc, f.PC, f.End, f.What, f.SFrame, f.CFI)
+	if f.Every != 0 {
+		s += fmt.Sprintf(" (and every %#x bytes up to %#x)", f.Every, f.Until)
+	}
+	return s
 }
 
 // Result is the outcome of Check.
@@ -167,55 +176,106 @@ func (c *checker) lookup(pc uint64) (*cfi.Table, *cfi.Row) {
 	return t, &rows[j]
 }
 
+// pltPeriod is the period of the x86-64 PLT CFA expression: its value
+// depends on pc & M with M a DW_OP_lit (0..31), so on pc mod 32 only.
+const pltPeriod = 32
+
 // checkFDE compares one SFrame function. PCs are visited at every boundary
-// of either side, and at every PC where a rule depends on the PC itself
-// (PCMASK functions, the x86-64 PLT CFA expression).
+// of either side: FRE starts, CFI FDE ends and rows. Between two boundaries
+// a rule can still depend on the PC itself, periodically: a PCMASK
+// function's FREs repeat every RepSize bytes, and the x86-64 PLT CFA
+// expression repeats every 32 bytes. Such a stretch is checked over one
+// common period only; what is found there is reported once with the period
+// and the end of the stretch (Finding.Every, Finding.Until). So the work
+// is bounded by the number of FREs and CFI rows times at most
+// lcm(255, 32) PCs, never by the function's size: a 1 KB file may declare
+// a 4 GiB function.
 func (c *checker) checkFDE(d *sframe.FDE) {
 	start, end := d.Start, d.Start+uint64(d.Size)
-	var pcs []uint64
-	everyPC := d.PCType == sframe.PCMask
-	if !everyPC {
+	rep := uint64(0)
+	if d.PCType == sframe.PCMask {
+		rep = uint64(d.RepSize)
+	}
+	pcs := []uint64{start}
+	if rep == 0 {
 		for i := range d.FREs {
 			pcs = append(pcs, start+uint64(d.FREs[i].StartOff))
 		}
-		i := sort.Search(len(c.tables), func(i int) bool { return c.tables[i].FDE.End() > start })
-		for ; i < len(c.tables) && c.tables[i].FDE.Start < end; i++ {
-			t := c.tables[i]
-			pcs = append(pcs, t.FDE.Start, t.FDE.End())
-			for _, r := range t.Rows {
-				pcs = append(pcs, r.Loc)
-				if r.CFA.Kind == cfi.CFAExpression {
-					if _, ok := cfi.ParsePLTExpr(r.CFA.Expr); ok {
-						everyPC = true
-					}
-				}
-			}
+	}
+	i := sort.Search(len(c.tables), func(i int) bool { return c.tables[i].FDE.End() > start })
+	for ; i < len(c.tables) && c.tables[i].FDE.Start < end; i++ {
+		t := c.tables[i]
+		pcs = append(pcs, t.FDE.Start, t.FDE.End())
+		for _, r := range t.Rows {
+			pcs = append(pcs, r.Loc)
 		}
 	}
-	if everyPC {
-		pcs = pcs[:0]
-		for pc := start; pc < end; pc++ {
-			pcs = append(pcs, pc)
-		}
-	}
-	pcs = append(pcs, start)
 	sort.Slice(pcs, func(i, j int) bool { return pcs[i] < pcs[j] })
-	for i, pc := range pcs {
-		if pc < start || pc >= end || (i > 0 && pcs[i-1] == pc) {
+	// Keep the distinct boundaries inside [start, end).
+	n := 0
+	for _, pc := range pcs {
+		if pc < start || pc >= end || (n > 0 && pcs[n-1] == pc) {
 			continue
 		}
+		pcs[n] = pc
+		n++
+	}
+	pcs = pcs[:n]
+	for i, pc := range pcs {
 		next := end
-		for j := i + 1; j < len(pcs); j++ {
-			if pcs[j] > pc {
-				if pcs[j] < end {
-					next = pcs[j]
-				}
-				break
+		if i+1 < len(pcs) {
+			next = pcs[i+1]
+		}
+		period := rep
+		if _, row := c.lookup(pc); row != nil && row.CFA.Kind == cfi.CFAExpression {
+			if _, ok := cfi.ParsePLTExpr(row.CFA.Expr); ok {
+				period = lcm(max(period, 1), pltPeriod)
 			}
 		}
-		c.checkPC(d, pc, next)
+		if period == 0 {
+			c.checkPC(d, pc, next)
+			continue
+		}
+		c.checkPeriodic(d, pc, next, period)
 	}
 	c.flush()
+}
+
+// checkPeriodic checks [lo, hi), where the rules repeat every period bytes,
+// at every PC of its first period.
+func (c *checker) checkPeriodic(d *sframe.FDE, lo, hi, period uint64) {
+	w := hi
+	if hi-lo > period {
+		w = lo + period
+	}
+	if w == hi {
+		for pc := lo; pc < hi; pc++ {
+			c.checkPC(d, pc, pc+1)
+		}
+		return
+	}
+	c.flush()
+	first := len(c.findings)
+	for pc := lo; pc < w; pc++ {
+		c.checkPC(d, pc, pc+1)
+	}
+	c.flush()
+	for k := first; k < len(c.findings); k++ {
+		f := &c.findings[k]
+		if f.PC == lo && f.End == w {
+			f.End = hi // the whole period, so the whole stretch
+			continue
+		}
+		f.Every, f.Until = period, hi
+	}
+}
+
+func lcm(a, b uint64) uint64 {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
 }
 
 func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
 )
 
@@ -53,15 +53,11 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 	default:
 		return fmt.Errorf("--diagnostics %q: want text or json", fl.diagnostics)
 	}
-	st, err := os.Stat(in)
+	data, st, err := elfread.ReadFile(in)
 	if err != nil {
 		return err
 	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file", in)
-	}
-	data, err := os.ReadFile(in)
-	if err != nil {
+	if err := checkOutput(st, fl.output, fl.inPlace); err != nil {
 		return err
 	}
 	res, err := convert.Convert(in, data, convert.Options{Version: fl.version, PCRel: fl.pcrel, Force: fl.force})

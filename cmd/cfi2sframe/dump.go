@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +37,7 @@ GNU objdump --sframe, or as JSON with --json. FILE is an ELF file with a
 // loadSFrame reads FILE as a raw SFrame section or an ELF file and decodes
 // its SFrame section; format is objdump's name for the file's format.
 func loadSFrame(name string) (sec *sframe.Section, secName, format string, err error) {
-	data, err := os.ReadFile(name)
+	data, _, err := elfread.ReadFile(name)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -65,6 +64,9 @@ func loadSFrame(name string) (sec *sframe.Section, secName, format string, err e
 }
 
 type bytesReaderAt []byte
+
+// Size lets elfread bound sections by the file's size.
+func (b bytesReaderAt) Size() int64 { return int64(len(b)) }
 
 func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off > int64(len(b)) {

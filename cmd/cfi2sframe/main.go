@@ -7,9 +7,13 @@ import (
 	"os"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run executes the command line and returns the exit status.
+func run() int {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "cfi2sframe:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

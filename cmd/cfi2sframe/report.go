@@ -30,6 +30,11 @@ self-contained page with charts. A progress line is shown on a terminal.`,
 			if asJSON && asCSV {
 				return fmt.Errorf("--json and --csv exclude each other")
 			}
+			if htmlFile != "" {
+				if _, err := elfwrite.ResolveOutput(htmlFile); err != nil {
+					return fmt.Errorf("%s: %v", htmlFile, err)
+				}
+			}
 			stderr := cmd.ErrOrStderr()
 			var progress func(done, total int)
 			if f, ok := stderr.(*os.File); ok && isTerminal(f) {
@@ -65,6 +70,9 @@ self-contained page with charts. A progress line is shown on a terminal.`,
 				if err := elfwrite.WriteFileAtomic(htmlFile, 0o644, func(w io.Writer) error { return report.WriteHTML(w, files) }); err != nil {
 					return fmt.Errorf("%s: %v", htmlFile, err)
 				}
+			}
+			if len(errs) > 0 {
+				return fmt.Errorf("report: %d failures (listed above)", len(errs))
 			}
 			return nil
 		},

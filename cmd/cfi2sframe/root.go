@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 )
 
 func newRootCmd() *cobra.Command {
@@ -36,6 +38,9 @@ skipped by reason) goes to stderr unless -q.`,
 		},
 	}
 	addConvertFlags(root, &fl)
+	pf := root.PersistentFlags()
+	pf.Int64Var(&elfread.MaxInflate, "max-inflate", elfread.MaxInflate, "inflate a compressed section to at most `BYTES`")
+	pf.Int64Var(&elfread.MaxInflateRatio, "max-inflate-ratio", elfread.MaxInflateRatio, "inflate a compressed section to at most `N` times the file's size")
 	root.AddCommand(newDumpCmd(), newVerifyCmd(), newReportCmd())
 	return root
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -77,7 +76,7 @@ type fileResult struct {
 }
 
 func verifyFile(name string) (*verify.Result, error) {
-	data, err := os.ReadFile(name)
+	data, _, err := elfread.ReadFile(name)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +94,7 @@ func verifyFile(name string) (*verify.Result, error) {
 	}
 	loaded, err := cfi.Load(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, err // cfi and elfread errors name the file
 	}
 	return verify.Check(verify.Input{Machine: f.ELF.Machine, SFrame: sec, Tables: loaded.Tables, Symbol: f.Symbolizer()}), nil
 }

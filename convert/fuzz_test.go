@@ -1,0 +1,50 @@
+package convert
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/relobj"
+)
+
+// arMember formats one GNU ar member.
+func arMember(name string, data []byte) []byte {
+	h := fmt.Sprintf("%-16s%-12d%-6d%-6d%-8o%-10d`\n", name, 0, 0, 0, 0o644, len(data))
+	b := append([]byte(h), data...)
+	if len(b)%2 == 1 {
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// FuzzArchive converts arbitrary archives the way convert does (every
+// ELF member through the relocatable-object path, symbol table remapped).
+// Nothing may panic, and a converted archive must convert again (members
+// already holding .sframe are then an error, but not a crash) and parse as
+// an archive.
+func FuzzArchive(f *testing.F) {
+	// An object GNU as wrote (with .sframe: refused, error path) and one
+	// without named sections.
+	if obj, err := os.ReadFile("../testdata/sframe/v3-x86_64-O2.o"); err == nil {
+		f.Add(append([]byte(relobj.ArchiveMagic), arMember("a.o/", obj)...))
+	}
+	f.Add(append([]byte(relobj.ArchiveMagic), arMember("b.o/", hostile.NoShstrtab())...))
+	f.Add(hostile.Archive(false))
+	f.Add(hostile.Archive(true))
+	f.Add([]byte(relobj.ArchiveMagic))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !bytes.HasPrefix(in, []byte(relobj.ArchiveMagic)) {
+			in = append([]byte(relobj.ArchiveMagic), in...)
+		}
+		res, err := Convert("in.a", in, Options{})
+		if err != nil {
+			return
+		}
+		if _, err := relobj.ConvertArchive(res.Output, func(m *relobj.Member) ([]byte, error) { return m.Data, nil }); err != nil {
+			t.Fatalf("converted archive does not parse: %v", err)
+		}
+	})
+}

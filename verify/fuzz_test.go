@@ -1,0 +1,78 @@
+package verify
+
+import (
+	"bytes"
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// FuzzCommandPath runs what the commands run on one ELF input: convert
+// (elfread, cfi, translate, sframe encode, ELF writer), then dump's and
+// verify's path on the input and on the converted output (decode the
+// .sframe, load the CFI, check). Nothing may panic, and a converted output
+// must read back: an ELF file with a .sframe that decodes.
+func FuzzCommandPath(f *testing.F) {
+	for _, n := range []string{"v3-x86_64-O2.o", "v2-aarch64-exe", "v3-x86_64-lib-ibt.so", "v1-x86_64-lib-lazy.so"} {
+		if b, err := os.ReadFile(filepath.Join("../testdata/sframe", n)); err == nil && len(b) < 64<<10 {
+			f.Add(b)
+		}
+	}
+	if b, err := os.ReadFile("../testdata/example/hello"); err == nil {
+		f.Add(b)
+	}
+	f.Add(hostile.PCMaskFunc())
+	f.Add(hostile.ManyRows(100))
+	f.Add(hostile.Bomb(".debug_frame", hostile.Zstd, 1000, 2000))
+	f.Add(hostile.HugeSegment(elf.PT_GNU_EH_FRAME))
+	f.Add(hostile.NoShstrtab())
+	f.Fuzz(func(t *testing.T, in []byte) {
+		check(in)
+		res, err := convert.Convert("in", in, convert.Options{Force: true})
+		if err != nil {
+			return
+		}
+		ef, err := elfread.NewFile(bytes.NewReader(res.Output), "out")
+		if err != nil {
+			t.Fatalf("converted output does not read back: %v", err)
+		}
+		if res.Members == 0 && ef.ELF.Type != elf.ET_REL {
+			es, err := ef.SFrame()
+			if err != nil {
+				t.Fatalf("converted output has no .sframe: %v", err)
+			}
+			if _, err := sframe.Decode(es.Data, es.Addr); err != nil {
+				t.Fatalf("converted .sframe does not decode: %v", err)
+			}
+		}
+		check(res.Output)
+	})
+}
+
+// check is verify's path: decode .sframe, load CFI, compare.
+func check(in []byte) {
+	f, err := elfread.NewFile(bytes.NewReader(in), "x")
+	if err != nil {
+		return
+	}
+	es, err := f.SFrame()
+	if err != nil {
+		return
+	}
+	sec, err := sframe.Decode(es.Data, es.Addr)
+	if err != nil {
+		return
+	}
+	l, err := cfi.Load(f)
+	if err != nil {
+		return
+	}
+	Check(Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables, Symbol: f.Symbolizer()})
+}
