@@ -18,7 +18,7 @@ func convertArchive(name string, in []byte, o Options) (*Result, error) {
 			return m.Data, nil
 		}
 		r, err := Convert(name+"("+m.Name+")", m.Data, o)
-		if errors.Is(err, ErrNoCFI) {
+		if errors.Is(err, ErrNoCFI) || (err == nil && r.Unchanged) {
 			return m.Data, nil
 		}
 		if err != nil {
@@ -45,7 +45,10 @@ func convertArchive(name string, in []byte, o Options) (*Result, error) {
 		return nil, &Error{File: name, Err: err}
 	}
 	if members == 0 {
-		return nil, &Error{File: name, Err: ErrNoCFI}
+		// Only objects without CFI (or no objects): nothing to add, as
+		// for a single such object.
+		return &Result{Output: in, Translate: res.Translate, Unchanged: true,
+			Note: "archive without objects with CFI: copied unchanged"}, nil
 	}
 	res.Output = out
 	res.Members = members

@@ -36,6 +36,11 @@ type Result struct {
 	CFIErrors []error           // malformed CIEs/FDEs, skipped
 	FDEs      int               // FDEs read (all sections)
 	Members   int               // archives: members converted
+	// Unchanged: there was nothing to convert and Output is the input as
+	// it is (a relocatable object or archive without CFI, for which
+	// as --gsframe writes no .sframe either); Note says why.
+	Unchanged bool
+	Note      string
 }
 
 // Error is a conversion failure of one file.
@@ -50,6 +55,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrHasSFrame is wrapped by the error for an input that already has
 // SFrame data when Options.Force is not set.
 var ErrHasSFrame = errors.New("already has SFrame data (.sframe or PT_GNU_SFRAME); use --force to replace it")
+
+// ErrUnsupported is wrapped by the error for an ELF file of a machine,
+// class or type that cannot be converted.
+var ErrUnsupported = errors.New("unsupported")
 
 // ErrNoCFI is wrapped by the error for an input without call-frame
 // information.
@@ -78,17 +87,17 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	switch ef.Machine {
 	case elf.EM_X86_64, elf.EM_AARCH64:
 	default:
-		return fail(fmt.Errorf("unsupported machine %v (x86-64 and AArch64 are supported)", ef.Machine))
+		return fail(fmt.Errorf("%w machine %v (x86-64 and AArch64 are supported)", ErrUnsupported, ef.Machine))
 	}
 	if ef.Class != elf.ELFCLASS64 {
-		return fail(fmt.Errorf("unsupported class %v (ELF64 only)", ef.Class))
+		return fail(fmt.Errorf("%w class %v (ELF64 only)", ErrUnsupported, ef.Class))
 	}
 	switch ef.Type {
 	case elf.ET_EXEC, elf.ET_DYN:
 	case elf.ET_REL:
 		return convertRelocatable(name, in, f, o)
 	default:
-		return fail(fmt.Errorf("unsupported ELF type %v (executables and shared libraries)", ef.Type))
+		return fail(fmt.Errorf("%w ELF type %v (executables, shared libraries, objects and archives)", ErrUnsupported, ef.Type))
 	}
 	if !o.Force {
 		if _, err := f.SFrame(); err == nil {
