@@ -105,28 +105,31 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		}
 	}
 
-	loaded, err := cfi.Load(f)
+	// One pass per FDE: translate executes each into the stream's one
+	// reused table and keeps only the SFrame function.
+	st, err := cfi.Scan(f)
 	if err != nil {
 		return fail(err)
 	}
-	if loaded.Sections == 0 {
+	if st.Sections == 0 {
 		return fail(ErrNoCFI)
 	}
-	res := &Result{CFIErrors: loaded.Errors, FDEs: loaded.FDEs}
-	tables := loaded.Tables
+	res := &Result{FDEs: st.Parsed}
 
 	tin := translate.Input{
 		Machine: ef.Machine,
 		Order:   ef.ByteOrder,
-		Tables:  tables,
+		FDEs:    st.FDEs,
+		Exec:    st.Execute,
 		PLTs:    PLTSections(ef),
-		Symbol:  f.Symbolizer(),
+		Symbol:  lazySymbolizer(f),
 	}
 	tr, err := translate.Translate(tin, translate.Options{Version: o.Version})
 	if err != nil {
 		return fail(err)
 	}
 	res.Translate = tr
+	res.CFIErrors = st.Errors
 
 	encOpts := sframe.Options{
 		Version:    o.Version,
@@ -176,4 +179,16 @@ func PLTSections(ef *elf.File) []translate.PLT {
 		out = append(out, translate.PLT{Name: s.Name, Addr: s.Addr, Data: data, EntSize: s.Entsize})
 	}
 	return out
+}
+
+// lazySymbolizer reads the symbol table only when the first diagnostic
+// needs a name: most conversions never do.
+func lazySymbolizer(f *elfread.File) func(uint64) string {
+	var sym func(uint64) string
+	return func(a uint64) string {
+		if sym == nil {
+			sym = f.Symbolizer()
+		}
+		return sym(a)
+	}
 }
