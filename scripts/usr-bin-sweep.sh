@@ -66,17 +66,17 @@ while IFS= read -r rec; do
 	case "/$rel" in */bin/* | */sbin/*) ;; *) continue ;; esac
 	[ -x "$orig" ] || continue
 	b=$(basename "$f")
-	mkdir -p "$tmp/o" "$tmp/c"
-	cp "$orig" "$tmp/o/$b" && cp "$f" "$tmp/c/$b"
-	out1=$(cd "$tmp" && timeout 5 "./o/$b" --version </dev/null 2>&1); r1=$?
+	mkdir -p "$tmp/orig" "$tmp/conv"
+	cp "$orig" "$tmp/orig/$b" && cp "$f" "$tmp/conv/$b"
+	out1=$(cd "$tmp" && timeout 5 "./orig/$b" --version </dev/null 2>&1); r1=$?
 	arg=--version
 	if [ $r1 -ne 0 ]; then
 		arg=--help
-		out1=$(cd "$tmp" && timeout 5 "./o/$b" --help </dev/null 2>&1); r1=$?
+		out1=$(cd "$tmp" && timeout 5 "./orig/$b" --help </dev/null 2>&1); r1=$?
 	fi
-	out2=$(cd "$tmp" && timeout 5 "./c/$b" $arg </dev/null 2>&1); r2=$?
-	out1=${out1//o\/$b/PROG}
-	out2=${out2//c\/$b/PROG}
+	out2=$(cd "$tmp" && timeout 5 "./conv/$b" $arg </dev/null 2>&1); r2=$?
+	out1=${out1//orig\/$b/PROG}
+	out2=${out2//conv\/$b/PROG}
 	if [ "$out1" != "$out2" ]; then
 		# Output that varies from run to run (PIDs, times, child processes
 		# interleaving their output): compare sorted lines, numbers masked.
@@ -90,7 +90,7 @@ while IFS= read -r rec; do
 		differ=$((differ + 1))
 		echo "DIFFER $orig $arg: exit $r1 vs $r2"
 	fi
-	rm -f "$tmp/o/$b" "$tmp/c/$b"
+	rm -f "$tmp/orig/$b" "$tmp/conv/$b"
 done <"$tmp/records.jsonl"
 echo "verify on the converted linked files: $vbad disagree"
 echo "converted programs run with --version/--help: same $same (of which $nondet only after sorting lines and masking numbers), different $differ"
