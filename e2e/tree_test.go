@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
@@ -172,4 +175,86 @@ func TestTree(t *testing.T) {
 	if b, err := exec.Command(c2s, "--in-place", "-q", tree).CombinedOutput(); err != nil {
 		t.Errorf("second run: %v\n%s", err, b)
 	}
+}
+
+// TestTreeInterrupted sends SIGINT to a tree conversion in flight: the
+// command stops with status 130, leaves no temporary file, and every file
+// is either the original, byte for byte, or completely converted.
+func TestTreeInterrupted(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("signals")
+	}
+	tmp := t.TempDir()
+	c2s := buildCommand(t, tmp)
+	orig, err := os.ReadFile(c2s) // a Go binary of several MB with CFI
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(tmp, "tree")
+	os.MkdirAll(tree, 0o755)
+	const n = 60
+	for i := 0; i < n; i++ {
+		if err := os.WriteFile(filepath.Join(tree, fmt.Sprintf("f%02d", i)), orig, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(c2s, "--in-place", "-j", "2", tree)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt once the first file is converted (the work is under way).
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if converted(t, tree, orig) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	done := converted(t, tree, orig)
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() == 130:
+		if done == n {
+			t.Logf("every file was done before the signal arrived")
+		}
+	case err == nil && done == n:
+		t.Logf("finished before the signal")
+	default:
+		t.Fatalf("exit: %v (want status 130)\n%s", err, stderr.String())
+	}
+	t.Logf("%d of %d files converted before the interrupt; %s", done, n, strings.TrimSpace(stderr.String()))
+	entries, _ := os.ReadDir(tree)
+	if len(entries) != n {
+		t.Errorf("%d entries in the tree, want %d (temporary files left?)", len(entries), n)
+	}
+	for _, e := range entries {
+		p := filepath.Join(tree, e.Name())
+		b, _ := os.ReadFile(p)
+		if bytes.Equal(b, orig) {
+			continue
+		}
+		if out, err := exec.Command(c2s, "verify", "-q", p).CombinedOutput(); err != nil {
+			t.Errorf("%s is neither the original nor a converted file that verifies: %v\n%s", p, err, out)
+		}
+	}
+}
+
+// converted counts the files of dir that differ from orig.
+func converted(t *testing.T, dir string, orig []byte) int {
+	n := 0
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp") {
+			continue
+		}
+		st, err := e.Info()
+		if err == nil && st.Size() != int64(len(orig)) {
+			n++
+		}
+	}
+	return n
 }

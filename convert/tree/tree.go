@@ -252,6 +252,9 @@ func one(ctx context.Context, j job, o Options) Record {
 		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Note))
 	}
 	if err := write(ctx, j.out, in.Mode, res.Output); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%s: interrupted; left as it was", j.in)
+		}
 		return fail(Failed, err)
 	}
 	rec.Outcome, rec.Output = Converted, j.out
