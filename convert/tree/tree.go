@@ -20,7 +20,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/relobj"
@@ -88,6 +90,10 @@ func (s *Summary) OK() bool { return s.Counts[Failed] == 0 && s.Interrupted == 0
 // job is one file to convert and where its result goes.
 type job struct {
 	in, out string
+	// links are other names of the same file (hard links, or the same
+	// path given twice) in place: they get the converted file too, as
+	// links again, instead of a copy each.
+	links []string
 }
 
 // Collect lists the regular files under paths (files and directories) with
@@ -95,12 +101,25 @@ type job struct {
 // are counted, not followed.
 func collect(paths []string, outDir string) (jobs []job, special int, err error) {
 	seen := map[string]string{}
-	add := func(in, out string) error {
-		if prev, ok := seen[out]; ok && outDir != "" {
+	type inode struct{ dev, ino uint64 }
+	first := map[inode]int{}
+	add := func(in, out string, st fs.FileInfo) error {
+		if outDir == "" {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				k := inode{uint64(sys.Dev), sys.Ino}
+				if i, ok := first[k]; ok {
+					if jobs[i].in != in && !contains(jobs[i].links, in) {
+						jobs[i].links = append(jobs[i].links, in)
+					}
+					return nil
+				}
+				first[k] = len(jobs)
+			}
+		} else if prev, ok := seen[out]; ok {
 			return fmt.Errorf("%s and %s would both be written to %s", prev, in, out)
 		}
 		seen[out] = in
-		jobs = append(jobs, job{in, out})
+		jobs = append(jobs, job{in: in, out: out})
 		return nil
 	}
 	for _, p := range paths {
@@ -115,7 +134,7 @@ func collect(paths []string, outDir string) (jobs []job, special int, err error)
 			if outDir != "" {
 				out = filepath.Join(outDir, base)
 			}
-			if err := add(p, out); err != nil {
+			if err := add(p, out, st); err != nil {
 				return nil, 0, err
 			}
 		case st.IsDir():
@@ -138,7 +157,11 @@ func collect(paths []string, outDir string) (jobs []job, special int, err error)
 					}
 					out = filepath.Join(outDir, base, rel)
 				}
-				return add(path, out)
+				st, err := d.Info()
+				if err != nil {
+					return err
+				}
+				return add(path, out, st)
 			})
 			if err != nil {
 				return nil, 0, err
@@ -162,7 +185,11 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	sum := &Summary{Counts: map[Outcome]int{}, Files: len(jobs), Special: special}
+	names := 0
+	for _, j := range jobs {
+		names += 1 + len(j.links)
+	}
+	sum := &Summary{Counts: map[Outcome]int{}, Files: names, Special: special}
 	var mu sync.Mutex
 	done := 0
 	report := func(r Record) {
@@ -174,7 +201,7 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 			o.Record(r)
 		}
 		if o.Progress != nil {
-			o.Progress(done, len(jobs))
+			o.Progress(done, names)
 		}
 	}
 	ch := make(chan job)
@@ -184,7 +211,11 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 		go func() {
 			defer wg.Done()
 			for j := range ch {
-				report(one(ctx, j, o))
+				r := one(ctx, j, o)
+				report(r)
+				for _, l := range j.links {
+					report(relink(ctx, r, l))
+				}
 			}
 		}()
 	}
@@ -195,12 +226,12 @@ feed:
 		case <-ctx.Done():
 			break feed
 		case ch <- j:
-			started++
+			started += 1 + len(j.links)
 		}
 	}
 	close(ch)
 	wg.Wait()
-	sum.Interrupted = len(jobs) - started
+	sum.Interrupted = names - started
 	return sum, nil
 }
 
@@ -270,4 +301,48 @@ func write(ctx context.Context, dst string, mode fs.FileMode, data []byte) error
 		return err
 	}
 	return convert.WriteOutput(ctx, dst, mode, data)
+}
+
+// relink gives the other name l of a file converted in place the new
+// file, as a hard link again (link to a temporary name, then rename over
+// l), and reports it with the first name's outcome.
+func relink(ctx context.Context, r Record, l string) Record {
+	rec := r
+	rec.File = l
+	if r.Outcome != Converted {
+		rec.Error = strings.Replace(r.Error, r.File, l, 1)
+		return rec
+	}
+	rec.Output = l
+	fail := func(err error) Record {
+		rec.Outcome, rec.Output, rec.Error = Failed, "", fmt.Sprintf("%s: %v (it was a hard link to %s, which was converted)", l, err, r.File)
+		return rec
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(errors.New("interrupted; left as it was"))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(l), "."+filepath.Base(l)+".tmp*")
+	if err != nil {
+		return fail(err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	os.Remove(name)
+	if err := os.Link(r.Output, name); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(name, l); err != nil {
+		os.Remove(name)
+		return fail(err)
+	}
+	return rec
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

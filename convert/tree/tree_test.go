@@ -204,3 +204,32 @@ func TestCancelled(t *testing.T) {
 	}
 	noTemp(t, root)
 }
+
+// TestHardLinks: in place, the names of one file (hard links, or a path
+// given twice) are converted once and stay one file.
+func TestHardLinks(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "sub", "b")
+	copyFile(t, filepath.Join("..", "..", "testdata", "example", "hello"), a)
+	os.MkdirAll(filepath.Dir(b), 0o755)
+	if err := os.Link(a, b); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	var recs []Record
+	sum, err := Run(context.Background(), []string{dir, a}, Options{Record: func(r Record) { recs = append(recs, r) }})
+	if err != nil || !sum.OK() || sum.Files != 2 || sum.Counts[Converted] != 2 {
+		t.Fatalf("%+v, %v, records %+v", sum, err, recs)
+	}
+	sa, _ := os.Stat(a)
+	sb, _ := os.Stat(b)
+	if !os.SameFile(sa, sb) {
+		t.Errorf("%s and %s are no longer one file", a, b)
+	}
+	data, _ := os.ReadFile(b)
+	if ef, err := elfread.NewFile(bytes.NewReader(data), b); err != nil {
+		t.Fatal(err)
+	} else if _, err := ef.SFrame(); err != nil {
+		t.Errorf("%s: not converted: %v", b, err)
+	}
+	noTemp(t, dir)
+}
