@@ -55,9 +55,14 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 	default:
 		return fmt.Errorf("--diagnostics %q: want text or json", fl.diagnostics)
 	}
+	// The tree form: several paths, a directory, or -o naming an existing
+	// directory (then IN goes to DIR/base(IN), as cp would put it).
 	treeMode := len(args) > 1
 	if len(args) == 1 {
 		if st, err := os.Lstat(args[0]); err == nil && st.IsDir() {
+			treeMode = true
+		}
+		if st, err := os.Stat(fl.output); fl.output != "" && err == nil && st.IsDir() {
 			treeMode = true
 		}
 	}

@@ -56,3 +56,15 @@ func TestTreeCommand(t *testing.T) {
 		t.Errorf("--json accepted with one file")
 	}
 }
+
+// TestOutputDirectory: IN -o DIR, DIR an existing directory, writes
+// DIR/base(IN), as cp does.
+func TestOutputDirectory(t *testing.T) {
+	out := t.TempDir()
+	if _, stderr, err := runCmd("-q", "../../testdata/example/hello", "-o", out); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "hello")); err != nil {
+		t.Error(err)
+	}
+}
