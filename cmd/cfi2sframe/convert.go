@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +83,16 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	if fl.inPlace {
 		out = name
 	}
+	// Ctrl-C is held off until the output is renamed or discarded, so
+	// that no temporary file is left behind.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	interrupted := func(err error) error {
+		if ctx.Err() != nil {
+			return &exitError{130, fmt.Sprintf("%s: interrupted; nothing written", name)}
+		}
+		return err
+	}
 	in, err := convert.OpenInput(name)
 	if err != nil {
 		return err
@@ -96,8 +105,8 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	stderr := cmd.ErrOrStderr()
 	if res.Unchanged {
 		if !fl.inPlace {
-			if err := convert.WriteOutput(context.Background(), out, in.Mode, res.Output); err != nil {
-				return err
+			if err := convert.WriteOutput(ctx, out, in.Mode, res.Output); err != nil {
+				return interrupted(err)
 			}
 		}
 		if !fl.quiet {
@@ -105,8 +114,8 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		}
 		return nil
 	}
-	if err := convert.WriteOutput(context.Background(), out, in.Mode, res.Output); err != nil {
-		return err
+	if err := convert.WriteOutput(ctx, out, in.Mode, res.Output); err != nil {
+		return interrupted(err)
 	}
 	switch fl.diagnostics {
 	case "text":
