@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,5 +70,33 @@ func TestStreamingMatchesTables(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("only %d conversions compared", n)
+	}
+}
+
+// TestTruncatedWhileMapped: a file another process truncates after it was
+// mapped gives an error, not a crash (SIGBUS on the mapping).
+func TestTruncatedWhileMapped(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "hello")
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "example", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in, err := OpenInput(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if !in.mapped {
+		t.Skip("file system cannot map")
+	}
+	if err := os.Truncate(name, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ConvertInput(in, Options{})
+	if !errors.Is(err, ErrChanged) || !strings.HasPrefix(err.Error(), name) {
+		t.Errorf("error %v, want one naming the file and wrapping ErrChanged", err)
 	}
 }
