@@ -19,12 +19,12 @@ func convertArchive(name string, in []byte, o Options) (*Result, error) {
 			return m.Data, nil
 		}
 		r, err := Convert(name+"("+m.Name+")", m.Data, o)
-		if errors.Is(err, ErrNoCFI) {
+		if errors.Is(err, ErrNoCFI) || (err == nil && r.Unchanged) {
 			return m.Data, nil
 		}
 		if err != nil {
 			// relobj names the member; say the archive once.
-			return nil, errors.New(strings.TrimPrefix(err.Error(), name+"("+m.Name+"): "))
+			return nil, &trimmedError{strings.TrimPrefix(err.Error(), name+"("+m.Name+"): "), err}
 		}
 		members++
 		t := res.Translate
@@ -43,9 +43,22 @@ func convertArchive(name string, in []byte, o Options) (*Result, error) {
 		return nil, &Error{File: name, Err: err}
 	}
 	if members == 0 {
-		return nil, &Error{File: name, Err: ErrNoCFI}
+		// Only objects without CFI (or no objects): nothing to add, as
+		// for a single such object.
+		return &Result{Output: in, Translate: res.Translate, Unchanged: true,
+			Note: "archive without objects with CFI: copied unchanged"}, nil
 	}
 	res.Output = out
 	res.Members = members
 	return res, nil
 }
+
+// trimmedError is err with a shorter message; errors.Is still sees err
+// (ErrHasSFrame, say, so that a tree conversion counts the archive right).
+type trimmedError struct {
+	msg string
+	err error
+}
+
+func (e *trimmedError) Error() string { return e.msg }
+func (e *trimmedError) Unwrap() error { return e.err }

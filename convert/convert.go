@@ -37,6 +37,11 @@ type Result struct {
 	CFIErrors []error           // malformed CIEs/FDEs, skipped
 	FDEs      int               // FDEs read (all sections)
 	Members   int               // archives: members converted
+	// Unchanged: there was nothing to convert and Output is the input as
+	// it is (a relocatable object or archive without CFI, for which
+	// as --gsframe writes no .sframe either); Note says why.
+	Unchanged bool
+	Note      string
 }
 
 // Error is a conversion failure of one file.
@@ -57,6 +62,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrHasSFrame is wrapped by the error for an input that already has
 // SFrame data when Options.Force is not set.
 var ErrHasSFrame = errors.New("already has SFrame data (.sframe or PT_GNU_SFRAME); use --force to replace it")
+
+// ErrUnsupported is wrapped by the error for an ELF file of a machine,
+// class or type that cannot be converted.
+var ErrUnsupported = errors.New("unsupported")
 
 // ErrNoCFI is wrapped by the error for an input without call-frame
 // information.
@@ -85,17 +94,17 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	switch ef.Machine {
 	case elf.EM_X86_64, elf.EM_AARCH64:
 	default:
-		return fail(fmt.Errorf("unsupported machine %v (x86-64 and AArch64 are supported)", ef.Machine))
+		return fail(fmt.Errorf("%w machine %v (x86-64 and AArch64 are supported)", ErrUnsupported, ef.Machine))
 	}
 	if ef.Class != elf.ELFCLASS64 {
-		return fail(fmt.Errorf("unsupported class %v (ELF64 only)", ef.Class))
+		return fail(fmt.Errorf("%w class %v (ELF64 only)", ErrUnsupported, ef.Class))
 	}
 	switch ef.Type {
 	case elf.ET_EXEC, elf.ET_DYN:
 	case elf.ET_REL:
 		return convertRelocatable(name, in, f, o)
 	default:
-		return fail(fmt.Errorf("unsupported ELF type %v (executables and shared libraries)", ef.Type))
+		return fail(fmt.Errorf("%w ELF type %v (executables, shared libraries, objects and archives)", ErrUnsupported, ef.Type))
 	}
 	if !o.Force {
 		if _, err := f.SFrame(); err == nil {
@@ -103,31 +112,34 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		}
 	}
 
-	loaded, err := cfi.Load(f)
+	// One pass per FDE: translate executes each into the stream's one
+	// reused table and keeps only the SFrame function.
+	st, err := cfi.Scan(f)
 	if err != nil {
 		return fail(err)
 	}
-	if loaded.Sections == 0 {
+	if st.Sections == 0 {
 		return fail(ErrNoCFI)
 	}
-	if err := noFDE(loaded); err != nil {
+	if err := noFDE(st.Parsed, st.Errors); err != nil {
 		return fail(err)
 	}
-	res := &Result{CFIErrors: loaded.Errors, FDEs: loaded.FDEs}
-	tables := loaded.Tables
+	res := &Result{FDEs: st.Parsed}
 
 	tin := translate.Input{
 		Machine: ef.Machine,
 		Order:   ef.ByteOrder,
-		Tables:  tables,
+		FDEs:    st.FDEs,
+		Exec:    st.Execute,
 		PLTs:    PLTSections(ef),
-		Symbol:  f.Symbolizer(),
+		Symbol:  lazySymbolizer(f),
 	}
 	tr, err := translate.Translate(tin, translate.Options{Version: o.Version})
 	if err != nil {
 		return fail(err)
 	}
 	res.Translate = tr
+	res.CFIErrors = st.Errors
 
 	encOpts := sframe.Options{
 		Version:    o.Version,
@@ -161,12 +173,12 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 // (wrapping ErrNoCFI, so an archive member keeps its bytes) or garbage
 // (the first malformed record: which section, at which offset). Writing an
 // empty .sframe for them would hide the fault.
-func noFDE(l *cfi.Loaded) error {
-	if l.FDEs > 0 {
+func noFDE(parsed int, errs []error) error {
+	if parsed > 0 {
 		return nil
 	}
-	if len(l.Errors) > 0 {
-		return fmt.Errorf("no FDE could be read (%d malformed records; the first: %v)", len(l.Errors), l.Errors[0])
+	if len(errs) > 0 {
+		return fmt.Errorf("no FDE could be read (%d malformed records; the first: %v)", len(errs), errs[0])
 	}
 	return fmt.Errorf("%w: the call-frame sections hold no FDE", ErrNoCFI)
 }
@@ -191,4 +203,16 @@ func PLTSections(ef *elf.File) []translate.PLT {
 		out = append(out, translate.PLT{Name: s.Name, Addr: s.Addr, Data: data, EntSize: s.Entsize})
 	}
 	return out
+}
+
+// lazySymbolizer reads the symbol table only when the first diagnostic
+// needs a name: most conversions never do.
+func lazySymbolizer(f *elfread.File) func(uint64) string {
+	var sym func(uint64) string
+	return func(a uint64) string {
+		if sym == nil {
+			sym = f.Symbolizer()
+		}
+		return sym(a)
+	}
 }

@@ -5,11 +5,13 @@ import (
 	"debug/elf"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -133,4 +135,45 @@ func decodeSFrame(t *testing.T, b []byte) *sframe.Section {
 		t.Fatal(err)
 	}
 	return sec
+}
+
+// TestDataOnlyObject: a relocatable object without .eh_frame (only data)
+// comes back unchanged with a note, as as --gsframe adds no .sframe to it;
+// so does an archive of such objects.
+func TestDataOnlyObject(t *testing.T) {
+	as := toolchain.Tool(t, "sid", "x86_64-as")
+	ar, err := exec.LookPath("ar")
+	if err != nil {
+		t.Skip("ar not installed")
+	}
+	dir := t.TempDir()
+	src, obj := filepath.Join(dir, "d.s"), filepath.Join(dir, "d.o")
+	if err := os.WriteFile(src, []byte(".section .rodata\n.globl tbl\ntbl: .quad 1, 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(as, "--gsframe", "-o", obj, src).CombinedOutput(); err != nil {
+		t.Fatalf("as: %v\n%s", err, out)
+	}
+	lib := filepath.Join(dir, "libd.a")
+	if out, err := exec.Command(ar, "rcs", lib, obj).CombinedOutput(); err != nil {
+		t.Fatalf("ar: %v\n%s", err, out)
+	}
+	for _, f := range []string{obj, lib} {
+		in, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ef, err := elfread.NewFile(bytes.NewReader(in), f); err == nil {
+			if _, err := ef.SFrame(); err == nil {
+				t.Fatalf("%s: as --gsframe wrote .sframe for data only; the premise is wrong", f)
+			}
+		}
+		res, err := Convert(f, in, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if !res.Unchanged || res.Note == "" || !bytes.Equal(res.Output, in) {
+			t.Errorf("%s: Unchanged %v, note %q, output equal %v", f, res.Unchanged, res.Note, bytes.Equal(res.Output, in))
+		}
+	}
 }

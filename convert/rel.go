@@ -31,14 +31,24 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 		}
 		return fail(errors.New("replacing .sframe in a relocatable object is not supported; assemble it again without --gsframe"))
 	}
+	if ef.Section(".eh_frame") == nil {
+		if _, err := cfi.Sections(f); err != nil {
+			return fail(err) // e.g. unnamed section headers: .eh_frame cannot be looked for
+		}
+		// No function with CFI (data only, or assembled without CFI
+		// directives): as --gsframe writes no .sframe for such an object,
+		// so a build that converts every object gets it back unchanged.
+		return &Result{Output: in, Translate: &translate.Result{}, Unchanged: true,
+			Note: "relocatable object without .eh_frame (no functions with CFI): copied unchanged, as as --gsframe writes no .sframe for it"}, nil
+	}
 	loaded, err := cfi.Load(f)
 	if err != nil {
 		return fail(err)
 	}
-	if loaded.Sections == 0 || ef.Section(".eh_frame") == nil {
+	if loaded.Sections == 0 {
 		return fail(ErrNoCFI)
 	}
-	if err := noFDE(loaded); err != nil {
+	if err := noFDE(loaded.FDEs, loaded.Errors); err != nil {
 		return fail(err)
 	}
 	targets, err := relobj.FDETargets(ef)

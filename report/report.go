@@ -62,10 +62,12 @@ var ErrSkip = errors.New("skipped")
 
 // Analyze reports on one file.
 func Analyze(path string) (*File, error) {
-	data, _, err := elfread.ReadFile(path)
+	in, err := convert.OpenInput(path)
 	if err != nil {
 		return nil, err
 	}
+	defer in.Close()
+	data := in.Data
 	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
 		return nil, ErrSkip
 	}
@@ -88,25 +90,33 @@ func Analyze(path string) (*File, error) {
 	if s, err := f.SFrame(); err == nil {
 		r.Existing = uint64(len(s.Data))
 	}
-	loaded, err := cfi.Load(f)
+	// One FDE at a time (cfi.Stream), as convert does: a first pass
+	// counts what executes, each translation executes again.
+	st, err := cfi.Scan(f)
 	if err != nil {
 		return nil, err
 	}
-	if loaded.Sections == 0 {
+	if st.Sections == 0 {
 		return nil, ErrSkip
 	}
-	r.FDEs, r.CFIErrors = loaded.FDEs, len(loaded.Errors)
 	plts := convert.PLTSections(ef)
-	for _, t := range loaded.Tables {
+	for _, fde := range st.FDEs {
 		// PLT stubs are described from their instructions, not from
 		// their CFI: they are left out of the coverage on both sides.
-		if t.FDE.Size > 0 && t.FDE.Start != 0 && !inPLT(t.FDE.Start, plts) {
-			r.CFIFuncs++
-			r.CFIBytes += t.FDE.Size
+		if fde.Size > 0 && fde.Start != 0 && !inPLT(fde.Start, plts) {
+			if _, err := st.Execute(fde); err == nil {
+				r.CFIFuncs++
+				r.CFIBytes += fde.Size
+			}
+		} else {
+			st.Execute(fde) // errors are counted either way
 		}
 	}
+	r.FDEs, r.CFIErrors = st.Parsed, len(st.Errors)
+	errs := len(st.Errors)
 	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-		tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, Tables: loaded.Tables, PLTs: plts}, translate.Options{Version: v})
+		tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, FDEs: st.FDEs, Exec: st.Execute, PLTs: plts}, translate.Options{Version: v})
+		st.Errors = st.Errors[:errs] // counted above
 		if err != nil {
 			return nil, err
 		}

@@ -1,46 +1,73 @@
 #!/usr/bin/env bash
-# Convert every ELF file in a directory (default /usr/bin) into a scratch
-# directory and classify: converted, refused (with the reason), crashed.
-# Every converted program is then run with --version (or --help when
-# --version fails) beside the original, with stdin from /dev/null and a
-# timeout, from the same basename in two directories; exit status and
-# output must match.
+# Copy directories (default /usr/bin) into a scratch directory, convert the
+# copy in place with one tree-mode command (cfi2sframe --in-place --json,
+# all CPUs), timed, and check the result:
+#   - the summary by outcome and the refusals by reason;
+#   - every converted ELF file verifies against its CFI;
+#   - every converted executable (in a directory named bin or sbin) is run
+#     with --version (or --help when --version fails) beside the original,
+#     with stdin from /dev/null and a timeout, from the same basename in
+#     two directories; exit status and output must match;
+#   - every file the command had nothing to do for is byte-identical.
 #
-#   scripts/usr-bin-sweep.sh [DIR] [CFI2SFRAME]
+#   scripts/usr-bin-sweep.sh [DIR...]        (CFI2SFRAME=path to use a built binary)
+#
+# Example: scripts/usr-bin-sweep.sh /usr/bin /usr/lib/x86_64-linux-gnu
 set -uo pipefail
 cd "$(dirname "$0")/.."
-dir=${1:-/usr/bin}
+[ $# -gt 0 ] || set -- /usr/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-c2s=${2:-$tmp/cfi2sframe}
+c2s=${CFI2SFRAME:-$tmp/cfi2sframe}
 [ -x "$c2s" ] || go build -o "$c2s" ./cmd/cfi2sframe || exit 1
-mkdir -p "$tmp/orig" "$tmp/conv"
-converted=0 refused=0 crashed=0 same=0 differ=0 notrun=0 nondet=0 vbad=0
+mkdir -p "$tmp/tree" "$tmp/orig"
+declare -A src
+for d in "$@"; do
+	b=$(basename "$d")
+	cp -a "$d" "$tmp/tree/$b" || exit 1
+	src[$b]=$d
+done
+
+start=$(date +%s.%N)
+"$c2s" --in-place --json "$tmp/tree"/* >"$tmp/records.jsonl" 2>"$tmp/summary"
+rc=$?
+end=$(date +%s.%N)
+crashed=0
+grep -q "panic\|goroutine" "$tmp/summary" && crashed=1
+echo "cfi2sframe --in-place on $* (copied): exit $rc, $(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}') s wall, $(nproc) CPUs"
+tail -1 "$tmp/summary"
+
+field() { sed -n "s/.*\"$1\":\"\\(\\([^\"\\\\]\\|\\\\.\\)*\\)\".*/\\1/p" <<<"$2"; }
+converted=0 vbad=0 same=0 differ=0 nondet=0 changed=0
 declare -A reasons
-for f in "$dir"/*; do
-	[ -f "$f" ] && [ ! -L "$f" ] || continue
-	head -c 4 "$f" 2>/dev/null | grep -q $'\x7fELF' || continue
-	b=$(basename "$f")
-	err=$("$c2s" -q "$f" -o "$tmp/conv/$b" 2>&1)
-	rc=$?
-	if [ $rc -eq 0 ]; then
-		converted=$((converted + 1))
-		if ! v=$("$c2s" verify -q "$tmp/conv/$b" 2>&1); then
-			vbad=$((vbad + 1))
-			echo "VERIFY $f: $(head -3 <<<"$v")"
+while IFS= read -r rec; do
+	f=$(field file "$rec")
+	oc=$(field outcome "$rec")
+	rel=${f#"$tmp/tree/"}
+	top=${rel%%/*}
+	orig="${src[$top]}/${rel#*/}"
+	if [ "$oc" != converted ]; then
+		if [ "$oc" != failed ] && ! cmp -s "$f" "$orig"; then
+			changed=$((changed + 1))
+			echo "CHANGED $orig ($oc)"
 		fi
-	elif [ $rc -eq 1 ] && [ -n "$err" ] && ! grep -q "panic\|goroutine" <<<"$err"; then
-		refused=$((refused + 1))
-		r=$(sed -e "s|^cfi2sframe: $f: ||" -e 's/[0-9a-fx]*[0-9][0-9a-fx]*/N/g' <<<"$err" | head -1)
-		reasons[$r]=$((${reasons[$r]:-0} + 1))
-		continue
-	else
-		crashed=$((crashed + 1))
-		echo "CRASH $f (exit $rc): $err"
+		if [ "$oc" = failed ] || [ "$oc" = unsupported ]; then
+			r=$(field error "$rec" | sed -e "s|^$f: ||" -e 's/[0-9a-fx]*[0-9][0-9a-fx]*/N/g')
+			reasons["$oc: $r"]=$((${reasons["$oc: $r"]:-0} + 1))
+		fi
 		continue
 	fi
-	[ -x "$f" ] || { notrun=$((notrun + 1)); continue; }
-	cp "$f" "$tmp/orig/$b"
+	converted=$((converted + 1))
+	head -c 4 "$f" | grep -q $'\x7fELF' || continue # archives: verify reads linked files
+	if [ "$(od -An -tx1 -j16 -N1 "$f" | tr -d ' ')" != 01 ] && ! v=$("$c2s" verify -q "$f" 2>&1); then
+		vbad=$((vbad + 1))
+		echo "VERIFY $orig: $(head -3 <<<"$v")"
+	fi
+	case "/$rel" in */bin/* | */sbin/*) ;; *) continue ;; esac
+	[ -x "$orig" ] || continue
+	b=$(basename "$f")
+	mkdir -p "$tmp/orig" "$tmp/conv"
+	cp "$orig" "$tmp/orig/$b" && cp "$f" "$tmp/conv/$b"
 	out1=$(cd "$tmp" && timeout 5 "./orig/$b" --version </dev/null 2>&1); r1=$?
 	arg=--version
 	if [ $r1 -ne 0 ]; then
@@ -61,12 +88,12 @@ for f in "$dir"/*; do
 		same=$((same + 1))
 	else
 		differ=$((differ + 1))
-		echo "DIFFER $f $arg: exit $r1 vs $r2"
+		echo "DIFFER $orig $arg: exit $r1 vs $r2"
 	fi
 	rm -f "$tmp/orig/$b" "$tmp/conv/$b"
-done
-echo "ELF files: $((converted + refused + crashed)); converted $converted, refused $refused, crashed $crashed"
-echo "verify on the converted files: $((converted - vbad)) agree with their CFI, $vbad disagree"
-echo "converted programs run with --version/--help: same $same (of which $nondet only after sorting lines and masking numbers), different $differ, not executable $notrun"
-for r in "${!reasons[@]}"; do printf '  refused %5d  %s\n' "${reasons[$r]}" "$r"; done | sort -rn -k2
-[ $crashed -eq 0 ] && [ $differ -eq 0 ] && [ $vbad -eq 0 ]
+done <"$tmp/records.jsonl"
+echo "verify on the converted linked files: $vbad disagree"
+echo "converted programs run with --version/--help: same $same (of which $nondet only after sorting lines and masking numbers), different $differ"
+echo "files with nothing to do that changed: $changed"
+for r in "${!reasons[@]}"; do printf '  %5d  %s\n' "${reasons[$r]}" "$r"; done | sort -rn
+[ $crashed -eq 0 ] && [ $differ -eq 0 ] && [ $vbad -eq 0 ] && [ $changed -eq 0 ]

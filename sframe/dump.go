@@ -1,6 +1,7 @@
 package sframe
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,10 +12,12 @@ import (
 // starting at the "  Header :" line (objdump's "Contents of the SFrame
 // section NAME:" line is the caller's).
 func (s *Section) Dump(w io.Writer) error {
-	var b strings.Builder
+	// Written as it goes: a section with millions of functions is not
+	// built as one string first.
+	b := bufio.NewWriterSize(w, 64<<10)
 	h := &s.Header
 	b.WriteString("  Header :\n\n")
-	fmt.Fprintf(&b, "    Version: SFRAME_VERSION_%d\n", h.Version)
+	fmt.Fprintf(b, "    Version: SFRAME_VERSION_%d\n", h.Version)
 	var names []string
 	if h.Flags&FlagFDESorted != 0 {
 		names = append(names, "SFRAME_F_FDE_SORTED")
@@ -28,19 +31,19 @@ func (s *Section) Dump(w io.Writer) error {
 	if len(names) == 0 {
 		names = append(names, "NONE")
 	}
-	fmt.Fprintf(&b, "    Flags: %s\n", strings.Join(names, ",\n           "))
+	fmt.Fprintf(b, "    Flags: %s\n", strings.Join(names, ",\n           "))
 	if h.CFAFixedFP != CFAFixedFPInvalid {
-		fmt.Fprintf(&b, "    CFA fixed FP offset: %d\n", h.CFAFixedFP)
+		fmt.Fprintf(b, "    CFA fixed FP offset: %d\n", h.CFAFixedFP)
 	}
 	if h.CFAFixedRA != CFAFixedRAInvalid {
-		fmt.Fprintf(&b, "    CFA fixed RA offset: %d\n", h.CFAFixedRA)
+		fmt.Fprintf(b, "    CFA fixed RA offset: %d\n", h.CFAFixedRA)
 	}
-	fmt.Fprintf(&b, "    Num FDEs: %d\n", h.NumFDEs)
-	fmt.Fprintf(&b, "    Num FREs: %d\n", h.NumFREs)
+	fmt.Fprintf(b, "    Num FDEs: %d\n", h.NumFDEs)
+	fmt.Fprintf(b, "    Num FREs: %d\n", h.NumFREs)
 	b.WriteString("\n  Function Index :\n")
 	for i := range s.FDEs {
 		d := &s.FDEs[i]
-		fmt.Fprintf(&b, "\n    func idx [%d]: pc = %#x, size = %d bytes", i, d.Start, d.Size)
+		fmt.Fprintf(b, "\n    func idx [%d]: pc = %#x, size = %d bytes", i, d.Start, d.Size)
 		if isAArch64(h.ABI) && d.PauthKeyB {
 			b.WriteString(", pauth = B key")
 		}
@@ -52,39 +55,38 @@ func (s *Section) Dump(w io.Writer) error {
 			attr += "F"
 		}
 		if attr != "" {
-			fmt.Fprintf(&b, ", attr = %q", attr)
+			fmt.Fprintf(b, ", attr = %q", attr)
 		}
 		marker := "   "
 		if d.PCType == PCMask {
 			marker = "[m]"
 		}
-		fmt.Fprintf(&b, "\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", marker, "CFA", "FP", "RA")
+		fmt.Fprintf(b, "\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", marker, "CFA", "FP", "RA")
 		for j := range d.FREs {
 			f := &d.FREs[j]
 			pc := uint64(f.StartOff)
 			if d.PCType != PCMask {
 				pc += d.Start
 			}
-			fmt.Fprintf(&b, "\n    %016x", pc)
+			fmt.Fprintf(b, "\n    %016x", pc)
 			r := s.Interpret(d, f)
 			if r.RAUndefined {
 				b.WriteString("  RA undefined")
 				continue
 			}
-			fmt.Fprintf(&b, "  %-10s", s.locString(r.CFA))
-			fmt.Fprintf(&b, "%-10s", s.locString(r.FP))
+			fmt.Fprintf(b, "  %-10s", s.locString(r.CFA))
+			fmt.Fprintf(b, "%-10s", s.locString(r.FP))
 			ra := s.locString(r.RA)
 			if r.MangledRA {
 				ra += "[s]"
 			} else {
 				ra += "   "
 			}
-			fmt.Fprintf(&b, "%-13s", ra)
+			fmt.Fprintf(b, "%-13s", ra)
 		}
 		b.WriteString("\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
 }
 
 func (s *Section) regName(r uint32) string {

@@ -54,8 +54,14 @@ type Input struct {
 	Machine elf.Machine // EM_X86_64 or EM_AARCH64
 	Order   binary.ByteOrder
 	Tables  []*cfi.Table
-	PLTs    []PLT
-	Symbol  func(addr uint64) string // may be nil
+	// FDEs with Exec, instead of Tables, stream: Translate executes one
+	// FDE at a time through Exec (cfi.Stream.Execute) and keeps nothing of
+	// its table, so memory grows with one function's rows. An FDE whose
+	// execution fails is left out, as a table Load could not make is.
+	FDEs   []*cfi.FDE
+	Exec   func(*cfi.FDE) (*cfi.Table, error)
+	PLTs   []PLT
+	Symbol func(addr uint64) string // may be nil; called only for functions with a diagnostic
 }
 
 // Result is the translation of one file.
@@ -158,30 +164,67 @@ func Translate(in Input, o Options) (*Result, error) {
 	}
 	pltFuncs := append([]sframe.Function(nil), res.Funcs...)
 
-	tables := make([]*cfi.Table, 0, len(in.Tables))
-	for _, t := range in.Tables {
-		if t == nil || t.FDE == nil {
-			continue
+	// Each FDE with its table when one is given, or executed on demand.
+	type item struct {
+		f *cfi.FDE
+		t *cfi.Table
+	}
+	var items []item
+	if in.Exec != nil {
+		items = make([]item, 0, len(in.FDEs))
+		for _, f := range in.FDEs {
+			if f != nil {
+				items = append(items, item{f: f})
+			}
 		}
-		if t.FDE.Size == 0 || t.FDE.Start == 0 {
-			res.Empty++
-			continue
+	} else {
+		items = make([]item, 0, len(in.Tables))
+		for _, t := range in.Tables {
+			if t != nil && t.FDE != nil {
+				items = append(items, item{t.FDE, t})
+			}
 		}
-		if i := spanIndex(pltSpans, t.FDE.Start, t.FDE.End()); i >= 0 {
-			// CFI for a PLT described from its instructions: say so
-			// when the two disagree.
-			if d := a.checkPLTCFI(t, pltFuncs); d != nil {
-				d.Symbol = pltNames[i]
-				res.Diags = append(res.Diags, *d)
+	}
+	table := func(it item) *cfi.Table {
+		if it.t != nil {
+			return it.t
+		}
+		t, err := in.Exec(it.f)
+		if err != nil {
+			return nil
+		}
+		return t
+	}
+	keep := items[:0]
+	for _, it := range items {
+		f := it.f
+		if f.Size == 0 || f.Start == 0 {
+			if it.t != nil || table(it) != nil {
+				res.Empty++
 			}
 			continue
 		}
-		tables = append(tables, t)
+		if i := spanIndex(pltSpans, f.Start, f.End()); i >= 0 {
+			// CFI for a PLT described from its instructions: say so
+			// when the two disagree.
+			if t := table(it); t != nil {
+				if d := a.checkPLTCFI(t, pltFuncs); d != nil {
+					d.Symbol = pltNames[i]
+					res.Diags = append(res.Diags, *d)
+				}
+			}
+			continue
+		}
+		keep = append(keep, it)
 	}
-	sort.SliceStable(tables, func(i, j int) bool { return tables[i].FDE.Start < tables[j].FDE.Start })
+	sort.SliceStable(keep, func(i, j int) bool { return keep[i].f.Start < keep[j].f.Start })
 	var lastEnd uint64
-	for i, t := range tables {
-		f := t.FDE
+	for i, it := range keep {
+		f := it.f
+		t := table(it)
+		if t == nil {
+			continue
+		}
 		if i > 0 && f.Start < lastEnd {
 			res.Skipped++
 			res.Diags = append(res.Diags, Diagnostic{Start: f.Start, End: f.End(), Symbol: sym(f.Start), PC: f.Start, Reason: Overlap,

@@ -81,7 +81,12 @@ type Input struct {
 	Machine elf.Machine
 	SFrame  *sframe.Section
 	Tables  []*cfi.Table
-	Symbol  func(addr uint64) string // may be nil
+	// FDEs, instead of Tables: Check executes each FDE when it gets to
+	// its code and forgets its table once the SFrame functions have moved
+	// past it (when they come in address order, as linkers write them),
+	// so memory grows with the FDE list, not with every row of the file.
+	FDEs   []*cfi.FDE
+	Symbol func(addr uint64) string // may be nil
 }
 
 // Check compares the section with the CFI at every PC of every SFrame
@@ -103,13 +108,15 @@ func Check(in Input) *Result {
 	}
 	// CFI functions that .sframe does not cover at all.
 	sort.Slice(covered, func(i, j int) bool { return covered[i].lo < covered[j].lo })
-	for _, t := range c.tables {
-		f := t.FDE
+	for k, f := range c.fdes {
 		if f.Size == 0 || f.Start == 0 {
 			continue
 		}
 		i := sort.Search(len(covered), func(i int) bool { return covered[i].hi > f.Start })
 		if i < len(covered) && covered[i].lo < f.End() {
+			continue
+		}
+		if c.table(k) == nil {
 			continue
 		}
 		c.add(Finding{Kind: Missing, Func: f.Start, PC: f.Start, End: f.End()})
@@ -133,7 +140,9 @@ type checker struct {
 	sp, fp   uint64
 	ra       uint64
 	arm      bool
-	tables   []*cfi.Table // sorted by start
+	fdes     []*cfi.FDE   // sorted by start
+	tables   []*cfi.Table // fdes[i]'s table (Input.Tables), or nil: see table
+	cache    map[int]*cfi.Table
 	findings []Finding
 	open     map[string]*Finding // current run per "what"
 }
@@ -145,13 +154,52 @@ func newChecker(in Input) *checker {
 	if c.abi == sframe.ABIAArch64LE || c.abi == sframe.ABIAArch64BE {
 		c.ra, c.arm = 30, true
 	}
+	if in.FDEs != nil {
+		for _, f := range in.FDEs {
+			if f != nil && f.Size > 0 {
+				c.fdes = append(c.fdes, f)
+			}
+		}
+		sort.SliceStable(c.fdes, func(i, j int) bool { return c.fdes[i].Start < c.fdes[j].Start })
+		c.cache = map[int]*cfi.Table{}
+		return c
+	}
 	for _, t := range in.Tables {
 		if t != nil && t.FDE != nil && t.FDE.Size > 0 && len(t.Rows) > 0 {
 			c.tables = append(c.tables, t)
 		}
 	}
 	sort.SliceStable(c.tables, func(i, j int) bool { return c.tables[i].FDE.Start < c.tables[j].FDE.Start })
+	for _, t := range c.tables {
+		c.fdes = append(c.fdes, t.FDE)
+	}
 	return c
+}
+
+// table returns the executed table of fdes[i], or nil when it cannot be
+// executed or has no rows (such an FDE counts as absent).
+func (c *checker) table(i int) *cfi.Table {
+	if c.cache == nil {
+		return c.tables[i]
+	}
+	if t, ok := c.cache[i]; ok {
+		return t
+	}
+	t, err := cfi.Execute(c.fdes[i])
+	if err != nil || len(t.Rows) == 0 {
+		t = nil
+	}
+	c.cache[i] = t
+	return t
+}
+
+// forget drops the cached tables of FDEs that end at or before pc.
+func (c *checker) forget(pc uint64) {
+	for i := range c.cache {
+		if c.fdes[i].End() <= pc {
+			delete(c.cache, i)
+		}
+	}
 }
 
 func (c *checker) add(f Finding) {
@@ -163,11 +211,16 @@ func (c *checker) add(f Finding) {
 
 // lookup returns the CFI table and row in force at pc.
 func (c *checker) lookup(pc uint64) (*cfi.Table, *cfi.Row) {
-	i := sort.Search(len(c.tables), func(i int) bool { return c.tables[i].FDE.Start > pc }) - 1
-	if i < 0 || pc >= c.tables[i].FDE.End() {
+	i := sort.Search(len(c.fdes), func(i int) bool { return c.fdes[i].Start > pc }) - 1
+	var t *cfi.Table
+	for ; i >= 0; i-- {
+		if t = c.table(i); t != nil {
+			break
+		}
+	}
+	if t == nil || pc >= t.FDE.End() {
 		return nil, nil
 	}
-	t := c.tables[i]
 	rows := t.Rows
 	j := sort.Search(len(rows), func(j int) bool { return rows[j].Loc > pc }) - 1
 	if j < 0 {
@@ -192,6 +245,9 @@ const pltPeriod = 32
 // a 4 GiB function.
 func (c *checker) checkFDE(d *sframe.FDE) {
 	start, end := d.Start, d.Start+uint64(d.Size)
+	if len(c.cache) > 64 {
+		c.forget(start)
+	}
 	rep := uint64(0)
 	if d.PCType == sframe.PCMask {
 		rep = uint64(d.RepSize)
@@ -202,9 +258,12 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 			pcs = append(pcs, start+uint64(d.FREs[i].StartOff))
 		}
 	}
-	i := sort.Search(len(c.tables), func(i int) bool { return c.tables[i].FDE.End() > start })
-	for ; i < len(c.tables) && c.tables[i].FDE.Start < end; i++ {
-		t := c.tables[i]
+	i := sort.Search(len(c.fdes), func(i int) bool { return c.fdes[i].End() > start })
+	for ; i < len(c.fdes) && c.fdes[i].Start < end; i++ {
+		t := c.table(i)
+		if t == nil {
+			continue
+		}
 		pcs = append(pcs, t.FDE.Start, t.FDE.End())
 		for _, r := range t.Rows {
 			pcs = append(pcs, r.Loc)

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/elfread"
-	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/convert/tree"
 )
 
 type convertFlags struct {
@@ -21,31 +22,31 @@ type convertFlags struct {
 	force       bool
 	quiet       bool
 	diagnostics string
+	jobs        int
+	json        bool
 }
 
 func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f := cmd.Flags()
-	f.StringVarP(&fl.output, "output", "o", "", "write the converted file to `FILE`")
-	f.BoolVar(&fl.inPlace, "in-place", false, "replace the input file (atomically) instead of writing -o")
+	f.StringVarP(&fl.output, "output", "o", "", "write the converted file to `FILE` (several inputs or a directory: into directory FILE)")
+	f.BoolVar(&fl.inPlace, "in-place", false, "replace the input files (atomically) instead of writing -o")
 	f.Uint8Var(&fl.version, "sframe-version", 3, "SFrame version to write: 3 or 2")
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
-	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout)")
+	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
+	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` files at once (default: all CPUs)")
+	f.BoolVar(&fl.json, "json", false, "several inputs: print one JSON record per file on stdout")
 }
 
-// runConvert is the root command: cfi2sframe IN -o OUT.
+// runConvert is the root command: cfi2sframe IN -o OUT, or the tree form
+// cfi2sframe --in-place|-o DIR PATH... when several paths or a directory
+// are given.
 func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
-	if len(args) != 1 {
-		return fmt.Errorf("expected one input file (see cfi2sframe --help), got %d", len(args))
-	}
-	in := args[0]
 	switch {
 	case fl.inPlace && fl.output != "":
 		return errors.New("--in-place and -o exclude each other")
-	case fl.inPlace:
-		fl.output = in
-	case fl.output == "":
+	case !fl.inPlace && fl.output == "":
 		return errors.New("no output: give -o FILE or --in-place")
 	}
 	switch fl.diagnostics {
@@ -53,32 +54,79 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 	default:
 		return fmt.Errorf("--diagnostics %q: want text or json", fl.diagnostics)
 	}
-	data, st, err := elfread.ReadFile(in)
+	// The tree form: several paths, a directory, or -o naming an existing
+	// directory (then IN goes to DIR/base(IN), as cp would put it).
+	treeMode := len(args) > 1
+	if len(args) == 1 {
+		if st, err := os.Lstat(args[0]); err == nil && st.IsDir() {
+			treeMode = true
+		}
+		if st, err := os.Stat(fl.output); fl.output != "" && err == nil && st.IsDir() {
+			treeMode = true
+		}
+	}
+	opts := convert.Options{Version: fl.version, PCRel: fl.pcrel, Force: fl.force}
+	if treeMode {
+		if fl.diagnostics != "" {
+			return errors.New("--diagnostics applies to one input file; use --json for several")
+		}
+		return runTree(cmd, args, fl, opts)
+	}
+	if fl.json {
+		return errors.New("--json applies to several inputs or a directory; use --diagnostics json for one file")
+	}
+	return runOne(cmd, args[0], fl, opts)
+}
+
+func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Options) error {
+	out := fl.output
+	if fl.inPlace {
+		out = name
+	}
+	// Ctrl-C is held off until the output is renamed or discarded, so
+	// that no temporary file is left behind.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	interrupted := func(err error) error {
+		if ctx.Err() != nil {
+			return &exitError{130, fmt.Sprintf("%s: interrupted; nothing written", name)}
+		}
+		return err
+	}
+	in, err := convert.OpenInput(name)
 	if err != nil {
 		return err
 	}
-	if err := checkOutput(st, fl.output, fl.inPlace); err != nil {
+	defer in.Close()
+	if err := checkOutput(in.Info, out, fl.inPlace); err != nil {
 		return err
 	}
-	res, err := convert.Convert(in, data, convert.Options{Version: fl.version, PCRel: fl.pcrel, Force: fl.force})
+	res, err := convert.ConvertInput(in, opts)
 	if err != nil {
 		return err
-	}
-	err = elfwrite.WriteFileAtomic(fl.output, st.Mode(), func(w io.Writer) error {
-		_, err := w.Write(res.Output)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("%s: %v", fl.output, err)
 	}
 	stderr := cmd.ErrOrStderr()
+	if res.Unchanged {
+		if !fl.inPlace {
+			if err := convert.WriteOutput(ctx, out, in.Mode, res.Output); err != nil {
+				return interrupted(err)
+			}
+		}
+		if !fl.quiet {
+			fmt.Fprintf(stderr, "%s: %s\n", name, res.Note)
+		}
+		return nil
+	}
+	if err := convert.WriteOutput(ctx, out, in.Mode, res.Output); err != nil {
+		return interrupted(err)
+	}
 	switch fl.diagnostics {
 	case "text":
 		for _, e := range res.CFIErrors {
-			fmt.Fprintf(stderr, "%s: %v\n", in, e)
+			fmt.Fprintf(stderr, "%s: %v\n", name, e)
 		}
 		for _, d := range res.Translate.Diags {
-			fmt.Fprintf(stderr, "%s: %s\n", in, d)
+			fmt.Fprintf(stderr, "%s: %s\n", name, d)
 		}
 	case "json":
 		enc := json.NewEncoder(cmd.OutOrStdout())
@@ -91,7 +139,7 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 			File        string   `json:"file"`
 			CFIErrors   []string `json:"cfi_errors"`
 			Diagnostics any      `json:"diagnostics"`
-		}{in, errs, res.Translate.Diags}); err != nil {
+		}{name, errs, res.Translate.Diags}); err != nil {
 			return err
 		}
 	}
@@ -103,10 +151,93 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 		case res.Addr == 0:
 			where = " (relocatable object)"
 		}
-		fmt.Fprintf(stderr, "%s: %s; .sframe v%d, %d bytes%s\n", fl.output, res.Translate.Summary(), fl.version, len(res.SFrame), where)
+		fmt.Fprintf(stderr, "%s: %s; .sframe v%d, %d bytes%s\n", out, res.Translate.Summary(), fl.version, len(res.SFrame), where)
 		if n := len(res.CFIErrors); n > 0 {
-			fmt.Fprintf(stderr, "%s: %d malformed CFI records skipped (--diagnostics text lists them)\n", in, n)
+			fmt.Fprintf(stderr, "%s: %d malformed CFI records skipped (--diagnostics text lists them)\n", name, n)
 		}
 	}
 	return nil
+}
+
+// exitError carries an exit status other than 1.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.Options) error {
+	stderr, stdout := cmd.ErrOrStderr(), cmd.OutOrStdout()
+	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output}
+	if fl.output != "" {
+		if err := os.MkdirAll(fl.output, 0o755); err != nil {
+			return err
+		}
+	}
+	enc := json.NewEncoder(stdout)
+	tty := false
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		tty = true
+	}
+	to.Record = func(r tree.Record) {
+		if tty {
+			fmt.Fprint(stderr, "\r\033[K")
+		}
+		if fl.json {
+			_ = enc.Encode(r)
+		}
+		if r.Outcome == tree.Failed {
+			fmt.Fprintf(stderr, "cfi2sframe: %s\n", r.Error)
+		}
+	}
+	if tty && !fl.quiet {
+		to.Progress = func(done, total int) {
+			const w = 30
+			fill := w * done / max(total, 1)
+			fmt.Fprintf(stderr, "\r[%-*s] %d/%d files", w, bars(fill), done, total)
+			if done == total {
+				fmt.Fprint(stderr, "\r\033[K")
+			}
+		}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := tree.Run(ctx, args, to)
+	if err != nil {
+		return err
+	}
+	if tty {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if !fl.quiet || !sum.OK() {
+		fmt.Fprintf(stderr, "%d files:", sum.Files)
+		for i, oc := range tree.Outcomes {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(stderr, "%s %d %s", sep, sum.Counts[oc], outcomeText[oc])
+		}
+		if sum.Special > 0 {
+			fmt.Fprintf(stderr, "; %d symbolic links or special files left alone", sum.Special)
+		}
+		fmt.Fprintln(stderr)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return &exitError{130, fmt.Sprintf("interrupted: %d files not started", sum.Interrupted)}
+	case !sum.OK():
+		return fmt.Errorf("%d of %d files failed", sum.Counts[tree.Failed], sum.Files)
+	}
+	return nil
+}
+
+var outcomeText = map[tree.Outcome]string{
+	tree.Converted:   "converted",
+	tree.HasSFrame:   "already have SFrame",
+	tree.NoCFI:       "without CFI",
+	tree.NotELF:      "not ELF",
+	tree.Unsupported: "unsupported machine or type",
+	tree.Failed:      "failed",
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -37,10 +38,12 @@ GNU objdump --sframe, or as JSON with --json. FILE is an ELF file with a
 // loadSFrame reads FILE as a raw SFrame section or an ELF file and decodes
 // its SFrame section; format is objdump's name for the file's format.
 func loadSFrame(name string) (sec *sframe.Section, secName, format string, err error) {
-	data, _, err := elfread.ReadFile(name)
+	in, err := convert.OpenInput(name)
 	if err != nil {
 		return nil, "", "", err
 	}
+	defer in.Close() // the decoded section holds no reference into it
+	data := in.Data
 	if len(data) >= 2 && (binary.LittleEndian.Uint16(data) == sframe.Magic || binary.BigEndian.Uint16(data) == sframe.Magic) {
 		s, err := sframe.Decode(data, 0)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/verify"
@@ -76,11 +77,12 @@ type fileResult struct {
 }
 
 func verifyFile(name string) (*verify.Result, error) {
-	data, _, err := elfread.ReadFile(name)
+	in, err := convert.OpenInput(name)
 	if err != nil {
 		return nil, err
 	}
-	f, err := elfread.NewFile(bytesReaderAt(data), name)
+	defer in.Close()
+	f, err := elfread.NewFile(bytesReaderAt(in.Data), name)
 	if err != nil {
 		return nil, err
 	}
@@ -92,9 +94,10 @@ func verifyFile(name string) (*verify.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %v", name, es.Name, err)
 	}
-	loaded, err := cfi.Load(f)
+	// The CFI is executed one FDE at a time as verify reaches its code.
+	st, err := cfi.Scan(f)
 	if err != nil {
 		return nil, err // cfi and elfread errors name the file
 	}
-	return verify.Check(verify.Input{Machine: f.ELF.Machine, SFrame: sec, Tables: loaded.Tables, Symbol: f.Symbolizer()}), nil
+	return verify.Check(verify.Input{Machine: f.ELF.Machine, SFrame: sec, FDEs: st.FDEs, Symbol: f.Symbolizer()}), nil
 }

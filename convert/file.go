@@ -1,0 +1,129 @@
+package convert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+)
+
+// Input is an input file mapped into memory read-only: its pages are read
+// from the page cache when touched, so the parts of a large file that a
+// conversion never looks at cost neither time nor private memory.
+type Input struct {
+	Name string
+	Data []byte
+	Mode fs.FileMode
+	Size int64
+	Dev  uint64 // device and inode: to recognise hard links
+	Ino  uint64
+	Info fs.FileInfo // from fstat of the file opened: for os.SameFile
+
+	mapped bool
+}
+
+// maxInput is the largest input accepted (ELF offsets are 64-bit, but the
+// archive and relocatable-object writers build their output in memory).
+const maxInput = 1 << 40
+
+// OpenInput maps the regular file name (a symbolic link is followed to
+// one). It refuses anything else: a FIFO with no writer would block, and
+// /dev/zero would grow until out of memory. The file is opened without
+// blocking and checked with fstat, so what is checked is what is read.
+// Close releases the mapping.
+func OpenInput(name string) (*Input, error) {
+	fh, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err // *PathError: "open NAME: reason"
+	}
+	defer fh.Close()
+	st, err := fh.Stat() // the file actually opened
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %s, not a regular file", name, elfread.KindOf(st.Mode()))
+	}
+	in := &Input{Name: name, Mode: st.Mode(), Size: st.Size(), Info: st}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		in.Dev, in.Ino = uint64(sys.Dev), sys.Ino
+	}
+	switch {
+	case st.Size() == 0:
+		return in, nil
+	case st.Size() > maxInput:
+		return nil, fmt.Errorf("%s: %d bytes: larger than the %d bytes accepted", name, st.Size(), int64(maxInput))
+	}
+	data, err := syscall.Mmap(int(fh.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		// Some file systems cannot map: read it instead.
+		data = make([]byte, st.Size())
+		if _, err := io.ReadFull(fh, data); err != nil {
+			return nil, fmt.Errorf("%s: %v", name, err)
+		}
+		in.Data = data
+		return in, nil
+	}
+	in.Data, in.mapped = data, true
+	return in, nil
+}
+
+// Close releases the mapping; Data must not be used afterwards.
+func (in *Input) Close() error {
+	if !in.mapped {
+		return nil
+	}
+	in.mapped = false
+	d := in.Data
+	in.Data = nil
+	return syscall.Munmap(d)
+}
+
+// ErrChanged is wrapped by the error for an input that shrank while it
+// was read (a fault on its mapping).
+var ErrChanged = errors.New("input file changed (truncated) while it was being read")
+
+// ConvertInput converts a mapped input. A fault on the mapping (another
+// process truncated the file) becomes an error wrapping ErrChanged
+// instead of a crash.
+func ConvertInput(in *Input, o Options) (res *Result, err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if _, ok := r.(interface{ Addr() uintptr }); ok {
+				res, err = nil, &Error{File: in.Name, Err: ErrChanged}
+				return
+			}
+			panic(r)
+		}
+	}()
+	return Convert(in.Name, in.Data, o)
+}
+
+// WriteOutput writes data to dst through a temporary file in dst's
+// directory that is renamed over dst (see elfwrite.WriteFileAtomic), with
+// mode perm. When ctx is cancelled before the rename, the temporary file
+// is removed and dst is untouched.
+func WriteOutput(ctx context.Context, dst string, perm fs.FileMode, data []byte) error {
+	err := elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", dst, err)
+	}
+	return nil
+}

@@ -1,0 +1,348 @@
+// Package tree converts many files and whole directory trees at once, in
+// parallel, and says what happened to each file.
+//
+// Directories are walked recursively without following symbolic links;
+// only regular files are looked at. Each file is converted on its own: a
+// file that fails does not stop the others. Files with nothing to do (not
+// ELF, no CFI, already SFrame, a machine SFrame does not cover) are never
+// rewritten in place, so they stay byte-identical. Output goes through a
+// temporary file renamed over the destination; when the context is
+// cancelled no new file is started and a conversion in flight removes its
+// temporary file instead of renaming it.
+package tree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/relobj"
+)
+
+// Outcome is what happened to one file. The string values are stable:
+// they appear in --json records.
+type Outcome string
+
+const (
+	Converted   Outcome = "converted"   // .sframe added
+	HasSFrame   Outcome = "has-sframe"  // already has SFrame data (and Force was not set)
+	NoCFI       Outcome = "no-cfi"      // no call-frame information (objects without functions included)
+	NotELF      Outcome = "not-elf"     // neither an ELF file nor an ar archive
+	Unsupported Outcome = "unsupported" // an ELF machine, class or type SFrame or we do not cover
+	Failed      Outcome = "failed"      // malformed input, write error, interrupted
+)
+
+// Outcomes lists every outcome in the order summaries print them.
+var Outcomes = []Outcome{Converted, HasSFrame, NoCFI, NotELF, Unsupported, Failed}
+
+// Record is the account of one file.
+type Record struct {
+	File        string  `json:"file"`
+	Output      string  `json:"output,omitempty"` // where the result went ("" when nothing was written)
+	Outcome     Outcome `json:"outcome"`
+	Error       string  `json:"error,omitempty"` // for every outcome but Converted: why
+	Functions   int     `json:"functions,omitempty"`
+	Skipped     int     `json:"skipped,omitempty"` // functions the CFI describes that SFrame cannot
+	SFrameBytes int     `json:"sframe_bytes,omitempty"`
+	CFIErrors   int     `json:"cfi_errors,omitempty"` // malformed CFI records skipped
+}
+
+// Options configures Run.
+type Options struct {
+	Convert convert.Options
+	// Jobs is the number of files converted at once (0: runtime.NumCPU()).
+	Jobs int
+	// OutDir, when set, receives the results instead of the inputs being
+	// replaced: a file argument F goes to OutDir/base(F); a file found
+	// under a directory argument D goes to OutDir/base(D)/its path below
+	// D, as cp -r would place them. Files with nothing to do are copied
+	// unchanged, so OutDir holds the whole tree.
+	OutDir string
+	// Progress, if set, is called after each file (from one goroutine at a
+	// time) with the files done and the total.
+	Progress func(done, total int)
+	// Record, if set, receives each file's record as it completes (from
+	// one goroutine at a time).
+	Record func(Record)
+}
+
+// Summary counts the files by outcome.
+type Summary struct {
+	Counts      map[Outcome]int
+	Files       int // regular files looked at
+	Special     int // symbolic links and other non-regular entries left alone
+	Interrupted int // files not started because the context was cancelled
+}
+
+// OK says every file that could be converted was: no file failed and none
+// was left undone.
+func (s *Summary) OK() bool { return s.Counts[Failed] == 0 && s.Interrupted == 0 }
+
+// job is one file to convert and where its result goes.
+type job struct {
+	in, out string
+	// links are other names of the same file (hard links, or the same
+	// path given twice) in place: they get the converted file too, as
+	// links again, instead of a copy each.
+	links []string
+}
+
+// Collect lists the regular files under paths (files and directories) with
+// their destinations; see Options.OutDir. Symbolic links and special files
+// are counted, not followed.
+func collect(paths []string, outDir string) (jobs []job, special int, err error) {
+	seen := map[string]string{}
+	type inode struct{ dev, ino uint64 }
+	first := map[inode]int{}
+	add := func(in, out string, st fs.FileInfo) error {
+		if outDir == "" {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				k := inode{uint64(sys.Dev), sys.Ino}
+				if i, ok := first[k]; ok {
+					if jobs[i].in != in && !contains(jobs[i].links, in) {
+						jobs[i].links = append(jobs[i].links, in)
+					}
+					return nil
+				}
+				first[k] = len(jobs)
+			}
+		} else if prev, ok := seen[out]; ok {
+			return fmt.Errorf("%s and %s would both be written to %s", prev, in, out)
+		}
+		seen[out] = in
+		jobs = append(jobs, job{in: in, out: out})
+		return nil
+	}
+	for _, p := range paths {
+		st, err := os.Lstat(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		base := filepath.Base(filepath.Clean(p))
+		switch {
+		case st.Mode().IsRegular():
+			out := p
+			if outDir != "" {
+				out = filepath.Join(outDir, base)
+			}
+			if err := add(p, out, st); err != nil {
+				return nil, 0, err
+			}
+		case st.IsDir():
+			err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if d.IsDir() {
+					return nil
+				}
+				if !d.Type().IsRegular() {
+					special++
+					return nil
+				}
+				out := path
+				if outDir != "" {
+					rel, err := filepath.Rel(p, path)
+					if err != nil {
+						return err
+					}
+					out = filepath.Join(outDir, base, rel)
+				}
+				st, err := d.Info()
+				if err != nil {
+					return err
+				}
+				return add(path, out, st)
+			})
+			if err != nil {
+				return nil, 0, err
+			}
+		default:
+			special++
+		}
+	}
+	return jobs, special, nil
+}
+
+// Run converts every regular file under paths. The error is for problems
+// before any file is touched (a missing argument, colliding outputs);
+// per-file problems are in the records and the summary.
+func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
+	jobs, special, err := collect(paths, o.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	n := o.Jobs
+	if n <= 0 {
+		n = runtime.NumCPU()
+	}
+	names := 0
+	for _, j := range jobs {
+		names += 1 + len(j.links)
+	}
+	sum := &Summary{Counts: map[Outcome]int{}, Files: names, Special: special}
+	var mu sync.Mutex
+	done := 0
+	report := func(r Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		sum.Counts[r.Outcome]++
+		done++
+		if o.Record != nil {
+			o.Record(r)
+		}
+		if o.Progress != nil {
+			o.Progress(done, names)
+		}
+	}
+	ch := make(chan job)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				r := one(ctx, j, o)
+				report(r)
+				for _, l := range j.links {
+					report(relink(ctx, r, l))
+				}
+			}
+		}()
+	}
+	started := 0
+feed:
+	for _, j := range jobs {
+		select {
+		case <-ctx.Done():
+			break feed
+		case ch <- j:
+			started += 1 + len(j.links)
+		}
+	}
+	close(ch)
+	wg.Wait()
+	sum.Interrupted = names - started
+	return sum, nil
+}
+
+// one converts one file.
+func one(ctx context.Context, j job, o Options) Record {
+	rec := Record{File: j.in}
+	fail := func(oc Outcome, err error) Record {
+		rec.Outcome, rec.Error = oc, err.Error()
+		return rec
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(Failed, fmt.Errorf("%s: interrupted", j.in))
+	}
+	in, err := convert.OpenInput(j.in)
+	if err != nil {
+		return fail(Failed, err)
+	}
+	defer in.Close()
+	// Nothing to do: copy it when writing elsewhere, leave it otherwise.
+	leave := func(oc Outcome, why error) Record {
+		rec.Outcome, rec.Error = oc, why.Error()
+		if o.OutDir == "" || j.out == j.in {
+			return rec
+		}
+		if err := write(ctx, j.out, in.Mode, in.Data); err != nil {
+			return fail(Failed, err)
+		}
+		rec.Output = j.out
+		return rec
+	}
+	switch {
+	case bytes.HasPrefix(in.Data, []byte("\x7fELF")), bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)):
+	case bytes.HasPrefix(in.Data, []byte("!<thin>\n")):
+		return leave(Unsupported, fmt.Errorf("%s: thin archive (members live in other files)", j.in))
+	default:
+		return leave(NotELF, fmt.Errorf("%s: not an ELF file or archive", j.in))
+	}
+	res, err := convert.ConvertInput(in, o.Convert)
+	switch {
+	case errors.Is(err, convert.ErrHasSFrame):
+		return leave(HasSFrame, err)
+	case errors.Is(err, convert.ErrNoCFI):
+		return leave(NoCFI, err)
+	case errors.Is(err, convert.ErrUnsupported):
+		return leave(Unsupported, err)
+	case err != nil:
+		return fail(Failed, err)
+	case res.Unchanged:
+		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Note))
+	}
+	if err := write(ctx, j.out, in.Mode, res.Output); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%s: interrupted; left as it was", j.in)
+		}
+		return fail(Failed, err)
+	}
+	rec.Outcome, rec.Output = Converted, j.out
+	rec.Functions = res.Translate.Converted + res.Translate.PLTFuncs
+	rec.Skipped = res.Translate.Skipped
+	rec.SFrameBytes = len(res.SFrame)
+	rec.CFIErrors = len(res.CFIErrors)
+	return rec
+}
+
+func write(ctx context.Context, dst string, mode fs.FileMode, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return convert.WriteOutput(ctx, dst, mode, data)
+}
+
+// relink gives the other name l of a file converted in place the new
+// file, as a hard link again (link to a temporary name, then rename over
+// l), and reports it with the first name's outcome.
+func relink(ctx context.Context, r Record, l string) Record {
+	rec := r
+	rec.File = l
+	if r.Outcome != Converted {
+		rec.Error = strings.Replace(r.Error, r.File, l, 1)
+		return rec
+	}
+	rec.Output = l
+	fail := func(err error) Record {
+		rec.Outcome, rec.Output, rec.Error = Failed, "", fmt.Sprintf("%s: %v (it was a hard link to %s, which was converted)", l, err, r.File)
+		return rec
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(errors.New("interrupted; left as it was"))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(l), "."+filepath.Base(l)+".tmp*")
+	if err != nil {
+		return fail(err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	os.Remove(name)
+	if err := os.Link(r.Output, name); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(name, l); err != nil {
+		os.Remove(name)
+		return fail(err)
+	}
+	return rec
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
