@@ -11,6 +11,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/readers"
 )
 
 type convertFlags struct {
@@ -21,6 +22,7 @@ type convertFlags struct {
 	force       bool
 	quiet       bool
 	diagnostics string
+	forReader   string
 }
 
 func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
@@ -31,6 +33,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
+	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
 	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout)")
 }
 
@@ -64,7 +67,21 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 	if err != nil {
 		return err
 	}
-	res, err := convert.Convert(in, data, convert.Options{Version: fl.version, PCRel: fl.pcrel, Force: fl.force})
+	opts := convert.Options{Version: fl.version, PCRel: fl.pcrel}
+	if fl.forReader != "" {
+		if cmd.Flags().Changed("sframe-version") || cmd.Flags().Changed("pcrel") {
+			return errors.New("--for chooses the SFrame version and flags; drop --sframe-version/--pcrel")
+		}
+		r, err := readers.Parse(fl.forReader)
+		if err != nil {
+			return err
+		}
+		if opts, err = convert.ForReader(r); err != nil {
+			return err
+		}
+	}
+	opts.Force = fl.force
+	res, err := convert.Convert(in, data, opts)
 	if err != nil {
 		return err
 	}
@@ -107,10 +124,15 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 		case res.Addr == 0:
 			where = " (relocatable object)"
 		}
-		fmt.Fprintf(stderr, "%s: %s; .sframe v%d, %d bytes%s\n", fl.output, res.Translate.Summary(), fl.version, len(res.SFrame), where)
+		fmt.Fprintf(stderr, "%s: %s; .sframe v%d, %d bytes%s\n", fl.output, res.Translate.Summary(), opts.Version, len(res.SFrame), where)
 		if n := len(res.CFIErrors); n > 0 {
 			fmt.Fprintf(stderr, "%s: %d malformed CFI records skipped (--diagnostics text lists them)\n", in, n)
 		}
+	}
+	if r := res.Reader; r != nil && !r.OK() {
+		// Written all the same: the rule may only matter at PCs a trace
+		// never reaches (verify --for lists them).
+		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", fl.output, r.First(), r.Total, r.Reader, r.Reader)
 	}
 	return nil
 }
