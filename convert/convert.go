@@ -16,6 +16,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/readers"
 	"github.com/cfi2sframe/cfi2sframe/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -26,6 +27,34 @@ type Options struct {
 	Version uint8 // sframe.Version3 (0 means 3) or sframe.Version2
 	PCRel   bool  // V2: set SFRAME_F_FDE_FUNC_START_PCREL (V3 always does)
 	Force   bool  // replace SFrame data the input already has
+	// OutermostGap: leave outermost (RA-undefined) PCs without an FRE
+	// instead of writing an FRE without data words (translate.Options).
+	OutermostGap bool
+	// For, when set, checks a linked file's output against that reader's
+	// acceptance rules (Result.Reader); ForReader fills it.
+	For readers.Reader
+}
+
+// ForReader returns the options whose output reader r takes, on the
+// evidence gathered in the readers package and README:
+//
+//   - kernel, libsframe (2.47): V3 with FUNC_START_PCREL (the default).
+//   - glibc (2.42-2.44 --enable-sframe): V2, sorted, without
+//     FUNC_START_PCREL (every glibc from 2.42 accepts that; PCREL came
+//     later), and outermost frames left without an FRE, since glibc
+//     discards the whole trace at an FRE without data words.
+//   - libsframe-2.44: V2 without FUNC_START_PCREL (2.44 refuses the flag
+//     and V3).
+func ForReader(r readers.Reader) (Options, error) {
+	switch r {
+	case readers.Kernel, readers.Libsframe:
+		return Options{Version: sframe.Version3, For: r}, nil
+	case readers.Glibc:
+		return Options{Version: sframe.Version2, OutermostGap: true, For: r}, nil
+	case readers.Libsframe244:
+		return Options{Version: sframe.Version2, For: r}, nil
+	}
+	return Options{}, fmt.Errorf("no output options for reader %q", r)
 }
 
 // Result is a converted file and what the conversion found.
@@ -42,6 +71,7 @@ type Result struct {
 	// as --gsframe writes no .sframe either); Note says why.
 	Unchanged bool
 	Note      string
+	Reader    *readers.Result // Options.For's rules applied to the output (linked files)
 }
 
 // Error is a conversion failure of one file.
@@ -134,7 +164,7 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		PLTs:    PLTSections(ef),
 		Symbol:  lazySymbolizer(f),
 	}
-	tr, err := translate.Translate(tin, translate.Options{Version: o.Version})
+	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap})
 	if err != nil {
 		return fail(err)
 	}
@@ -166,6 +196,9 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		return fail(err)
 	}
 	res.Output = out
+	if o.For != "" {
+		res.Reader = readers.Check(o.For, readers.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(ef)})
+	}
 	return res, nil
 }
 
@@ -181,6 +214,18 @@ func noFDE(parsed int, errs []error) error {
 		return fmt.Errorf("no FDE could be read (%d malformed records; the first: %v)", len(errs), errs[0])
 	}
 	return fmt.Errorf("%w: the call-frame sections hold no FDE", ErrNoCFI)
+}
+
+// ExecRanges returns a linked file's executable PT_LOAD segments, which
+// the kernel requires every function start to lie in.
+func ExecRanges(ef *elf.File) []readers.Range {
+	out := []readers.Range{}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			out = append(out, readers.Range{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz})
+		}
+	}
+	return out
 }
 
 // PLTSections returns the PLT sections the translator describes from their

@@ -92,7 +92,7 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 	tr, err := translate.Translate(translate.Input{
 		Machine: ef.Machine, Order: ef.ByteOrder, Tables: tables,
 		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&(1<<sectionShift-1)) },
-	}, translate.Options{Version: o.Version})
+	}, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap})
 	if err != nil {
 		return fail(err)
 	}
@@ -104,7 +104,29 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 	}
 	res.Translate = tr
 	funcs := tr.Funcs
-	sort.SliceStable(funcs, func(i, j int) bool { return info[funcs[i].Start].order < info[funcs[j].Start].order })
+	// A function split around outermost rows (Options.OutermostGap)
+	// starts inside its FDE: it takes that FDE's relocation target, with
+	// the distance added to the addend.
+	bases := make([]uint64, 0, len(info))
+	for b := range info {
+		bases = append(bases, b)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	origin := func(start uint64) (fdeInfo, uint64) {
+		if fi, ok := info[start]; ok {
+			return fi, 0
+		}
+		i := sort.Search(len(bases), func(i int) bool { return bases[i] > start }) - 1
+		if i < 0 {
+			return fdeInfo{}, 0
+		}
+		return info[bases[i]], start - bases[i]
+	}
+	sort.SliceStable(funcs, func(i, j int) bool {
+		a, da := origin(funcs[i].Start)
+		b, db := origin(funcs[j].Start)
+		return a.order < b.order || a.order == b.order && da < db
+	})
 
 	enc := sframe.Options{
 		Version: o.Version, ABI: tr.ABI, Order: ef.ByteOrder,
@@ -137,8 +159,9 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 		for k := 0; k < fieldSize; k++ {
 			b[off+k] = 0 // the relocation supplies the value (RELA)
 		}
-		t := info[fn.Start].tgt
-		relocs[i] = relobj.Reloc{Off: uint64(off), Sym: t.Sym, Type: rtype, Addend: t.Addend}
+		fi, delta := origin(fn.Start)
+		t := fi.tgt
+		relocs[i] = relobj.Reloc{Off: uint64(off), Sym: t.Sym, Type: rtype, Addend: t.Addend + int64(delta)}
 	}
 	out, err := relobj.Append(in, relobj.Section{
 		Name: ".sframe", Type: elf.SectionType(elfread.SHTGNUSFrame), Flags: elf.SHF_ALLOC, Align: 8,

@@ -27,6 +27,12 @@
 #   DIR/SUITE/packages.txt       name and version of every unpacked package
 #   DIR/SUITE/apt/sources.list   the suite's private apt source (the lists and
 #                                package cache are deleted after installing)
+#   DIR/SUITE/libsframe/         sid: libsframe-dev and the libsframe
+#                                it needs, unpacked apart from binutils' own copy
+#                                (headers in usr/include, libsframe.so in
+#                                usr/lib/x86_64-linux-gnu), for tests that build
+#                                C programs against GNU's SFrame reader;
+#                                libsframe/packages.txt lists them
 # The tree is relocatable: wrappers find their files relative to themselves.
 #
 # Usage: scripts/reference-toolchain.sh [--print | --check] [--cross] [--force]
@@ -83,6 +89,54 @@ host_check() {
 }
 
 installed() { [ -f "$DIR/$1/packages.txt" ] && [ -x "$DIR/$1/bin/x86_64-as" ]; }
+
+# Suites whose libsframe-dev is unpacked too (bookworm's libsframe reads V1
+# only, which nothing converts to). trixie has no libsframe-dev package
+# (apt-cache depends libsframe-dev: "No packages found", 2026-11-23); its
+# libsframe1 2.44 is in DIR/trixie/root already, without headers.
+LIBSFRAME_SUITES="sid"
+libsframe_installed() { [ -f "$DIR/$1/libsframe/packages.txt" ] && [ -f "$DIR/$1/libsframe/usr/include/sframe-api.h" ]; }
+
+# install_libsframe SUITE: libsframe-dev and its libsframeN into
+# DIR/SUITE/libsframe, with a private apt state like install_suite's. Kept
+# apart from DIR/SUITE/root so that binutils keeps the libsframe it was
+# unpacked with even when the suite has moved on since.
+install_libsframe() {
+	local suite=$1 tmp st closure p deb
+	tmp="$DIR/.$suite-libsframe.new"
+	rm -rf "$tmp"
+	st="$tmp/.apt"
+	mkdir -p "$st/lists/partial" "$st/cache/archives/partial" "$st/state" "$tmp/.debs"
+	printf 'deb %s %s main\n' "$MIRROR" "$suite" >"$st/sources.list"
+	apt_opts "$st"
+	note "$suite: apt-get update for libsframe-dev"
+	apt-get "${APT[@]}" -q update >"$tmp/.log" 2>&1 ||
+		{ cat "$tmp/.log" >&2; die "$suite: apt-get update of $MIRROR $suite failed"; }
+	# libsframe-dev depends on the libsframeN of the same version; take
+	# only the libsframe packages (libc6 and the rest come from the suite's
+	# root, whose loader runs the test programs).
+	closure=$(apt-cache "${APT[@]}" depends --recurse --no-recommends --no-suggests \
+		--no-conflicts --no-breaks --no-replaces --no-enhances libsframe-dev 2>"$tmp/.log" |
+		grep -v '^ ' | grep -v '^<' | grep '^libsframe' | sort -u) ||
+		{ cat "$tmp/.log" >&2; die "$suite: cannot resolve libsframe-dev"; }
+	grep -qx libsframe-dev <<<"$closure" || die "$suite: libsframe-dev not found in $MIRROR $suite"
+	note "$suite: downloading $(paste -sd' ' <<<"$closure")"
+	for p in $closure; do
+		(cd "$tmp/.debs" && apt-get "${APT[@]}" -q download "$p" >"$tmp/.log" 2>&1) ||
+			{ cat "$tmp/.log" >&2; die "$suite: cannot download package $p"; }
+	done
+	: >"$tmp/packages.txt"
+	for deb in "$tmp"/.debs/*.deb; do
+		# shellcheck disable=SC2016 # dpkg-deb expands these fields itself
+		dpkg-deb --showformat='${Package} ${Version}\n' -W "$deb" >>"$tmp/packages.txt"
+		dpkg -x "$deb" "$tmp" || die "$suite: cannot unpack $(basename "$deb")"
+	done
+	rm -rf "$tmp/.debs" "$st" "$tmp/.log"
+	[ -f "$tmp/usr/include/sframe-api.h" ] || die "$suite: libsframe-dev has no usr/include/sframe-api.h"
+	rm -rf "${DIR:?}/$suite/libsframe"
+	mv "$tmp" "$DIR/$suite/libsframe"
+	note "$suite: installed $(paste -sd' ' "$DIR/$suite/libsframe/packages.txt") in $DIR/$suite/libsframe"
+}
 
 # apt_opts SUITE_STATE_DIR: apt options that use only the private state.
 apt_opts() {
@@ -229,6 +283,9 @@ install)
 	mkdir -p "$DIR"
 	for s in $SUITES; do
 		if [ "$force" = 1 ] || ! installed "$s"; then install_suite "$s"; fi
+	done
+	for s in $LIBSFRAME_SUITES; do
+		if [ "$force" = 1 ] || ! libsframe_installed "$s"; then install_libsframe "$s"; fi
 	done
 	[ "$cross" = 1 ] && install_cross
 	;;

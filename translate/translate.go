@@ -39,6 +39,13 @@ type Options struct {
 	// diagnostic stays (Skipped). Off by default: verify reads such an
 	// FDE as "RA undefined" and reports it against the CFI.
 	SignalOutermost bool
+	// OutermostGap: write no FRE where the return address is undefined
+	// (the outermost frame, e.g. _start) instead of an FRE without data
+	// words. The function is split around such rows, so those PCs are
+	// covered by no FDE at all. For glibc's SFrame backtrace() (2.42-2.44),
+	// which discards the whole trace at an FRE without data words but
+	// stops cleanly at a PC without SFrame where the frame pointer is 0.
+	OutermostGap bool
 }
 
 // PLT is a PLT section's contents.
@@ -252,8 +259,63 @@ func Translate(in Input, o Options) (*Result, error) {
 		res.Funcs = append(res.Funcs, fn)
 		res.Converted++
 	}
+	if o.OutermostGap {
+		res.Funcs = splitOutermost(res.Funcs)
+	}
 	sort.SliceStable(res.Funcs, func(i, j int) bool { return res.Funcs[i].Start < res.Funcs[j].Start })
 	return res, nil
+}
+
+// splitOutermost rewrites every PCInc function with RA-undefined rows as
+// the runs of its other rows, each a function of its own that ends where
+// the next RA-undefined row starts. A function that is outermost
+// throughout disappears.
+func splitOutermost(funcs []sframe.Function) []sframe.Function {
+	out := funcs[:0:0]
+	for _, fn := range funcs {
+		if fn.PCType != sframe.PCInc || !hasOutermost(fn.Rows) {
+			out = append(out, fn)
+			continue
+		}
+		rows := fn.Rows
+		for i := 0; i < len(rows); {
+			if rows[i].RAUndefined {
+				i++
+				continue
+			}
+			j := i
+			for j < len(rows) && !rows[j].RAUndefined {
+				j++
+			}
+			lo, hi := rows[i].Start, fn.Size
+			if j < len(rows) {
+				hi = rows[j].Start
+			}
+			if hi > lo {
+				part := fn
+				part.Start = fn.Start + uint64(lo)
+				part.Size = hi - lo
+				part.Rows = make([]sframe.Row, j-i)
+				for k := i; k < j; k++ {
+					r := rows[k]
+					r.Start -= lo
+					part.Rows[k-i] = r
+				}
+				out = append(out, part)
+			}
+			i = j
+		}
+	}
+	return out
+}
+
+func hasOutermost(rows []sframe.Row) bool {
+	for _, r := range rows {
+		if r.RAUndefined {
+			return true
+		}
+	}
+	return false
 }
 
 type span struct{ lo, hi uint64 }

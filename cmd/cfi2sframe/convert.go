@@ -12,6 +12,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/convert/tree"
+	"github.com/cfi2sframe/cfi2sframe/readers"
 )
 
 type convertFlags struct {
@@ -24,6 +25,7 @@ type convertFlags struct {
 	diagnostics string
 	jobs        int
 	json        bool
+	forReader   string
 }
 
 func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
@@ -34,6 +36,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
+	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
 	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
 	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` files at once (default: all CPUs)")
 	f.BoolVar(&fl.json, "json", false, "several inputs: print one JSON record per file on stdout")
@@ -65,7 +68,20 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 			treeMode = true
 		}
 	}
-	opts := convert.Options{Version: fl.version, PCRel: fl.pcrel, Force: fl.force}
+	opts := convert.Options{Version: fl.version, PCRel: fl.pcrel}
+	if fl.forReader != "" {
+		if cmd.Flags().Changed("sframe-version") || cmd.Flags().Changed("pcrel") {
+			return errors.New("--for chooses the SFrame version and flags; drop --sframe-version/--pcrel")
+		}
+		r, err := readers.Parse(fl.forReader)
+		if err != nil {
+			return err
+		}
+		if opts, err = convert.ForReader(r); err != nil {
+			return err
+		}
+	}
+	opts.Force = fl.force
 	if treeMode {
 		if fl.diagnostics != "" {
 			return errors.New("--diagnostics applies to one input file; use --json for several")
@@ -151,10 +167,15 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		case res.Addr == 0:
 			where = " (relocatable object)"
 		}
-		fmt.Fprintf(stderr, "%s: %s; .sframe v%d, %d bytes%s\n", out, res.Translate.Summary(), fl.version, len(res.SFrame), where)
+		fmt.Fprintf(stderr, "%s: %s; .sframe v%d, %d bytes%s\n", out, res.Translate.Summary(), opts.Version, len(res.SFrame), where)
 		if n := len(res.CFIErrors); n > 0 {
 			fmt.Fprintf(stderr, "%s: %d malformed CFI records skipped (--diagnostics text lists them)\n", name, n)
 		}
+	}
+	if r := res.Reader; r != nil && !r.OK() {
+		// Written all the same: the rule may only matter at PCs a trace
+		// never reaches (verify --for lists them).
+		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", out, r.First(), r.Total, r.Reader, r.Reader)
 	}
 	return nil
 }

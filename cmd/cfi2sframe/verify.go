@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 
@@ -9,14 +10,16 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/readers"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/verify"
 )
 
 func newVerifyCmd() *cobra.Command {
 	var asJSON, quiet bool
+	var forReader string
 	cmd := &cobra.Command{
-		Use:   "verify [--json] FILE...",
+		Use:   "verify [--json] [--for READER] FILE...",
 		Short: "Check that a file's .sframe agrees with its CFI at every PC",
 		Long: `verify compares, for every PC of every function the .sframe section
 describes, the SFrame rule (CFA, return address, frame pointer, mangled RA,
@@ -24,9 +27,17 @@ outermost frame) with what the file's .eh_frame/.debug_frame says there.
 Findings are printed as "file: func+off [range): what: sframe says X, CFI
 says Y". Functions the CFI describes and .sframe does not are listed too,
 as are .sframe ranges no CFI covers (PLTs described from their
-instructions); only disagreements make the exit status non-zero.`,
+instructions); only disagreements make the exit status non-zero.
+
+With --for kernel|glibc|libsframe|libsframe-2.44, verify instead checks the
+section against that reader's acceptance rules (see the readers package):
+it prints the first violation with its FDE and FRE index and PC, and the
+count of the others; any violation makes the exit status non-zero.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if forReader != "" {
+				return runVerifyFor(cmd, forReader, args, asJSON)
+			}
 			bad := 0
 			var all []fileResult
 			for _, name := range args {
@@ -68,7 +79,80 @@ instructions); only disagreements make the exit status non-zero.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the findings as JSON")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only disagreements")
+	cmd.Flags().StringVar(&forReader, "for", "", "check the acceptance rules of `READER` (kernel, glibc, libsframe, libsframe-2.44) instead of the CFI")
 	return cmd
+}
+
+func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) error {
+	r, err := readers.Parse(name)
+	if err != nil {
+		return err
+	}
+	bad := 0
+	var all []readerResult
+	for _, file := range args {
+		in, err := readerInput(file)
+		if err != nil {
+			return err
+		}
+		res := readers.Check(r, in)
+		if !res.OK() {
+			bad++
+		}
+		if asJSON {
+			all = append(all, readerResult{file, res})
+			continue
+		}
+		out := cmd.OutOrStdout()
+		if v := res.First(); v != nil {
+			more := ""
+			if res.Total > 1 {
+				more = fmt.Sprintf(" (and %d more)", res.Total-1)
+			}
+			fmt.Fprintf(out, "%s: %s%s\n", file, v, more)
+			continue
+		}
+		fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
+	}
+	if asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(all); err != nil {
+			return err
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d files break %s's rules", bad, len(args), r)
+	}
+	return nil
+}
+
+type readerResult struct {
+	File string `json:"file"`
+	*readers.Result
+}
+
+// readerInput reads a linked file's .sframe and executable segments.
+func readerInput(name string) (readers.Input, error) {
+	data, err := convert.OpenInput(name)
+	if err != nil {
+		return readers.Input{}, err
+	}
+	defer data.Close()
+	f, err := elfread.NewFile(bytesReaderAt(data.Data), name)
+	if err != nil {
+		return readers.Input{}, err
+	}
+	es, err := f.SFrame()
+	if err != nil {
+		return readers.Input{}, err
+	}
+	// A copy: the mapping is released on return.
+	in := readers.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
+	if f.ELF.Type != elf.ET_REL {
+		in.Exec = convert.ExecRanges(f.ELF)
+	}
+	return in, nil
 }
 
 type fileResult struct {

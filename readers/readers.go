@@ -1,0 +1,219 @@
+// Package readers checks an .sframe section against the acceptance rules of
+// the unwinders that read SFrame in the field, so that a user can tell,
+// before shipping a file, whether a given reader takes it:
+//
+//   - Kernel: the Linux kernel's SFrame user-space unwinder (patch series
+//     v13, January 2026; kernel/unwind/sframe.c in the maintainers' trees,
+//     not yet in a release). V3 only.
+//   - Glibc: glibc 2.42–2.44 backtrace() built with --enable-sframe
+//     (sysdeps/generic/sframe-read.c, sysdeps/generic/sframe.c). V2 only.
+//   - Libsframe: GNU libsframe 2.47.50 (binutils libsframe/sframe.c,
+//     sframe_decode and sframe_find_fre), as in Debian sid.
+//   - Libsframe244: GNU libsframe 2.44 (Debian trixie).
+//
+// Each rule below names the source function it comes from. The rules were
+// read from those sources; the code here is ours.
+//
+// Two kinds of violation are distinguished: Reject (the reader refuses the
+// whole section, or for glibc every trace through it) and LookupFails (the
+// reader accepts the section but a lookup at the named PC fails or answers
+// wrongly; glibc then discards the whole SFrame trace).
+package readers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// Reader names an SFrame reader.
+type Reader string
+
+// The readers whose rules are known.
+const (
+	Kernel       Reader = "kernel"
+	Glibc        Reader = "glibc"
+	Libsframe    Reader = "libsframe"
+	Libsframe244 Reader = "libsframe-2.44"
+)
+
+// All lists the readers in a stable order.
+var All = []Reader{Kernel, Glibc, Libsframe, Libsframe244}
+
+// Parse maps a name ("kernel", "glibc", "libsframe", "libsframe-2.44") to a
+// Reader.
+func Parse(name string) (Reader, error) {
+	for _, r := range All {
+		if string(r) == name {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("unknown reader %q (kernel, glibc, libsframe or libsframe-2.44)", name)
+}
+
+// Kind says how bad a violation is.
+type Kind string
+
+const (
+	// Reject: the reader refuses the section (the kernel does not register
+	// it; libsframe's decoder fails; glibc cannot use any frame of it).
+	Reject Kind = "reject"
+	// LookupFails: the section is accepted but a lookup at PC fails or is
+	// wrong (glibc: the whole SFrame trace is discarded when it gets there).
+	LookupFails Kind = "lookup-fails"
+)
+
+// Violation is one broken rule. FDE and FRE are indices in the section's
+// FDE index and in that FDE's FREs, -1 when the rule is about the header or
+// the whole FDE. PC is the first PC concerned (0 for header rules).
+type Violation struct {
+	Reader Reader `json:"reader"`
+	Rule   string `json:"rule"`
+	Kind   Kind   `json:"kind"`
+	FDE    int    `json:"fde"`
+	FRE    int    `json:"fre"`
+	PC     uint64 `json:"pc"`
+	Detail string `json:"detail"`
+}
+
+func (v Violation) String() string {
+	where := "header"
+	switch {
+	case v.FRE >= 0:
+		where = fmt.Sprintf("FDE %d FRE %d (pc %#x)", v.FDE, v.FRE, v.PC)
+	case v.FDE >= 0:
+		where = fmt.Sprintf("FDE %d (pc %#x)", v.FDE, v.PC)
+	}
+	return fmt.Sprintf("%s: %s: %s: %s (%s)", v.Reader, where, v.Rule, v.Detail, v.Kind)
+}
+
+// Range is an address range [Lo, Hi).
+type Range struct{ Lo, Hi uint64 }
+
+// Input is what Check reads.
+type Input struct {
+	Section []byte // the .sframe section's bytes
+	Addr    uint64 // its address
+	// Exec lists the file's executable PT_LOAD segments (p_vaddr,
+	// p_vaddr+p_memsz). The kernel requires every function start inside
+	// the text range it registers. Nil skips that rule.
+	Exec []Range
+}
+
+// MaxViolations bounds how many violations Result keeps (Total counts all).
+const MaxViolations = 1000
+
+// Result is the outcome of Check.
+type Result struct {
+	Reader     Reader      `json:"reader"`
+	Violations []Violation `json:"violations"` // in section order, at most MaxViolations
+	Total      int         `json:"total"`      // violations found
+	Rejects    int         `json:"rejects"`    // of which Reject
+	Functions  int         `json:"functions"`
+	FREs       int         `json:"fres"`
+}
+
+// OK says whether the reader takes the section with no violation.
+func (r *Result) OK() bool { return r.Total == 0 }
+
+// First returns the first violation, or nil.
+func (r *Result) First() *Violation {
+	if len(r.Violations) == 0 {
+		return nil
+	}
+	return &r.Violations[0]
+}
+
+type checker struct {
+	res *Result
+	sec *sframe.Section
+}
+
+func (c *checker) add(rule string, k Kind, fde, fre int, pc uint64, format string, args ...any) {
+	c.res.Total++
+	if k == Reject {
+		c.res.Rejects++
+	}
+	if len(c.res.Violations) < MaxViolations {
+		c.res.Violations = append(c.res.Violations, Violation{Reader: c.res.Reader, Rule: rule, Kind: k,
+			FDE: fde, FRE: fre, PC: pc, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+// Check applies reader r's rules to a section.
+func Check(r Reader, in Input) *Result {
+	c := &checker{res: &Result{Reader: r}}
+	b := in.Section
+	if len(b) < sframe.HeaderSize {
+		c.add("header-size", Reject, -1, -1, 0, "section of %d bytes is shorter than the %d-byte header", len(b), sframe.HeaderSize)
+		return c.res
+	}
+	sec, err := sframe.Decode(b, in.Addr)
+	if err != nil {
+		// Every reader needs what Decode checks (offsets and counts that
+		// fit, FRE type and data-word size codes <= 2, known ABI).
+		var se *sframe.Error
+		if errors.As(err, &se) {
+			c.add("malformed", Reject, -1, -1, 0, "%s at offset %#x", se.Msg, se.Off)
+		} else {
+			c.add("malformed", Reject, -1, -1, 0, "%v", err)
+		}
+		return c.res
+	}
+	c.sec = sec
+	c.res.Functions = len(sec.FDEs)
+	c.res.FREs = int(sec.Header.NumFREs)
+	switch r {
+	case Kernel:
+		c.kernel(in)
+	case Glibc:
+		c.glibc()
+	case Libsframe:
+		c.libsframe()
+	case Libsframe244:
+		c.libsframe244()
+	default:
+		c.add("reader", Reject, -1, -1, 0, "unknown reader %q", r)
+	}
+	return c.res
+}
+
+// fdeSize is the size of one FDE index entry for the section's version.
+func (c *checker) fdeSize() uint64 {
+	switch c.sec.Header.Version {
+	case sframe.Version1:
+		return 17
+	case sframe.Version2:
+		return 20
+	}
+	return 16
+}
+
+// common checks every reader's lookup needs: PCMASK FDEs with a repeat
+// size (each reader takes the PC offset modulo rep_size: 0 divides by
+// zero), and FDE starts in order when the section says it is sorted (each
+// reader binary-searches).
+func (c *checker) common() {
+	for i := range c.sec.FDEs {
+		d := &c.sec.FDEs[i]
+		if d.PCType == sframe.PCMask && d.RepSize == 0 && len(d.FREs) > 0 {
+			c.add("pcmask-rep-size", Reject, i, -1, d.Start, "PCMASK FDE with repeat size 0 (lookups divide by it)")
+		}
+	}
+}
+
+// sortedStarts reports the first FDE whose start is below its predecessor's
+// (strict: also equal starts) when the header claims SORTED.
+func (c *checker) sortedStarts(strict bool, rule string, k Kind) {
+	if c.sec.Header.Flags&sframe.FlagFDESorted == 0 {
+		return
+	}
+	for i := 1; i < len(c.sec.FDEs); i++ {
+		p, d := c.sec.FDEs[i-1].Start, c.sec.FDEs[i].Start
+		if d < p || (strict && d == p) {
+			c.add(rule, k, i, -1, d, "function start %#x is not above FDE %d's start %#x", d, i-1, p)
+			return
+		}
+	}
+}

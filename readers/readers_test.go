@@ -1,0 +1,153 @@
+package readers
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+const secAddr = 0x2000
+
+var (
+	sp    = sframe.Loc{Kind: sframe.LocReg, Reg: 7, Offset: 8}
+	sp16  = sframe.Loc{Kind: sframe.LocReg, Reg: 7, Offset: 16}
+	fpC16 = sframe.Loc{Kind: sframe.LocCFA, Offset: -16}
+)
+
+// amd64Funcs is a small well-formed program: two functions, the second
+// with an FP save.
+func amd64Funcs() []sframe.Function {
+	return []sframe.Function{
+		{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{Start: 0, CFA: sp, RA: sframe.Loc{Kind: sframe.LocFixed, Offset: -8}}}},
+		{Start: 0x1010, Size: 0x20, Rows: []sframe.Row{
+			{Start: 0, CFA: sp, RA: sframe.Loc{Kind: sframe.LocFixed, Offset: -8}},
+			{Start: 1, CFA: sp16, RA: sframe.Loc{Kind: sframe.LocFixed, Offset: -8}, FP: fpC16},
+		}},
+	}
+}
+
+func amd64Opts(v uint8, pcrel, sorted bool) sframe.Options {
+	return sframe.Options{Version: v, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, Addr: secAddr,
+		PCRel: pcrel, Sort: sorted, CFAFixedRA: -8}
+}
+
+func encode(t *testing.T, funcs []sframe.Function, o sframe.Options) []byte {
+	t.Helper()
+	b, err := sframe.Encode(funcs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var exec = []Range{{0x1000, 0x1100}}
+
+func TestCheck(t *testing.T) {
+	withOutermost := func() []sframe.Function {
+		f := amd64Funcs()
+		f[0].Rows = append(f[0].Rows, sframe.Row{Start: 8, RAUndefined: true})
+		return f
+	}
+	tests := []struct {
+		name   string
+		reader Reader
+		sec    func(t *testing.T) []byte
+		exec   []Range
+		// want is the first violation's rule, FDE, FRE, PC ("" = no violation).
+		rule     string
+		fde, fre int
+		pc       uint64
+		total    int
+	}{
+		{name: "v3 kernel ok", reader: Kernel, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(3, true, true)) }, exec: exec},
+		{name: "v3 outermost kernel ok", reader: Kernel, sec: func(t *testing.T) []byte { return encode(t, withOutermost(), amd64Opts(3, true, true)) }, exec: exec},
+		{name: "v2 kernel", reader: Kernel, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(2, true, true)) },
+			rule: "version", fde: -1, fre: -1, total: 1},
+		{name: "v3 unsorted kernel", reader: Kernel, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(3, true, false)) },
+			rule: "sorted", fde: -1, fre: -1, total: 1},
+		{name: "v3 aux header kernel", reader: Kernel, sec: func(t *testing.T) []byte {
+			o := amd64Opts(3, true, true)
+			o.AuxHdr = []byte{1, 2}
+			return encode(t, amd64Funcs(), o)
+		}, rule: "aux-header", fde: -1, fre: -1, total: 1},
+		{name: "v3 no functions kernel", reader: Kernel, sec: func(t *testing.T) []byte { return encode(t, nil, amd64Opts(3, true, true)) },
+			rule: "empty", fde: -1, fre: -1, total: 2}, // and the header fills the section
+		{name: "v3 outside text kernel", reader: Kernel, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(3, true, true)) },
+			exec: []Range{{0x1000, 0x1010}}, rule: "text", fde: 1, fre: -1, pc: 0x1010, total: 1},
+		{name: "v3 same start kernel", reader: Kernel, sec: func(t *testing.T) []byte {
+			f := amd64Funcs()
+			f[1].Start = f[0].Start
+			return encode(t, f, amd64Opts(3, true, true))
+		}, rule: "fde-order", fde: 1, fre: -1, pc: 0x1000, total: 1},
+		{name: "v3 FRE past the function kernel", reader: Kernel, sec: func(t *testing.T) []byte {
+			f := amd64Funcs()
+			f[1].Rows[1].Start = 0x21
+			return encode(t, f, amd64Opts(3, true, true))
+		}, rule: "fre-start", fde: 1, fre: 1, pc: 0x1031, total: 1},
+		{name: "v3 FREs out of order kernel", reader: Kernel, sec: func(t *testing.T) []byte {
+			f := amd64Funcs()
+			f[1].Rows[1].Start = 0
+			return encode(t, f, amd64Opts(3, true, true))
+		}, rule: "fre-order", fde: 1, fre: 1, pc: 0x1010, total: 1},
+		{name: "v3 extra data word kernel", reader: Kernel, sec: func(t *testing.T) []byte {
+			b := encode(t, amd64Funcs(), amd64Opts(3, true, true))
+			b[5] = 0xf0 // a fixed FP offset: the FP word of FDE 1 FRE 1 is now one too many
+			return b
+		}, rule: "extra-words", fde: 1, fre: 1, pc: 0x1011, total: 1},
+		{name: "v2 glibc ok", reader: Glibc, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(2, false, true)) }},
+		{name: "v2 pcrel glibc ok", reader: Glibc, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(2, true, true)) }},
+		{name: "v3 glibc", reader: Glibc, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(3, true, true)) },
+			rule: "version", fde: -1, fre: -1, total: 1},
+		{name: "v2 unsorted glibc", reader: Glibc, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(2, false, false)) },
+			rule: "sorted", fde: -1, fre: -1, total: 1},
+		{name: "v2 outermost glibc", reader: Glibc, sec: func(t *testing.T) []byte { return encode(t, withOutermost(), amd64Opts(2, false, true)) },
+			rule: "no-data-words", fde: 0, fre: 1, pc: 0x1008, total: 1},
+		{name: "v2 aarch64 leaf glibc", reader: Glibc, sec: func(t *testing.T) []byte {
+			f := []sframe.Function{{Start: 0x1000, Size: 8, Rows: []sframe.Row{{CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 31}}}}}
+			return encode(t, f, sframe.Options{Version: 2, ABI: sframe.ABIAArch64LE, Order: binary.LittleEndian, Addr: secAddr, Sort: true})
+		}, rule: "no-ra-word", fde: 0, fre: 0, pc: 0x1000, total: 1},
+		{name: "v3 libsframe ok", reader: Libsframe, sec: func(t *testing.T) []byte { return encode(t, withOutermost(), amd64Opts(3, true, true)) }},
+		{name: "v2 pcrel libsframe ok", reader: Libsframe, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(2, true, true)) }},
+		{name: "v2 libsframe", reader: Libsframe, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(2, false, true)) },
+			rule: "v2-start-not-pcrel", fde: 0, fre: -1, pc: 0x1000, total: 1},
+		{name: "v2 libsframe 2.44 ok", reader: Libsframe244, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(2, false, true)) }},
+		{name: "v2 pcrel libsframe 2.44", reader: Libsframe244, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(2, true, true)) },
+			rule: "pcrel", fde: -1, fre: -1, total: 1},
+		{name: "v3 libsframe 2.44", reader: Libsframe244, sec: func(t *testing.T) []byte { return encode(t, amd64Funcs(), amd64Opts(3, true, true)) },
+			rule: "version", fde: -1, fre: -1, total: 1},
+		{name: "v2 pcmask libsframe 2.44", reader: Libsframe244, sec: func(t *testing.T) []byte {
+			f := amd64Funcs()
+			f[1].PCType, f[1].RepSize = sframe.PCMask, 16
+			return encode(t, f, amd64Opts(2, false, true))
+		}, rule: "pcmask-lookup", fde: 1, fre: -1, pc: 0x1010, total: 1},
+		{name: "pcmask without repeat size", reader: Libsframe, sec: func(t *testing.T) []byte {
+			f := amd64Funcs()
+			f[1].PCType = sframe.PCMask
+			return encode(t, f, amd64Opts(3, true, true))
+		}, rule: "pcmask-rep-size", fde: 1, fre: -1, pc: 0x1010, total: 1},
+		{name: "truncated", reader: Kernel, sec: func(t *testing.T) []byte {
+			b := encode(t, amd64Funcs(), amd64Opts(3, true, true))
+			return b[:len(b)-1]
+		}, rule: "malformed", fde: -1, fre: -1, total: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Check(tt.reader, Input{Section: tt.sec(t), Addr: secAddr, Exec: tt.exec})
+			if tt.rule == "" {
+				if !res.OK() {
+					t.Fatalf("violations %v, want none", res.Violations)
+				}
+				return
+			}
+			v := res.First()
+			if v == nil {
+				t.Fatalf("no violation, want %s", tt.rule)
+			}
+			if v.Rule != tt.rule || v.FDE != tt.fde || v.FRE != tt.fre || v.PC != tt.pc || res.Total != tt.total {
+				t.Fatalf("first = %v (total %d), want rule %s FDE %d FRE %d pc %#x (total %d); all: %v",
+					v, res.Total, tt.rule, tt.fde, tt.fre, tt.pc, tt.total, res.Violations)
+			}
+		})
+	}
+}
