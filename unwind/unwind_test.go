@@ -178,8 +178,8 @@ func TestSignalAMD64(t *testing.T) {
 	sp := space(t, sframe.ABIAMD64LE, 3, amd64Funcs())
 	m := newMem(stackBase, 512)
 	const S uint64 = stackBase + 0x40 // handler's SP at the sample (after push rbp)
-	m.set(S, 0x1111)           // handler's saved rbp
-	m.set(S+8, bias+0x5000)    // pretcode: the restorer (FDE from 0x4fff)
+	m.set(S, 0x1111)                  // handler's saved rbp
+	m.set(S+8, bias+0x5000)           // pretcode: the restorer (FDE from 0x4fff)
 	uc := S + 16
 	const interruptedSP uint64 = stackBase + 0x600
 	m.set(uc+40+8*10, interruptedSP+0x10) // rbp
