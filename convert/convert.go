@@ -25,6 +25,9 @@ type Options struct {
 	Version uint8 // sframe.Version3 (0 means 3) or sframe.Version2
 	PCRel   bool  // V2: set SFRAME_F_FDE_FUNC_START_PCREL (V3 always does)
 	Force   bool  // replace SFrame data the input already has
+	// SignalFrames: V3, a signal trampoline whose CFI cannot be described
+	// gets a signal FDE without FREs (translate.Options.SignalOutermost).
+	SignalFrames bool
 }
 
 // Result is a converted file and what the conversion found.
@@ -113,7 +116,7 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		PLTs:    PLTSections(ef),
 		Symbol:  f.Symbolizer(),
 	}
-	tr, err := translate.Translate(tin, translate.Options{Version: o.Version})
+	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, SignalOutermost: o.SignalFrames})
 	if err != nil {
 		return fail(err)
 	}

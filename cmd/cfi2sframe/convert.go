@@ -18,6 +18,7 @@ type convertFlags struct {
 	inPlace     bool
 	version     uint8
 	pcrel       bool
+	sigFrames   bool
 	force       bool
 	quiet       bool
 	diagnostics string
@@ -30,6 +31,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.Uint8Var(&fl.version, "sframe-version", 3, "SFrame version to write: 3 or 2")
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
+	f.BoolVar(&fl.sigFrames, "signal-frames", false, "version 3: give signal trampolines whose CFI cannot be described a signal FDE without FREs, so unwinders continue through the kernel's signal frame (verify reports these against the CFI)")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
 	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout)")
 }
@@ -64,7 +66,7 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 	if err != nil {
 		return err
 	}
-	res, err := convert.Convert(in, data, convert.Options{Version: fl.version, PCRel: fl.pcrel, Force: fl.force})
+	res, err := convert.Convert(in, data, convert.Options{Version: fl.version, PCRel: fl.pcrel, Force: fl.force, SignalFrames: fl.sigFrames})
 	if err != nil {
 		return err
 	}
