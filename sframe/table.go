@@ -3,14 +3,17 @@ package sframe
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"sort"
 )
 
 // Table is an SFrame section opened for lookups, decoded lazily in the way
-// of libsframe: Open checks the header and every FDE (bounds of its FRE
-// data, its types, the sorted order the header claims, the FRE count) but
-// leaves the FREs as bytes; Lookup decodes only the FREs of the one
-// function that holds the PC. Lookup does not allocate.
+// of libsframe: Open checks the header and the FDE index (where each
+// function's FRE data starts, the sorted order the header claims; in V1/V2,
+// whose index entries also hold the FRE count and types, those and the
+// total FRE count) but leaves the FREs as bytes; Lookup checks and decodes
+// only the attribute and FREs of the one function that holds the PC, and
+// reports malformed bytes there as an *Error. Lookup does not allocate.
 //
 // The section bytes are kept (not copied) and must not change while the
 // Table is in use. Decode gives the fully decoded Section that dump,
@@ -28,9 +31,20 @@ type Table struct {
 	freLen  int
 	n       int
 	// order lists FDE indices by start address when the section's index is
-	// not flagged sorted; nil when it is.
+	// not sorted; nil when it is.
 	order []uint32
+	// starts holds every FDE's start address minus base, in the order of
+	// order (index order when nil): a compact copy the binary search
+	// walks instead of the 16- or 20-byte FDE entries (a quarter of the
+	// cache lines). nil when the functions span 4 GiB or more.
+	starts []uint32
+	base   uint64
+	// top holds every topStride-th entry of starts: small enough to stay
+	// in cache, it narrows a search to one 64-byte line of starts.
+	top []uint32
 }
+
+const topStride = 16
 
 // Lookup errors that are not about malformed data; they do not allocate.
 var (
@@ -181,45 +195,48 @@ func (t *Table) checkFDEs() error {
 	sorted := true
 	var prev uint64
 	v3 := t.fdeSize == fdeSizeV3
+	t.starts = make([]uint32, t.n)
+	compact := true
 	for i := 0; i < t.n; i++ {
 		off := t.fdeBase + i*t.fdeSize
-		var freOff, nfres uint64
-		var info, info2 uint8
 		if v3 {
-			freOff = uint64(t.u32(off + 12))
-			if freOff+fdeAttrSizeV3 > uint64(t.freLen) {
+			// The attribute (FRE count and types) lives in the FRE
+			// sub-section, spread over the whole section: Lookup checks
+			// it for the one function it reads, so Open reads only the
+			// index.
+			if freOff := uint64(t.u32(off + 12)); freOff+fdeAttrSizeV3 > uint64(t.freLen) {
 				return errorf(int64(off+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
 			}
-			a := t.freBase + int(freOff)
-			nfres = uint64(t.u16(a))
-			info, info2 = t.b[a+2], t.b[a+3]
-			freOff += fdeAttrSizeV3
 		} else {
-			freOff = uint64(t.u32(off + 8))
-			nfres = uint64(t.u32(off + 12))
-			info = t.b[off+16]
+			freOff := uint64(t.u32(off + 8))
+			nfres := uint64(t.u32(off + 12))
+			info := t.b[off+16]
 			if freOff > uint64(t.freLen) {
 				return errorf(int64(off), "FDE %d: FRE offset %d past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
 			}
+			if info&0xf > FREAddr4 {
+				return errorf(int64(off), "FDE %d: unknown FRE type %d", i, info&0xf)
+			}
+			// Every FRE takes at least two bytes.
+			if nfres > (uint64(t.freLen)-freOff)/2 {
+				return errorf(int64(off), "FDE %d: %d FREs cannot fit in the %d bytes after FRE offset %d", i, nfres, uint64(t.freLen)-freOff, freOff)
+			}
+			total += nfres
 		}
-		if info&0xf > FREAddr4 {
-			return errorf(int64(off), "FDE %d: unknown FRE type %d", i, info&0xf)
-		}
-		if info2&fdeTypeMaskV3 > FDETypeFlex {
-			return errorf(int64(off), "FDE %d: unknown FDE type %d", i, info2&fdeTypeMaskV3)
-		}
-		// Every FRE takes at least two bytes.
-		if nfres > (uint64(t.freLen)-freOff)/2 {
-			return errorf(int64(off), "FDE %d: %d FREs cannot fit in the %d bytes after FRE offset %d", i, nfres, uint64(t.freLen)-freOff, freOff)
-		}
-		total += nfres
 		s := t.start(i)
+		if i == 0 {
+			t.base = s
+		}
 		if i > 0 && s < prev {
 			sorted = false
 		}
+		if s-t.base > math.MaxUint32 {
+			compact = false
+		}
+		t.starts[i] = uint32(s - t.base)
 		prev = s
 	}
-	if total != uint64(t.Header.NumFREs) {
+	if !v3 && total != uint64(t.Header.NumFREs) {
 		return errorf(12, "header claims %d FREs but the FDEs hold %d", t.Header.NumFREs, total)
 	}
 	if t.Header.Flags&FlagFDESorted != 0 && !sorted {
@@ -231,6 +248,25 @@ func (t *Table) checkFDEs() error {
 			t.order[i] = uint32(i)
 		}
 		sort.SliceStable(t.order, func(a, b int) bool { return t.start(int(t.order[a])) < t.start(int(t.order[b])) })
+		compact = true
+		if t.n > 0 {
+			t.base = t.start(int(t.order[0]))
+		}
+		for k, i := range t.order {
+			s := t.start(int(i)) - t.base
+			if s > math.MaxUint32 {
+				compact = false
+			}
+			t.starts[k] = uint32(s)
+		}
+	}
+	if !compact {
+		t.starts = nil
+		return nil
+	}
+	t.top = make([]uint32, (t.n+topStride-1)/topStride)
+	for j := range t.top {
+		t.top[j] = t.starts[j*topStride]
 	}
 	return nil
 }
@@ -254,12 +290,46 @@ func (t *Table) findFDE(pc uint64) int {
 		}
 		return k
 	}
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if t.start(at(m)) <= pc {
-			lo = m + 1
-		} else {
-			hi = m
+	switch {
+	case t.starts != nil:
+		if pc < t.base {
+			return -1
+		}
+		key := uint32(math.MaxUint32)
+		if pc-t.base < math.MaxUint32 {
+			key = uint32(pc - t.base)
+		}
+		// Last block whose first start is <= key, then the last start
+		// <= key inside it.
+		top := t.top
+		bl, bh := 0, len(top)
+		for bl < bh {
+			m := int(uint(bl+bh) >> 1)
+			if top[m] <= key {
+				bl = m + 1
+			} else {
+				bh = m
+			}
+		}
+		if bl == 0 {
+			return -1
+		}
+		lo = (bl - 1) * topStride
+		hi = min(lo+topStride, t.n)
+		st := t.starts[lo:hi]
+		k := 1
+		for k < len(st) && st[k] <= key {
+			k++
+		}
+		lo += k
+	default:
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if t.start(at(m)) <= pc {
+				lo = m + 1
+			} else {
+				hi = m
+			}
 		}
 	}
 	// Walk back over FDEs with the same start (zero-sized ones first).
@@ -299,6 +369,12 @@ func (t *Table) Lookup(pc uint64) (Rule, error) {
 	}
 	var d FDE
 	pos := t.fdeAt(i, &d)
+	if d.FREType > FREAddr4 {
+		return Rule{}, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
+	}
+	if d.FDEType > FDETypeFlex {
+		return Rule{}, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FDE type %d", i, d.FDEType)
+	}
 	if d.NumFREs == 0 {
 		r := Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
 			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
