@@ -364,3 +364,22 @@ func TestStepAllocs(t *testing.T) {
 		t.Errorf("Walk allocates %v times", n)
 	}
 }
+
+// BenchmarkStep: one step from the topmost frame through a small section
+// (CPU cost without cache misses).
+func BenchmarkStep(b *testing.B) {
+	t := &testing.T{}
+	sp := space(t, sframe.ABIAMD64LE, 3, amd64Funcs())
+	m := newMem(stackBase, stackWords)
+	const S uint64 = stackBase + 0x40
+	m.set(S, S+0x20)
+	m.set(S+8, bias+0x2010)
+	u := unwind.New(unwind.AMD64, sp, m)
+	b.ReportAllocs()
+	for b.Loop() {
+		f := unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0, 0)
+		if why, _ := u.Step(&f); why != unwind.ReasonOK {
+			b.Fatal(why)
+		}
+	}
+}
