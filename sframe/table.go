@@ -322,6 +322,21 @@ func (t *Table) findFDE(pc uint64) int {
 			k++
 		}
 		lo += k
+		// Walk back over functions with the same start (zero-sized ones
+		// first).
+		for k := lo - 1; k >= 0; k-- {
+			i := k
+			if t.order != nil {
+				i = int(t.order[k])
+			}
+			if pc-(t.base+uint64(t.starts[k])) < uint64(t.size(i)) {
+				return i
+			}
+			if k == 0 || t.starts[k-1] != t.starts[k] {
+				break
+			}
+		}
+		return -1
 	default:
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)

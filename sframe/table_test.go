@@ -265,3 +265,22 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkTableLookupSmall: Table.Lookup on a small section that stays in
+// cache (CPU cost alone; BenchmarkLookup measures a large section).
+func BenchmarkTableLookupSmall(b *testing.B) {
+	s := lookupSection(b)
+	data, err := sframe.Encode(s.Functions(), s.Options())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb, err := sframe.Open(data, 0x500)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pcs := []uint64{0x1000, 0x1004, 0x101f, 0x2031, 0x3000}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		tb.Lookup(pcs[i%len(pcs)])
+	}
+}
