@@ -29,14 +29,19 @@ gcc -O2 -o "$tmp/libsframe-bench" bench/libsframe-bench.c -I"$ls/include" -Ibenc
 go test -c -o "$tmp/sframe.test" ./sframe
 
 echo "file: $file ($(stat -L -c %s "$file") bytes), .sframe $(stat -c %s "$tmp/sec") bytes at $addr"
-gobench=$(CFI2SFRAME_BENCH_SFRAME="$tmp/sec" CFI2SFRAME_BENCH_ADDR="$addr" CFI2SFRAME_BENCH_PCS="$tmp/pcs" \
-	"$tmp/sframe.test" -test.run '^$' -test.bench '^Benchmark(Open|Decode|Lookup)$' -test.benchmem -test.count 3)
+# Alternate the two sides three times (the machine may be shared) and keep
+# each side's best.
+gobench="" c=""
+for round in 1 2 3; do
+	gobench+=$(CFI2SFRAME_BENCH_SFRAME="$tmp/sec" CFI2SFRAME_BENCH_ADDR="$addr" CFI2SFRAME_BENCH_PCS="$tmp/pcs" \
+		"$tmp/sframe.test" -test.run '^$' -test.bench '^Benchmark(Open|Decode|Lookup)$' -test.benchmem)$'\n'
+	c+=$("$tmp/libsframe-bench" "$tmp/sec" "$tmp/pcs")$'\n'
+done
 echo "$gobench" | grep Benchmark
+echo "$c" | grep . | sed 's/^/libsframe /'
 ours() { echo "$gobench" | awk -v b="^Benchmark$1-" '$1 ~ b { for (i = 1; i <= NF; i++) if ($(i+1) == "ns/op") print $i }' | sort -n | head -1; }
-c=$("$tmp/libsframe-bench" "$tmp/sec" "$tmp/pcs")
-echo "$c" | sed 's/^/libsframe /'
-ld=$(echo "$c" | awk '$1 == "decode_ns" { print $2 }')
-ll=$(echo "$c" | awk '$1 == "lookup_ns" { print $2 }')
+ld=$(echo "$c" | awk '$1 == "decode_ns" { print $2 }' | sort -n | head -1)
+ll=$(echo "$c" | awk '$1 == "lookup_ns" { print $2 }' | sort -n | head -1)
 o=$(ours Open); d=$(ours Decode); l=$(ours Lookup)
 printf 'open:   sframe.Open %.3f ms, sframe.Decode %.3f ms, libsframe sframe_decode %.3f ms; Open/libsframe = %.2fx (goal <= 2)\n' \
 	"$(echo "$o / 1000000" | bc -l)" "$(echo "$d / 1000000" | bc -l)" "$(echo "$ld / 1000000" | bc -l)" "$(echo "$o / $ld" | bc -l)"
