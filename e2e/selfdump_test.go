@@ -120,7 +120,12 @@ func TestUnwindSelfDump(t *testing.T) {
 			for _, s := range samples {
 				pcs[s.pc] = true
 				names, why := walkSelf(t, a, &s, objs)
-				want := []string{"lib_leaf", "lib_mid", "with_alloca", "level1", "main", "_start"}
+				// The timer lands in lib_leaf's loop mostly, but also in
+				// lib_mid or a PLT stub between calls.
+				want := []string{"with_alloca", "level1", "main", "_start"}
+				if names[0] == "lib_leaf" {
+					want = append([]string{"lib_leaf", "lib_mid"}, want...)
+				}
 				if why != unwind.ReasonOutermost || !subsequence(names, want) || names[len(names)-1] != "_start" {
 					t.Errorf("pc %#x: walk %v stopped: %v; want %v in order, ending at _start", s.pc, names, why, want)
 				}
