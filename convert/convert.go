@@ -33,6 +33,9 @@ type Options struct {
 	// For, when set, checks a linked file's output against that reader's
 	// acceptance rules (Result.Reader); ForReader fills it.
 	For readers.Reader
+	// SignalFrames: V3, a signal trampoline whose CFI cannot be described
+	// gets a signal FDE without FREs (translate.Options.SignalOutermost).
+	SignalFrames bool
 }
 
 // ForReader returns the options whose output reader r takes, on the
@@ -164,7 +167,7 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		PLTs:    PLTSections(ef),
 		Symbol:  lazySymbolizer(f),
 	}
-	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap})
+	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
 		return fail(err)
 	}

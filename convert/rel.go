@@ -92,7 +92,7 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 	tr, err := translate.Translate(translate.Input{
 		Machine: ef.Machine, Order: ef.ByteOrder, Tables: tables,
 		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&(1<<sectionShift-1)) },
-	}, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap})
+	}, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
 		return fail(err)
 	}

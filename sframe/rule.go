@@ -43,6 +43,7 @@ type Rule struct {
 	PauthKeyB   bool
 	MangledRA   bool
 	RAUndefined bool // zero data words: outermost frame
+	NoFREs      bool // from an FDE without FREs (Table.Lookup only)
 	CFA         Loc
 	RA          Loc
 	FP          Loc
@@ -87,8 +88,9 @@ func flexLoc(ctrl uint32, off int32) Loc {
 }
 
 // Interpret decodes the rule of FRE f of FDE d.
-func (s *Section) Interpret(d *FDE, f *FRE) Rule {
-	h := &s.Header
+func (s *Section) Interpret(d *FDE, f *FRE) Rule { return interpret(&s.Header, d, f) }
+
+func interpret(h *Header, d *FDE, f *FRE) Rule {
 	r := Rule{
 		FuncStart: d.Start, FuncSize: d.Size, FREStart: f.StartOff, PCType: d.PCType,
 		Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,

@@ -20,6 +20,7 @@ type convertFlags struct {
 	inPlace     bool
 	version     uint8
 	pcrel       bool
+	sigFrames   bool
 	force       bool
 	quiet       bool
 	diagnostics string
@@ -35,6 +36,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.Uint8Var(&fl.version, "sframe-version", 3, "SFrame version to write: 3 or 2")
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
+	f.BoolVar(&fl.sigFrames, "signal-frames", false, "version 3: give signal trampolines whose CFI cannot be described a signal FDE without FREs, so unwinders continue through the kernel's signal frame (verify reports these against the CFI)")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
 	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
 	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
@@ -82,6 +84,7 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 		}
 	}
 	opts.Force = fl.force
+	opts.SignalFrames = fl.sigFrames
 	if treeMode {
 		if fl.diagnostics != "" {
 			return errors.New("--diagnostics applies to one input file; use --json for several")

@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/unwind"
+)
+
+// selfSample is one stack testdata/unwind/selfdump.c captured from its
+// SIGALRM handler.
+type selfSample struct {
+	pc, sp, fp, lr uint64
+	maps           string
+	stack          []byte
+}
+
+func readSelfDump(t *testing.T, b []byte) []selfSample {
+	t.Helper()
+	var out []selfSample
+	le := binary.LittleEndian
+	for len(b) > 0 {
+		if len(b) < 48 || string(b[:6]) != "SAMPLE" {
+			t.Fatalf("bad sample header")
+		}
+		s := selfSample{pc: le.Uint64(b[8:]), sp: le.Uint64(b[16:]), fp: le.Uint64(b[24:]), lr: le.Uint64(b[32:])}
+		n := le.Uint64(b[40:])
+		b = b[48:]
+		if uint64(len(b)) < n+8 {
+			t.Fatalf("truncated sample")
+		}
+		s.maps = string(b[:n])
+		end := le.Uint64(b[n:])
+		b = b[n+8:]
+		if end < s.sp || uint64(len(b)) < end-s.sp {
+			t.Fatalf("truncated stack")
+		}
+		s.stack = b[:end-s.sp]
+		b = b[end-s.sp:]
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestUnwindSelfDump: a program interrupted by a timer in a loop inside an
+// -fomit-frame-pointer library (main -> level1 -> with_alloca (alloca,
+// PAC-signed return addresses on AArch64) -> lib_mid -> lib_leaf) dumps
+// its registers, mappings and stack; the program, the library and libc are
+// converted, and each stack is walked with SFrame alone to _start. AArch64
+// runs under qemu in single-step mode, so that the timer lands on
+// different instructions.
+func TestUnwindSelfDump(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skip("runs x86-64 and AArch64 (qemu) Linux programs")
+	}
+	tmp := t.TempDir()
+	c2s := buildCommand(t, tmp)
+	src, _ := filepath.Abs("testdata/unwind")
+	for _, arch := range []string{"x86_64", "aarch64"} {
+		t.Run(arch, func(t *testing.T) {
+			cc, libdir, run := "gcc", "/lib/x86_64-linux-gnu", []string{}
+			a, mflags := unwind.AMD64, []string{}
+			if arch == "aarch64" {
+				cc, libdir = need(t, "aarch64-linux-gnu-gcc"), "/usr/aarch64-linux-gnu/lib"
+				run = []string{need(t, "qemu-aarch64-static"), "-singlestep"}
+				a, mflags = unwind.ARM64, []string{"-mbranch-protection=standard"}
+			} else {
+				need(t, "gcc")
+			}
+			plain, ours := filepath.Join(tmp, arch, "plain"), filepath.Join(tmp, arch, "ours")
+			os.MkdirAll(plain, 0o755)
+			os.MkdirAll(ours, 0o755)
+			build := func(args ...string) {
+				if b, err := exec.Command(cc, append(args, mflags...)...).CombinedOutput(); err != nil {
+					t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
+				}
+			}
+			build("-O2", "-fomit-frame-pointer", "-fPIC", "-shared", "-Wl,-z,now", "-o", filepath.Join(plain, "libuw.so"), filepath.Join(src, "lib.c"))
+			build("-O2", "-Wl,-z,now", "-o", filepath.Join(plain, "selfdump"), filepath.Join(src, "selfdump.c"), "-L"+plain, "-luw")
+			libc, err := filepath.EvalSymlinks(filepath.Join(libdir, "libc.so.6"))
+			if err != nil {
+				t.Skipf("no %s libc.so.6", arch)
+			}
+			for in, out := range map[string]string{
+				filepath.Join(plain, "selfdump"): "selfdump", filepath.Join(plain, "libuw.so"): "libuw.so", libc: "libc.so.6",
+			} {
+				if b, err := exec.Command(c2s, "-q", "--force", in, "-o", filepath.Join(ours, out)).CombinedOutput(); err != nil {
+					t.Fatalf("cfi2sframe %s: %v\n%s", in, err, b)
+				}
+			}
+			dump := filepath.Join(tmp, arch, "dump")
+			cmd := exec.Command(filepath.Join(ours, "selfdump"), dump)
+			if len(run) > 0 {
+				cmd = exec.Command(run[0], append(run[1:], filepath.Join(ours, "selfdump"), dump)...)
+			}
+			cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+ours, "QEMU_LD_PREFIX=/usr/aarch64-linux-gnu")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("selfdump: %v\n%s", err, b)
+			}
+			raw, err := os.ReadFile(dump)
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples := readSelfDump(t, raw)
+			if len(samples) < 10 {
+				t.Fatalf("%d samples", len(samples))
+			}
+			objs := map[string]*object{}
+			pcs := map[uint64]bool{}
+			for _, s := range samples {
+				pcs[s.pc] = true
+				names, why := walkSelf(t, a, &s, objs)
+				// The timer lands in lib_leaf's loop mostly, but also in
+				// lib_mid or a PLT stub between calls.
+				want := []string{"with_alloca", "level1", "main", "_start"}
+				if names[0] == "lib_leaf" {
+					want = append([]string{"lib_leaf", "lib_mid"}, want...)
+				}
+				if why != unwind.ReasonOutermost || !subsequence(names, want) || names[len(names)-1] != "_start" {
+					t.Errorf("pc %#x: walk %v stopped: %v; want %v in order, ending at _start", s.pc, names, why, want)
+				}
+			}
+			t.Logf("%d samples at %d PCs walked to _start", len(samples), len(pcs))
+		})
+	}
+}
+
+func walkSelf(t *testing.T, a unwind.Arch, s *selfSample, objs map[string]*object) ([]string, unwind.Reason) {
+	t.Helper()
+	var space unwind.Space
+	var objOf []*object
+	for _, line := range strings.Split(s.maps, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		lohi := strings.SplitN(f[0], "-", 2)
+		lo, _ := strconv.ParseUint(lohi[0], 16, 64)
+		hi, _ := strconv.ParseUint(lohi[1], 16, 64)
+		off, _ := strconv.ParseUint(f[2], 16, 64)
+		o, ok := objs[f[5]]
+		if !ok {
+			o = &object{}
+			objs[f[5]] = o
+			if ef, err := elfread.Open(f[5]); err == nil {
+				o.elf, o.sym = ef.ELF, ef.Symbolizer()
+				if sec, err := ef.SFrame(); err == nil {
+					if o.table, err = sframe.Open(sec.Data, sec.Addr); err != nil {
+						t.Errorf("%s: %v", f[5], err)
+					}
+				}
+			}
+		}
+		if o.elf == nil {
+			continue
+		}
+		for _, p := range o.elf.Progs {
+			if p.Type == elf.PT_LOAD && p.Off <= off && off < p.Off+p.Filesz {
+				space.Maps = append(space.Maps, unwind.Mapping{Lo: lo, Hi: hi, Bias: lo - (p.Vaddr + (off - p.Off)), Table: o.table, Obj: len(objOf)})
+				objOf = append(objOf, o)
+				break
+			}
+		}
+	}
+	u := unwind.New(a, &space, &stackMem{base: s.sp, b: bytes.Clone(s.stack)})
+	fr := unwind.Topmost(a, s.pc, s.sp, s.fp, s.lr)
+	var names []string
+	for i := 0; i < 64; i++ {
+		pc := fr.PC - uint64(btoi(!fr.Top))
+		name := "?"
+		if m := space.Find(pc); m != nil {
+			name = objOf[m.Obj].sym(pc - m.Bias)
+		}
+		names = append(names, name)
+		if why, _ := u.Step(&fr); why != unwind.ReasonOK {
+			return names, why
+		}
+	}
+	return names, unwind.ReasonOK
+}

@@ -1,0 +1,99 @@
+package sframe_test
+
+import (
+	"encoding/binary"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// benchSection reads the raw section named by CFI2SFRAME_BENCH_SFRAME (its
+// address in CFI2SFRAME_BENCH_ADDR) and 1,000,000 PCs spread over its
+// functions (a fixed pseudo-random sequence: function, then offset in it).
+// With CFI2SFRAME_BENCH_PCS set it writes the PCs there as little-endian
+// uint64s, relative to the section, for bench/libsframe-bench.c.
+func benchSection(b *testing.B) ([]byte, uint64, []uint64) {
+	name := os.Getenv("CFI2SFRAME_BENCH_SFRAME")
+	if name == "" {
+		b.Skip("CFI2SFRAME_BENCH_SFRAME not set (bench/sframe-vs-libsframe.sh sets it)")
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr, err := strconv.ParseUint(os.Getenv("CFI2SFRAME_BENCH_ADDR"), 0, 64)
+	if err != nil {
+		b.Fatal("CFI2SFRAME_BENCH_ADDR: ", err)
+	}
+	t, err := sframe.Open(data, addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pcs := make([]uint64, 1_000_000)
+	x := uint64(88172645463325252)
+	next := func() uint64 { // xorshift64
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return x
+	}
+	for i := range pcs {
+		d := t.FDE(int(next() % uint64(t.NumFDEs())))
+		pcs[i] = d.Start + next()%uint64(max(d.Size, 1))
+	}
+	if out := os.Getenv("CFI2SFRAME_BENCH_PCS"); out != "" {
+		buf := make([]byte, 8*len(pcs))
+		for i, pc := range pcs {
+			binary.LittleEndian.PutUint64(buf[8*i:], pc-addr)
+		}
+		if err := os.WriteFile(out, buf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return data, addr, pcs
+}
+
+// BenchmarkOpen: opening a section (header and FDE checks, no FREs).
+func BenchmarkOpen(b *testing.B) {
+	data, addr, _ := benchSection(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sframe.Open(data, addr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecode: the full decode dump and verify use, for comparison.
+func BenchmarkDecode(b *testing.B) {
+	data, addr, _ := benchSection(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sframe.Decode(data, addr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLookup: one op is one Table.Lookup of the next PC.
+func BenchmarkLookup(b *testing.B) {
+	data, addr, pcs := benchSection(b)
+	t, err := sframe.Open(data, addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	miss := 0
+	i := 0
+	for b.Loop() {
+		if _, err := t.Lookup(pcs[i]); err != nil {
+			miss++
+		}
+		if i++; i == len(pcs) {
+			i = 0
+		}
+	}
+	b.ReportMetric(float64(miss)/float64(b.N), "misses/op")
+}

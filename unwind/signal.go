@@ -1,0 +1,104 @@
+package unwind
+
+// SigLayout says where the kernel saved the interrupted registers, as
+// offsets from the stack pointer of the signal trampoline's frame (the
+// restorer the handler returns to).
+type SigLayout struct {
+	PC   int64
+	Regs [NumRegs]int64 // by DWARF register number
+	Have uint32         // bit n set: Regs[n] is saved
+}
+
+// Linux x86-64: the handler is entered with its return address (the
+// restorer, rt_sigframe.pretcode) on top of the stack, followed by the
+// ucontext (struct rt_sigframe { pretcode; ucontext uc; siginfo info }).
+// Returning pops pretcode, so at the restorer SP points at uc.
+// struct ucontext { u64 uc_flags; ucontext *uc_link; stack_t uc_stack (24
+// bytes); struct sigcontext uc_mcontext; ... } puts uc_mcontext at 40;
+// sigcontext starts with r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp,
+// rip (8 bytes each), the same order as glibc's gregs (REG_R8 = 0 ...
+// REG_RIP = 16).
+var linuxAMD64 = func() SigLayout {
+	const mc = 40
+	var l SigLayout
+	set := func(dwarf uint32, slot int64) {
+		l.Regs[dwarf] = mc + 8*slot
+		l.Have |= 1 << dwarf
+	}
+	for i := uint32(0); i < 8; i++ {
+		set(8+i, int64(i)) // r8..r15
+	}
+	set(5, 8)  // rdi
+	set(4, 9)  // rsi
+	set(6, 10) // rbp
+	set(3, 11) // rbx
+	set(1, 12) // rdx
+	set(0, 13) // rax
+	set(2, 14) // rcx
+	set(7, 15) // rsp
+	l.PC = mc + 8*16
+	return l
+}()
+
+// Linux AArch64: the handler returns through LR to the vDSO's
+// __kernel_rt_sigreturn with SP pointing at struct rt_sigframe { siginfo
+// info (128 bytes); struct ucontext uc; }. The kernel's ucontext is
+// uc_flags (8), uc_link (8), uc_stack (24), uc_sigmask (8), 120 bytes of
+// room for a larger sigset, then uc_mcontext aligned to 16: at 176.
+// struct sigcontext { u64 fault_address; u64 regs[31]; u64 sp; u64 pc;
+// u64 pstate; ... }.
+var linuxARM64 = func() SigLayout {
+	const sc = 128 + 176
+	var l SigLayout
+	for i := uint32(0); i < 31; i++ {
+		l.Regs[i] = sc + 8 + 8*int64(i)
+		l.Have |= 1 << i
+	}
+	l.Regs[ARM64SP] = sc + 8 + 8*31
+	l.Have |= 1 << ARM64SP
+	l.PC = sc + 8 + 8*32
+	return l
+}()
+
+// LinuxSigLayout returns the Linux signal frame layout of an architecture.
+func LinuxSigLayout(a Arch) *SigLayout {
+	if a == ARM64 {
+		return &linuxARM64
+	}
+	return &linuxAMD64
+}
+
+// signalStep continues from a signal trampoline's frame into the
+// interrupted one, whose every general register is then known.
+func (u *Unwinder) signalStep(f *Frame) Reason {
+	l := u.Sig
+	if l == nil {
+		l = LinuxSigLayout(u.Arch)
+	}
+	sp, ok := f.Reg(spReg(u.Arch))
+	if !ok {
+		return ReasonNeedsRegister
+	}
+	pc, ok := u.read(sp + uint64(l.PC))
+	if !ok {
+		return ReasonBadRead
+	}
+	var n Frame
+	for r := uint32(0); r < NumRegs; r++ {
+		if l.Have&(1<<r) == 0 {
+			continue
+		}
+		v, ok := u.read(sp + uint64(l.Regs[r]))
+		if !ok {
+			return ReasonBadRead
+		}
+		n.SetReg(r, v)
+	}
+	if pc == 0 {
+		return ReasonOutermost
+	}
+	n.PC = pc
+	n.Top = true
+	*f = n
+	return ReasonOK
+}

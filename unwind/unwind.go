@@ -1,0 +1,355 @@
+// Package unwind walks user-space stacks with SFrame.
+//
+// A Frame holds a PC and the registers known in that frame (by DWARF
+// number). Step looks the PC up in the SFrame table of the object that
+// maps it (a Space of mappings, each with its load bias) and computes the
+// caller's frame, reading the stack through a Memory. It does not
+// allocate.
+//
+// What is known in which frame follows the SFrame V3 specification: the
+// topmost frame may know any register (the caller fills them), a caller
+// frame knows only its SP (the CFA) and FP (recovered or unchanged, FP is
+// callee-saved); so a flexible FDE whose rule names any other register
+// (the DRAP register, LR on AArch64) is only usable in the topmost frame,
+// and Step says ReasonNeedsRegister elsewhere. A frame interrupted by a
+// signal knows every general register again (they are read from the
+// kernel's signal frame), so it counts as topmost.
+//
+// Non-topmost frames are looked up at PC-1: their PC is a return address,
+// which may be the first instruction after the end of the calling
+// function (a call to a noreturn function) or of a different row.
+package unwind
+
+import (
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// Arch is the instruction set of the stack being walked.
+type Arch uint8
+
+const (
+	AMD64 Arch = iota + 1
+	ARM64
+)
+
+// DWARF register numbers used by the unwinder.
+const (
+	AMD64RBP = 6
+	AMD64RSP = 7
+	AMD64RIP = 16
+	ARM64FP  = 29
+	ARM64LR  = 30
+	ARM64SP  = 31
+)
+
+// NumRegs is the number of registers a Frame tracks (DWARF 0..31).
+const NumRegs = 32
+
+// Frame is one frame of a stack: its PC and the registers known in it.
+type Frame struct {
+	PC    uint64
+	Regs  [NumRegs]uint64 // by DWARF register number
+	Valid uint32          // bit n set: Regs[n] is known
+	// Top: PC is the next instruction to run (the topmost frame, or one
+	// interrupted by a signal), not a return address; it is looked up as
+	// is rather than at PC-1.
+	Top bool
+}
+
+// Reg returns register n and whether it is known in this frame.
+func (f *Frame) Reg(n uint32) (uint64, bool) {
+	if n >= NumRegs || f.Valid&(1<<n) == 0 {
+		return 0, false
+	}
+	return f.Regs[n], true
+}
+
+// SetReg sets register n (n < NumRegs) as known.
+func (f *Frame) SetReg(n uint32, v uint64) {
+	f.Regs[n] = v
+	f.Valid |= 1 << n
+}
+
+// SP returns the frame's stack pointer.
+func (f *Frame) SP(a Arch) uint64 { return f.Regs[spReg(a)] }
+
+// FP returns the frame's frame pointer.
+func (f *Frame) FP(a Arch) uint64 { return f.Regs[fpReg(a)] }
+
+// Topmost returns the topmost frame from the registers a sampler has: PC,
+// SP, FP and, on AArch64, LR (ignored on AMD64). More registers (for
+// flexible FDEs that name them) can be added with SetReg.
+func Topmost(a Arch, pc, sp, fp, lr uint64) Frame {
+	f := Frame{PC: pc, Top: true}
+	f.SetReg(spReg(a), sp)
+	f.SetReg(fpReg(a), fp)
+	if a == ARM64 {
+		f.SetReg(ARM64LR, lr)
+	}
+	return f
+}
+
+func spReg(a Arch) uint32 {
+	if a == ARM64 {
+		return ARM64SP
+	}
+	return AMD64RSP
+}
+
+func fpReg(a Arch) uint32 {
+	if a == ARM64 {
+		return ARM64FP
+	}
+	return AMD64RBP
+}
+
+// Memory reads the stack of the process being walked.
+type Memory interface {
+	// ReadWord returns the 8-byte word at addr in the target's byte
+	// order, or false when it cannot be read.
+	ReadWord(addr uint64) (uint64, bool)
+}
+
+// Reason says why Step stopped (ReasonOK: it did not).
+type Reason uint8
+
+const (
+	ReasonOK Reason = iota
+	// ReasonOutermost: the SFrame data marks the frame outermost (RA
+	// undefined, or a V3 default FDE without FREs), or the return address
+	// is zero.
+	ReasonOutermost
+	// ReasonNoObject: no mapping of the Space holds the PC (or its
+	// object has no .sframe).
+	ReasonNoObject
+	// ReasonNoFDE: the object has no SFrame FDE for the PC, or the PC is
+	// before the function's first row.
+	ReasonNoFDE
+	// ReasonBadRead: a stack read failed.
+	ReasonBadRead
+	// ReasonNeedsRegister: the rule needs a register this frame does not
+	// know (a flexible-FDE rule or an AArch64 RA still in LR outside the
+	// topmost frame).
+	ReasonNeedsRegister
+	// ReasonBadFrame: malformed SFrame data, a rule the unwinder cannot
+	// apply, or a caller SP below the frame's SP (the walk would go
+	// backwards).
+	ReasonBadFrame
+)
+
+var reasonNames = [...]string{"ok", "outermost", "no object", "no FDE", "bad read", "needs register", "bad frame"}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// Mapping is one executable mapping of an object with a .sframe section:
+// PCs in [Lo, Hi) are looked up at PC-Bias in Table.
+type Mapping struct {
+	Lo, Hi uint64
+	Bias   uint64
+	Table  *sframe.Table
+	// Obj is the caller's handle for the object (a name, an index), not
+	// used by the unwinder.
+	Obj int
+}
+
+// Space is the set of mappings of one address space, sorted by Lo and not
+// overlapping.
+type Space struct {
+	Maps []Mapping
+}
+
+// Find returns the mapping holding pc, or nil.
+func (s *Space) Find(pc uint64) *Mapping {
+	lo, hi := 0, len(s.Maps)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.Maps[m].Lo <= pc {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo > 0 && pc < s.Maps[lo-1].Hi {
+		return &s.Maps[lo-1]
+	}
+	return nil
+}
+
+// Unwinder walks stacks of one architecture through a Space.
+type Unwinder struct {
+	Arch  Arch
+	Space *Space
+	Mem   Memory
+	// PACMask, on AArch64, is the set of pointer-authentication bits to
+	// clear from a return address the FRE marks mangled (what the kernel
+	// reports as the insn mask of NT_ARM_PAC_MASK). Zero means the
+	// top-bits rule for 48-bit user virtual addresses: clear bits 48-63,
+	// which holds the PAC field (bits 48-54) and the tag byte (56-63) of a
+	// user-space code address.
+	PACMask uint64
+	// Sig selects the kernel's signal frame layout; zero means Linux for
+	// Arch.
+	Sig *SigLayout
+}
+
+// New returns an Unwinder for Linux on arch.
+func New(a Arch, s *Space, m Memory) *Unwinder {
+	return &Unwinder{Arch: a, Space: s, Mem: m}
+}
+
+// StripPAC removes the pointer-authentication code from an AArch64 return
+// address.
+func (u *Unwinder) StripPAC(ra uint64) uint64 {
+	if u.PACMask != 0 {
+		return ra &^ u.PACMask
+	}
+	return ra & (1<<48 - 1)
+}
+
+// Step replaces f by its caller's frame and returns ReasonOK, or leaves f
+// unchanged and says why it cannot. On success it also returns the
+// mapping used for f, for symbolization.
+func (u *Unwinder) Step(f *Frame) (Reason, *Mapping) {
+	pc := f.PC
+	if !f.Top {
+		pc--
+	}
+	m := u.Space.Find(pc)
+	if m == nil || m.Table == nil {
+		return ReasonNoObject, nil
+	}
+	r, err := m.Table.Lookup(pc - m.Bias)
+	switch {
+	case err == sframe.ErrNoFDE || err == sframe.ErrNoFRE:
+		return ReasonNoFDE, m
+	case err != nil:
+		return ReasonBadFrame, m
+	}
+	if r.Signal {
+		return u.signalStep(f), m
+	}
+	if r.RAUndefined {
+		return ReasonOutermost, m
+	}
+	return u.apply(f, &r), m
+}
+
+func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
+	cfa, why := u.loc(f, r.CFA, 0, true)
+	if why != ReasonOK {
+		return why
+	}
+	var ra uint64
+	switch r.RA.Kind {
+	case sframe.LocFixed:
+		v, ok := u.read(cfa + uint64(int64(r.RA.Offset)))
+		if !ok {
+			return ReasonBadRead
+		}
+		ra = v
+	case sframe.LocUnsaved, sframe.LocDefault:
+		// The ABI's default place: the fixed slot on AMD64, LR on AArch64.
+		if u.Arch == AMD64 {
+			off := int64(r.RA.Offset) // the header's fixed offset, if any
+			if off == 0 {
+				off = -8
+			}
+			v, ok := u.read(cfa + uint64(off))
+			if !ok {
+				return ReasonBadRead
+			}
+			ra = v
+		} else {
+			v, ok := f.Reg(ARM64LR)
+			if !ok {
+				return ReasonNeedsRegister
+			}
+			ra = v
+		}
+	default:
+		ra, why = u.loc(f, r.RA, cfa, false)
+		if why != ReasonOK {
+			return why
+		}
+	}
+	fp, _ := f.Reg(fpReg(u.Arch))
+	fpValid := f.Valid&(1<<fpReg(u.Arch)) != 0
+	switch r.FP.Kind {
+	case sframe.LocUnsaved, sframe.LocDefault:
+	default:
+		fp, why = u.loc(f, r.FP, cfa, false)
+		if why != ReasonOK {
+			return why
+		}
+		fpValid = true
+	}
+	if r.MangledRA && u.Arch == ARM64 {
+		ra = u.StripPAC(ra)
+	}
+	sp := f.SP(u.Arch)
+	if cfa < sp || (cfa == sp && !f.Top) {
+		return ReasonBadFrame
+	}
+	if ra == 0 {
+		return ReasonOutermost
+	}
+	*f = Frame{PC: ra}
+	f.SetReg(spReg(u.Arch), cfa)
+	if fpValid {
+		f.SetReg(fpReg(u.Arch), fp)
+	}
+	return ReasonOK
+}
+
+// loc evaluates one rule. For the CFA (isCFA) a register base is required.
+func (u *Unwinder) loc(f *Frame, l sframe.Loc, cfa uint64, isCFA bool) (uint64, Reason) {
+	var base uint64
+	switch l.Kind {
+	case sframe.LocReg, sframe.LocRegDeref:
+		v, ok := f.Reg(l.Reg)
+		if !ok {
+			return 0, ReasonNeedsRegister
+		}
+		base = v
+	case sframe.LocCFA, sframe.LocCFAValue:
+		if isCFA {
+			return 0, ReasonBadFrame
+		}
+		base = cfa
+	default:
+		return 0, ReasonBadFrame
+	}
+	addr := base + uint64(int64(l.Offset))
+	if l.Kind == sframe.LocReg || l.Kind == sframe.LocCFAValue {
+		return addr, ReasonOK
+	}
+	v, ok := u.read(addr)
+	if !ok {
+		return 0, ReasonBadRead
+	}
+	return v, ReasonOK
+}
+
+func (u *Unwinder) read(addr uint64) (uint64, bool) {
+	return u.Mem.ReadWord(addr)
+}
+
+// Walk steps from f until it stops, writing the PC of each frame (f's
+// first) into pcs, and returns how many it wrote and why it stopped
+// (ReasonOK when pcs filled up first). It does not allocate.
+func (u *Unwinder) Walk(f Frame, pcs []uint64) (int, Reason) {
+	n := 0
+	for n < len(pcs) {
+		pcs[n] = f.PC
+		n++
+		if why, _ := u.Step(&f); why != ReasonOK {
+			return n, why
+		}
+	}
+	return n, ReasonOK
+}

@@ -1,0 +1,385 @@
+package unwind_test
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/unwind"
+)
+
+// mem is a stack: words from base upward.
+type mem struct {
+	base  uint64
+	words []uint64
+}
+
+func (m *mem) ReadWord(addr uint64) (uint64, bool) {
+	if addr < m.base || addr%8 != 0 || (addr-m.base)/8 >= uint64(len(m.words)) {
+		return 0, false
+	}
+	return m.words[(addr-m.base)/8], true
+}
+
+func (m *mem) set(addr, v uint64) { m.words[(addr-m.base)/8] = v }
+
+func newMem(base uint64, n int) *mem { return &mem{base: base, words: make([]uint64, n)} }
+
+func reg(r uint32, off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocReg, Reg: r, Offset: off} }
+func cfaSlot(off int32) sframe.Loc       { return sframe.Loc{Kind: sframe.LocCFA, Offset: off} }
+
+const (
+	rbp, rsp   = unwind.AMD64RBP, unwind.AMD64RSP
+	x29, x30   = unwind.ARM64FP, unwind.ARM64LR
+	a64sp      = unwind.ARM64SP
+	bias       = 0x10000 // load bias of the test object
+	stackBase  = 0x7f0000
+	stackWords = 64
+)
+
+var fixedRA = sframe.Loc{Kind: sframe.LocFixed, Offset: -8}
+
+func space(t *testing.T, abi uint8, version uint8, funcs []sframe.Function) *unwind.Space {
+	t.Helper()
+	o := sframe.Options{Version: version, ABI: abi, Order: binary.LittleEndian, PCRel: true, Sort: true}
+	o.CFAFixedFP, o.CFAFixedRA = sframe.DefaultFixedOffsets(abi)
+	b, err := sframe.Encode(funcs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := sframe.Open(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unwind.Space{Maps: []unwind.Mapping{{Lo: bias + 0x1000, Hi: bias + 0x9000, Bias: bias, Table: tb}}}
+}
+
+// amd64Funcs: a leaf-ish function with a push rbp (0x1000), main with an
+// rbp frame (0x2000), _start whose RA is undefined (0x3000), a PLT with
+// 16-byte blocks (0x4000), a restorer marked signal (0x5000, FDE starting
+// one byte early as glibc's does), a DRAP function (0x6000, flexible), and
+// a function that ends in a call to a noreturn function (0x7000-0x7010)
+// followed by one with another rule (0x7010).
+func amd64Funcs() []sframe.Function {
+	return []sframe.Function{
+		{Start: 0x1000, Size: 0x40, Rows: []sframe.Row{
+			{Start: 0, CFA: reg(rsp, 8), RA: fixedRA},
+			{Start: 1, CFA: reg(rsp, 16), RA: fixedRA, FP: cfaSlot(-16)},
+		}},
+		{Start: 0x2000, Size: 0x40, Rows: []sframe.Row{
+			{Start: 0, CFA: reg(rsp, 8), RA: fixedRA},
+			{Start: 1, CFA: reg(rsp, 16), RA: fixedRA, FP: cfaSlot(-16)},
+			{Start: 4, CFA: reg(rbp, 16), RA: fixedRA, FP: cfaSlot(-16)},
+		}},
+		{Start: 0x3000, Size: 0x40, Rows: []sframe.Row{{Start: 0, RAUndefined: true}}},
+		{Start: 0x4000, Size: 0x40, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{
+			{Start: 0, CFA: reg(rsp, 8), RA: fixedRA},
+			{Start: 11, CFA: reg(rsp, 16), RA: fixedRA},
+		}},
+		{Start: 0x4fff, Size: 0x10, Signal: true},
+		{Start: 0x6000, Size: 0x40, Flex: true, Rows: []sframe.Row{
+			{Start: 0, CFA: reg(10, 0), RA: sframe.Loc{Kind: sframe.LocDefault, Offset: -8}},
+			{Start: 8, CFA: sframe.Loc{Kind: sframe.LocRegDeref, Reg: rbp, Offset: -8}, RA: sframe.Loc{Kind: sframe.LocDefault, Offset: -8},
+				FP: sframe.Loc{Kind: sframe.LocRegDeref, Reg: rbp, Offset: 0}},
+		}},
+		{Start: 0x7000, Size: 0x10, Rows: []sframe.Row{{Start: 0, CFA: reg(rsp, 32), RA: fixedRA}}},
+		{Start: 0x7010, Size: 0x10, Rows: []sframe.Row{{Start: 0, CFA: reg(rsp, 8), RA: fixedRA}}},
+	}
+}
+
+func TestStepAMD64(t *testing.T) {
+	sp := space(t, sframe.ABIAMD64LE, 3, amd64Funcs())
+	const S uint64 = stackBase + 0x40
+	tests := []struct {
+		name    string
+		frame   unwind.Frame
+		stack   map[uint64]uint64
+		why     unwind.Reason
+		pc, sp  uint64
+		fp      uint64
+		fpValid bool
+		top     bool
+	}{
+		{name: "push rbp done, topmost", frame: unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x1234, 0),
+			stack: map[uint64]uint64{S: 0xaaaa, S + 8: bias + 0x2010},
+			pc:    bias + 0x2010, sp: S + 16, fp: 0xaaaa, fpValid: true},
+		{name: "at entry, FP unchanged", frame: unwind.Topmost(unwind.AMD64, bias+0x1000, S, 0x1234, 0),
+			stack: map[uint64]uint64{S: bias + 0x2010},
+			pc:    bias + 0x2010, sp: S + 8, fp: 0x1234, fpValid: true},
+		{name: "rbp-based, caller frame", frame: frame(bias+0x2010, S, S+0x10),
+			stack: map[uint64]uint64{S + 0x10: 0xbbbb, S + 0x18: bias + 0x3005},
+			pc:    bias + 0x3005, sp: S + 0x20, fp: 0xbbbb, fpValid: true},
+		{name: "RA undefined", frame: frame(bias+0x3005, S, 0), why: unwind.ReasonOutermost},
+		{name: "PCMASK second block after push", frame: unwind.Topmost(unwind.AMD64, bias+0x401b, S, 7, 0),
+			stack: map[uint64]uint64{S + 8: bias + 0x2010}, pc: bias + 0x2010, sp: S + 16, fp: 7, fpValid: true},
+		{name: "PCMASK third block at entry", frame: unwind.Topmost(unwind.AMD64, bias+0x4021, S, 7, 0),
+			stack: map[uint64]uint64{S: bias + 0x2010}, pc: bias + 0x2010, sp: S + 8, fp: 7, fpValid: true},
+		{name: "no FDE", frame: frame(bias+0x3100, S, 0), why: unwind.ReasonNoFDE},
+		{name: "no object", frame: frame(0x500, S, 0), why: unwind.ReasonNoObject},
+		{name: "bad read", frame: unwind.Topmost(unwind.AMD64, bias+0x1005, stackBase+0x1000, 0, 0), why: unwind.ReasonBadRead},
+		{name: "zero RA", frame: unwind.Topmost(unwind.AMD64, bias+0x1000, S, 0, 0), why: unwind.ReasonOutermost},
+		{name: "DRAP prologue, topmost with r10", frame: withReg(unwind.Topmost(unwind.AMD64, bias+0x6004, S, 3, 0), 10, S+0x20),
+			stack: map[uint64]uint64{S + 0x18: bias + 0x2010}, pc: bias + 0x2010, sp: S + 0x20, fp: 3, fpValid: true},
+		{name: "DRAP prologue, r10 unknown", frame: unwind.Topmost(unwind.AMD64, bias+0x6004, S, 3, 0), why: unwind.ReasonNeedsRegister},
+		{name: "DRAP body, caller frame: rbp is known", frame: frame(bias+0x6010, S, S+0x10),
+			stack: map[uint64]uint64{S + 0x08: S + 0x30, S + 0x10: 0xcccc, S + 0x28: bias + 0x2010},
+			pc:    bias + 0x2010, sp: S + 0x30, fp: 0xcccc, fpValid: true},
+		{name: "return address after a noreturn call looks up RA-1", frame: frame(bias+0x7010, S, 5),
+			stack: map[uint64]uint64{S + 0x18: bias + 0x2010}, pc: bias + 0x2010, sp: S + 0x20, fp: 5, fpValid: true},
+		{name: "the same PC as topmost is the next function", frame: unwind.Topmost(unwind.AMD64, bias+0x7010, S, 5, 0),
+			stack: map[uint64]uint64{S: bias + 0x2010}, pc: bias + 0x2010, sp: S + 8, fp: 5, fpValid: true},
+		{name: "caller SP would go backwards", frame: frame(bias+0x2010, S, S-0x40), why: unwind.ReasonBadFrame},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMem(stackBase, stackWords)
+			for a, v := range tt.stack {
+				m.set(a, v)
+			}
+			u := unwind.New(unwind.AMD64, sp, m)
+			f := tt.frame
+			why, _ := u.Step(&f)
+			if why != tt.why {
+				t.Fatalf("Step = %v, want %v", why, tt.why)
+			}
+			if why != unwind.ReasonOK {
+				if f != tt.frame {
+					t.Errorf("failed Step changed the frame")
+				}
+				return
+			}
+			fp, ok := f.Reg(rbp)
+			if f.PC != tt.pc || f.SP(unwind.AMD64) != tt.sp || ok != tt.fpValid || fp != tt.fp || f.Top != tt.top {
+				t.Errorf("caller = pc %#x sp %#x fp %#x (%v) top %v, want %#x %#x %#x (%v) %v", f.PC, f.SP(unwind.AMD64), fp, ok, f.Top, tt.pc, tt.sp, tt.fp, tt.fpValid, tt.top)
+			}
+			if _, ok := f.Reg(10); ok {
+				t.Errorf("caller frame claims to know r10")
+			}
+		})
+	}
+}
+
+// frame is a non-topmost frame: PC is a return address; SP and FP known.
+func frame(pc, sp, fp uint64) unwind.Frame {
+	f := unwind.Frame{PC: pc}
+	f.SetReg(rsp, sp)
+	f.SetReg(rbp, fp)
+	return f
+}
+
+func withReg(f unwind.Frame, r uint32, v uint64) unwind.Frame {
+	f.SetReg(r, v)
+	return f
+}
+
+// TestSignalAMD64 walks handler -> restorer -> interrupted function ->
+// main -> _start with the kernel's rt_sigframe on the stack.
+func TestSignalAMD64(t *testing.T) {
+	sp := space(t, sframe.ABIAMD64LE, 3, amd64Funcs())
+	m := newMem(stackBase, 512)
+	const S uint64 = stackBase + 0x40 // handler's SP at the sample (after push rbp)
+	m.set(S, 0x1111)                  // handler's saved rbp
+	m.set(S+8, bias+0x5000)           // pretcode: the restorer (FDE from 0x4fff)
+	uc := S + 16
+	const interruptedSP uint64 = stackBase + 0x600
+	m.set(uc+40+8*10, interruptedSP+0x10) // rbp
+	m.set(uc+40+8*15, interruptedSP)      // rsp
+	m.set(uc+40+8*16, bias+0x2004)        // rip: main, rbp-based row
+	m.set(uc+40+8*14, 0x4242)             // rcx (sigcontext slot 14)
+	m.set(interruptedSP+0x10, 0)          // main's saved rbp
+	m.set(interruptedSP+0x18, bias+0x3005)
+	u := unwind.New(unwind.AMD64, sp, m)
+	var pcs [8]uint64
+	n, why := u.Walk(unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x9999, 0), pcs[:])
+	want := []uint64{bias + 0x1005, bias + 0x5000, bias + 0x2004, bias + 0x3005}
+	if why != unwind.ReasonOutermost || n != len(want) {
+		t.Fatalf("Walk = %#x, %v; want %#x, outermost", pcs[:n], why, want)
+	}
+	for i := range want {
+		if pcs[i] != want[i] {
+			t.Errorf("frame %d: pc %#x, want %#x", i, pcs[i], want[i])
+		}
+	}
+	// The interrupted frame knows every register and its exact PC.
+	f := unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x9999, 0)
+	u.Step(&f)
+	u.Step(&f)
+	if rcx, ok := f.Reg(2); !ok || rcx != 0x4242 || !f.Top || f.FP(unwind.AMD64) != interruptedSP+0x10 {
+		t.Errorf("interrupted frame: rcx %#x %v, top %v, fp %#x", rcx, ok, f.Top, f.FP(unwind.AMD64))
+	}
+}
+
+func arm64Funcs() []sframe.Function {
+	return []sframe.Function{
+		// Leaf: CFA = sp, RA in LR.
+		{Start: 0x1000, Size: 0x20, Rows: []sframe.Row{{Start: 0, CFA: reg(a64sp, 0)}}},
+		// stp x29, x30, [sp, #-16]!; mov x29, sp; signed RA (paciasp at 0).
+		{Start: 0x2000, Size: 0x40, Rows: []sframe.Row{
+			{Start: 0, CFA: reg(a64sp, 0)},
+			{Start: 4, CFA: reg(a64sp, 0), MangledRA: true},
+			{Start: 8, CFA: reg(a64sp, 16), RA: cfaSlot(-8), FP: cfaSlot(-16), MangledRA: true},
+			{Start: 12, CFA: reg(x29, 16), RA: cfaSlot(-8), FP: cfaSlot(-16), MangledRA: true},
+		}},
+		{Start: 0x3000, Size: 0x40, Rows: []sframe.Row{{Start: 0, RAUndefined: true}}},
+		// Flexible: RA saved in x9 (topmost only).
+		{Start: 0x6000, Size: 0x40, Flex: true, Rows: []sframe.Row{
+			{Start: 0, CFA: reg(a64sp, 0), RA: reg(9, 0)},
+		}},
+		{Start: 0x4fff, Size: 0x10, Signal: true},
+	}
+}
+
+func TestStepARM64(t *testing.T) {
+	sp := space(t, sframe.ABIAArch64LE, 3, arm64Funcs())
+	const S uint64 = stackBase + 0x40
+	pac := uint64(0x002d) << 48
+	tests := []struct {
+		name    string
+		frame   unwind.Frame
+		pacMask uint64
+		stack   map[uint64]uint64
+		why     unwind.Reason
+		pc, sp  uint64
+		fp      uint64
+	}{
+		{name: "leaf topmost: RA in LR", frame: unwind.Topmost(unwind.ARM64, bias+0x1008, S, 0x77, bias+0x2020),
+			pc: bias + 0x2020, sp: S, fp: 0x77},
+		{name: "leaf not topmost: LR unknown", frame: a64frame(bias+0x1008, S, 0x77), why: unwind.ReasonNeedsRegister},
+		{name: "signed LR, topmost, not yet saved", frame: unwind.Topmost(unwind.ARM64, bias+0x2004, S, 0x77, bias+0x2020|pac),
+			pc: bias + 0x2020, sp: S, fp: 0x77},
+		{name: "frame record pushed, signed RA stripped", frame: unwind.Topmost(unwind.ARM64, bias+0x2008, S, 0x77, 0),
+			stack: map[uint64]uint64{S: 0x88, S + 8: bias + 0x3004 | pac}, pc: bias + 0x3004, sp: S + 16, fp: 0x88},
+		{name: "FP-based caller frame", frame: a64frame(bias+0x2030, S, S+0x20),
+			stack: map[uint64]uint64{S + 0x20: 0x99, S + 0x28: bias + 0x2020 | pac}, pc: bias + 0x2020, sp: S + 0x30, fp: 0x99},
+		{name: "configured PAC mask (52-bit VA)", frame: a64frame(bias+0x2030, S, S+0x20), pacMask: 0xfff0 << 48,
+			stack: map[uint64]uint64{S + 0x20: 0x99, S + 0x28: bias + 0x2020 | 1<<50 | 0xab<<56}, pc: bias + 0x2020 | 1<<50, sp: S + 0x30, fp: 0x99},
+		{name: "RA undefined", frame: a64frame(bias+0x3005, S, 0), why: unwind.ReasonOutermost},
+		{name: "flex RA in x9, topmost", frame: withReg(unwind.Topmost(unwind.ARM64, bias+0x6004, S, 1, 0), 9, bias+0x2020),
+			pc: bias + 0x2020, sp: S, fp: 1},
+		{name: "flex RA in x9, caller frame", frame: a64frame(bias+0x6004, S, 1), why: unwind.ReasonNeedsRegister},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMem(stackBase, stackWords)
+			for a, v := range tt.stack {
+				m.set(a, v)
+			}
+			u := unwind.New(unwind.ARM64, sp, m)
+			u.PACMask = tt.pacMask
+			f := tt.frame
+			why, _ := u.Step(&f)
+			if why != tt.why {
+				t.Fatalf("Step = %v, want %v", why, tt.why)
+			}
+			if why != unwind.ReasonOK {
+				return
+			}
+			if f.PC != tt.pc || f.SP(unwind.ARM64) != tt.sp || f.FP(unwind.ARM64) != tt.fp || f.Top {
+				t.Errorf("caller = pc %#x sp %#x fp %#x top %v, want %#x %#x %#x", f.PC, f.SP(unwind.ARM64), f.FP(unwind.ARM64), f.Top, tt.pc, tt.sp, tt.fp)
+			}
+			if _, ok := f.Reg(x30); ok {
+				t.Errorf("caller frame claims to know LR")
+			}
+		})
+	}
+}
+
+func a64frame(pc, sp, fp uint64) unwind.Frame {
+	f := unwind.Frame{PC: pc}
+	f.SetReg(a64sp, sp)
+	f.SetReg(x29, fp)
+	return f
+}
+
+// TestSignalARM64: handler -> __kernel_rt_sigreturn -> interrupted leaf,
+// whose RA is in the LR saved by the kernel.
+func TestSignalARM64(t *testing.T) {
+	sp := space(t, sframe.ABIAArch64LE, 3, arm64Funcs())
+	m := newMem(stackBase, 1024)
+	const S uint64 = stackBase + 0x40
+	m.set(S, 0x1111)        // handler's x29
+	m.set(S+8, bias+0x5000) // handler's x30: the sigreturn trampoline
+	frame := S + 16         // rt_sigframe
+	regs := frame + 128 + 176 + 8
+	const isp uint64 = stackBase + 0x1000
+	m.set(regs+8*29, 0x2929)
+	m.set(regs+8*30, bias+0x3008) // LR of the interrupted leaf
+	m.set(regs+8*31, isp)         // sp
+	m.set(regs+8*32, bias+0x1010) // pc
+	u := unwind.New(unwind.ARM64, sp, m)
+	// The handler's frame record is at S (FP-based row of 0x2000).
+	var pcs [8]uint64
+	n, why := u.Walk(a64top(bias+0x2030, S), pcs[:])
+	want := []uint64{bias + 0x2030, bias + 0x5000, bias + 0x1010, bias + 0x3008}
+	if why != unwind.ReasonOutermost || n != len(want) {
+		t.Fatalf("Walk = %#x, %v; want %#x, outermost", pcs[:n], why, want)
+	}
+	for i := range want {
+		if pcs[i] != want[i] {
+			t.Errorf("frame %d: pc %#x, want %#x", i, pcs[i], want[i])
+		}
+	}
+}
+
+func a64top(pc, fp uint64) unwind.Frame {
+	return unwind.Topmost(unwind.ARM64, pc, fp, fp, 0)
+}
+
+// TestV2 walks the AMD64 stack of TestStepAMD64's first case from a V2
+// section (no flexible or signal FDEs).
+func TestV2(t *testing.T) {
+	var funcs []sframe.Function
+	for _, f := range amd64Funcs() {
+		if !f.Flex && !f.Signal {
+			funcs = append(funcs, f)
+		}
+	}
+	sp := space(t, sframe.ABIAMD64LE, 2, funcs)
+	m := newMem(stackBase, stackWords)
+	const S uint64 = stackBase + 0x40
+	m.set(S, S+0x20)
+	m.set(S+8, bias+0x2010)
+	m.set(S+0x20, 0)
+	m.set(S+0x28, bias+0x3005)
+	var pcs [8]uint64
+	n, why := unwind.New(unwind.AMD64, sp, m).Walk(unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0, 0), pcs[:])
+	if n != 3 || why != unwind.ReasonOutermost || pcs[2] != bias+0x3005 {
+		t.Errorf("Walk = %#x, %v", pcs[:n], why)
+	}
+}
+
+func TestStepAllocs(t *testing.T) {
+	sp := space(t, sframe.ABIAMD64LE, 3, amd64Funcs())
+	m := newMem(stackBase, stackWords)
+	const S uint64 = stackBase + 0x40
+	m.set(S, S+0x20)
+	m.set(S+8, bias+0x2010)
+	m.set(S+0x28, bias+0x3005)
+	u := unwind.New(unwind.AMD64, sp, m)
+	var pcs [8]uint64
+	n := testing.AllocsPerRun(100, func() {
+		u.Walk(unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0, 0), pcs[:])
+	})
+	if n != 0 {
+		t.Errorf("Walk allocates %v times", n)
+	}
+}
+
+// BenchmarkStep: one step from the topmost frame through a small section
+// (CPU cost without cache misses).
+func BenchmarkStep(b *testing.B) {
+	t := &testing.T{}
+	sp := space(t, sframe.ABIAMD64LE, 3, amd64Funcs())
+	m := newMem(stackBase, stackWords)
+	const S uint64 = stackBase + 0x40
+	m.set(S, S+0x20)
+	m.set(S+8, bias+0x2010)
+	u := unwind.New(unwind.AMD64, sp, m)
+	b.ReportAllocs()
+	for b.Loop() {
+		f := unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0, 0)
+		if why, _ := u.Step(&f); why != unwind.ReasonOK {
+			b.Fatal(why)
+		}
+	}
+}
