@@ -137,7 +137,13 @@ type Options struct {
 	// header and PT_GNU_SFRAME program header are repointed to the new
 	// data in the new segment, and whichever of the two is missing is added.
 	Replace bool
-	// MaxPad bounds the zero padding inserted to keep the new segment's
+	// AppendSegment selects the old, fragile layout: the program header
+	// table moves into the new segment at the end of the file when it
+	// cannot grow in place. Files in that layout run, but GNU strip and
+	// objcopy before 2.44, eu-strip and patchelf break them. It is only
+	// for inputs the linker-like layout refuses (a *LayoutError).
+	AppendSegment bool
+	// MaxPad (AppendSegment only) bounds the zero padding inserted to keep the new segment's
 	// vaddr-offset difference equal to the first PT_LOAD's when the program
 	// header table moves (see the package comment). 0 means 4 MiB; a
 	// negative value always uses the compact placement.

@@ -32,7 +32,7 @@ func TestFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, opts := range []Options{{}, {MaxPad: -1}} {
+			for _, opts := range []Options{{}, {AppendSegment: true, MaxPad: -1}} {
 				p, err := NewPlan(in, uint64(len(tc.sf)), opts)
 				if err != nil {
 					t.Fatal(err)

@@ -3,6 +3,7 @@ package elfwrite
 import (
 	"fmt"
 	"io"
+	"sort"
 )
 
 // Plan is the layout of the output file for one input and one .sframe
@@ -18,16 +19,29 @@ type Plan struct {
 	SegmentSize   uint64 // p_filesz = p_memsz of the new PT_LOAD
 	SegmentAlign  uint64 // p_align of the new PT_LOAD
 
-	PHDRMoved  bool   // the program header table moved into the new segment
+	PHDRMoved  bool   // fragile layout only: the program header table moved into the new segment
 	OutputSize uint64 // size of the output file
+
+	// Moved names the sections that moved from behind the program header
+	// table into the new segment (linker-like layout).
+	Moved []string
 
 	f        *file
 	phoff    uint64 // output e_phoff
 	phs      []phdr // output program headers
-	shoff    uint64 // output e_shoff (unchanged when shs is patched in place)
+	shoff    uint64 // output e_shoff
 	shs      []shdr // output section headers; nil when the input has none
-	shstrtab []byte // new .shstrtab copy, nil when none is written
-	shstrOff uint64
+	shstrndx int    // output index of the section name table
+	pieces   []piece
+	patches  []patch
+	sfPiece  int  // index in pieces of the .sframe data
+	fragile  bool // made for Options.AppendSegment
+}
+
+// Overhead is what the output adds beyond the .sframe data itself: program
+// and section headers, the moved sections' new copy, padding.
+func (p *Plan) Overhead() int64 {
+	return int64(p.OutputSize) - int64(len(p.f.in)) - int64(p.Size)
 }
 
 // NewPlan parses in (a linked ELF64 executable or shared library), checks
@@ -66,6 +80,9 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 	if addSec && f.shstrndx < 0 {
 		return nil, &UnsupportedError{What: "section headers without a section name table (e_shstrndx is 0)"}
 	}
+	if !opts.AppendSegment {
+		return newLinkerPlan(f, size, secIdx, segIdx)
+	}
 
 	newPhnum := uint64(len(f.phs)) + 1 // the new PT_LOAD
 	if segIdx < 0 {
@@ -102,7 +119,7 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 		return nil, &UnsupportedError{What: "no address space left above the existing segments"}
 	}
 
-	p := &Plan{f: f, Size: size, SegmentAlign: align, phoff: f.phoff, shoff: f.shoff}
+	p := &Plan{f: f, Size: size, SegmentAlign: align, phoff: f.phoff, shoff: f.shoff, fragile: true}
 	p.PHDRMoved = !f.canGrowPhdrsInPlace(newPhSize)
 
 	// Place the new segment.
@@ -199,7 +216,7 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 				return nil, &UnsupportedError{What: "section name table too large"}
 			}
 			tab = append(tab, SectionName+"\x00"...)
-			p.shstrtab, p.shstrOff = tab, end
+			p.pieces = append(p.pieces, piece{off: end, size: uint64(len(tab)), data: tab})
 			p.shs[f.shstrndx].off, p.shs[f.shstrndx].size = end, uint64(len(tab))
 			p.shs = append(p.shs, sec)
 			p.shoff, _ = alignUp(end+uint64(len(tab)), 8)
@@ -211,8 +228,13 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 		if newPhnum >= pnXNum {
 			p.shs[0].info = uint32(newPhnum)
 		}
+		p.shstrndx = f.shstrndx
 	}
 	p.OutputSize = end
+	p.pieces = append(p.pieces, piece{off: 0, src: 0, size: n})
+	p.sfPiece = len(p.pieces)
+	p.pieces = append(p.pieces, piece{off: p.Offset, size: size})
+	p.finishHeaders(newPhnum)
 	return p, nil
 }
 
@@ -220,7 +242,11 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 // size bytes where it is: the extra bytes are inside the file, zero, inside
 // the PT_LOAD that maps the table (if any), and used by no header, section
 // or other segment. Without section headers nothing can be proven unused.
-func (f *file) canGrowPhdrsInPlace(size uint64) bool {
+func (f *file) canGrowPhdrsInPlace(size uint64) bool { return f.canGrowPhdrs(size, false) }
+
+// canGrowPhdrs is canGrowPhdrsInPlace; with extend, the PT_LOAD that maps
+// the table may grow to cover it (newLinkerPlan checks that it can).
+func (f *file) canGrowPhdrs(size uint64, extend bool) bool {
 	n := uint64(len(f.in))
 	oldEnd := f.phoff + uint64(len(f.phs))*phdrSize
 	if f.shs == nil || !within(f.phoff, size, n) {
@@ -245,8 +271,11 @@ func (f *file) canGrowPhdrsInPlace(size uint64) bool {
 		switch p.typ {
 		case ptPhdr:
 		case ptLoad:
-			if p.off <= f.phoff && oldEnd <= p.off+p.filesz && newEnd > p.off+p.filesz {
+			if !extend && p.off <= f.phoff && oldEnd <= p.off+p.filesz && newEnd > p.off+p.filesz {
 				return false // the table is mapped but would outgrow its segment
+			}
+			if extend && p.filesz > 0 && !(p.off <= f.phoff && oldEnd <= p.off+p.filesz) && p.off < newEnd && oldEnd < p.off+p.filesz {
+				return false // another segment's bytes
 			}
 		default:
 			if overlaps(p.off, p.filesz) {
@@ -263,44 +292,84 @@ func (p *Plan) Bytes(sframe []byte) ([]byte, error) {
 	if uint64(len(sframe)) != p.Size {
 		return nil, fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
 	}
-	f, bo := p.f, p.f.bo
 	out := make([]byte, p.OutputSize)
-	copy(out, f.in)
-	for i, ph := range p.phs {
-		putPhdr(bo, out[p.phoff+uint64(i)*phdrSize:], ph)
+	for i, pc := range p.pieces {
+		copy(out[pc.off:pc.off+pc.size], p.content(i, pc, sframe))
 	}
-	copy(out[p.Offset:], sframe)
-	if p.shstrtab != nil {
-		copy(out[p.shstrOff:], p.shstrtab)
-	}
-	for i, s := range p.shs {
-		putShdr(bo, out[p.shoff+uint64(i)*shdrSize:], s)
-	}
-	bo.PutUint64(out[32:], p.phoff)
-	if len(p.phs) >= pnXNum {
-		bo.PutUint16(out[56:], pnXNum)
-	} else {
-		bo.PutUint16(out[56:], uint16(len(p.phs)))
-	}
-	if p.shs != nil {
-		bo.PutUint64(out[40:], p.shoff)
-		if len(p.shs) >= shnLoReserv {
-			bo.PutUint16(out[60:], 0)
-		} else {
-			bo.PutUint16(out[60:], uint16(len(p.shs)))
-		}
+	for _, pt := range p.patches {
+		copy(out[pt.off:], pt.data)
 	}
 	return out, nil
 }
 
-// Write writes the output file to w; see Bytes.
-func (p *Plan) Write(w io.Writer, sframe []byte) error {
-	out, err := p.Bytes(sframe)
-	if err != nil {
-		return err
+func (p *Plan) content(i int, pc piece, sframe []byte) []byte {
+	switch {
+	case i == p.sfPiece:
+		return sframe
+	case pc.data != nil:
+		return pc.data
 	}
-	_, err = w.Write(out)
-	return err
+	return p.f.in[pc.src : pc.src+pc.size]
+}
+
+// writeChunk bounds the buffer Write patches in.
+const writeChunk = 1 << 20
+
+// Write writes the output file to w (see Bytes) without building it in
+// memory: unchanged input bytes are written from the input as they are,
+// in chunks, with the planned changes applied on the way.
+func (p *Plan) Write(w io.Writer, sframe []byte) error {
+	if uint64(len(sframe)) != p.Size {
+		return fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
+	}
+	pieces := append([]piece(nil), p.pieces...)
+	idx := make([]int, len(pieces))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return pieces[idx[a]].off < pieces[idx[b]].off })
+	patches := append([]patch(nil), p.patches...)
+	sort.SliceStable(patches, func(a, b int) bool { return patches[a].off < patches[b].off })
+	var cur uint64
+	buf := make([]byte, 0, writeChunk)
+	zero := make([]byte, 4096)
+	for _, i := range idx {
+		pc := pieces[i]
+		for cur < pc.off {
+			k := min(pc.off-cur, uint64(len(zero)))
+			if _, err := w.Write(zero[:k]); err != nil {
+				return err
+			}
+			cur += k
+		}
+		src := p.content(i, pc, sframe)
+		for o := uint64(0); o < pc.size; o += writeChunk {
+			end := min(o+writeChunk, pc.size)
+			buf = append(buf[:0], src[o:end]...)
+			lo, hi := pc.off+o, pc.off+end
+			for _, pt := range patches {
+				if pt.off >= hi {
+					break
+				}
+				if e := pt.off + uint64(len(pt.data)); e > lo {
+					a, b := max(pt.off, lo), min(e, hi)
+					copy(buf[a-lo:b-lo], pt.data[a-pt.off:b-pt.off])
+				}
+			}
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		cur = pc.off + pc.size
+	}
+	for cur < p.OutputSize {
+		k := min(p.OutputSize-cur, uint64(len(zero)))
+		if _, err := w.Write(zero[:k]); err != nil {
+			return err
+		}
+		cur += k
+	}
+	return nil
 }
 
 // maxReplans bounds how often Insert re-encodes when the section address
