@@ -247,7 +247,7 @@ func TestInsertCallback(t *testing.T) {
 		t.Errorf("encoded address %#x at the section, want %#x", got, p.Addr)
 	}
 	wantErr := errors.New("encoder failed")
-	if _, err := Insert(in, Options{}, func(uint64) ([]byte, error) { return nil, wantErr }); !errors.Is(err, wantErr) {
+	if _, err := Insert(in, Options{AppendSegment: true}, func(uint64) ([]byte, error) { return nil, wantErr }); !errors.Is(err, wantErr) {
 		t.Errorf("encoder error not passed on: %v", err)
 	}
 }

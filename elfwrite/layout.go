@@ -110,20 +110,45 @@ type patch struct {
 
 // movable reports whether section s may move with the block after the
 // program header table: its address is only named by program headers,
-// .dynamic and symbols, all of which are updated.
-func (f *file) movable(s shdr) bool {
+// .dynamic and symbols, all of which are updated. A dynamic table (hash,
+// symbols, versions, relocations) qualifies only when a .dynamic address
+// entry names its start: that is how the loader finds it. Otherwise code
+// may name it: a static executable's .rela.plt is found through
+// __rela_iplt_start, an address linked into the startup code.
+func (f *file) movable(s shdr, dynAddrs map[uint64]bool) bool {
 	if s.flags&shfAlloc == 0 {
 		return false
 	}
 	switch s.typ {
-	case shtNote, shtHash, shtGNUHash, shtDynsym, shtGNUVersym, shtGNUVerneed, shtGNUVerdef, shtRela, shtRel, shtRelr:
+	case shtNote:
 		return true
+	case shtHash, shtGNUHash, shtDynsym, shtGNUVersym, shtGNUVerneed, shtGNUVerdef, shtRela, shtRel, shtRelr:
+		return dynAddrs[s.addr]
 	case shtProgbits:
 		return f.sectionName(s) == ".interp"
 	case shtStrtab:
-		return f.sectionName(s) == ".dynstr"
+		return f.sectionName(s) == ".dynstr" && dynAddrs[s.addr]
 	}
 	return false
+}
+
+// dynamicAddrs returns the values of the address entries of .dynamic.
+func (f *file) dynamicAddrs() map[uint64]bool {
+	out := map[uint64]bool{}
+	dyn, ok := f.dynamicRange()
+	if !ok {
+		return out
+	}
+	for o := dyn.off; o+dynSize <= dyn.off+dyn.filesz; o += dynSize {
+		tag, val := f.bo.Uint64(f.in[o:]), f.bo.Uint64(f.in[o+8:])
+		if tag == 0 {
+			break
+		}
+		if dtAddrTags[tag] {
+			out[val] = true
+		}
+	}
+	return out
 }
 
 // newLinkerPlan lays out the output as described at the top of this file.
@@ -166,28 +191,32 @@ func newLinkerPlan(f *file, size uint64, secIdx, segIdx int) (*Plan, error) {
 	if phLoad == nil {
 		return nil, layoutErr("the program header table at %#x is not inside a PT_LOAD", f.phoff)
 	}
-	extendLoad := false
-	if newPhEnd > phLoad.off+phLoad.filesz {
-		// A first segment that holds only the headers may grow into free
-		// bytes, as a linker would have made it, if no other segment's
-		// pages are there.
-		newSize := newPhEnd - phLoad.off
-		ok := phLoad.filesz == phLoad.memsz && f.canGrowPhdrs(newPhSize, true)
-		for _, q := range f.phs {
-			if !ok {
-				break
-			}
-			if q.typ == ptLoad && q != *phLoad && q.memsz > 0 {
-				qa := q.vaddr &^ (max(q.align, minSegAlign) - 1)
-				if qa < phLoad.vaddr+newSize && phLoad.vaddr < q.vaddr+q.memsz {
-					ok = false
-				}
-			}
+	// The table grows into free bytes, or into a block of sections that
+	// then move (findBlock); and past the end of its PT_LOAD if that
+	// segment holds only headers and small sections, as a linker would
+	// have made it larger (extendLoad).
+	phLoadEnd := phLoad.off + phLoad.filesz
+	extendLoad := newPhEnd > phLoadEnd
+	var block []int // section indices, in offset order
+	var bStart, bEnd uint64
+	inBlock := map[int]bool{}
+	if !f.canGrowPhdrs(newPhSize, extendLoad, true) && (!extendLoad || f.sectionsIn(oldPhEnd, phLoadEnd)) {
+		var err error
+		block, bStart, bEnd, err = f.findBlock(oldPhEnd, min(newPhEnd, phLoadEnd))
+		if err != nil {
+			return nil, err
 		}
-		if !ok {
-			return nil, layoutErr("the first PT_LOAD ends at %#x, too soon for %d program headers", phLoad.off+phLoad.filesz, newPhnum)
+		for _, i := range block {
+			inBlock[i] = true
 		}
-		extendLoad = true
+		if bEnd > phLoadEnd {
+			return nil, layoutErr("the sections after the program header table run past the first PT_LOAD")
+		}
+	}
+	if extendLoad {
+		if !f.canExtendLoad(phLoad, newPhEnd, inBlock) {
+			return nil, layoutErr("the first PT_LOAD ends at %#x, too soon for %d program headers", phLoadEnd, newPhnum)
+		}
 	}
 	for i, s := range f.shs {
 		if i > 0 && s.flags&shfAlloc != 0 && s.typ != shtNobits {
@@ -195,24 +224,6 @@ func newLinkerPlan(f *file, size uint64, secIdx, segIdx int) (*Plan, error) {
 		}
 	}
 	loadEnd = max(loadEnd, newPhEnd)
-
-	// The block of sections the table grows into.
-	var block []int // section indices, in offset order
-	var bStart, bEnd uint64
-	inBlock := map[int]bool{}
-	if !extendLoad && !f.canGrowPhdrsInPlace(newPhSize) {
-		var err error
-		block, bStart, bEnd, err = f.findBlock(oldPhEnd, newPhEnd)
-		if err != nil {
-			return nil, err
-		}
-		for _, i := range block {
-			inBlock[i] = true
-		}
-		if bEnd > phLoad.off+phLoad.filesz {
-			return nil, layoutErr("the sections after the program header table run past the first PT_LOAD")
-		}
-	}
 	bAddr := phLoad.vaddr + (bStart - phLoad.off)
 	bSize := bEnd - bStart
 
@@ -315,7 +326,7 @@ func newLinkerPlan(f *file, size uint64, secIdx, segIdx int) (*Plan, error) {
 	}
 
 	// Pieces of the output: the loaded image, the new segment, the tail.
-	p.pieces = append(p.pieces, piece{off: 0, src: 0, size: loadEnd})
+	p.pieces = append(p.pieces, piece{off: 0, src: 0, size: min(loadEnd, n)})
 	if bSize > 0 {
 		p.pieces = append(p.pieces, piece{off: segOff, src: bStart, size: bSize})
 		// The old place of the block, beyond the grown table, is cleared.
@@ -325,6 +336,13 @@ func newLinkerPlan(f *file, size uint64, secIdx, segIdx int) (*Plan, error) {
 	}
 	p.sfPiece = len(p.pieces)
 	p.pieces = append(p.pieces, piece{off: sfOff, size: size})
+	// A section header table inside the loaded image (Go's linker puts it
+	// right after the program headers) is cleared there: the output has
+	// it at the end, as other linkers do.
+	if f.shs != nil && f.shoff < loadEnd {
+		shEnd := min(f.shoff+uint64(len(f.shs))*shdrSize, loadEnd)
+		p.patches = append(p.patches, patch{off: f.shoff, data: make([]byte, shEnd-f.shoff)})
+	}
 
 	// .dynamic address entries that point into the block.
 	if bSize > 0 {
@@ -499,6 +517,59 @@ func newLinkerPlan(f *file, size uint64, secIdx, segIdx int) (*Plan, error) {
 	return p, nil
 }
 
+// sectionsIn reports whether a section has file bytes in [lo, hi).
+func (f *file) sectionsIn(lo, hi uint64) bool {
+	for i := 1; i < len(f.shs); i++ {
+		s := f.shs[i]
+		if s.typ != shtNobits && s.size > 0 && s.off < hi && lo < s.off+s.size {
+			return true
+		}
+	}
+	return false
+}
+
+// canExtendLoad reports whether the PT_LOAD ld, which maps the program
+// header table, may grow to end at file offset end: it has no .bss part,
+// and the bytes and pages it would take belong to no other segment and to
+// no section but those in block (which move away).
+func (f *file) canExtendLoad(ld *phdr, end uint64, block map[int]bool) bool {
+	if ld.filesz != ld.memsz || end > uint64(len(f.in)) && f.shs != nil && f.shoff < end {
+		return false
+	}
+	lo, newSize := ld.off+ld.filesz, end-ld.off
+	vlo, vhi := ld.vaddr+ld.filesz, ld.vaddr+newSize
+	for _, q := range f.phs {
+		if q == *ld || q.typ == ptPhdr || q.typ == ptNull {
+			continue
+		}
+		if q.filesz > 0 && q.off < end && lo < q.off+q.filesz {
+			return false // its bytes
+		}
+		if q.typ == ptLoad && q.memsz > 0 {
+			qa := q.vaddr &^ (max(q.align, minSegAlign) - 1)
+			if qa < vhi && vlo < q.vaddr+q.memsz {
+				return false // its pages
+			}
+		}
+	}
+	for i := 1; i < len(f.shs); i++ {
+		s := f.shs[i]
+		if block[i] || s.size == 0 {
+			continue
+		}
+		if s.typ != shtNobits && s.off < end && lo < s.off+s.size {
+			return false
+		}
+		if s.flags&shfAlloc != 0 && s.addr < vhi && vlo < s.addr+s.size {
+			return false
+		}
+	}
+	if f.shs != nil && f.shoff < end && lo < f.shoff+uint64(len(f.shs))*shdrSize {
+		return false
+	}
+	return true
+}
+
 // findBlock returns the sections the program header table grows into when
 // it ends at newEnd instead of oldEnd, with everything that must move with
 // them: the whole contiguous run they start, and every section a non-load
@@ -552,12 +623,13 @@ func (f *file) findBlock(oldEnd, newEnd uint64) ([]int, uint64, uint64, error) {
 		}
 	}
 	var block []int
+	dynAddrs := f.dynamicAddrs()
 	for i := 1; i < len(f.shs); i++ {
 		s := f.shs[i]
 		if s.typ == shtNobits || s.off < bStart || s.off >= bEnd {
 			continue
 		}
-		if !f.movable(s) {
+		if !f.movable(s, dynAddrs) {
 			return nil, 0, 0, layoutErr("section %q at %#x follows the program header table and cannot move", f.sectionName(s), s.off)
 		}
 		block = append(block, i)

@@ -242,11 +242,13 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 // size bytes where it is: the extra bytes are inside the file, zero, inside
 // the PT_LOAD that maps the table (if any), and used by no header, section
 // or other segment. Without section headers nothing can be proven unused.
-func (f *file) canGrowPhdrsInPlace(size uint64) bool { return f.canGrowPhdrs(size, false) }
+func (f *file) canGrowPhdrsInPlace(size uint64) bool { return f.canGrowPhdrs(size, false, false) }
 
 // canGrowPhdrs is canGrowPhdrsInPlace; with extend, the PT_LOAD that maps
-// the table may grow to cover it (newLinkerPlan checks that it can).
-func (f *file) canGrowPhdrs(size uint64, extend bool) bool {
+// the table may grow to cover it (newLinkerPlan checks that it can); with
+// movingShdrs, the section header table's bytes count as free, as the
+// output has it elsewhere.
+func (f *file) canGrowPhdrs(size uint64, extend, movingShdrs bool) bool {
 	n := uint64(len(f.in))
 	oldEnd := f.phoff + uint64(len(f.phs))*phdrSize
 	if f.shs == nil || !within(f.phoff, size, n) {
@@ -254,12 +256,13 @@ func (f *file) canGrowPhdrs(size uint64, extend bool) bool {
 	}
 	newEnd := f.phoff + size
 	overlaps := func(off, sz uint64) bool { return sz > 0 && off < newEnd && oldEnd < off+sz }
-	for _, b := range f.in[oldEnd:newEnd] {
-		if b != 0 {
+	shEnd := f.shoff + uint64(len(f.shs))*shdrSize
+	for o, b := range f.in[oldEnd:newEnd] {
+		if at := oldEnd + uint64(o); b != 0 && !(movingShdrs && at >= f.shoff && at < shEnd) {
 			return false
 		}
 	}
-	if overlaps(0, ehdrSize) || overlaps(f.shoff, uint64(len(f.shs))*shdrSize) {
+	if overlaps(0, ehdrSize) || !movingShdrs && overlaps(f.shoff, uint64(len(f.shs))*shdrSize) {
 		return false
 	}
 	for i, s := range f.shs {
@@ -312,62 +315,44 @@ func (p *Plan) content(i int, pc piece, sframe []byte) []byte {
 	return p.f.in[pc.src : pc.src+pc.size]
 }
 
-// writeChunk bounds the buffer Write patches in.
+// writeChunk bounds the buffer Write assembles the output in.
 const writeChunk = 1 << 20
 
 // Write writes the output file to w (see Bytes) without building it in
-// memory: unchanged input bytes are written from the input as they are,
-// in chunks, with the planned changes applied on the way.
+// memory: the output is assembled one chunk at a time from the input's
+// bytes, the new data and the planned patches, in the order Bytes applies
+// them; bytes no piece covers are zero.
 func (p *Plan) Write(w io.Writer, sframe []byte) error {
 	if uint64(len(sframe)) != p.Size {
 		return fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
 	}
-	pieces := append([]piece(nil), p.pieces...)
-	idx := make([]int, len(pieces))
+	idx := make([]int, len(p.pieces))
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return pieces[idx[a]].off < pieces[idx[b]].off })
-	patches := append([]patch(nil), p.patches...)
-	sort.SliceStable(patches, func(a, b int) bool { return patches[a].off < patches[b].off })
-	var cur uint64
-	buf := make([]byte, 0, writeChunk)
-	zero := make([]byte, 4096)
-	for _, i := range idx {
-		pc := pieces[i]
-		for cur < pc.off {
-			k := min(pc.off-cur, uint64(len(zero)))
-			if _, err := w.Write(zero[:k]); err != nil {
-				return err
-			}
-			cur += k
+	sort.SliceStable(idx, func(a, b int) bool { return p.pieces[idx[a]].off < p.pieces[idx[b]].off })
+	buf := make([]byte, min(writeChunk, p.OutputSize))
+	for lo := uint64(0); lo < p.OutputSize; lo += writeChunk {
+		hi := min(lo+writeChunk, p.OutputSize)
+		b := buf[:hi-lo]
+		clear(b)
+		// Pieces do not overlap: start at the first one ending after lo.
+		k := sort.Search(len(idx), func(k int) bool { pc := p.pieces[idx[k]]; return pc.off+pc.size > lo })
+		for ; k < len(idx) && p.pieces[idx[k]].off < hi; k++ {
+			i := idx[k]
+			pc := p.pieces[i]
+			a, e := max(pc.off, lo), min(pc.off+pc.size, hi)
+			copy(b[a-lo:e-lo], p.content(i, pc, sframe)[a-pc.off:e-pc.off])
 		}
-		src := p.content(i, pc, sframe)
-		for o := uint64(0); o < pc.size; o += writeChunk {
-			end := min(o+writeChunk, pc.size)
-			buf = append(buf[:0], src[o:end]...)
-			lo, hi := pc.off+o, pc.off+end
-			for _, pt := range patches {
-				if pt.off >= hi {
-					break
-				}
-				if e := pt.off + uint64(len(pt.data)); e > lo {
-					a, b := max(pt.off, lo), min(e, hi)
-					copy(buf[a-lo:b-lo], pt.data[a-pt.off:b-pt.off])
-				}
-			}
-			if _, err := w.Write(buf); err != nil {
-				return err
+		for _, pt := range p.patches {
+			if e := pt.off + uint64(len(pt.data)); pt.off < hi && e > lo {
+				a, e := max(pt.off, lo), min(e, hi)
+				copy(b[a-lo:e-lo], pt.data[a-pt.off:e-pt.off])
 			}
 		}
-		cur = pc.off + pc.size
-	}
-	for cur < p.OutputSize {
-		k := min(p.OutputSize-cur, uint64(len(zero)))
-		if _, err := w.Write(zero[:k]); err != nil {
+		if _, err := w.Write(b); err != nil {
 			return err
 		}
-		cur += k
 	}
 	return nil
 }
