@@ -433,7 +433,10 @@ func TestStrippedAndInPlace(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "0 skipped") || !strings.Contains(string(b), "warning: fragile layout") {
 		t.Fatalf("convert stripped: %v\n%s", err, b)
 	}
-	if b, err := exec.Command(c2s, "verify", out).CombinedOutput(); err != nil || strings.Contains(string(b), "described by CFI, not by .sframe") {
+	// verify agrees with the CFI but reports the fragile layout: PT_PHDR
+	// moved out of the first PT_LOAD.
+	if b, err := exec.Command(c2s, "verify", out).CombinedOutput(); err == nil || strings.Contains(string(b), "described by CFI, not by .sframe") ||
+		!strings.Contains(string(b), "0 disagreements") || !strings.Contains(string(b), "layout: PT_PHDR") || !strings.Contains(string(b), "1 layout problems") {
 		t.Errorf("verify stripped: %v\n%s", err, b)
 	}
 	if b, err := exec.Command(out, "7").CombinedOutput(); err != nil || string(b) != "fib(7) = 13\n" {

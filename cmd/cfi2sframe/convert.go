@@ -274,6 +274,6 @@ var outcomeText = map[tree.Outcome]string{
 	tree.NoCFI:       "without CFI",
 	tree.NotELF:      "not ELF",
 	tree.Unsupported: "unsupported machine or type",
-	tree.NoLayout:    "without a layout strip and patchelf keep",
+	tree.NoLayout:    "without a safe layout",
 	tree.Failed:      "failed",
 }
