@@ -605,6 +605,43 @@ func (f *file) findBlock(oldEnd, newEnd uint64) ([]int, uint64, uint64, error) {
 		// Nothing named follows; the bytes are simply not free (non-zero).
 		return nil, 0, 0, layoutErr("the bytes after the program header table are in use but belong to no section")
 	}
+	// The block then takes every movable section that follows it up to
+	// the first one that cannot move (the code, usually): the dynamic
+	// tables keep their order among themselves (.dynsym before .dynstr and
+	// the relocations that name it). BFD numbers the sections of a file it
+	// rewrites by following sh_link from the relocation and symbol tables,
+	// and leaves .dynsym's section indices as they were; a .dynsym that
+	// moved alone would come out of strip pointing at the wrong sections.
+	//
+	// Only when a dynamic table has to move at all: .interp and the notes
+	// alone leave the tables where patchelf expects them, right after the
+	// headers (patchelf 0.14 puts a grown .dynamic into the space it finds
+	// there, read-only, when the first page has room: the program then
+	// crashes as ld.so writes DT_DEBUG; patchelf's master makes that
+	// segment writable).
+	dynAddrs := f.dynamicAddrs()
+	var after []int
+	tables := false
+	for i := 1; i < len(f.shs); i++ {
+		s := f.shs[i]
+		if s.typ != shtNobits && s.size > 0 && s.off >= bEnd {
+			after = append(after, i)
+		}
+		if s.typ != shtNobits && s.off >= bStart && s.off < bEnd && s.typ != shtNote && f.sectionName(s) != ".interp" {
+			tables = true
+		}
+	}
+	if !tables {
+		after = nil
+	}
+	sort.SliceStable(after, func(a, b int) bool { return f.shs[after[a]].off < f.shs[after[b]].off })
+	for _, i := range after {
+		s := f.shs[i]
+		if !f.movable(s, dynAddrs) || s.off-bEnd >= maxBlockAlign {
+			break
+		}
+		bEnd = max(bEnd, s.off+s.size)
+	}
 	for changed := true; changed; {
 		changed = false
 		for i := 1; i < len(f.shs); i++ {
@@ -623,7 +660,6 @@ func (f *file) findBlock(oldEnd, newEnd uint64) ([]int, uint64, uint64, error) {
 		}
 	}
 	var block []int
-	dynAddrs := f.dynamicAddrs()
 	for i := 1; i < len(f.shs); i++ {
 		s := f.shs[i]
 		if s.typ == shtNobits || s.off < bStart || s.off >= bEnd {
