@@ -33,6 +33,10 @@ type Options struct {
 	// For, when set, checks a linked file's output against that reader's
 	// acceptance rules (Result.Reader); ForReader fills it.
 	For readers.Reader
+	// FragileLayout: for a file where no layout the standard tools keep
+	// can be made (ErrLayout), write the old one (elfwrite's
+	// AppendSegment) with Result.Warning instead of failing.
+	FragileLayout bool
 	// SignalFrames: V3, a signal trampoline whose CFI cannot be described
 	// gets a signal FDE without FREs (translate.Options.SignalOutermost).
 	SignalFrames bool
@@ -73,8 +77,11 @@ type Result struct {
 	// it is (a relocatable object or archive without CFI, for which
 	// as --gsframe writes no .sframe either); Note says why.
 	Unchanged bool
-	Note      string
-	Reader    *readers.Result // Options.For's rules applied to the output (linked files)
+	// Warning, when set, is to be shown to the user: the output was
+	// written but is fragile (Options.FragileLayout).
+	Warning string
+	Note    string
+	Reader  *readers.Result // Options.For's rules applied to the output (linked files)
 }
 
 // Error is a conversion failure of one file.
@@ -99,6 +106,11 @@ var ErrHasSFrame = errors.New("already has SFrame data (.sframe or PT_GNU_SFRAME
 // ErrUnsupported is wrapped by the error for an ELF file of a machine,
 // class or type that cannot be converted.
 var ErrUnsupported = errors.New("unsupported")
+
+// ErrLayout is wrapped by the error for a linked file in which the
+// program header table cannot grow where the standard tools expect it
+// (elfwrite.LayoutError) and Options.FragileLayout is not set.
+var ErrLayout = errors.New("no layout that strip, objcopy, eu-strip and patchelf keep")
 
 // ErrNoCFI is wrapped by the error for an input without call-frame
 // information.
@@ -183,14 +195,25 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		CFAFixedFP: tr.CFAFixedFP,
 		CFAFixedRA: tr.CFAFixedRA,
 	}
-	out, err := elfwrite.Insert(in, elfwrite.Options{Replace: o.Force}, func(addr uint64) ([]byte, error) {
+	encode := func(addr uint64) ([]byte, error) {
 		encOpts.Addr = addr
 		b, err := sframe.Encode(tr.Funcs, encOpts)
 		if err == nil {
 			res.SFrame, res.Addr = b, addr
 		}
 		return b, err
-	})
+	}
+	out, err := elfwrite.Insert(in, elfwrite.Options{Replace: o.Force}, encode)
+	var le *elfwrite.LayoutError
+	if errors.As(err, &le) {
+		if !o.FragileLayout {
+			return fail(fmt.Errorf("%w: %s (--fragile-layout writes one that strip, eu-strip and patchelf may break)", ErrLayout, le.Msg))
+		}
+		out, err = elfwrite.Insert(in, elfwrite.Options{Replace: o.Force, AppendSegment: true}, encode)
+		if err == nil {
+			res.Warning = fmt.Sprintf("fragile layout (%s): strip, objcopy before 2.44, eu-strip and patchelf may break this file; run verify after them", le.Msg)
+		}
+	}
 	if err != nil {
 		var hs *elfwrite.HasSFrameError
 		if errors.As(err, &hs) {

@@ -16,6 +16,17 @@ const (
 // data inserted as .sframe the way the package promises.
 func checkOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
 	t.Helper()
+	var w bytes.Buffer
+	if err := p.Write(&w, data); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if !bytes.Equal(w.Bytes(), out) {
+		t.Fatalf("Write and Bytes differ")
+	}
+	if !p.fragile {
+		checkLinkerOutput(t, in, out, p, data)
+		return
+	}
 	inF, err := elf.NewFile(bytes.NewReader(in))
 	if err != nil {
 		t.Fatalf("input does not parse with debug/elf: %v", err)
@@ -178,3 +189,112 @@ func loadFor(f *elf.File, off, size uint64) *elf.Prog {
 }
 
 func coveredByLoad(f *elf.File, off, size uint64) bool { return loadFor(f, off, size) != nil }
+
+// checkLinkerOutput verifies the linker-like layout independently of the
+// planner: the program header table where it was, mapped by the first
+// PT_LOAD; loads sorted and disjoint; .sframe and PT_GNU_SFRAME the same
+// bytes in the new last PT_LOAD; every input section present with its
+// address and contents, except the moved ones, which keep their contents at
+// a new address inside the new segment; section headers sorted by offset;
+// no loaded byte of the input changed outside the headers, the moved block
+// and .dynamic/.dynsym.
+func checkLinkerOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
+	t.Helper()
+	inF, err := elf.NewFile(bytes.NewReader(in))
+	if err != nil {
+		t.Fatalf("input does not parse with debug/elf: %v", err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("output does not parse with debug/elf: %v", err)
+	}
+	if uint64(len(out)) != p.OutputSize {
+		t.Errorf("output is %d bytes, plan said %d", len(out), p.OutputSize)
+	}
+	bo := f.ByteOrder
+	if got, want := bo.Uint64(out[32:]), inF.ByteOrder.Uint64(in[32:]); got != want {
+		t.Errorf("e_phoff moved from %#x to %#x", want, got)
+	}
+	phoff := bo.Uint64(out[32:])
+	phSize := uint64(len(f.Progs)) * phdrSize
+	var loads []*elf.Prog
+	var sf *elf.Prog
+	for _, pr := range f.Progs {
+		switch pr.Type {
+		case elf.PT_LOAD:
+			loads = append(loads, pr)
+		case progGNUSFrame:
+			if sf != nil {
+				t.Errorf("two PT_GNU_SFRAME")
+			}
+			sf = pr
+		case elf.PT_PHDR:
+			if pr.Off != phoff || pr.Filesz != phSize {
+				t.Errorf("PT_PHDR %+v does not describe the table at %#x size %#x", pr.ProgHeader, phoff, phSize)
+			}
+		}
+	}
+	if len(loads) == 0 || loads[0].Off > phoff || phoff+phSize > loads[0].Off+loads[0].Filesz {
+		t.Errorf("program header table [%#x,+%#x) is not inside the first PT_LOAD", phoff, phSize)
+	}
+	for i := 1; i < len(loads); i++ {
+		a, b := loads[i-1], loads[i]
+		if b.Vaddr&^(b.Align-1) < a.Vaddr+a.Memsz {
+			t.Errorf("PT_LOAD at %#x overlaps the one at %#x (ends %#x)", b.Vaddr, a.Vaddr, a.Vaddr+a.Memsz)
+		}
+	}
+	nl := loads[len(loads)-1]
+	if nl.Off != p.SegmentOffset || nl.Vaddr != p.SegmentAddr || nl.Filesz != p.SegmentSize || nl.Flags != elf.PF_R || nl.Vaddr%nl.Align != nl.Off%nl.Align {
+		t.Errorf("new PT_LOAD %+v, plan %+v", nl.ProgHeader, *p)
+	}
+	if sf == nil || sf.Off != p.Offset || sf.Vaddr != p.Addr || sf.Filesz != uint64(len(data)) || sf.Off < nl.Off || sf.Off+sf.Filesz > nl.Off+nl.Filesz || sf.Vaddr-nl.Vaddr != sf.Off-nl.Off {
+		t.Errorf("PT_GNU_SFRAME %+v not the data inside the new PT_LOAD %+v", sf, nl.ProgHeader)
+	}
+	if !bytes.Equal(out[p.Offset:p.Offset+uint64(len(data))], data) {
+		t.Errorf("sframe bytes differ")
+	}
+	if len(inF.Sections) == 0 {
+		return
+	}
+	sec := f.Section(SectionName)
+	if sec == nil || sec.Addr != p.Addr || sec.Offset != p.Offset || sec.Size != uint64(len(data)) || sec.Type != sectGNUSFrame {
+		t.Errorf("%s section %+v does not match PT_GNU_SFRAME", SectionName, sec)
+	}
+	for i := 2; i < len(f.Sections); i++ {
+		if f.Sections[i].Offset < f.Sections[i-1].Offset {
+			t.Errorf("section headers not sorted by offset: %s at %#x after %s at %#x", f.Sections[i].Name, f.Sections[i].Offset, f.Sections[i-1].Name, f.Sections[i-1].Offset)
+		}
+	}
+	moved := map[string]bool{}
+	for _, m := range p.Moved {
+		moved[m] = true
+	}
+	for _, s := range inF.Sections[1:] {
+		if s.Name == SectionName || s.Type == sectGNUSFrame || s.Name == ".shstrtab" {
+			continue
+		}
+		o := f.Section(s.Name)
+		if o == nil {
+			t.Errorf("section %s lost", s.Name)
+			continue
+		}
+		if o.Type != s.Type || o.Size != s.Size || o.Flags != s.Flags {
+			t.Errorf("section %s changed: %+v -> %+v", s.Name, s.SectionHeader, o.SectionHeader)
+		}
+		if moved[s.Name] {
+			if o.Offset < nl.Off || o.Offset+o.Size > nl.Off+nl.Filesz || o.Addr-nl.Vaddr != o.Offset-nl.Off {
+				t.Errorf("moved section %s %+v not inside the new PT_LOAD", s.Name, o.SectionHeader)
+			}
+		} else if o.Addr != s.Addr {
+			t.Errorf("section %s moved from %#x to %#x", s.Name, s.Addr, o.Addr)
+		}
+		if s.Type == elf.SHT_NOBITS || s.Type == elf.SHT_SYMTAB || s.Type == elf.SHT_DYNSYM || s.Type == elf.SHT_DYNAMIC {
+			continue
+		}
+		a, _ := s.Data()
+		b, _ := o.Data()
+		if !bytes.Equal(a, b) {
+			t.Errorf("section %s contents changed", s.Name)
+		}
+	}
+}

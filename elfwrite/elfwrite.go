@@ -2,37 +2,27 @@
 // program header into a linked ELF64 file (ET_EXEC or ET_DYN) without
 // moving or changing any existing code or data bytes.
 //
-// The output is the input, byte for byte, followed by:
+// By default the output is laid out as a linker would have written it, so
+// that strip, objcopy, eu-strip and patchelf keep it (see layout.go): the
+// program header table stays at e_phoff in the first PT_LOAD and grows
+// there by two entries (a new read-only PT_LOAD above every existing
+// segment, and PT_GNU_SFRAME); the sections it grows into (.interp, notes,
+// dynamic tables named by .dynamic) move into that segment, before .sframe;
+// non-loaded sections follow, and the section headers are sorted by
+// offset. Files for which no such layout exists get a *LayoutError.
 //
-//   - a new read-only PT_LOAD segment placed above every existing segment,
-//     holding the (possibly relocated) program header table and the .sframe
-//     bytes;
-//   - a new copy of .shstrtab that also names ".sframe";
-//   - a new section header table with .sframe appended as the last section
-//     (existing section indices stay valid).
+// Options.AppendSegment selects the old layout instead: the input byte for
+// byte, followed by the new segment that holds the (possibly relocated)
+// program header table and .sframe, a new .shstrtab and a new section
+// header table. When the table moves, the segment is preferably placed so
+// that its vaddr-offset difference equals that of the first PT_LOAD
+// (loaders that compute AT_PHDR as "first segment's base + e_phoff": Linux
+// before 5.18, qemu-user 7.x), at the cost of up to Options.MaxPad bytes of
+// padding. GNU strip/objcopy before 2.44, eu-strip and patchelf break such
+// files; it is only for inputs the default layout refuses.
 //
-// Only the ELF header and the program and section header tables are
-// rewritten. The program header table grows by two entries (the new
-// PT_LOAD and PT_GNU_SFRAME). It grows in place only when the bytes after
-// it are provably unused (no section, segment or header overlaps them, and
-// they are zero); otherwise it moves to the start of the new segment, so it
-// stays mapped, and PT_PHDR (kept in its slot) is updated to describe it.
-//
-// When the table moves, the new segment is preferably placed so that its
-// vaddr-offset difference equals that of the first PT_LOAD: loaders that
-// compute AT_PHDR as "first segment's base + e_phoff" (Linux before 5.18,
-// qemu-user 7.x) then still find the table. That costs zero padding in the
-// file up to Options.MaxPad bytes; beyond it the segment is placed
-// compactly right after the input, which modern kernels handle as they look
-// for the PT_LOAD containing e_phoff.
-//
-// Known limitations: GNU strip/objcopy from binutils 2.40 (tested; likely older too)
-// re-lay out such files as if the program header table followed the ELF
-// header and produce a broken binary ("section .sframe lma ... adjusted");
-// binutils 2.44 and later keep the layout. Strip before converting, or
-// use a newer strip. Converting a converted file with Replace leaves the
-// previous segment in place (unreferenced by section headers) and adds
-// another one.
+// Converting a converted file with Replace leaves the previous .sframe
+// bytes in place (unreferenced) and adds another segment.
 //
 // Use NewPlan to learn where .sframe will land (SFrame start offsets are
 // PC-relative, so the encoder needs Plan.Addr), encode, then Plan.Write or
@@ -137,7 +127,13 @@ type Options struct {
 	// header and PT_GNU_SFRAME program header are repointed to the new
 	// data in the new segment, and whichever of the two is missing is added.
 	Replace bool
-	// MaxPad bounds the zero padding inserted to keep the new segment's
+	// AppendSegment selects the old, fragile layout: the program header
+	// table moves into the new segment at the end of the file when it
+	// cannot grow in place. Files in that layout run, but GNU strip and
+	// objcopy before 2.44, eu-strip and patchelf break them. It is only
+	// for inputs the linker-like layout refuses (a *LayoutError).
+	AppendSegment bool
+	// MaxPad (AppendSegment only) bounds the zero padding inserted to keep the new segment's
 	// vaddr-offset difference equal to the first PT_LOAD's when the program
 	// header table moves (see the package comment). 0 means 4 MiB; a
 	// negative value always uses the compact placement.

@@ -38,5 +38,5 @@ func ExampleInsert() {
 	// The CLI would then do:
 	// elfwrite.WriteFileAtomic(dst, inputMode, func(w io.Writer) error { _, err := w.Write(out); return err })
 
-	// Output: .sframe at 0x403150 (file offset 0x3150), program headers moved: true, 8944 -> 13224 bytes
+	// Output: .sframe at 0x403008 (file offset 0x2008), program headers moved: false, 8944 -> 9048 bytes
 }

@@ -3,6 +3,7 @@ package elfwrite
 import (
 	"fmt"
 	"io"
+	"sort"
 )
 
 // Plan is the layout of the output file for one input and one .sframe
@@ -18,16 +19,29 @@ type Plan struct {
 	SegmentSize   uint64 // p_filesz = p_memsz of the new PT_LOAD
 	SegmentAlign  uint64 // p_align of the new PT_LOAD
 
-	PHDRMoved  bool   // the program header table moved into the new segment
+	PHDRMoved  bool   // fragile layout only: the program header table moved into the new segment
 	OutputSize uint64 // size of the output file
+
+	// Moved names the sections that moved from behind the program header
+	// table into the new segment (linker-like layout).
+	Moved []string
 
 	f        *file
 	phoff    uint64 // output e_phoff
 	phs      []phdr // output program headers
-	shoff    uint64 // output e_shoff (unchanged when shs is patched in place)
+	shoff    uint64 // output e_shoff
 	shs      []shdr // output section headers; nil when the input has none
-	shstrtab []byte // new .shstrtab copy, nil when none is written
-	shstrOff uint64
+	shstrndx int    // output index of the section name table
+	pieces   []piece
+	patches  []patch
+	sfPiece  int  // index in pieces of the .sframe data
+	fragile  bool // made for Options.AppendSegment
+}
+
+// Overhead is what the output adds beyond the .sframe data itself: program
+// and section headers, the moved sections' new copy, padding.
+func (p *Plan) Overhead() int64 {
+	return int64(p.OutputSize) - int64(len(p.f.in)) - int64(p.Size)
 }
 
 // NewPlan parses in (a linked ELF64 executable or shared library), checks
@@ -66,6 +80,9 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 	if addSec && f.shstrndx < 0 {
 		return nil, &UnsupportedError{What: "section headers without a section name table (e_shstrndx is 0)"}
 	}
+	if !opts.AppendSegment {
+		return newLinkerPlan(f, size, secIdx, segIdx)
+	}
 
 	newPhnum := uint64(len(f.phs)) + 1 // the new PT_LOAD
 	if segIdx < 0 {
@@ -102,7 +119,7 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 		return nil, &UnsupportedError{What: "no address space left above the existing segments"}
 	}
 
-	p := &Plan{f: f, Size: size, SegmentAlign: align, phoff: f.phoff, shoff: f.shoff}
+	p := &Plan{f: f, Size: size, SegmentAlign: align, phoff: f.phoff, shoff: f.shoff, fragile: true}
 	p.PHDRMoved = !f.canGrowPhdrsInPlace(newPhSize)
 
 	// Place the new segment.
@@ -199,7 +216,7 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 				return nil, &UnsupportedError{What: "section name table too large"}
 			}
 			tab = append(tab, SectionName+"\x00"...)
-			p.shstrtab, p.shstrOff = tab, end
+			p.pieces = append(p.pieces, piece{off: end, size: uint64(len(tab)), data: tab})
 			p.shs[f.shstrndx].off, p.shs[f.shstrndx].size = end, uint64(len(tab))
 			p.shs = append(p.shs, sec)
 			p.shoff, _ = alignUp(end+uint64(len(tab)), 8)
@@ -211,8 +228,13 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 		if newPhnum >= pnXNum {
 			p.shs[0].info = uint32(newPhnum)
 		}
+		p.shstrndx = f.shstrndx
 	}
 	p.OutputSize = end
+	p.pieces = append(p.pieces, piece{off: 0, src: 0, size: n})
+	p.sfPiece = len(p.pieces)
+	p.pieces = append(p.pieces, piece{off: p.Offset, size: size})
+	p.finishHeaders(newPhnum)
 	return p, nil
 }
 
@@ -220,7 +242,13 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 // size bytes where it is: the extra bytes are inside the file, zero, inside
 // the PT_LOAD that maps the table (if any), and used by no header, section
 // or other segment. Without section headers nothing can be proven unused.
-func (f *file) canGrowPhdrsInPlace(size uint64) bool {
+func (f *file) canGrowPhdrsInPlace(size uint64) bool { return f.canGrowPhdrs(size, false, false) }
+
+// canGrowPhdrs is canGrowPhdrsInPlace; with extend, the PT_LOAD that maps
+// the table may grow to cover it (newLinkerPlan checks that it can); with
+// movingShdrs, the section header table's bytes count as free, as the
+// output has it elsewhere.
+func (f *file) canGrowPhdrs(size uint64, extend, movingShdrs bool) bool {
 	n := uint64(len(f.in))
 	oldEnd := f.phoff + uint64(len(f.phs))*phdrSize
 	if f.shs == nil || !within(f.phoff, size, n) {
@@ -228,12 +256,13 @@ func (f *file) canGrowPhdrsInPlace(size uint64) bool {
 	}
 	newEnd := f.phoff + size
 	overlaps := func(off, sz uint64) bool { return sz > 0 && off < newEnd && oldEnd < off+sz }
-	for _, b := range f.in[oldEnd:newEnd] {
-		if b != 0 {
+	shEnd := f.shoff + uint64(len(f.shs))*shdrSize
+	for o, b := range f.in[oldEnd:newEnd] {
+		if at := oldEnd + uint64(o); b != 0 && !(movingShdrs && at >= f.shoff && at < shEnd) {
 			return false
 		}
 	}
-	if overlaps(0, ehdrSize) || overlaps(f.shoff, uint64(len(f.shs))*shdrSize) {
+	if overlaps(0, ehdrSize) || !movingShdrs && overlaps(f.shoff, uint64(len(f.shs))*shdrSize) {
 		return false
 	}
 	for i, s := range f.shs {
@@ -245,8 +274,11 @@ func (f *file) canGrowPhdrsInPlace(size uint64) bool {
 		switch p.typ {
 		case ptPhdr:
 		case ptLoad:
-			if p.off <= f.phoff && oldEnd <= p.off+p.filesz && newEnd > p.off+p.filesz {
+			if !extend && p.off <= f.phoff && oldEnd <= p.off+p.filesz && newEnd > p.off+p.filesz {
 				return false // the table is mapped but would outgrow its segment
+			}
+			if extend && p.filesz > 0 && !(p.off <= f.phoff && oldEnd <= p.off+p.filesz) && p.off < newEnd && oldEnd < p.off+p.filesz {
+				return false // another segment's bytes
 			}
 		default:
 			if overlaps(p.off, p.filesz) {
@@ -263,44 +295,66 @@ func (p *Plan) Bytes(sframe []byte) ([]byte, error) {
 	if uint64(len(sframe)) != p.Size {
 		return nil, fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
 	}
-	f, bo := p.f, p.f.bo
 	out := make([]byte, p.OutputSize)
-	copy(out, f.in)
-	for i, ph := range p.phs {
-		putPhdr(bo, out[p.phoff+uint64(i)*phdrSize:], ph)
+	for i, pc := range p.pieces {
+		copy(out[pc.off:pc.off+pc.size], p.content(i, pc, sframe))
 	}
-	copy(out[p.Offset:], sframe)
-	if p.shstrtab != nil {
-		copy(out[p.shstrOff:], p.shstrtab)
-	}
-	for i, s := range p.shs {
-		putShdr(bo, out[p.shoff+uint64(i)*shdrSize:], s)
-	}
-	bo.PutUint64(out[32:], p.phoff)
-	if len(p.phs) >= pnXNum {
-		bo.PutUint16(out[56:], pnXNum)
-	} else {
-		bo.PutUint16(out[56:], uint16(len(p.phs)))
-	}
-	if p.shs != nil {
-		bo.PutUint64(out[40:], p.shoff)
-		if len(p.shs) >= shnLoReserv {
-			bo.PutUint16(out[60:], 0)
-		} else {
-			bo.PutUint16(out[60:], uint16(len(p.shs)))
-		}
+	for _, pt := range p.patches {
+		copy(out[pt.off:], pt.data)
 	}
 	return out, nil
 }
 
-// Write writes the output file to w; see Bytes.
-func (p *Plan) Write(w io.Writer, sframe []byte) error {
-	out, err := p.Bytes(sframe)
-	if err != nil {
-		return err
+func (p *Plan) content(i int, pc piece, sframe []byte) []byte {
+	switch {
+	case i == p.sfPiece:
+		return sframe
+	case pc.data != nil:
+		return pc.data
 	}
-	_, err = w.Write(out)
-	return err
+	return p.f.in[pc.src : pc.src+pc.size]
+}
+
+// writeChunk bounds the buffer Write assembles the output in.
+const writeChunk = 1 << 20
+
+// Write writes the output file to w (see Bytes) without building it in
+// memory: the output is assembled one chunk at a time from the input's
+// bytes, the new data and the planned patches, in the order Bytes applies
+// them; bytes no piece covers are zero.
+func (p *Plan) Write(w io.Writer, sframe []byte) error {
+	if uint64(len(sframe)) != p.Size {
+		return fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
+	}
+	idx := make([]int, len(p.pieces))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p.pieces[idx[a]].off < p.pieces[idx[b]].off })
+	buf := make([]byte, min(writeChunk, p.OutputSize))
+	for lo := uint64(0); lo < p.OutputSize; lo += writeChunk {
+		hi := min(lo+writeChunk, p.OutputSize)
+		b := buf[:hi-lo]
+		clear(b)
+		// Pieces do not overlap: start at the first one ending after lo.
+		k := sort.Search(len(idx), func(k int) bool { pc := p.pieces[idx[k]]; return pc.off+pc.size > lo })
+		for ; k < len(idx) && p.pieces[idx[k]].off < hi; k++ {
+			i := idx[k]
+			pc := p.pieces[i]
+			a, e := max(pc.off, lo), min(pc.off+pc.size, hi)
+			copy(b[a-lo:e-lo], p.content(i, pc, sframe)[a-pc.off:e-pc.off])
+		}
+		for _, pt := range p.patches {
+			if e := pt.off + uint64(len(pt.data)); pt.off < hi && e > lo {
+				a, e := max(pt.off, lo), min(e, hi)
+				copy(b[a-lo:e-lo], pt.data[a-pt.off:e-pt.off])
+			}
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // maxReplans bounds how often Insert re-encodes when the section address

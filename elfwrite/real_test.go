@@ -2,6 +2,7 @@ package elfwrite
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
@@ -66,9 +68,14 @@ func sidTool(tool string) string {
 
 func run(t *testing.T, env []string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %s: still running after 2 minutes (hung)\n%s", name, strings.Join(args, " "), out)
+	}
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
@@ -79,6 +86,11 @@ type realCase struct {
 	name   string
 	cflags []string
 	shared bool // link against a shared library built alongside
+	// refused: a static executable, whose .rela.plt (found through
+	// __rela_iplt_start, an address in code) follows the program header
+	// table: the linker-like layout is refused with a LayoutError, and
+	// the opt-in fragile layout is checked instead.
+	refused bool
 }
 
 func TestRealX86_64(t *testing.T) {
@@ -89,7 +101,7 @@ func TestRealX86_64(t *testing.T) {
 	cases := []realCase{
 		{name: "pie", cflags: []string{"-pie", "-fPIE"}, shared: true},
 		{name: "nopie", cflags: []string{"-no-pie"}, shared: true},
-		{name: "static", cflags: []string{"-static"}},
+		{name: "static", cflags: []string{"-static"}, refused: true},
 		{name: "static-pie", cflags: []string{"-static-pie", "-fPIE"}},
 		{name: "separate-code", cflags: []string{"-Wl,-z,separate-code"}, shared: true},
 		{name: "noseparate-code", cflags: []string{"-Wl,-z,noseparate-code"}, shared: true},
@@ -99,7 +111,7 @@ func TestRealX86_64(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			bin, lib := buildHello(t, dir, gcc, tc)
-			checkReal(t, bin, lib, sf, nil, "x86_64")
+			checkReal(t, bin, lib, sf, nil, "x86_64", tc.refused)
 		})
 	}
 	t.Run("system-ls", func(t *testing.T) {
@@ -116,7 +128,7 @@ func TestRealX86_64(t *testing.T) {
 		if err := os.WriteFile(bin, b, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		checkReal(t, bin, "", sf, []string{"-d", "/"}, "x86_64")
+		checkReal(t, bin, "", sf, []string{"-d", "/"}, "x86_64", false)
 	})
 	t.Run("system-libc", func(t *testing.T) {
 		out, err := exec.Command(gcc, "-print-file-name=libc.so.6").Output()
@@ -145,7 +157,7 @@ func TestRealX86_64(t *testing.T) {
 		dir := t.TempDir()
 		bin, lib := buildHello(t, dir, gcc, realCase{name: "stripped", cflags: []string{"-pie", "-fPIE"}, shared: true})
 		run(t, nil, objcopy, "--strip-section-headers", bin)
-		checkReal(t, bin, lib, sf, nil, "x86_64")
+		checkReal(t, bin, lib, sf, nil, "x86_64", false)
 	})
 }
 
@@ -158,14 +170,14 @@ func TestRealAArch64(t *testing.T) {
 	cases := []realCase{
 		{name: "pie", cflags: []string{"-pie", "-fPIE"}, shared: true},
 		{name: "nopie", cflags: []string{"-no-pie"}},
-		{name: "static", cflags: []string{"-static"}},
+		{name: "static", cflags: []string{"-static"}, refused: true},
 	}
 	sf := minimalSFrame(binary.LittleEndian, 2, 0)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			bin, lib := buildHello(t, dir, gcc, tc)
-			checkReal(t, bin, lib, sf, nil, "aarch64")
+			checkReal(t, bin, lib, sf, nil, "aarch64", tc.refused)
 		})
 	}
 }
@@ -198,19 +210,22 @@ func buildHello(t *testing.T, dir, gcc string, tc realCase) (bin, libDir string)
 
 // checkReal inserts sf into bin (and into the shared library in libDir,
 // if any), then runs and inspects the result.
-func checkReal(t *testing.T, bin, libDir string, sf []byte, runArgs []string, arch string) {
+func checkReal(t *testing.T, bin, libDir string, sf []byte, runArgs []string, arch string, refused bool) {
 	t.Helper()
 	var libs []string
 	if libDir != "" {
 		libs = []string{filepath.Join(libDir, "libanswer.so")}
 	}
-	checkRealFiles(t, bin, libs, sf, runArgs, arch)
+	if got := checkRealFiles(t, bin, libs, sf, runArgs, arch); got != refused {
+		t.Errorf("%s: linker-like layout refused: %v, want %v", bin, got, refused)
+	}
 }
 
 // checkRealFiles inserts sf into bin and into the shared libraries libs
 // (all in one directory, put on LD_LIBRARY_PATH), then runs and inspects
-// the results.
-func checkRealFiles(t *testing.T, bin string, libs []string, sf []byte, runArgs []string, arch string) {
+// the results. A file for which the linker-like layout is refused (a
+// LayoutError) gets the opt-in fragile layout; refused reports that.
+func checkRealFiles(t *testing.T, bin string, libs []string, sf []byte, runArgs []string, arch string) (refused bool) {
 	t.Helper()
 	targets := append([]string{bin}, libs...)
 	libDir := ""
@@ -241,6 +256,12 @@ func checkRealFiles(t *testing.T, bin string, libs []string, sf []byte, runArgs 
 			t.Fatal(err)
 		}
 		p, err := NewPlan(in, uint64(len(sf)), Options{})
+		var le *LayoutError
+		if errors.As(err, &le) {
+			t.Logf("%s: %v; checking the fragile layout", f, err)
+			refused = true
+			p, err = NewPlan(in, uint64(len(sf)), Options{AppendSegment: true})
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -297,13 +318,14 @@ func checkRealFiles(t *testing.T, bin string, libs []string, sf []byte, runArgs 
 			}
 		}
 	}
+	return refused
 }
 
 func elflint(lint, f string) string {
 	out, _ := exec.Command(lint, "--gnu-ld", f).CombinedOutput()
 	// Section and program header numbers shift; compare the messages
 	// without them.
-	s := regexp.MustCompile(`(section|entry) \[?\d+\]?`).ReplaceAllString(string(out), "$1 N")
+	s := regexp.MustCompile(`(section|entry) (\[\s*\d+\]|\d+)`).ReplaceAllString(string(out), "$1 N")
 	return string(bytes.ReplaceAll([]byte(s), []byte(f), []byte("FILE")))
 }
 

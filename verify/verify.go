@@ -73,7 +73,10 @@ type Result struct {
 	Findings  []Finding `json:"findings"`
 	Functions int       `json:"functions"` // SFrame functions checked
 	Checked   uint64    `json:"checked_bytes"`
-	Agree     bool      `json:"agree"` // no Disagree finding
+	Agree     bool      `json:"agree"` // no Disagree finding and no Layout problem
+	// Layout lists what is wrong with where the file puts .sframe and its
+	// segments (CheckLayout); the caller fills it.
+	Layout []LayoutProblem `json:"layout,omitempty"`
 }
 
 // Input is what Check compares.

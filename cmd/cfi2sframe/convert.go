@@ -21,6 +21,7 @@ type convertFlags struct {
 	version     uint8
 	pcrel       bool
 	sigFrames   bool
+	fragile     bool
 	force       bool
 	quiet       bool
 	diagnostics string
@@ -37,6 +38,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
 	f.BoolVar(&fl.sigFrames, "signal-frames", false, "version 3: give signal trampolines whose CFI cannot be described a signal FDE without FREs, so unwinders continue through the kernel's signal frame (verify reports these against the CFI)")
+	f.BoolVar(&fl.fragile, "fragile-layout", false, "for a file where the program header table cannot grow in place, move it to the end of the file (with a warning) instead of refusing; strip, objcopy before 2.44, eu-strip and patchelf may break such files")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
 	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
 	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
@@ -85,6 +87,7 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 	}
 	opts.Force = fl.force
 	opts.SignalFrames = fl.sigFrames
+	opts.FragileLayout = fl.fragile
 	if treeMode {
 		if fl.diagnostics != "" {
 			return errors.New("--diagnostics applies to one input file; use --json for several")
@@ -175,6 +178,9 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 			fmt.Fprintf(stderr, "%s: %d malformed CFI records skipped (--diagnostics text lists them)\n", name, n)
 		}
 	}
+	if res.Warning != "" {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", out, res.Warning)
+	}
 	if r := res.Reader; r != nil && !r.OK() {
 		// Written all the same: the rule may only matter at PCs a trace
 		// never reaches (verify --for lists them).
@@ -211,8 +217,13 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 		if fl.json {
 			_ = enc.Encode(r)
 		}
-		if r.Outcome == tree.Failed {
+		switch {
+		case r.Outcome == tree.Failed:
 			fmt.Fprintf(stderr, "cfi2sframe: %s\n", r.Error)
+		case r.Outcome == tree.NoLayout && !fl.quiet:
+			fmt.Fprintf(stderr, "cfi2sframe: left alone: %s\n", r.Error)
+		case r.Warning != "":
+			fmt.Fprintf(stderr, "cfi2sframe: %s: warning: %s\n", r.File, r.Warning)
 		}
 	}
 	if tty && !fl.quiet {
@@ -263,5 +274,6 @@ var outcomeText = map[tree.Outcome]string{
 	tree.NoCFI:       "without CFI",
 	tree.NotELF:      "not ELF",
 	tree.Unsupported: "unsupported machine or type",
+	tree.NoLayout:    "without a safe layout",
 	tree.Failed:      "failed",
 }

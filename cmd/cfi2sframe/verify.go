@@ -29,6 +29,15 @@ says Y". Functions the CFI describes and .sframe does not are listed too,
 as are .sframe ranges no CFI covers (PLTs described from their
 instructions); only disagreements make the exit status non-zero.
 
+A linked file's layout is checked too, and a problem with it makes the
+exit status non-zero: PT_LOADs that overlap or are out of order, a
+PT_PHDR not at e_phoff inside the first PT_LOAD, a PT_GNU_SFRAME outside
+every PT_LOAD or describing other bytes than the .sframe section, a
+.sframe without PT_GNU_SFRAME, an allocated section no PT_LOAD maps.
+These are what strip, objcopy, eu-strip and patchelf leave when they
+break a file. The .sframe compared with the CFI is the one a loader
+reads, through PT_GNU_SFRAME.
+
 With --for kernel|glibc|libsframe|libsframe-2.44, verify instead checks the
 section against that reader's acceptance rules (see the readers package):
 it prints the first violation with its FDE and FRE index and PC, and the
@@ -61,8 +70,11 @@ count of the others; any violation makes the exit status non-zero.`,
 					}
 					fmt.Fprintf(out, "%s: %s\n", name, f)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI, %d CFI functions not in .sframe\n",
-					name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], counts[verify.Missing])
+				for _, l := range res.Layout {
+					fmt.Fprintf(out, "%s: %s\n", name, l)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI, %d CFI functions not in .sframe, %d layout problems\n",
+					name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], counts[verify.Missing], len(res.Layout))
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -72,7 +84,7 @@ count of the others; any violation makes the exit status non-zero.`,
 				}
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d of %d files disagree with their CFI", bad, len(args))
+				return fmt.Errorf("%d of %d files disagree with their CFI or have a broken layout", bad, len(args))
 			}
 			return nil
 		},
@@ -170,18 +182,32 @@ func verifyFile(name string) (*verify.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	es, err := f.SFrame()
-	if err != nil {
-		return nil, err
+	// A loader finds .sframe through PT_GNU_SFRAME: check those bytes
+	// when they can be found, the section otherwise; the layout check
+	// reports where the two disagree.
+	layout := verify.CheckLayout(f.ELF, in.Data)
+	data, addr, where, ok := []byte(nil), uint64(0), "PT_GNU_SFRAME", false
+	if f.ELF.Type != elf.ET_REL {
+		data, addr, ok = verify.LoaderSFrame(f.ELF, in.Data)
 	}
-	sec, err := sframe.Decode(es.Data, es.Addr)
+	if !ok {
+		es, err := f.SFrame()
+		if err != nil {
+			return nil, err
+		}
+		data, addr, where = es.Data, es.Addr, es.Name
+	}
+	sec, err := sframe.Decode(data, addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %v", name, es.Name, err)
+		return nil, fmt.Errorf("%s: %s: %v", name, where, err)
 	}
 	// The CFI is executed one FDE at a time as verify reaches its code.
 	st, err := cfi.Scan(f)
 	if err != nil {
 		return nil, err // cfi and elfread errors name the file
 	}
-	return verify.Check(verify.Input{Machine: f.ELF.Machine, SFrame: sec, FDEs: st.FDEs, Symbol: f.Symbolizer()}), nil
+	res := verify.Check(verify.Input{Machine: f.ELF.Machine, SFrame: sec, FDEs: st.FDEs, Symbol: f.Symbolizer()})
+	res.Layout = layout
+	res.Agree = res.Agree && len(layout) == 0
+	return res, nil
 }

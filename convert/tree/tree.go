@@ -38,11 +38,12 @@ const (
 	NoCFI       Outcome = "no-cfi"      // no call-frame information (objects without functions included)
 	NotELF      Outcome = "not-elf"     // neither an ELF file nor an ar archive
 	Unsupported Outcome = "unsupported" // an ELF machine, class or type SFrame or we do not cover
+	NoLayout    Outcome = "no-layout"   // no layout the standard tools keep (convert.ErrLayout); left alone
 	Failed      Outcome = "failed"      // malformed input, write error, interrupted
 )
 
 // Outcomes lists every outcome in the order summaries print them.
-var Outcomes = []Outcome{Converted, HasSFrame, NoCFI, NotELF, Unsupported, Failed}
+var Outcomes = []Outcome{Converted, HasSFrame, NoCFI, NotELF, Unsupported, NoLayout, Failed}
 
 // Record is the account of one file.
 type Record struct {
@@ -54,6 +55,7 @@ type Record struct {
 	Skipped     int     `json:"skipped,omitempty"` // functions the CFI describes that SFrame cannot
 	SFrameBytes int     `json:"sframe_bytes,omitempty"`
 	CFIErrors   int     `json:"cfi_errors,omitempty"` // malformed CFI records skipped
+	Warning     string  `json:"warning,omitempty"`    // converted, but see this (convert.Result.Warning)
 }
 
 // Options configures Run.
@@ -277,6 +279,8 @@ func one(ctx context.Context, j job, o Options) Record {
 		return leave(NoCFI, err)
 	case errors.Is(err, convert.ErrUnsupported):
 		return leave(Unsupported, err)
+	case errors.Is(err, convert.ErrLayout):
+		return leave(NoLayout, err)
 	case err != nil:
 		return fail(Failed, err)
 	case res.Unchanged:
@@ -293,6 +297,7 @@ func one(ctx context.Context, j job, o Options) Record {
 	rec.Skipped = res.Translate.Skipped
 	rec.SFrameBytes = len(res.SFrame)
 	rec.CFIErrors = len(res.CFIErrors)
+	rec.Warning = res.Warning
 	return rec
 }
 

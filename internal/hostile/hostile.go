@@ -10,6 +10,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -186,9 +187,33 @@ func sframeSection(funcs []sframe.Function, addr uint64) []byte {
 }
 
 // exec is an x86-64 executable with the given sections (addresses as
-// given) and no program headers.
+// given), each allocated one mapped by a PT_LOAD of its own, and a
+// .sframe section also described by PT_GNU_SFRAME: a sound layout, so
+// that what is hostile is only what each generator means to be.
 func exec(secs ...Section) []byte {
-	return (&ELF{Type: elf.ET_EXEC, Machine: elf.EM_X86_64, Sections: secs}).Bytes()
+	e := &ELF{Type: elf.ET_EXEC, Machine: elf.EM_X86_64, Sections: secs}
+	for _, sec := range secs {
+		if sec.Flags&elf.SHF_ALLOC == 0 || sec.Type == elf.SHT_NOBITS {
+			continue
+		}
+		n := uint64(len(sec.Data))
+		e.Progs = append(e.Progs, Prog{Type: elf.PT_LOAD, Flags: elf.PF_R, Vaddr: sec.Addr, Filesz: n, Memsz: n, Align: 8})
+		if sec.Type == elf.SectionType(0x6ffffff4) {
+			e.Progs = append(e.Progs, Prog{Type: elf.ProgType(0x6474e554), Flags: elf.PF_R, Vaddr: sec.Addr, Filesz: n, Memsz: n, Align: 8})
+		}
+	}
+	// PT_LOADs sorted by address, as loaders expect.
+	sort.SliceStable(e.Progs, func(a, b int) bool {
+		return e.Progs[a].Type == elf.PT_LOAD && (e.Progs[b].Type != elf.PT_LOAD || e.Progs[a].Vaddr < e.Progs[b].Vaddr)
+	})
+	e.DataOff = func(i int, off uint64) {
+		for k := range e.Progs {
+			if e.Progs[k].Vaddr == secs[i].Addr && e.Progs[k].Filesz == uint64(len(secs[i].Data)) {
+				e.Progs[k].Off = off
+			}
+		}
+	}
+	return e.Bytes()
 }
 
 const textAddr = 0x401000

@@ -1,0 +1,136 @@
+package verify
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// phdrField patches field (byte offset in an Elf64_Phdr: 8 p_offset, 16
+// p_vaddr, 32 p_filesz, 40 p_memsz) of the first program header of type t.
+func phdrField(t *testing.T, b []byte, typ elf.ProgType, field int, v uint64) {
+	t.Helper()
+	bo := binary.LittleEndian
+	phoff, phnum := bo.Uint64(b[32:]), int(bo.Uint16(b[56:]))
+	for i := 0; i < phnum; i++ {
+		ph := b[phoff+uint64(i)*56:]
+		if elf.ProgType(bo.Uint32(ph)) == typ {
+			bo.PutUint64(ph[field:], v)
+			return
+		}
+	}
+	t.Fatalf("no program header of type %v", typ)
+}
+
+func parse(t *testing.T, b []byte) *elf.File {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestCheckLayoutGNU: what GNU ld writes with --gsframe has no layout
+// problem, on every machine and type of the committed fixtures.
+func TestCheckLayoutGNU(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/sframe/v[23]-*")
+	n := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, ".objdump") || strings.HasSuffix(name, ".o") {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if probs := CheckLayout(parse(t, b), b); len(probs) > 0 {
+			t.Errorf("%s: %v", name, probs)
+		}
+		if _, _, ok := LoaderSFrame(parse(t, b), b); !ok {
+			t.Errorf("%s: no .sframe found through PT_GNU_SFRAME", name)
+		}
+		n++
+	}
+	if n < 6 {
+		t.Fatalf("only %d fixtures", n)
+	}
+}
+
+// TestCheckLayoutBroken breaks a GNU-linked executable in each way the
+// standard tools were seen to break retrofitted files, and expects the
+// matching problem.
+func TestCheckLayoutBroken(t *testing.T) {
+	good, err := os.ReadFile("../testdata/sframe/v3-x86_64-exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := parse(t, good)
+	var sf, phdr, firstLoad, secondLoad *elf.Prog
+	for _, p := range f.Progs {
+		switch p.Type {
+		case ptGNUSFrame:
+			sf = p
+		case elf.PT_PHDR:
+			phdr = p
+		case elf.PT_LOAD:
+			if firstLoad == nil {
+				firstLoad = p
+			} else if secondLoad == nil {
+				secondLoad = p
+			}
+		}
+	}
+	if sf == nil || phdr == nil || secondLoad == nil {
+		t.Fatal("fixture lacks PT_GNU_SFRAME, PT_PHDR or two PT_LOADs")
+	}
+	sec := f.Section(".sframe")
+	bo := binary.LittleEndian
+	tests := []struct {
+		name string
+		mod  func(b []byte)
+		want string
+	}{
+		{"sframe outside loads", func(b []byte) { phdrField(t, b, ptGNUSFrame, 16, 0x900000) }, "sframe-segment"},
+		{"sframe other offset", func(b []byte) { phdrField(t, b, ptGNUSFrame, 8, sf.Off+8) }, "sframe-segment"},
+		{"sframe segment shorter than the section", func(b []byte) {
+			phdrField(t, b, ptGNUSFrame, 32, sec.Size-8)
+			phdrField(t, b, ptGNUSFrame, 40, sec.Size-8)
+		}, "sframe-section"},
+		{"no PT_GNU_SFRAME (eu-strip's PT_NULL)", func(b []byte) { phdrField(t, b, ptGNUSFrame, 0, 0) }, "sframe-segment"},
+		{"sframe section bytes elsewhere", func(b []byte) {
+			// Section header moved to other bytes; the segment is right.
+			shoff := bo.Uint64(b[40:])
+			for i := 0; i < int(bo.Uint16(b[60:])); i++ {
+				sh := b[shoff+uint64(i)*64:]
+				if bo.Uint64(sh[24:]) == sec.Offset && bo.Uint64(sh[16:]) == sec.Addr {
+					bo.PutUint64(sh[24:], sec.Offset-16)
+				}
+			}
+		}, "sframe-bytes"},
+		{"overlapping loads (BFD's adjusted lma)", func(b []byte) {
+			phdrField(t, b, elf.PT_LOAD, 16, secondLoad.Vaddr-firstLoad.Memsz/2) // first PT_LOAD's vaddr
+			phdrField(t, b, elf.PT_LOAD, 40, firstLoad.Memsz+0x1000)
+		}, "load-overlap"},
+		{"PT_PHDR not at e_phoff", func(b []byte) { phdrField(t, b, elf.PT_PHDR, 8, phdr.Off+56) }, "phdr"},
+		{"PT_PHDR outside the first load", func(b []byte) { phdrField(t, b, elf.PT_PHDR, 16, secondLoad.Vaddr) }, "phdr"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := bytes.Clone(good)
+			tc.mod(b)
+			probs := CheckLayout(parse(t, b), b)
+			found := false
+			for _, p := range probs {
+				found = found || p.What == tc.want
+			}
+			if !found {
+				t.Errorf("problems %v, want one of kind %s", probs, tc.want)
+			}
+		})
+	}
+}
