@@ -195,6 +195,7 @@ func sh(name string, args ...string) error {
 func retrofitTools(t *testing.T) []retrofitTool {
 	eu := need(t, "eu-strip")
 	patchelf := need(t, "patchelf")
+	objcopy240 := toolchain.Tool(t, "bookworm", "x86_64-objcopy")
 	objcopy244 := toolchain.Tool(t, "trixie", "x86_64-objcopy")
 	objcopy247 := toolchain.Tool(t, "sid", "x86_64-objcopy")
 	a64objcopy247 := toolchain.Tool(t, "sid", "aarch64-objcopy")
@@ -209,6 +210,15 @@ func retrofitTools(t *testing.T) []retrofitTool {
 		{"strip", func(t *testing.T, in retrofitInput, f string) error { return sh(gnu(in, "strip"), f) }},
 		{"strip --strip-debug", func(t *testing.T, in retrofitInput, f string) error {
 			return sh(gnu(in, "strip"), "--strip-debug", f)
+		}},
+		{"strip --strip-unneeded", func(t *testing.T, in retrofitInput, f string) error {
+			return sh(gnu(in, "strip"), "--strip-unneeded", f)
+		}},
+		{"objcopy --strip-all (2.40)", func(t *testing.T, in retrofitInput, f string) error {
+			if in.arch != "x86_64" {
+				return sh(gnu(in, "objcopy"), "--strip-all", f) // bookworm's cross binutils
+			}
+			return sh(objcopy240, "--strip-all", f)
 		}},
 		{"dh_strip (only-keep-debug, strip-unneeded, debuglink)", func(t *testing.T, in retrofitInput, f string) error {
 			objcopy := gnu(in, "objcopy")
