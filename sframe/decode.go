@@ -36,36 +36,12 @@ func Decode(b []byte, addr uint64) (*Section, error) {
 		FDEOff:     order.Uint32(b[20:]),
 		FREOff:     order.Uint32(b[24:]),
 	}
-	if h.Version < Version1 || h.Version > Version3 {
-		return nil, errorf(2, "unsupported version %d", h.Version)
-	}
-	if h.ABI < ABIAArch64BE || h.ABI > ABIS390XBE {
-		return nil, errorf(4, "unknown ABI/arch id %d", h.ABI)
-	}
-	hsz := h.Size()
-	if hsz > len(b) {
-		return nil, errorf(7, "auxiliary header length %d runs past the end of the %d-byte section", h.AuxHdrLen, len(b))
+	hsz, fdeSize, err := h.checkSizes(len(b))
+	if err != nil {
+		return nil, err
 	}
 	h.AuxHdr = append([]byte(nil), b[HeaderSize:hsz]...)
-	body := uint64(len(b) - hsz)
 
-	fdeSize := uint64(fdeSizeV3)
-	switch h.Version {
-	case Version1:
-		fdeSize = fdeSizeV1
-	case Version2:
-		fdeSize = fdeSizeV2
-	}
-	if uint64(h.FDEOff) > body || uint64(h.NumFDEs)*fdeSize > body-uint64(h.FDEOff) {
-		return nil, errorf(8, "%d FDEs of %d bytes at FDE offset %d do not fit in the %d bytes after the header", h.NumFDEs, fdeSize, h.FDEOff, body)
-	}
-	if uint64(h.FREOff) > body || uint64(h.FRELen) > body-uint64(h.FREOff) {
-		return nil, errorf(16, "FRE sub-section (offset %d, length %d) does not fit in the %d bytes after the header", h.FREOff, h.FRELen, body)
-	}
-	// Every FRE takes at least two bytes.
-	if uint64(h.NumFREs) > uint64(h.FRELen)/2 {
-		return nil, errorf(12, "%d FREs cannot fit in an FRE sub-section of %d bytes", h.NumFREs, h.FRELen)
-	}
 	s := &Section{Header: h, Order: order, Addr: addr}
 	s.FDEs = make([]FDE, h.NumFDEs)
 	fres := make([]FRE, h.NumFREs)
@@ -175,4 +151,40 @@ func Decode(b []byte, addr uint64) (*Section, error) {
 		return nil, errorf(12, "header claims %d FREs but the FDEs hold %d", len(fres), used)
 	}
 	return s, nil
+}
+
+// checkSizes checks a parsed header against a section of n bytes: a known
+// version and ABI, and the auxiliary header, the FDE array and the FRE
+// sub-section inside the section, with room for NumFREs FREs. It returns
+// the header's size and one FDE's size. Decode and Open share it.
+func (h *Header) checkSizes(n int) (hsz int, fdeSize uint64, err error) {
+	if h.Version < Version1 || h.Version > Version3 {
+		return 0, 0, errorf(2, "unsupported version %d", h.Version)
+	}
+	if h.ABI < ABIAArch64BE || h.ABI > ABIS390XBE {
+		return 0, 0, errorf(4, "unknown ABI/arch id %d", h.ABI)
+	}
+	hsz = h.Size()
+	if hsz > n {
+		return 0, 0, errorf(7, "auxiliary header length %d runs past the end of the %d-byte section", h.AuxHdrLen, n)
+	}
+	body := uint64(n - hsz)
+	fdeSize = uint64(fdeSizeV3)
+	switch h.Version {
+	case Version1:
+		fdeSize = fdeSizeV1
+	case Version2:
+		fdeSize = fdeSizeV2
+	}
+	if uint64(h.FDEOff) > body || uint64(h.NumFDEs)*fdeSize > body-uint64(h.FDEOff) {
+		return 0, 0, errorf(8, "%d FDEs of %d bytes at FDE offset %d do not fit in the %d bytes after the header", h.NumFDEs, fdeSize, h.FDEOff, body)
+	}
+	if uint64(h.FREOff) > body || uint64(h.FRELen) > body-uint64(h.FREOff) {
+		return 0, 0, errorf(16, "FRE sub-section (offset %d, length %d) does not fit in the %d bytes after the header", h.FREOff, h.FRELen, body)
+	}
+	// Every FRE takes at least two bytes.
+	if uint64(h.NumFREs) > uint64(h.FRELen)/2 {
+		return 0, 0, errorf(12, "%d FREs cannot fit in an FRE sub-section of %d bytes", h.NumFREs, h.FRELen)
+	}
+	return hsz, fdeSize, nil
 }

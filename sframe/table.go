@@ -76,34 +76,11 @@ func Open(b []byte, addr uint64) (*Table, error) {
 		CFAFixedFP: int8(b[5]), CFAFixedRA: int8(b[6]), AuxHdrLen: b[7],
 		NumFDEs: t.u32(8), NumFREs: t.u32(12), FRELen: t.u32(16), FDEOff: t.u32(20), FREOff: t.u32(24),
 	}
-	if h.Version < Version1 || h.Version > Version3 {
-		return nil, errorf(2, "unsupported version %d", h.Version)
-	}
-	if h.ABI < ABIAArch64BE || h.ABI > ABIS390XBE {
-		return nil, errorf(4, "unknown ABI/arch id %d", h.ABI)
-	}
-	hsz := h.Size()
-	if hsz > len(b) {
-		return nil, errorf(7, "auxiliary header length %d runs past the end of the %d-byte section", h.AuxHdrLen, len(b))
+	hsz, fdeSize, err := h.checkSizes(len(b))
+	if err != nil {
+		return nil, err
 	}
 	h.AuxHdr = b[HeaderSize:hsz:hsz]
-	body := uint64(len(b) - hsz)
-	fdeSize := uint64(fdeSizeV3)
-	switch h.Version {
-	case Version1:
-		fdeSize = fdeSizeV1
-	case Version2:
-		fdeSize = fdeSizeV2
-	}
-	if uint64(h.FDEOff) > body || uint64(h.NumFDEs)*fdeSize > body-uint64(h.FDEOff) {
-		return nil, errorf(8, "%d FDEs of %d bytes at FDE offset %d do not fit in the %d bytes after the header", h.NumFDEs, fdeSize, h.FDEOff, body)
-	}
-	if uint64(h.FREOff) > body || uint64(h.FRELen) > body-uint64(h.FREOff) {
-		return nil, errorf(16, "FRE sub-section (offset %d, length %d) does not fit in the %d bytes after the header", h.FREOff, h.FRELen, body)
-	}
-	if uint64(h.NumFREs) > uint64(h.FRELen)/2 {
-		return nil, errorf(12, "%d FREs cannot fit in an FRE sub-section of %d bytes", h.NumFREs, h.FRELen)
-	}
 	t.Header = h
 	t.pcrel = h.Flags&FlagFDEFuncStartPCRel != 0
 	t.fdeBase = hsz + int(h.FDEOff)
