@@ -71,7 +71,7 @@ func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
 	// and whether it maps it from file offset off.
 	mapped := func(addr, size, off uint64) (*elf.Prog, bool) {
 		for _, p := range loads {
-			if addr >= p.Vaddr && addr-p.Vaddr <= p.Filesz && size <= p.Filesz-(addr-p.Vaddr) {
+			if covers(p, addr, size) {
 				return p, off-p.Off == addr-p.Vaddr
 			}
 		}
@@ -169,7 +169,7 @@ func LoaderSFrame(ef *elf.File, data []byte) (b []byte, addr uint64, ok bool) {
 			continue
 		}
 		for _, l := range ef.Progs {
-			if l.Type == elf.PT_LOAD && p.Vaddr >= l.Vaddr && p.Vaddr-l.Vaddr <= l.Filesz && p.Filesz <= l.Filesz-(p.Vaddr-l.Vaddr) {
+			if covers(l, p.Vaddr, p.Filesz) {
 				if b := fileRange(data, l.Off+(p.Vaddr-l.Vaddr), p.Filesz); b != nil {
 					return b, p.Vaddr, true
 				}
@@ -187,6 +187,12 @@ func zero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// covers reports whether l is a PT_LOAD whose file-backed part holds
+// [addr, addr+size).
+func covers(l *elf.Prog, addr, size uint64) bool {
+	return l.Type == elf.PT_LOAD && addr >= l.Vaddr && addr-l.Vaddr <= l.Filesz && size <= l.Filesz-(addr-l.Vaddr)
 }
 
 // fileRange returns data[off:off+size], or nil when that is not inside data.
