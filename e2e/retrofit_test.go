@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
 
@@ -130,7 +131,7 @@ func overhead(t *testing.T, in, out string) {
 	defer f.Close()
 	var sf uint64
 	for _, p := range f.Progs {
-		if p.Type == elf.ProgType(0x6474e554) {
+		if p.Type == elf.ProgType(elfread.PTGNUSFrame) {
 			sf = p.Filesz
 		}
 	}

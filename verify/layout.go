@@ -5,13 +5,15 @@ import (
 	"debug/elf"
 	"fmt"
 	"sort"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 )
 
-// ptGNUSFrame is PT_GNU_SFRAME.
-const ptGNUSFrame = elf.ProgType(0x6474e554)
-
-// shtGNUSFrame is SHT_GNU_SFRAME.
-const shtGNUSFrame = elf.SectionType(0x6ffffff4)
+// PT_GNU_SFRAME and SHT_GNU_SFRAME, as debug/elf types.
+const (
+	ptGNUSFrame  = elf.ProgType(elfread.PTGNUSFrame)
+	shtGNUSFrame = elf.SectionType(elfread.SHTGNUSFrame)
+)
 
 // pageSize is the smallest page a loader maps: two PT_LOADs that share one
 // overlap in memory even when their byte ranges do not.
