@@ -12,6 +12,24 @@ const (
 	sectGNUSFrame = elf.SectionType(shtGNUSFrame)
 )
 
+// parsePlanned parses the input and the output with debug/elf and checks
+// the output's size against the plan.
+func parsePlanned(t *testing.T, in, out []byte, p *Plan) (inF, f *elf.File) {
+	t.Helper()
+	inF, err := elf.NewFile(bytes.NewReader(in))
+	if err != nil {
+		t.Fatalf("input does not parse with debug/elf: %v", err)
+	}
+	f, err = elf.NewFile(bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("output does not parse with debug/elf: %v", err)
+	}
+	if uint64(len(out)) != p.OutputSize {
+		t.Errorf("output is %d bytes, plan said %d", len(out), p.OutputSize)
+	}
+	return inF, f
+}
+
 // checkOutput verifies, independently of the planner, that out is in with
 // data inserted as .sframe the way the package promises.
 func checkOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
@@ -27,17 +45,7 @@ func checkOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
 		checkLinkerOutput(t, in, out, p, data)
 		return
 	}
-	inF, err := elf.NewFile(bytes.NewReader(in))
-	if err != nil {
-		t.Fatalf("input does not parse with debug/elf: %v", err)
-	}
-	f, err := elf.NewFile(bytes.NewReader(out))
-	if err != nil {
-		t.Fatalf("output does not parse with debug/elf: %v", err)
-	}
-	if uint64(len(out)) != p.OutputSize {
-		t.Errorf("output is %d bytes, plan said %d", len(out), p.OutputSize)
-	}
+	inF, f := parsePlanned(t, in, out, p)
 	bo := f.ByteOrder
 	phoff := bo.Uint64(out[32:])
 	phnum := uint64(bo.Uint16(out[56:]))
@@ -200,17 +208,7 @@ func coveredByLoad(f *elf.File, off, size uint64) bool { return loadFor(f, off, 
 // and .dynamic/.dynsym.
 func checkLinkerOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
 	t.Helper()
-	inF, err := elf.NewFile(bytes.NewReader(in))
-	if err != nil {
-		t.Fatalf("input does not parse with debug/elf: %v", err)
-	}
-	f, err := elf.NewFile(bytes.NewReader(out))
-	if err != nil {
-		t.Fatalf("output does not parse with debug/elf: %v", err)
-	}
-	if uint64(len(out)) != p.OutputSize {
-		t.Errorf("output is %d bytes, plan said %d", len(out), p.OutputSize)
-	}
+	inF, f := parsePlanned(t, in, out, p)
 	bo := f.ByteOrder
 	if got, want := bo.Uint64(out[32:]), inF.ByteOrder.Uint64(in[32:]); got != want {
 		t.Errorf("e_phoff moved from %#x to %#x", want, got)
