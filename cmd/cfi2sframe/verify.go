@@ -77,9 +77,7 @@ count of the others; any violation makes the exit status non-zero.`,
 					name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], counts[verify.Missing], len(res.Layout))
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(all); err != nil {
+				if err := printJSON(cmd, all); err != nil {
 					return err
 				}
 			}
@@ -127,9 +125,7 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 		fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
 	}
 	if asJSON {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(all); err != nil {
+		if err := printJSON(cmd, all); err != nil {
 			return err
 		}
 	}
@@ -210,4 +206,11 @@ func verifyFile(name string) (*verify.Result, error) {
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
 	return res, nil
+}
+
+// printJSON writes v to the command's standard output as indented JSON.
+func printJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
