@@ -151,13 +151,11 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 			fmt.Fprintf(stderr, "%s: %s\n", name, d)
 		}
 	case "json":
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
 		errs := make([]string, len(res.CFIErrors))
 		for i, e := range res.CFIErrors {
 			errs[i] = e.Error()
 		}
-		if err := enc.Encode(struct {
+		if err := printJSON(cmd, struct {
 			File        string   `json:"file"`
 			CFIErrors   []string `json:"cfi_errors"`
 			Diagnostics any      `json:"diagnostics"`
