@@ -41,9 +41,10 @@ func (a *abi) layout(p PLT) (pltLayout, bool) {
 }
 
 // plt describes a PLT section from its instructions: PLT0 as an ordinary
-// function, the entries as one PCMASK function repeating every entry size
-// when they all behave alike (as GNU ld describes them), one function per
-// entry otherwise.
+// function, each run of entries that behave alike as one PCMASK function
+// repeating every entry size (for ld's usual PLT, one for all entries, as
+// GNU ld describes them), an entry unlike its neighbours as an ordinary
+// function.
 func (a *abi) plt(p PLT) ([]sframe.Function, *Diagnostic) {
 	l, ok := a.layout(p)
 	if !ok {
@@ -91,7 +92,6 @@ func (a *abi) pltWith(p PLT, l pltLayout) ([]sframe.Function, *Diagnostic) {
 	}
 	base := p.Addr + uint64(l.header)
 	entries := make([][]sframe.Row, n)
-	same := true
 	for i := 0; i < n; i++ {
 		off := l.header + i*l.entry
 		rows, err := a.stub(p.Data[off:off+l.entry], false)
@@ -99,16 +99,25 @@ func (a *abi) pltWith(p PLT, l pltLayout) ([]sframe.Function, *Diagnostic) {
 			return fail("%s entry %d (offset %#x): %v", p.Name, i, off, err)
 		}
 		entries[i] = rows
-		if i > 0 && !sameRows(rows, entries[0]) {
-			same = false
+	}
+	// Each run of entries that behave alike is one PCMASK function (GNU ld
+	// writes one for the whole section); an entry unlike its neighbours,
+	// such as the TLSDESC trampoline ld puts after the x86-64 lazy entries
+	// (endbr64; push GOT+8; jmp *GOT+TDG), is an ordinary function.
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && sameRows(entries[j], entries[i]) {
+			j++
 		}
-	}
-	if same && l.entry <= math.MaxUint8 && uint64(n*l.entry) <= math.MaxUint32 {
-		funcs = append(funcs, sframe.Function{Start: base, Size: uint32(n * l.entry), PCType: sframe.PCMask, RepSize: uint8(l.entry), Rows: entries[0]})
-		return funcs, nil
-	}
-	for i, rows := range entries {
-		funcs = append(funcs, sframe.Function{Start: base + uint64(i*l.entry), Size: uint32(l.entry), PCType: sframe.PCInc, Rows: rows})
+		start, size := base+uint64(i*l.entry), uint64((j-i)*l.entry)
+		if j-i > 1 && l.entry <= math.MaxUint8 && size <= math.MaxUint32 {
+			funcs = append(funcs, sframe.Function{Start: start, Size: uint32(size), PCType: sframe.PCMask, RepSize: uint8(l.entry), Rows: entries[i]})
+		} else {
+			for k := i; k < j; k++ {
+				funcs = append(funcs, sframe.Function{Start: base + uint64(k*l.entry), Size: uint32(l.entry), PCType: sframe.PCInc, Rows: entries[k]})
+			}
+		}
+		i = j
 	}
 	return funcs, nil
 }

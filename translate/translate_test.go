@@ -212,6 +212,36 @@ func TestPLT(t *testing.T) {
 		t.Errorf("x86-64 .plt (-want +got):\n%s", d)
 	}
 
+	// GNU ld puts the lazy TLSDESC trampoline (endbr64; push GOT+8; jmp
+	// *GOT+TDG) after the entries, as in Debian's mesa libraries: the entries
+	// stay one PCMASK function, the trampoline gets its own, rsp+16 after its
+	// push at +4 (ld's CFI covers it with the entries' expression, which says
+	// rsp+8 at +10: wrong, the push has run).
+	tlsdesc := []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xff, 0x35, 0x06, 0xa0, 0x03, 0, 0xff, 0x25, 0xe0, 0x9f, 0x03, 0}
+	data = append(append(append(append([]byte{}, plt0...), entry...), entry...), tlsdesc...)
+	res, err = Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, sframe.Function{Start: 0x1050, Size: 16, Rows: []sframe.Row{{Start: 0, CFA: spLoc(8), RA: fixedRA()}, {Start: 10, CFA: spLoc(16), RA: fixedRA()}}})
+	if d := cmp.Diff(want, res.Funcs); d != "" {
+		t.Errorf("x86-64 .plt with a TLSDESC trampoline (-want +got):\n%s", d)
+	}
+	// Entries unlike each other on both sides: no PCMASK of one.
+	data = append(append(append(append([]byte{}, plt0...), entry...), tlsdesc...), entry...)
+	res, err = Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Funcs {
+		if f.PCType == sframe.PCMask {
+			t.Errorf("alternating entries: PCMASK function %+v", f)
+		}
+	}
+	if len(res.Funcs) != 4 {
+		t.Errorf("alternating entries: %d functions, want 4", len(res.Funcs))
+	}
+
 	le := func(ws ...uint32) []byte {
 		var b []byte
 		for _, w := range ws {
