@@ -266,9 +266,10 @@ func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
 	werr := make(chan error, 1)
 	go func() {
 		w := bufio.NewWriterSize(stdin, 1<<16)
-		var b [8]byte
+		var b [16]byte
 		for i := range ours.FDEs {
 			d := &ours.FDEs[i]
+			binary.LittleEndian.PutUint64(b[8:], uint64(d.FDEType))
 			for k := uint64(0); k < uint64(d.Size); k++ {
 				binary.LittleEndian.PutUint64(b[:], d.Start+k-addr)
 				if _, err := w.Write(b[:]); err != nil {
@@ -283,7 +284,7 @@ func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
 		werr <- err
 	}()
 	r := bufio.NewReaderSize(stdout, 1<<16)
-	var rec [32]byte
+	var rec [64]byte
 	var rerr error
 	for i := range ours.FDEs {
 		d := &ours.FDEs[i]
@@ -375,6 +376,12 @@ func comparePC(res *Result, s *sframe.Section, tab *sframe.Table, asPCRel *sfram
 		res.Modelled++
 	}
 	if libRow == ourRow && (!ourRow || libRule == ourRule) {
+		if ourRow {
+			if bad := accessors(&s.Header, rd, ourRule, rec); bad != "" {
+				res.other("pc %#x (FDE at %#x): libsframe %s's accessors read the same FRE differently: %s; ours: %+v", pc, d.Start, rd.Name, bad, ourRule)
+				return
+			}
+		}
 		res.Agree++
 		if !ourRow {
 			res.NoRow++
@@ -399,6 +406,71 @@ func comparePC(res *Result, s *sframe.Section, tab *sframe.Table, asPCRel *sfram
 		return fmt.Sprintf("%+v", r)
 	}
 	res.other("pc %#x (FDE at %#x): libsframe %s: %s; ours: %s", pc, d.Start, rd.Name, describe(libRow, libRule), describe(ourRow, ourRule))
+}
+
+// accessors compares what libsframe's accessor functions
+// (sframe_fre_get_base_reg_id, _cfa_offset, _ra_offset, _fp_offset,
+// _ra_mangled_p and, in 2.47.50, _ra_undefined_p) make of the FRE with our
+// rule r for it, and describes the differences ("" when none). For a
+// flexible FDE only the CFA offset is compared (the accessors do not say
+// which register or whether to dereference); s390x's encoded offsets are
+// not compared.
+func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
+	if h.ABI == sframe.ABIS390XBE {
+		return ""
+	}
+	errs := rec[11]
+	v := func(i int) int32 { return int32(binary.LittleEndian.Uint32(rec[36+4*i:])) }
+	base, cfa, ra, fp := v(0), v(1), v(2), v(3)
+	var bad []string
+	check := func(what string, errBit byte, got int32, l sframe.Loc) {
+		switch l.Kind {
+		case sframe.LocUnsaved:
+			if errs&errBit == 0 {
+				bad = append(bad, fmt.Sprintf("%s offset %d where we have none", what, got))
+			}
+		case sframe.LocFixed, sframe.LocCFA:
+			if errs&errBit != 0 || got != l.Offset {
+				bad = append(bad, fmt.Sprintf("%s offset %d (error %v)", what, got, errs&errBit != 0))
+			}
+		default:
+			bad = append(bad, fmt.Sprintf("%s rule kind %d in a default FDE", what, l.Kind))
+		}
+	}
+	undef := errs&16 != 0
+	switch {
+	case r.RAUndefined:
+		if errs&2 == 0 {
+			bad = append(bad, fmt.Sprintf("a CFA offset %d in an FRE without data words", cfa))
+		}
+		if !rd.Is244() && !undef {
+			bad = append(bad, "RA not undefined")
+		}
+	case r.Flex:
+		if errs&2 != 0 || cfa != r.CFA.Offset {
+			bad = append(bad, fmt.Sprintf("CFA offset %d (error %v)", cfa, errs&2 != 0))
+		}
+	default:
+		wantBase := int32(sframe.BaseRegSP)
+		if r.CFA.Reg == sframe.FPReg(h.ABI) {
+			wantBase = sframe.BaseRegFP
+		}
+		if errs&1 != 0 || base != wantBase {
+			bad = append(bad, fmt.Sprintf("base register %d (error %v)", base, errs&1 != 0))
+		}
+		if errs&2 != 0 || cfa != r.CFA.Offset {
+			bad = append(bad, fmt.Sprintf("CFA offset %d (error %v)", cfa, errs&2 != 0))
+		}
+		check("RA", 4, ra, r.RA)
+		check("FP", 8, fp, r.FP)
+		if undef {
+			bad = append(bad, "RA undefined")
+		}
+	}
+	if (rec[10] == 1) != r.MangledRA {
+		bad = append(bad, fmt.Sprintf("RA mangled %v", rec[10] == 1))
+	}
+	return strings.Join(bad, ", ")
 }
 
 // sameData compares the parts of two rules an FRE carries (the FDE-level

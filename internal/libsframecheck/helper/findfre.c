@@ -4,13 +4,21 @@
 
    Usage: findfre fdes SECTION   one text line per FDE, as libsframe reads it:
                                  "F index start size info info2 rep nfres"
-          findfre pcs SECTION    reads section-relative PCs (int64, host
-                                 order) from stdin; writes one 32-byte record
-                                 per PC to stdout: int32 status (0 found, else
+          findfre pcs SECTION    reads pairs of int64 (host order) from stdin:
+                                 a section-relative PC and the FDE type
+                                 (default 0, flex 1) of the function that
+                                 holds it; writes one 64-byte record per PC
+                                 to stdout: int32 status (0 found, else
                                  sframe_find_fre's return), uint32 FRE start,
                                  uint8 FRE info, uint8 data-word count,
-                                 2 bytes zero, 6 uint32 data words (unsigned,
-                                 as libsframe gives them; zero past the count)
+                                 uint8 RA-mangled (libsframe's accessor),
+                                 uint8 accessor errors (1 base register,
+                                 2 CFA, 4 RA, 8 FP offset; 16: RA undefined,
+                                 2.47 only), 6 uint32 data words (unsigned,
+                                 as libsframe gives them; zero past the
+                                 count), then int32 base register id, CFA,
+                                 RA and FP offsets as libsframe's accessors
+                                 give them, 12 bytes zero
    Exit status 3 with "decode: N MESSAGE" when sframe_decode refuses the
    section; the first line of "fdes" is "V version flags abi nfdes".
 
@@ -43,6 +51,13 @@ unsigned int sframe_decoder_get_num_fidx(lsf_dec *d);
 int sframe_find_fre(lsf_dec *d, int32_t pc, lsf_fre *f);
 int sframe_decoder_get_funcdesc_v2(lsf_dec *d, unsigned int i, uint32_t *nfres,
 	uint32_t *size, int32_t *start, unsigned char *info, uint8_t *rep);
+/* The 2.44 accessors take no FDE type (objdump -d: the FRE in %rsi, the
+   error pointer in %rdx; the base register one takes the FRE in %rdi). */
+unsigned int sframe_fre_get_base_reg_id(lsf_fre *f, int *errp);
+int32_t sframe_fre_get_cfa_offset(lsf_dec *d, lsf_fre *f, int *errp);
+int32_t sframe_fre_get_fp_offset(lsf_dec *d, lsf_fre *f, int *errp);
+int32_t sframe_fre_get_ra_offset(lsf_dec *d, lsf_fre *f, int *errp);
+_Bool sframe_fre_get_ra_mangled_p(lsf_dec *d, lsf_fre *f, int *errp);
 #define FRE_START(f) ((f).start)
 #define FRE_INFO(f) ((f).info)
 #else
@@ -149,31 +164,52 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	static int64_t pcs[4096];
-	static unsigned char out[4096 * 32];
+	static int64_t in[2 * 4096];
+	static unsigned char out[4096 * 64];
 	size_t n;
-	while ((n = fread(pcs, sizeof pcs[0], 4096, stdin)) > 0) {
+	while ((n = fread(in, 2 * sizeof in[0], 4096, stdin)) > 0) {
 		for (size_t i = 0; i < n; i++) {
 			lsf_fre f;
 			uint32_t w[6];
 			memset(&f, 0, sizeof f);
 #ifdef LIBSFRAME_244
-			int32_t st = sframe_find_fre(d, (int32_t)pcs[i], &f);
+			int32_t st = sframe_find_fre(d, (int32_t)in[2 * i], &f);
 #else
-			int32_t st = sframe_find_fre(d, pcs[i], &f);
+			int32_t st = sframe_find_fre(d, in[2 * i], &f);
+			uint32_t fdetype = (uint32_t)in[2 * i + 1];
 #endif
-			unsigned char *r = out + i * 32;
-			memset(r, 0, 32);
+			unsigned char *r = out + i * 64;
+			memset(r, 0, 64);
 			memcpy(r, &st, 4);
-			if (st == 0) {
-				uint32_t s = FRE_START(f);
-				memcpy(r + 4, &s, 4);
-				r[8] = FRE_INFO(f);
-				r[9] = (unsigned char)words(&f, w);
-				memcpy(r + 12, w, sizeof w);
-			}
+			if (st != 0)
+				continue;
+			uint32_t s = FRE_START(f);
+			memcpy(r + 4, &s, 4);
+			r[8] = FRE_INFO(f);
+			r[9] = (unsigned char)words(&f, w);
+			memcpy(r + 12, w, sizeof w);
+			int e1 = 0, e2 = 0, e3 = 0, e4 = 0, e5 = 0;
+			int32_t v[4];
+			v[0] = (int32_t)sframe_fre_get_base_reg_id(&f, &e1);
+#ifdef LIBSFRAME_244
+			v[1] = sframe_fre_get_cfa_offset(d, &f, &e2);
+			v[2] = sframe_fre_get_ra_offset(d, &f, &e3);
+			v[3] = sframe_fre_get_fp_offset(d, &f, &e4);
+#else
+			v[1] = sframe_fre_get_cfa_offset(d, &f, fdetype, &e2);
+			v[2] = sframe_fre_get_ra_offset(d, &f, fdetype, &e3);
+			v[3] = sframe_fre_get_fp_offset(d, &f, fdetype, &e4);
+#endif
+			r[10] = sframe_fre_get_ra_mangled_p(d, &f, &e5) ? 1 : 0;
+			r[11] = (e1 ? 1 : 0) | (e2 ? 2 : 0) | (e3 ? 4 : 0) | (e4 ? 8 : 0);
+#ifndef LIBSFRAME_244
+			int e6 = 0;
+			if (sframe_fre_get_ra_undefined_p(d, &f, &e6) && !e6)
+				r[11] |= 16;
+#endif
+			memcpy(r + 36, v, sizeof v);
 		}
-		if (fwrite(out, 32, n, stdout) != n) { perror("write"); return 1; }
+		if (fwrite(out, 64, n, stdout) != n) { perror("write"); return 1; }
 	}
 	if (ferror(stdin)) { perror("read"); return 1; }
 	sframe_decoder_free(&d);
