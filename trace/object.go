@@ -166,16 +166,32 @@ func (o *Object) symbolAt(addr uint64) string {
 	return ""
 }
 
-// Symbolize names the function holding addr (a file address): its symbol,
-// else the executable section in parentheses ("(.plt)"), else "".
+// Symbolize names the function holding addr (a file address): its symbol;
+// else, in a PLT section, the section in parentheses ("(.plt)"); else the
+// file's base name and the start of the SFrame function holding it
+// ("libc.so.6+0x1098e1", a function of a stripped file); else the section;
+// else "".
 func (o *Object) Symbolize(addr uint64) string {
 	if n := o.symbolAt(addr); n != "" {
 		return n
 	}
+	sec := ""
 	for _, s := range o.secs {
 		if addr >= s.lo && addr < s.hi {
-			return "(" + s.name + ")"
+			sec = s.name
+			break
 		}
+	}
+	if strings.Contains(sec, "plt") {
+		return "(" + sec + ")"
+	}
+	if o.Table != nil {
+		if r, err := o.Table.Lookup(addr); err == nil {
+			return fmt.Sprintf("%s+%#x", baseName(o.Path), r.FuncStart)
+		}
+	}
+	if sec != "" {
+		return "(" + sec + ")"
 	}
 	return ""
 }

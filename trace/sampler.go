@@ -327,7 +327,10 @@ func (s *sampler) handle(tid int, ws unix.WaitStatus, detaching bool) {
 		s.res.Threads++
 	}
 	sig := ws.StopSignal()
-	ev := ws.TrapCause()
+	// The event is in bits 16-23 of the status; TrapCause reports it only
+	// for SIGTRAP stops, and a group-stop's PTRACE_EVENT_STOP carries the
+	// stop signal.
+	ev := int(ws) >> 16 & 0xff
 	resume := func(sig int) {
 		if detaching {
 			ptraceSig(unix.PTRACE_DETACH, tid, sig)

@@ -2,8 +2,10 @@
    (alloca and an over-aligned local, built -mstackrealign: DRAP) -> the
    -fomit-frame-pointer library through PLT stubs; a profiling timer's
    handler spins in the library too, so samples catch it mid-flight.
-   Runs for argv[1] seconds (default 2). */
+   Runs for argv[1] seconds (default 2) with argv[2] more threads doing
+   the same (default 0). */
 #include <alloca.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +51,16 @@ __attribute__((noinline)) long level1(long n)
 	return work_alloca(n + 16) + 1;
 }
 
+static void *thread_main(void *arg)
+{
+	sink += level1((long)arg);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int secs = argc > 1 ? atoi(argv[1]) : 2;
+	int nthreads = argc > 2 ? atoi(argv[2]) : 0;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = handler;
@@ -62,6 +71,13 @@ int main(int argc, char **argv)
 	struct itimerval it = {{0, 2000}, {0, 2000}};
 	setitimer(ITIMER_PROF, &it, 0);
 	alarm(secs);
+	pthread_t t[16];
+	if (nthreads > 16)
+		nthreads = 16;
+	for (int i = 0; i < nthreads; i++)
+		pthread_create(&t[i], 0, thread_main, (void *)(long)(i + 8));
 	sink = level1(argc * 10);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(t[i], 0);
 	return 0;
 }
