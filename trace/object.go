@@ -138,18 +138,27 @@ func (o *Object) readSymbols(f *elf.File) {
 	if l, err := f.DynamicSymbols(); err == nil {
 		add(l)
 	}
-	// A stripped executable has no symbol for its entry point; name the
-	// function SFrame says starts there _start, as it always is.
-	if f.Entry != 0 && o.Table != nil && o.symbolAt(f.Entry) == "" {
-		if r, err := o.Table.Lookup(f.Entry); err == nil && r.FuncStart == f.Entry {
-			o.syms = append(o.syms, symbol{f.Entry, f.Entry + uint64(r.FuncSize), "_start"})
-		}
-	}
 	sort.SliceStable(o.syms, func(i, j int) bool { return o.syms[i].lo < o.syms[j].lo })
+	if f.Type == elf.ET_EXEC || f.Type == elf.ET_DYN {
+		o.nameEntry(f.Entry)
+	}
 	for _, s := range f.Sections {
 		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Type == elf.SHT_PROGBITS {
 			o.secs = append(o.secs, section{s.Addr, s.Addr + s.Size, s.Name})
 		}
+	}
+}
+
+// nameEntry names _start, in a stripped executable that has
+// no symbol for its entry point, the function SFrame says starts there (as
+// _start always does).
+func (o *Object) nameEntry(entry uint64) {
+	if entry == 0 || o.Table == nil || o.symbolAt(entry) != "" {
+		return
+	}
+	if r, err := o.Table.Lookup(entry); err == nil && r.FuncStart == entry {
+		o.syms = append(o.syms, symbol{entry, entry + uint64(r.FuncSize), "_start"})
+		sort.SliceStable(o.syms, func(i, j int) bool { return o.syms[i].lo < o.syms[j].lo })
 	}
 }
 
