@@ -192,6 +192,11 @@ func (c *Collector) compare(m *execMap, addr uint64, prev *unwind.Frame, why unw
 	sfOuter := why == unwind.ReasonOutermost
 	dwOK := dw.ok
 	switch {
+	case why == unwind.ReasonNoObject:
+		// No SFrame to compare (an object without .sframe): the walk
+		// stop is reported as such.
+		st.NoSFrame++
+		return
 	case !sfOK && !sfOuter && !dwOK && !dw.outermost:
 		st.NeitherStepped++
 		return

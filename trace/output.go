@@ -175,7 +175,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 	st := &c.CheckStats
 	cmp := st.Agree + st.Disagree
 	fmt.Fprintf(w, "DWARF check: %d of %d frames agree (%.3f%%), %d disagree", st.Agree, cmp, pct(st.Agree, cmp), st.Disagree)
-	fmt.Fprintf(w, "; not compared: %d where neither could step, %d where SFrame stepped and DWARF's rule is not evaluated\n", st.NeitherStepped, st.SFrameOnly)
+	fmt.Fprintf(w, "; not compared: %d in objects without .sframe, %d where neither could step, %d where SFrame stepped and DWARF's rule is not evaluated\n", st.NoSFrame, st.NeitherStepped, st.SFrameOnly)
 	for _, kv := range sortedCounts(st.DWARFFail) {
 		fmt.Fprintf(w, "  DWARF not evaluated: %-28s %d\n", kv.k, kv.n)
 	}

@@ -100,6 +100,7 @@ type CheckStats struct {
 	Agree, Disagree int
 	SFrameOnly      int            // SFrame stepped, the DWARF rule is one the checker cannot evaluate
 	NeitherStepped  int            // both stopped (not compared)
+	NoSFrame        int            // in an object without .sframe (not compared)
 	DWARFFail       map[string]int // why the DWARF side could not step
 }
 
