@@ -6,12 +6,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pageMem reads a process's memory with process_vm_readv, a page at a
-// time, keeping the last few pages read; Reset forgets them (the process
-// ran since).
+// pageMem reads a process's memory with process_vm_readv, 16 KiB from the
+// page of the address on (stacks are read upwards from the stack pointer;
+// a read stops at the end of the mapping), keeping the last few chunks
+// read; Reset forgets them (the process ran since). Each system call costs
+// microseconds, far more than a step.
 type pageMem struct {
 	pid   int
-	pages [8]memPage
+	pages [4]memPage
 	next  int
 	Reads int // system calls made
 	Fails int // reads that failed
@@ -20,10 +22,13 @@ type pageMem struct {
 type memPage struct {
 	addr  uint64 // page address; 0: empty slot
 	n     int    // bytes read (a page, or less at the end of a mapping)
-	bytes [pageSize]byte
+	bytes [chunkSize]byte
 }
 
-const pageSize = 4096
+const (
+	pageSize  = 4096
+	chunkSize = 4 * pageSize
+)
 
 func (m *pageMem) Reset() {
 	for i := range m.pages {
@@ -46,37 +51,47 @@ func (m *pageMem) ReadWord(addr uint64) (uint64, bool) {
 		}
 		return binary.LittleEndian.Uint64(b[:]), true
 	}
-	p := m.page(addr &^ (pageSize - 1))
-	off := int(addr & (pageSize - 1))
-	if p == nil || off+8 > p.n {
+	p := m.page(addr)
+	if p == nil {
+		return 0, false
+	}
+	off := int(addr - p.addr)
+	if off+8 > p.n {
 		return 0, false
 	}
 	return binary.LittleEndian.Uint64(p.bytes[off:]), true
 }
 
 func (m *pageMem) byteAt(addr uint64) (byte, bool) {
-	p := m.page(addr &^ (pageSize - 1))
-	off := int(addr & (pageSize - 1))
-	if p == nil || off >= p.n {
+	p := m.page(addr)
+	if p == nil {
+		return 0, false
+	}
+	off := int(addr - p.addr)
+	if off >= p.n {
 		return 0, false
 	}
 	return p.bytes[off], true
 }
 
-func (m *pageMem) page(base uint64) *memPage {
+// page returns the chunk holding addr, reading it when no cached chunk
+// does.
+func (m *pageMem) page(addr uint64) *memPage {
+	for i := range m.pages {
+		p := &m.pages[i]
+		if p.addr != 0 && addr >= p.addr && addr-p.addr < uint64(p.n) {
+			return p
+		}
+	}
+	base := addr &^ (pageSize - 1)
 	if base == 0 {
 		return nil
-	}
-	for i := range m.pages {
-		if m.pages[i].addr == base {
-			return &m.pages[i]
-		}
 	}
 	p := &m.pages[m.next]
 	m.next = (m.next + 1) % len(m.pages)
 	p.addr = 0
-	local := []unix.Iovec{{Base: &p.bytes[0], Len: pageSize}}
-	remote := []unix.RemoteIovec{{Base: uintptr(base), Len: pageSize}}
+	local := []unix.Iovec{{Base: &p.bytes[0], Len: chunkSize}}
+	remote := []unix.RemoteIovec{{Base: uintptr(base), Len: chunkSize}}
 	m.Reads++
 	n, err := unix.ProcessVMReadv(m.pid, local, remote, 0)
 	if err != nil || n <= 0 {

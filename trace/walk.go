@@ -79,6 +79,8 @@ type Collector struct {
 	WalkTime   time.Duration // reading registers to resuming, summed (wall clock)
 	WalkCPU    time.Duration // the same in the tracer thread's CPU time
 	UnwindTime time.Duration // in the walks themselves (steps, memory reads, symbolizing new PCs), wall clock
+	CheckTime  time.Duration // in DWARF steps (part of UnwindTime)
+	WalkHist   durHist       // SFrame walk time per sample (without the DWARF check)
 	MemReads   int
 	MapsReads  int
 	CheckStats CheckStats
@@ -207,8 +209,11 @@ func (c *Collector) Sample(top unwind.Frame) int {
 	c.mem.Reset()
 	r0 := c.mem.Reads
 	t0 := time.Now()
+	check0 := c.CheckTime
 	n, why, where := c.walk(top)
-	c.UnwindTime += time.Since(t0)
+	d := time.Since(t0)
+	c.UnwindTime += d
+	c.WalkHist.Add(d - (c.CheckTime - check0))
 	if why == unwind.ReasonNoObject {
 		// Perhaps a library was loaded since the maps were read: read
 		// them again, once per page of code found nowhere (or, past a
@@ -273,7 +278,9 @@ func (c *Collector) walk(f unwind.Frame) (int, unwind.Reason, string) {
 		c.frames = append(c.frames, li)
 		var dw dwarfAnswer
 		if c.chk != nil && m != nil && m.obj != nil {
+			t0 := time.Now()
 			dw = c.chk.step(m.obj, m.bias, &f, addr)
+			c.CheckTime += time.Since(t0)
 		}
 		prev := f
 		why, _ := c.u.Step(&f)
