@@ -63,7 +63,7 @@ type traceSummary struct {
 }
 
 var (
-	reSamples   = regexp.MustCompile(`(?m)^process \d+: (\d+) samples from (\d+) threads`)
+	reSamples   = regexp.MustCompile(`(?m)^process \d+: (\d+) samples from (\d+) threads?`)
 	reOutermost = regexp.MustCompile(`(?m)^walked to the outermost frame: (\d+) `)
 	reEnding    = regexp.MustCompile(`(?m)^  ending in (\S+) +(\d+) `)
 	reCheck     = regexp.MustCompile(`(?m)^DWARF check: (\d+) of (\d+) frames agree`)

@@ -59,12 +59,19 @@ func (c *Collector) Profile(freq int, start time.Time, dur time.Duration) *profi
 		TimeNanos:         start.UnixNano(),
 		DurationNanos:     dur.Nanoseconds(),
 	}
-	maps := map[*execMap]*profile.Mapping{}
+	// Rereading the maps makes new execMaps for the same mappings: one
+	// profile mapping per range, offset and file.
+	type mapKey struct {
+		lo, hi, off uint64
+		path        string
+	}
+	maps := map[mapKey]*profile.Mapping{}
 	mapping := func(m *execMap) *profile.Mapping {
 		if m == nil {
 			return nil
 		}
-		if pm, ok := maps[m]; ok {
+		k := mapKey{m.Lo, m.Hi, m.Offset, m.Path}
+		if pm, ok := maps[k]; ok {
 			return pm
 		}
 		pm := &profile.Mapping{
@@ -75,7 +82,7 @@ func (c *Collector) Profile(freq int, start time.Time, dur time.Duration) *profi
 			pm.File, pm.BuildID = m.obj.Path, m.obj.BuildID
 		}
 		p.Mapping = append(p.Mapping, pm)
-		maps[m] = pm
+		maps[k] = pm
 		return pm
 	}
 	funcs := map[string]*profile.Function{}
@@ -118,7 +125,11 @@ func (c *Collector) Profile(freq int, start time.Time, dur time.Duration) *profi
 // sample and, with the DWARF check, the frame-by-frame agreement.
 func (r *Result) WriteSummary(w io.Writer) {
 	c := r.Collector
-	fmt.Fprintf(w, "process %d: %d samples from %d threads in %.2fs", r.PID, c.Samples, r.Threads, r.Elapsed.Seconds())
+	threads := "threads"
+	if r.Threads == 1 {
+		threads = "thread"
+	}
+	fmt.Fprintf(w, "process %d: %d samples from %d %s in %.2fs", r.PID, c.Samples, r.Threads, threads, r.Elapsed.Seconds())
 	if r.Exit != "" {
 		fmt.Fprintf(w, "; %s", r.Exit)
 	}

@@ -28,7 +28,11 @@ func testCollector() *Collector {
 			{Addr: 0x9010, Map: ma, Func: "[anon]"},
 		},
 	}
+	// The same mapping again, as after rereading the maps.
+	mp2 := *mp
+	c.Locs = append(c.Locs, Loc{Addr: 0x1030, Map: &mp2, Func: "main"})
 	c.Stacks = []*Stack{
+		{Locs: []int{4}, Count: 1},
 		{Locs: []int{2, 1, 0}, Count: 3},
 		{Locs: []int{1, 0}, Count: 2},
 		{Locs: []int{3, 0}, Count: 1},
@@ -42,7 +46,7 @@ func TestWriteFolded(t *testing.T) {
 	if err := testCollector().WriteFolded(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := "main;[anon] 1\nmain;work 2\nmain;work;leaf:odd_name 5\n"
+	want := "main 1\nmain;[anon] 1\nmain;work 2\nmain;work;leaf:odd_name 5\n"
 	if d := cmp.Diff(want, b.String()); d != "" {
 		t.Errorf("folded (-want +got):\n%s", d)
 	}
@@ -78,6 +82,7 @@ func TestProfile(t *testing.T) {
 		total += s.Value[0]
 	}
 	want := []string{
+		"main 1 10000000",
 		"leaf;odd name<work<main 3 30000000",
 		"work<main 2 20000000",
 		"[anon]<main 1 10000000",
@@ -86,8 +91,8 @@ func TestProfile(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("samples (-want +got):\n%s", d)
 	}
-	if total != 8 {
-		t.Errorf("%d samples, want 8", total)
+	if total != 9 {
+		t.Errorf("%d samples, want 9", total)
 	}
 	type m struct {
 		File, BuildID     string
