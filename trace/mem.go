@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/binary"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,11 +13,12 @@ import (
 // read; Reset forgets them (the process ran since). Each system call costs
 // microseconds, far more than a step.
 type pageMem struct {
-	pid   int
-	pages [4]memPage
-	next  int
-	Reads int // system calls made
-	Fails int // reads that failed
+	pid      int
+	pages    [4]memPage
+	next     int
+	Reads    int           // system calls made
+	Fails    int           // reads that failed
+	ReadTime time.Duration // in those system calls
 }
 
 type memPage struct {
@@ -93,7 +95,9 @@ func (m *pageMem) page(addr uint64) *memPage {
 	local := []unix.Iovec{{Base: &p.bytes[0], Len: chunkSize}}
 	remote := []unix.RemoteIovec{{Base: uintptr(base), Len: chunkSize}}
 	m.Reads++
+	t0 := time.Now()
 	n, err := unix.ProcessVMReadv(m.pid, local, remote, 0)
+	m.ReadTime += time.Since(t0)
 	if err != nil || n <= 0 {
 		m.Fails++
 		return nil

@@ -177,11 +177,12 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if c.chk != nil {
 		check = fmt.Sprintf(", DWARF check %.1f µs more", float64(c.CheckTime.Nanoseconds())/1e3/float64(c.Samples))
 	}
-	fmt.Fprintf(w, "cost per sample: SFrame walk median %.1f µs, mean %.1f µs (%.2f µs a frame, %.2f memory reads%s); thread stopped for %.1f µs of tracer CPU (registers, walk, resume; %.1f µs wall clock); %.1f µs tracer CPU in all (maps read %d times, %.0f ms CPU reading maps and objects)\n",
+	fmt.Fprintf(w, "cost per sample: SFrame walk median %.1f µs, mean %.1f µs (mean %.1f µs in %.2f memory reads, %.2f µs a frame in the rest%s); thread stopped for %.1f µs of tracer CPU (registers, walk, resume; %.1f µs wall clock); %.1f µs tracer CPU in all (maps read %d times, %.0f ms CPU reading maps and objects)\n",
 		float64(c.WalkHist.Quantile(0.5).Nanoseconds())/1e3,
 		float64(sf.Nanoseconds())/1e3/float64(c.Samples),
-		float64(sf.Nanoseconds())/1e3/float64(c.Frames),
-		float64(c.MemReads)/float64(c.Samples), check,
+		float64(c.mem.ReadTime.Nanoseconds())/1e3/float64(c.Samples),
+		float64(c.MemReads)/float64(c.Samples),
+		float64((sf-c.mem.ReadTime).Nanoseconds())/1e3/float64(c.Frames), check,
 		float64(walk.Nanoseconds())/1e3/float64(c.Samples),
 		float64((c.WalkTime-c.RefreshTime).Nanoseconds())/1e3/float64(c.Samples),
 		float64(r.TracerCPU.Nanoseconds())/1e3/float64(c.Samples),

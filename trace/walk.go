@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"sort"
@@ -276,16 +277,18 @@ func (c *Collector) walk(f unwind.Frame) (int, unwind.Reason, string) {
 		m := c.findMap(addr)
 		li := c.loc(addr, m)
 		c.frames = append(c.frames, li)
-		var dw dwarfAnswer
-		if c.chk != nil && m != nil && m.obj != nil {
-			t0 := time.Now()
-			dw = c.chk.step(m.obj, m.bias, &f, addr)
-			c.CheckTime += time.Since(t0)
-		}
 		prev := f
 		why, _ := c.u.Step(&f)
 		if c.chk != nil {
+			// After the SFrame step, so that the stack reads are charged
+			// to the walk, not to the check.
+			t0 := time.Now()
+			var dw dwarfAnswer
+			if m != nil && m.obj != nil {
+				dw = c.chk.step(m.obj, m.bias, &prev, addr)
+			}
 			c.compare(m, addr, &prev, why, &f, dw)
+			c.CheckTime += time.Since(t0)
 		}
 		if why != unwind.ReasonOK {
 			c.stopAddr = addr
@@ -352,7 +355,7 @@ func baseName(p string) string {
 func (c *Collector) record() {
 	c.key = c.key[:0]
 	for _, i := range c.frames {
-		c.key = fmt.Appendf(c.key, "%d,", i)
+		c.key = binary.AppendUvarint(c.key, uint64(i))
 	}
 	if s, ok := c.stkIdx[string(c.key)]; ok {
 		s.Count++
