@@ -290,6 +290,9 @@ func (c *Collector) walk(f unwind.Frame) (int, unwind.Reason, string) {
 			c.compare(m, addr, &prev, why, &f, dw)
 			c.CheckTime += time.Since(t0)
 		}
+		if why == unwind.ReasonOutermost {
+			return len(c.frames), why, ""
+		}
 		if why != unwind.ReasonOK {
 			c.stopAddr = addr
 			return len(c.frames), why, c.where(why, m, addr)
