@@ -114,15 +114,9 @@ func run(ctx context.Context, opt Options) (*Result, error) {
 	s.loop(ctx, chld)
 	s.res.Elapsed = time.Since(t0)
 	if s.child && s.res.Exit == "" {
-		// Traced to its exit: after a time limit the program runs on,
-		// untraced, and is waited for.
-		var ws unix.WaitStatus
-		for {
-			if _, err := unix.Wait4(s.pid, &ws, 0, nil); err != unix.EINTR {
-				break
-			}
-		}
-		s.res.Exit = exitText(ws)
+		// After a time limit the program runs on, untraced, and is waited
+		// for, until it exits or ctx ends (then it is left running).
+		s.waitChild(ctx)
 	}
 	var ru1 unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
@@ -463,4 +457,24 @@ func threadCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ts.Nano())
+}
+
+// waitChild waits for the started program to exit, polling so that ctx
+// (a second Ctrl-C) can end the wait.
+func (s *sampler) waitChild(ctx context.Context) {
+	for ctx.Err() == nil {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(s.pid, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if pid == s.pid && (ws.Exited() || ws.Signaled()) {
+			s.res.Exit = exitText(ws)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
