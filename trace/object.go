@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -72,7 +73,12 @@ func loadObject(open, path string, dwarf bool) (*Object, error) {
 		return nil, err
 	}
 	defer fh.Close() // everything kept is copied out of the file
-	f, err := elfread.NewFile(fh, path)
+	return readObject(fh, path, dwarf)
+}
+
+// readObject reads an object's ELF image from r.
+func readObject(r io.ReaderAt, path string, dwarf bool) (*Object, error) {
+	f, err := elfread.NewFile(r, path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -152,14 +153,16 @@ func (c *Collector) Refresh() error {
 			continue
 		}
 		m := &execMap{MapEntry: *e}
-		if e.File() {
+		if e.Path == "[vdso]" {
+			m.obj, m.errMsg = c.vdso(e)
+		} else if e.File() {
 			m.obj, m.errMsg = c.object(e)
-			if m.obj != nil {
-				if b, ok := m.obj.Bias(e); ok {
-					m.bias = b
-				} else {
-					m.obj, m.errMsg = nil, "no PT_LOAD maps this part of the file"
-				}
+		}
+		if m.obj != nil {
+			if b, ok := m.obj.Bias(e); ok {
+				m.bias = b
+			} else {
+				m.obj, m.errMsg = nil, "no PT_LOAD maps this part of the file"
 			}
 		}
 		c.maps = append(c.maps, m)
@@ -190,6 +193,45 @@ func (c *Collector) object(e *MapEntry) (*Object, string) {
 		msg := err.Error()
 		c.objErr[key] = msg
 		return nil, msg
+	}
+	c.objs[key] = o
+	return o, ""
+}
+
+// maxVDSO bounds the vDSO image read from the process (a few pages).
+const maxVDSO = 1 << 20
+
+// vdso reads the kernel's vDSO image from the process's memory, once per
+// address: it is an ELF file mapped whole, with the .sframe the kernel
+// built it with, if any.
+func (c *Collector) vdso(e *MapEntry) (*Object, string) {
+	key := fmt.Sprintf("[vdso] %x-%x", e.Lo, e.Hi)
+	if o, ok := c.objs[key]; ok {
+		return o, ""
+	}
+	if msg, ok := c.objErr[key]; ok {
+		return nil, msg
+	}
+	fail := func(msg string) (*Object, string) {
+		c.objErr[key] = msg
+		return nil, msg
+	}
+	if e.Hi-e.Lo > maxVDSO || e.Offset != 0 {
+		return fail("unexpected vDSO mapping")
+	}
+	img := make([]byte, e.Hi-e.Lo)
+	c.mem.Reset() // chunks start at the page read: none may start earlier
+	for off := 0; off < len(img); off += chunkSize {
+		p := c.mem.page(e.Lo + uint64(off))
+		if p == nil {
+			return fail("vDSO not readable")
+		}
+		copy(img[off:], p.bytes[:p.n])
+	}
+	c.mem.Reset()
+	o, err := readObject(bytes.NewReader(img), "[vdso]", c.dwarf)
+	if err != nil {
+		return fail(err.Error())
 	}
 	c.objs[key] = o
 	return o, ""
