@@ -143,6 +143,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 		return 100 * float64(n) / float64(d)
 	}
+	for _, name := range c.Converted {
+		fmt.Fprintf(w, "%s: no .sframe in memory; walked with SFrame converted from its CFI at attach\n", name)
+	}
 	fmt.Fprintf(w, "walked to the outermost frame: %d (%.2f%%), %.1f frames per sample\n",
 		c.Outermost, pct(c.Outermost, c.Samples), float64(c.Frames)/float64(c.Samples))
 	for _, kv := range sortedCounts(c.LastFunc) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
 
@@ -90,6 +91,13 @@ type Collector struct {
 	// RefreshTime is the CPU time spent rereading the maps and opening
 	// objects during samples (included in WalkCPU).
 	RefreshTime time.Duration
+
+	// SFrameFor, when set, builds an SFrame section for an object mapped
+	// from memory without one (the vDSO, which no file holds): the
+	// section's bytes and address.
+	SFrameFor func(name string, image []byte) ([]byte, uint64, error)
+	// Converted lists the objects SFrameFor gave SFrame.
+	Converted []string
 
 	stopAddr uint64              // address where the last walk stopped
 	unknown  map[uint64]struct{} // pages of code in no object after a fresh read of the maps
@@ -232,6 +240,20 @@ func (c *Collector) vdso(e *MapEntry) (*Object, string) {
 	o, err := readObject(bytes.NewReader(img), "[vdso]", c.dwarf)
 	if err != nil {
 		return fail(err.Error())
+	}
+	if o.Table == nil && c.SFrameFor != nil {
+		// No file to convert beforehand: build its SFrame from its CFI
+		// now (the same conversion as the files').
+		sec, addr, err := c.SFrameFor("[vdso]", img)
+		if err == nil {
+			o.Table, err = sframe.Open(sec, addr)
+		}
+		if err != nil {
+			o.NoSFrame = fmt.Sprintf("no .sframe, and converting its CFI failed: %v", err)
+		} else {
+			o.NoSFrame = ""
+			c.Converted = append(c.Converted, "[vdso]")
+		}
 	}
 	c.objs[key] = o
 	return o, ""

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/trace"
 )
 
@@ -40,7 +41,9 @@ With -p PID it samples a running process for DURATION (default: until it
 exits or Ctrl-C); with -- PROG ARGS it starts the program and traces it to
 its exit (or for DURATION, then lets it run on). Ctrl-C or SIGTERM
 detaches from every thread, leaving the process running (or stopped, if
-job control had stopped it). x86-64 only.`,
+job control had stopped it). The vDSO, which no file holds, is walked
+with SFrame converted from its CFI when trace attaches (unless the kernel
+built it with .sframe). x86-64 only.`,
 		Example: `  cfi2sframe trace -p 1234 -d 10s --pprof cpu.pb.gz
   LD_LIBRARY_PATH=converted cfi2sframe trace --check dwarf --folded out.folded -- ./prog args`,
 		Args:          cobra.ArbitraryArgs,
@@ -75,6 +78,15 @@ job control had stopped it). x86-64 only.`,
 				if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
 					return fmt.Errorf("trace: %s: no such directory", filepath.Dir(out))
 				}
+			}
+			// The vDSO is no file that could be converted beforehand:
+			// convert its CFI in memory, as convert does a file's.
+			opt.SFrameFor = func(name string, image []byte) ([]byte, uint64, error) {
+				res, err := convert.Convert(name, image, convert.Options{FragileLayout: true, SignalFrames: true})
+				if err != nil {
+					return nil, 0, err
+				}
+				return res.SFrame, res.Addr, nil
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
