@@ -170,6 +170,8 @@ func TestTraceProgram(t *testing.T) {
 			[]string{"_start", "main", "level1", "work_alloca"}},
 		{"-fomit-frame-pointer library", func(f []string) bool { return f[len(f)-1] == "lib_leaf" },
 			[]string{"_start", "main", "level1", "work_alloca", "lib_leaf"}},
+		{"vDSO", func(f []string) bool { return strings.Contains(f[len(f)-1], "clock_gettime") || strings.HasPrefix(f[len(f)-1], "[vdso]") },
+			[]string{"_start", "main", "level1", "work_alloca"}},
 		{"signal handler", func(f []string) bool { return f[len(f)-1] == "handler" || len(f) > 2 && f[len(f)-2] == "handler" },
 			[]string{"_start", "main", "level1", "work_alloca", "handler"}},
 	}

@@ -1,7 +1,8 @@
 /* A CPU-bound program for cfi2sframe trace: main -> level1 -> work_alloca
    (alloca and an over-aligned local, built -mstackrealign: DRAP) -> the
    -fomit-frame-pointer library through PLT stubs; a profiling timer's
-   handler spins in the library too, so samples catch it mid-flight.
+   handler spins in the library too, so samples catch it mid-flight; the
+   loop also reads the clock through the vDSO.
    Runs for argv[1] seconds (default 2) with argv[2] more threads doing
    the same (default 0). */
 #include <alloca.h>
@@ -41,6 +42,11 @@ __attribute__((noinline)) long work_alloca(long n)
 		r += lib_mid(p[n - 1] + 5000);
 		for (int i = 0; i < 20000; i++)
 			r = lib_tiny(r);
+		/* Into the vDSO, which no file holds. */
+		struct timespec ts;
+		for (int i = 0; i < 300; i++)
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+		r += ts.tv_nsec & 1;
 		v[r & 3] += 1;
 	}
 	return r + p[0] + (long)v[0];
