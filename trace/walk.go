@@ -274,7 +274,7 @@ func (c *Collector) Sample(top unwind.Frame) int {
 	c.mem.Reset()
 	r0 := c.mem.Reads
 	t0 := time.Now()
-	check0 := c.CheckTime
+	check0, counts0 := c.CheckTime, c.CheckStats
 	n, why, where := c.walk(top)
 	d := time.Since(t0)
 	c.UnwindTime += d
@@ -293,6 +293,10 @@ func (c *Collector) Sample(top unwind.Frame) int {
 			err := c.Refresh()
 			c.RefreshTime += threadCPU() - t0
 			if err == nil {
+				// The retry's comparisons replace the first walk's (the
+				// maps of reasons keep the first walk's entries).
+				c.CheckStats.Agree, c.CheckStats.Disagree = counts0.Agree, counts0.Disagree
+				c.CheckStats.SFrameOnly, c.CheckStats.NeitherStepped, c.CheckStats.NoSFrame = counts0.SFrameOnly, counts0.NeitherStepped, counts0.NoSFrame
 				t1 := time.Now()
 				n, why, where = c.walk(top)
 				c.UnwindTime += time.Since(t1)
