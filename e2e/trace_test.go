@@ -111,15 +111,22 @@ func readFolded(t *testing.T, name string) map[string]int {
 	return out
 }
 
-// TestTraceProgram traces the test program started by trace (-- PROG) to
-// its exit, with the DWARF check, and checks the sample count, the share
+// TestTrace runs trace on the test program (traceSetup): started by trace
+// and traced to its exit, and running, sampled with -p.
+func TestTrace(t *testing.T) {
+	c2s, prog, env := traceSetup(t)
+	t.Run("program", func(t *testing.T) { traceProgram(t, c2s, prog, env) })
+	t.Run("running process", func(t *testing.T) { traceRunningProcess(t, c2s, prog, env) })
+}
+
+// traceProgram traces the test program started by trace (-- PROG) to its
+// exit, with the DWARF check, and checks the sample count, the share
 // walked to _start, the pprof profile as go tool pprof reads it, the
 // agreement with DWARF, and that samples caught in each hard place (the
 // signal handler, the DRAP/alloca function, a PLT stub, the
-// -fomit-frame-pointer library) walked through the expected callers to
-// _start.
-func TestTraceProgram(t *testing.T) {
-	c2s, prog, env := traceSetup(t)
+// -fomit-frame-pointer library, the vDSO) walked through the expected
+// callers to _start.
+func traceProgram(t *testing.T, c2s, prog string, env []string) {
 	dir := t.TempDir()
 	folded, pprof := filepath.Join(dir, "out.folded"), filepath.Join(dir, "cpu.pb.gz")
 	const hz, secs = 499, 3
@@ -170,7 +177,9 @@ func TestTraceProgram(t *testing.T) {
 			[]string{"_start", "main", "level1", "work_alloca"}},
 		{"-fomit-frame-pointer library", func(f []string) bool { return f[len(f)-1] == "lib_leaf" },
 			[]string{"_start", "main", "level1", "work_alloca", "lib_leaf"}},
-		{"vDSO", func(f []string) bool { return strings.Contains(f[len(f)-1], "clock_gettime") || strings.HasPrefix(f[len(f)-1], "[vdso]") },
+		{"vDSO", func(f []string) bool {
+			return strings.Contains(f[len(f)-1], "clock_gettime") || strings.HasPrefix(f[len(f)-1], "[vdso]")
+		},
 			[]string{"_start", "main", "level1", "work_alloca"}},
 		{"signal handler", func(f []string) bool { return f[len(f)-1] == "handler" || len(f) > 2 && f[len(f)-2] == "handler" },
 			[]string{"_start", "main", "level1", "work_alloca", "handler"}},
@@ -236,13 +245,12 @@ func procState(t *testing.T, pid int) (string, string) {
 	return f[0], tracer
 }
 
-// TestTraceRunningProcess samples a running three-thread process with -p
+// traceRunningProcess samples a running three-thread process with -p
 // for a second, then again until SIGINT, and checks that it follows the
 // threads, walks their stacks to _start or the thread start, and leaves
 // the process running and untraced both times; a job-control stop during
 // sampling is kept after the detach.
-func TestTraceRunningProcess(t *testing.T) {
-	c2s, prog, env := traceSetup(t)
+func traceRunningProcess(t *testing.T, c2s, prog string, env []string) {
 	target := exec.Command(prog, "60", "2")
 	target.Env = env
 	if err := target.Start(); err != nil {
