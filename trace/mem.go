@@ -3,8 +3,6 @@ package trace
 import (
 	"encoding/binary"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // pageMem reads a process's memory with process_vm_readv, 16 KiB from the
@@ -95,8 +93,6 @@ func (m *pageMem) page(addr uint64) *memPage {
 	p := &m.pages[m.next]
 	m.next = (m.next + 1) % len(m.pages)
 	p.addr = 0
-	local := []unix.Iovec{{Base: &p.bytes[0], Len: chunkSize}}
-	remote := []unix.RemoteIovec{{Base: uintptr(base), Len: chunkSize}}
 	m.Reads++
 	t0 := time.Now()
 	var n int
@@ -104,7 +100,7 @@ func (m *pageMem) page(addr uint64) *memPage {
 	if m.read != nil {
 		n = m.read(p.bytes[:], base)
 	} else {
-		n, err = unix.ProcessVMReadv(m.pid, local, remote, 0)
+		n, err = processRead(m.pid, p.bytes[:], base)
 	}
 	m.ReadTime += time.Since(t0)
 	if err != nil || n <= 0 {

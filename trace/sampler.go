@@ -1,3 +1,5 @@
+//go:build linux
+
 package trace
 
 import (
@@ -450,17 +452,6 @@ func exitText(ws unix.WaitStatus) string {
 		return fmt.Sprintf("killed by signal %v", ws.Signal())
 	}
 	return "ended"
-}
-
-// threadCPU is the CPU time of the calling OS thread (the tracer's, which
-// is locked): unlike the wall clock it does not count time the thread
-// waited for a CPU on a loaded machine.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }
 
 // waitChild waits for the started program to exit, polling so that ctx
