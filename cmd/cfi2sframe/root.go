@@ -61,6 +61,6 @@ their temporary files and starts no new one (exit status 130).`,
 	pf := root.PersistentFlags()
 	pf.Int64Var(&elfread.MaxInflate, "max-inflate", elfread.MaxInflate, "inflate a compressed section to at most `BYTES`")
 	pf.Int64Var(&elfread.MaxInflateRatio, "max-inflate-ratio", elfread.MaxInflateRatio, "inflate a compressed section to at most `N` times the file's size")
-	root.AddCommand(newDumpCmd(), newVerifyCmd(), newReportCmd())
+	root.AddCommand(newDumpCmd(), newVerifyCmd(), newReportCmd(), newTraceCmd())
 	return root
 }

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/trace"
+)
+
+func newTraceCmd() *cobra.Command {
+	var (
+		opt       trace.Options
+		pprofOut  string
+		foldedOut string
+		check     string
+	)
+	cmd := &cobra.Command{
+		Use:   "trace [-F HZ] [-d DURATION] [--pprof FILE] [--folded FILE] [--check dwarf] (-p PID | -- PROG ARGS...)",
+		Short: "Sample a process's stacks with ptrace and walk them with SFrame alone",
+		Long: `trace samples every thread of a process HZ times a second with ptrace
+(seize, interrupt, read the registers, resume) and walks each stack with
+the .sframe sections of the ELF files the process maps (/proc/PID/maps,
+files opened through /proc/PID/map_files or their paths). It writes a
+pprof profile with symbolized locations (--pprof), folded stacks for flame
+graphs (--folded) and prints a summary: samples, the share walked to the
+outermost frame (_start or a thread's start function), where and why the
+other walks stopped, and the cost per sample.
+
+--check dwarf also steps every frame with the file's DWARF CFI and reports
+the frame-by-frame agreement, listing each disagreement with its object,
+PC and both answers.
+
+With -p PID it samples a running process for DURATION (default: until it
+exits or Ctrl-C); with -- PROG ARGS it starts the program and traces it to
+its exit (or for DURATION, then lets it run on). Ctrl-C or SIGTERM
+detaches from every thread, leaving the process running (or stopped, if
+job control had stopped it). The vDSO, which no file holds, is walked
+with SFrame converted from its CFI when trace attaches (unless the kernel
+built it with .sframe). x86-64 only.`,
+		Example: `  cfi2sframe trace -p 1234 -d 10s --pprof cpu.pb.gz
+  LD_LIBRARY_PATH=converted cfi2sframe trace --check dwarf --folded out.folded -- ./prog args`,
+		Args:          cobra.ArbitraryArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash > 0 {
+				return fmt.Errorf("trace: unexpected argument %q before --", args[0])
+			} else if dash == 0 {
+				opt.Argv = args
+			} else if len(args) > 0 {
+				return fmt.Errorf("trace: give the program after --: cfi2sframe trace -- %s", args[0])
+			}
+			if (opt.PID != 0) == (len(opt.Argv) > 0) {
+				return errors.New("trace: give one of -p PID and -- PROG ARGS")
+			}
+			switch check {
+			case "":
+			case "dwarf":
+				opt.Dwarf = true
+			default:
+				return fmt.Errorf("trace: --check %q: only dwarf is known", check)
+			}
+			if opt.Duration < 0 {
+				return errors.New("trace: negative duration")
+			}
+			// Check the outputs can be written before sampling.
+			for _, out := range []string{pprofOut, foldedOut} {
+				if out == "" {
+					continue
+				}
+				if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
+					return fmt.Errorf("trace: %s: no such directory", filepath.Dir(out))
+				}
+			}
+			// The vDSO is no file that could be converted beforehand:
+			// convert its CFI in memory, as convert does a file's.
+			opt.SFrameFor = func(name string, image []byte) ([]byte, uint64, error) {
+				res, err := convert.Convert(name, image, convert.Options{FragileLayout: true, SignalFrames: true})
+				if err != nil {
+					return nil, 0, err
+				}
+				return res.SFrame, res.Addr, nil
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := trace.Run(ctx, opt)
+			if err != nil {
+				return err
+			}
+			res.WriteSummary(cmd.ErrOrStderr())
+			if pprofOut != "" {
+				p := res.Profile(opt.Freq, res.Start, res.Elapsed)
+				if err := writeAtomic(pprofOut, func(f *os.File) error { return p.Write(f) }); err != nil {
+					return err
+				}
+			}
+			if foldedOut != "" {
+				if err := writeAtomic(foldedOut, func(f *os.File) error { return res.WriteFolded(f) }); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVarP(&opt.Freq, "freq", "F", 99, "sample each thread `HZ` times a second")
+	fl.DurationVarP(&opt.Duration, "duration", "d", 0, "sample for `DURATION` (0: until the process exits or Ctrl-C)")
+	fl.IntVarP(&opt.PID, "pid", "p", 0, "sample the running process `PID`")
+	fl.StringVar(&pprofOut, "pprof", "", "write a pprof profile to `FILE`")
+	fl.StringVar(&foldedOut, "folded", "", "write folded stacks (flame-graph input) to `FILE`")
+	fl.StringVar(&check, "check", "", "also walk every frame with `dwarf` CFI and report agreement")
+	return cmd
+}
+
+// writeAtomic writes name through a temporary file in its directory,
+// renamed into place only when write succeeds.
+func writeAtomic(name string, write func(*os.File) error) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		os.Chmod(f.Name(), 0o644)
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("%s: %v", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+package trace
+
+import (
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// Object is one ELF file mapped into the traced process: its SFrame table,
+// its function symbols and, for --check dwarf, its DWARF CFI.
+type Object struct {
+	Path    string
+	BuildID string
+	// Table is the file's .sframe, nil when it has none (NoSFrame says
+	// why).
+	Table    *sframe.Table
+	NoSFrame string
+	Machine  elf.Machine
+	loads    []elf.ProgHeader // PT_LOAD headers
+	syms     []symbol         // sorted by lo
+	secs     []section        // executable sections, for unnamed code
+	fdes     []*cfi.FDE       // sorted by Start; only with DWARF loading
+	cfiErr   string           // why fdes is empty, when it is
+}
+
+type symbol struct {
+	lo, hi uint64
+	name   string
+}
+
+type section struct {
+	lo, hi uint64
+	name   string
+}
+
+// openFile opens a file for reading without blocking on FIFOs or devices
+// and accepts only a regular file.
+func openFile(name string) (*os.File, error) {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: is %s, not a regular file", name, elfread.KindOf(st.Mode()))
+	}
+	return f, nil
+}
+
+// loadObject reads what the sampler needs from the file opened as open
+// (a /proc/PID/map_files entry or the path) and names it path. With dwarf
+// it also parses the file's call-frame sections.
+func loadObject(open, path string, dwarf bool) (*Object, error) {
+	fh, err := openFile(open)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close() // everything kept is copied out of the file
+	return readObject(fh, path, dwarf)
+}
+
+// readObject reads an object's ELF image from r.
+func readObject(r io.ReaderAt, path string, dwarf bool) (*Object, error) {
+	f, err := elfread.NewFile(r, path)
+	if err != nil {
+		return nil, err
+	}
+	o := &Object{Path: path, Machine: f.ELF.Machine}
+	for _, p := range f.ELF.Progs {
+		if p.Type == elf.PT_LOAD {
+			o.loads = append(o.loads, p.ProgHeader)
+		}
+	}
+	if s, err := f.SFrame(); err != nil {
+		if errors.Is(err, elfread.ErrNotFound) {
+			o.NoSFrame = "no .sframe"
+		} else {
+			o.NoSFrame = err.Error()
+		}
+	} else if t, err := sframe.Open(s.Data, s.Addr); err != nil {
+		o.NoSFrame = fmt.Sprintf("bad .sframe: %v", err)
+	} else {
+		o.Table = t
+	}
+	o.BuildID = buildID(f.ELF)
+	o.readSymbols(f.ELF)
+	if dwarf {
+		o.loadCFI(f)
+	}
+	return o, nil
+}
+
+func buildID(f *elf.File) string {
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_NOTE {
+			continue
+		}
+		if id := noteBuildID(s.Open(), s.Size, f.ByteOrder); id != "" {
+			return id
+		}
+	}
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_NOTE {
+			continue
+		}
+		if id := noteBuildID(p.Open(), p.Filesz, f.ByteOrder); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+// readSymbols keeps the function symbols of .symtab and .dynsym (stripped
+// files keep only the latter) and the executable sections.
+func (o *Object) readSymbols(f *elf.File) {
+	add := func(list []elf.Symbol) {
+		for _, s := range list {
+			if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 || s.Name == "" || s.Section == elf.SHN_UNDEF {
+				continue
+			}
+			o.syms = append(o.syms, symbol{s.Value, s.Value + s.Size, s.Name})
+		}
+	}
+	if l, err := f.Symbols(); err == nil {
+		add(l)
+	}
+	if l, err := f.DynamicSymbols(); err == nil {
+		add(l)
+	}
+	sort.SliceStable(o.syms, func(i, j int) bool { return o.syms[i].lo < o.syms[j].lo })
+	if f.Type == elf.ET_EXEC || f.Type == elf.ET_DYN {
+		o.nameEntry(f.Entry)
+	}
+	for _, s := range f.Sections {
+		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Type == elf.SHT_PROGBITS {
+			o.secs = append(o.secs, section{s.Addr, s.Addr + s.Size, s.Name})
+		}
+	}
+}
+
+// nameEntry names _start, in a stripped executable that has
+// no symbol for its entry point, the function SFrame says starts there (as
+// _start always does).
+func (o *Object) nameEntry(entry uint64) {
+	if entry == 0 || o.Table == nil || o.symbolAt(entry) != "" {
+		return
+	}
+	if r, err := o.Table.Lookup(entry); err == nil && r.FuncStart == entry {
+		o.syms = append(o.syms, symbol{entry, entry + uint64(r.FuncSize), "_start"})
+		sort.SliceStable(o.syms, func(i, j int) bool { return o.syms[i].lo < o.syms[j].lo })
+	}
+}
+
+// symbolAt returns the function symbol covering addr (a file address), or "".
+func (o *Object) symbolAt(addr uint64) string {
+	i := sort.Search(len(o.syms), func(i int) bool { return o.syms[i].lo > addr }) - 1
+	// Prefer a covering symbol; aliases share a start, sizeless ones cover
+	// only their first byte.
+	for k := i; k >= 0 && k > i-16; k-- {
+		if s := o.syms[k]; addr == s.lo || addr < s.hi {
+			return s.name
+		}
+	}
+	return ""
+}
+
+// Symbolize names the function holding addr (a file address): its symbol;
+// else, in a PLT section, the section in parentheses ("(.plt)"); else the
+// file's base name and the start of the SFrame function holding it
+// ("libc.so.6+0x1098e1", a function of a stripped file); else the section;
+// else "".
+func (o *Object) Symbolize(addr uint64) string {
+	if n := o.symbolAt(addr); n != "" {
+		return n
+	}
+	sec := ""
+	for _, s := range o.secs {
+		if addr >= s.lo && addr < s.hi {
+			sec = s.name
+			break
+		}
+	}
+	if strings.Contains(sec, "plt") {
+		return "(" + sec + ")"
+	}
+	if o.Table != nil {
+		if r, err := o.Table.Lookup(addr); err == nil {
+			return fmt.Sprintf("%s+%#x", baseName(o.Path), r.FuncStart)
+		}
+	}
+	if sec != "" {
+		return "(" + sec + ")"
+	}
+	return ""
+}
+
+// Bias returns the load bias of an executable mapping of the object: the
+// address of file offset m.Offset minus its address in the PT_LOAD that
+// holds it.
+func (o *Object) Bias(m *MapEntry) (uint64, bool) {
+	const page = 1 << 12
+	for _, p := range o.loads {
+		if p.Flags&elf.PF_X == 0 && len(o.loads) > 1 {
+			continue
+		}
+		lo := p.Off &^ (page - 1)
+		if m.Offset < lo || m.Offset >= p.Off+p.Filesz {
+			continue
+		}
+		return m.Lo - m.Offset - (p.Vaddr - p.Off), true
+	}
+	return 0, false
+}
+
+// loadCFI parses .eh_frame and .debug_frame; .eh_frame FDEs come first
+// among FDEs with the same start.
+func (o *Object) loadCFI(f *elfread.File) {
+	secs, err := cfi.Sections(f)
+	if err != nil {
+		o.cfiErr = err.Error()
+		return
+	}
+	for _, s := range secs {
+		fdes, _ := cfi.Parse(s)
+		for _, d := range fdes {
+			if d.Size != 0 {
+				o.fdes = append(o.fdes, d)
+			}
+		}
+	}
+	sort.SliceStable(o.fdes, func(i, j int) bool { return o.fdes[i].Start < o.fdes[j].Start })
+	if len(o.fdes) == 0 && o.cfiErr == "" {
+		o.cfiErr = "no CFI"
+	}
+}
+
+// findFDE returns the DWARF FDE covering addr (a file address), or nil.
+func (o *Object) findFDE(addr uint64) *cfi.FDE {
+	i := sort.Search(len(o.fdes), func(i int) bool { return o.fdes[i].Start > addr }) - 1
+	for k := i; k >= 0 && k > i-8; k-- {
+		if d := o.fdes[k]; addr >= d.Start && addr < d.End() {
+			return d
+		}
+	}
+	return nil
+}
+
+// noteBuildID returns the GNU build ID in a note section or segment.
+func noteBuildID(r interface{ Read([]byte) (int, error) }, size uint64, order interface {
+	Uint32([]byte) uint32
+}) string {
+	const maxNotes = 1 << 16
+	if size > maxNotes {
+		return ""
+	}
+	b := make([]byte, size)
+	n := 0
+	for n < len(b) {
+		k, err := r.Read(b[n:])
+		n += k
+		if err != nil {
+			break
+		}
+	}
+	b = b[:n]
+	for len(b) >= 12 {
+		nsz, dsz, typ := order.Uint32(b), order.Uint32(b[4:]), order.Uint32(b[8:])
+		b = b[12:]
+		an, ad := align4(uint64(nsz)), align4(uint64(dsz))
+		if an > uint64(len(b)) || ad > uint64(len(b))-an {
+			return ""
+		}
+		name := strings.TrimRight(string(b[:nsz]), "\x00")
+		if name == "GNU" && typ == 3 { // NT_GNU_BUILD_ID
+			return hex.EncodeToString(b[an : an+uint64(dsz)])
+		}
+		b = b[an+ad:]
+	}
+	return ""
+}
+
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
