@@ -110,6 +110,13 @@ func (c *Collector) Profile(freq int, start time.Time, dur time.Duration) *profi
 		}
 	}
 	p.Location = locs
+	// pprof takes the first mapping for the main binary: order them by
+	// address, which puts the executable (PIE or not) before the libraries
+	// and the vDSO, as the kernel maps them.
+	sort.Slice(p.Mapping, func(i, j int) bool { return p.Mapping[i].Start < p.Mapping[j].Start })
+	for i, m := range p.Mapping {
+		m.ID = uint64(i + 1)
+	}
 	for _, s := range c.Stacks {
 		ps := &profile.Sample{Value: []int64{int64(s.Count), int64(s.Count) * period}}
 		for _, i := range s.Locs {
