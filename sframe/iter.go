@@ -25,6 +25,9 @@ type Reader struct {
 	freBase int    // section offset of the FRE sub-section
 	freSub  []byte // the FRE sub-section
 
+	// ordered: the FDE index is sorted by start address (whatever the
+	// header's flag says).
+	ordered bool
 	// FindFRE's cache: the function it decoded last (index cur, or -1).
 	cur   int
 	curFD FDE
@@ -71,11 +74,17 @@ func NewReader(b []byte, addr uint64) (*Reader, error) {
 	left := int(h.NumFREs)
 	var d FDE
 	var f FRE
+	r.ordered = true
+	var prev uint64
 	for i := 0; i < int(h.NumFDEs); i++ {
 		pos, err := r.head(i, &d, left)
 		if err != nil {
 			return nil, err
 		}
+		if i > 0 && d.Start < prev {
+			r.ordered = false
+		}
+		prev = d.Start
 		left -= int(d.NumFREs)
 		for j := 0; j < int(d.NumFREs); j++ {
 			if pos, err = r.fre(i, j, pos, &d, &f); err != nil {
@@ -291,6 +300,14 @@ func (r *Reader) findFDE(pc uint64) int {
 			if in(i) {
 				return i
 			}
+		}
+		return -1
+	}
+	if c := r.cur; r.ordered && c >= 0 && r.start(c) <= pc && (c+1 == n || r.start(c+1) > pc) {
+		// In a truly sorted index the search below ends past the
+		// cached function: skip it.
+		if in(c) {
+			return c
 		}
 		return -1
 	}

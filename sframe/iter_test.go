@@ -28,10 +28,30 @@ func readerSections(t *testing.T) map[string][]byte {
 	}
 	m["lookup"] = b
 	for name, b := range m {
-		if b[3]&sframe.FlagFDESorted != 0 {
-			u := append([]byte(nil), b...)
-			u[3] &^= sframe.FlagFDESorted
-			m[name+"-unsorted"] = u
+		if b[3]&sframe.FlagFDESorted == 0 {
+			continue
+		}
+		u := append([]byte(nil), b...)
+		u[3] &^= sframe.FlagFDESorted
+		m[name+"-unsorted"] = u
+		// Flagged sorted but not: the first and last index entries
+		// swapped.
+		s, err := sframe.Decode(b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(s.FDEs); n > 1 {
+			size := (int(s.Header.FREOff) - int(s.Header.FDEOff)) / n
+			if s.Header.FREOff < s.Header.FDEOff || size < 16 {
+				continue
+			}
+			l := append([]byte(nil), b...)
+			first := s.Header.Size() + int(s.Header.FDEOff)
+			last := first + (n-1)*size
+			tmp := append([]byte(nil), l[first:first+size]...)
+			copy(l[first:first+size], l[last:last+size])
+			copy(l[last:last+size], tmp)
+			m[name+"-lying"] = l
 		}
 	}
 	return m
