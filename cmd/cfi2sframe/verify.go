@@ -202,7 +202,15 @@ func verifyFile(name string) (*verify.Result, error) {
 	if err != nil {
 		return nil, err // cfi and elfread errors name the file
 	}
-	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Reader: sec, FDEs: st.FDEs, Symbol: f.Symbolizer()})
+	// Symbols are read only when a finding needs a name.
+	var sym func(uint64) string
+	symbol := func(addr uint64) string {
+		if sym == nil {
+			sym = f.Symbolizer()
+		}
+		return sym(addr)
+	}
+	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Reader: sec, FDEs: st.FDEs, Symbol: symbol})
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
 	return res, nil
