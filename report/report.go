@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"errors"
-	"fmt"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -113,55 +112,21 @@ func Analyze(path string) (*File, error) {
 		}
 	}
 	r.FDEs, r.CFIErrors = st.Parsed, len(st.Errors)
-	errs := len(st.Errors)
 	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-		tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, FDEs: st.FDEs, Exec: st.Execute, PLTs: plts}, translate.Options{Version: v})
-		st.Errors = st.Errors[:errs] // counted above
+		e, err := translateEncode(path, ef, st, plts, v)
 		if err != nil {
 			return nil, err
 		}
-		b, err := sframe.Encode(tr.Funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA})
-		if err != nil {
-			return nil, fmt.Errorf("%s: encoding V%d: %v", path, v, err)
-		}
 		if v == sframe.Version2 {
-			r.SFrameV2 = uint64(len(b))
+			r.SFrameV2 = e.size
 			continue
 		}
-		r.SFrameV3 = uint64(len(b))
-		for _, d := range tr.Diags {
-			if d.Skipped {
-				r.Skipped[string(d.Reason)]++
-			}
-		}
-		r.SFrameFuncs = tr.Converted
-		for _, fn := range tr.Funcs {
-			if !inPLT(fn.Start, plts) {
-				r.SFrameBytes += uint64(fn.Size)
-			}
-		}
-		sec, err := sframe.Decode(b, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%s: decoding our own V3 section: %v", path, err)
-		}
-		r.Functions = len(sec.FDEs)
-		for i := range sec.FDEs {
-			d := &sec.FDEs[i]
-			if int(d.FREType) < 3 {
-				r.FREType[d.FREType]++
-			}
-			for j := range d.FREs {
-				r.FREs++
-				switch d.FREs[j].WordSize {
-				case 1:
-					r.WordSize[0]++
-				case 2:
-					r.WordSize[1]++
-				case 4:
-					r.WordSize[2]++
-				}
-			}
-		}
+		r.SFrameV3 = e.size
+		r.Skipped = e.skipped
+		r.SFrameFuncs = e.converted
+		r.SFrameBytes = e.codeBytes
+		r.Functions, r.FREs = e.funcs, e.fres
+		r.FREType, r.WordSize = e.freType, e.wordSize
 	}
 	if len(r.Skipped) == 0 {
 		r.Skipped = nil

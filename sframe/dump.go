@@ -2,20 +2,51 @@ package sframe
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
+
+// fdeSource is what the dumps read: the header and the FDEs in index
+// order, from a decoded Section or read one at a time from a Reader.
+type fdeSource struct {
+	h   *Header
+	n   int
+	fde func(i int, d *FDE) *FDE // FDE i, possibly decoded into d
+}
+
+func (s *Section) source() fdeSource {
+	return fdeSource{&s.Header, len(s.FDEs), func(i int, _ *FDE) *FDE { return &s.FDEs[i] }}
+}
+
+func (r *Reader) source() fdeSource {
+	return fdeSource{&r.Header, r.NumFDEs(), func(i int, d *FDE) *FDE { r.ReadFDE(i, d); return d }}
+}
 
 // Dump writes the section in the text layout of GNU objdump --sframe,
 // starting at the "  Header :" line (objdump's "Contents of the SFrame
 // section NAME:" line is the caller's).
-func (s *Section) Dump(w io.Writer) error {
-	// Written as it goes: a section with millions of functions is not
-	// built as one string first.
+func (s *Section) Dump(w io.Writer) error { return dumpText(w, s.source()) }
+
+// Dump writes the section as (*Section).Dump does, one function at a
+// time.
+func (r *Reader) Dump(w io.Writer) error { return dumpText(w, r.source()) }
+
+// Column headers of a function's rows, for PCInc and PCMask functions.
+var (
+	rowsHeaderInc  = fmt.Sprintf("\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", "   ", "CFA", "FP", "RA")
+	rowsHeaderMask = fmt.Sprintf("\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", "[m]", "CFA", "FP", "RA")
+)
+
+func dumpText(w io.Writer, src fdeSource) error {
+	// Written as it goes, each line built in one reused buffer: a
+	// section with millions of functions is not built as one string
+	// first, and a row costs no allocation.
 	b := bufio.NewWriterSize(w, 64<<10)
-	h := &s.Header
+	h := src.h
 	b.WriteString("  Header :\n\n")
 	fmt.Fprintf(b, "    Version: SFRAME_VERSION_%d\n", h.Version)
 	var names []string
@@ -41,86 +72,132 @@ func (s *Section) Dump(w io.Writer) error {
 	fmt.Fprintf(b, "    Num FDEs: %d\n", h.NumFDEs)
 	fmt.Fprintf(b, "    Num FREs: %d\n", h.NumFREs)
 	b.WriteString("\n  Function Index :\n")
-	for i := range s.FDEs {
-		d := &s.FDEs[i]
-		fmt.Fprintf(b, "\n    func idx [%d]: pc = %#x, size = %d bytes", i, d.Start, d.Size)
+	var buf FDE
+	var line []byte
+	for i := 0; i < src.n; i++ {
+		d := src.fde(i, &buf)
+		line = append(line[:0], "\n    func idx ["...)
+		line = strconv.AppendInt(line, int64(i), 10)
+		line = append(line, "]: pc = 0x"...)
+		line = strconv.AppendUint(line, d.Start, 16)
+		line = append(line, ", size = "...)
+		line = strconv.AppendUint(line, uint64(d.Size), 10)
+		line = append(line, " bytes"...)
 		if isAArch64(h.ABI) && d.PauthKeyB {
-			b.WriteString(", pauth = B key")
+			line = append(line, ", pauth = B key"...)
 		}
-		attr := ""
-		if d.Signal {
-			attr += "S"
+		if d.Signal || d.FDEType == FDETypeFlex {
+			line = append(line, `, attr = "`...)
+			if d.Signal {
+				line = append(line, 'S')
+			}
+			if d.FDEType == FDETypeFlex {
+				line = append(line, 'F')
+			}
+			line = append(line, '"')
 		}
-		if d.FDEType == FDETypeFlex {
-			attr += "F"
-		}
-		if attr != "" {
-			fmt.Fprintf(b, ", attr = %q", attr)
-		}
-		marker := "   "
 		if d.PCType == PCMask {
-			marker = "[m]"
+			line = append(line, rowsHeaderMask...)
+		} else {
+			line = append(line, rowsHeaderInc...)
 		}
-		fmt.Fprintf(b, "\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", marker, "CFA", "FP", "RA")
+		b.Write(line)
 		for j := range d.FREs {
 			f := &d.FREs[j]
 			pc := uint64(f.StartOff)
 			if d.PCType != PCMask {
 				pc += d.Start
 			}
-			fmt.Fprintf(b, "\n    %016x", pc)
-			r := s.Interpret(d, f)
+			line = append(line[:0], "\n    "...)
+			line = appendHex16(line, pc)
+			r := interpret(h, d, f)
 			if r.RAUndefined {
-				b.WriteString("  RA undefined")
+				line = append(line, "  RA undefined"...)
+				b.Write(line)
 				continue
 			}
-			fmt.Fprintf(b, "  %-10s", s.locString(r.CFA))
-			fmt.Fprintf(b, "%-10s", s.locString(r.FP))
-			ra := s.locString(r.RA)
+			line = append(line, "  "...)
+			col := len(line)
+			line = appendLoc(line, h.ABI, r.CFA)
+			line = pad(line, col+10)
+			col = len(line)
+			line = appendLoc(line, h.ABI, r.FP)
+			line = pad(line, col+10)
+			col = len(line)
+			line = appendLoc(line, h.ABI, r.RA)
 			if r.MangledRA {
-				ra += "[s]"
+				line = append(line, "[s]"...)
 			} else {
-				ra += "   "
+				line = append(line, "   "...)
 			}
-			fmt.Fprintf(b, "%-13s", ra)
+			line = pad(line, col+13)
+			b.Write(line)
 		}
 		b.WriteString("\n")
 	}
 	return b.Flush()
 }
 
-func (s *Section) regName(r uint32) string {
-	switch r {
-	case SPReg(s.Header.ABI):
-		return "sp"
-	case FPReg(s.Header.ABI):
-		return "fp"
+// appendHex16 appends v as 16 lower-case hex digits (%016x).
+func appendHex16(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	for k := 60; k >= 0; k -= 4 {
+		b = append(b, digits[(v>>uint(k))&0xf])
 	}
-	return fmt.Sprintf("r%d", r)
+	return b
 }
 
-// locString renders a rule the way objdump does. The CFA-relative value
+// pad appends spaces up to length n (%-Ns of what follows col).
+func pad(b []byte, n int) []byte {
+	for len(b) < n {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+func appendReg(b []byte, abi uint8, r uint32) []byte {
+	switch r {
+	case SPReg(abi):
+		return append(b, "sp"...)
+	case FPReg(abi):
+		return append(b, "fp"...)
+	}
+	return strconv.AppendUint(append(b, 'r'), uint64(r), 10)
+}
+
+// appendSigned appends v with its sign (%+d).
+func appendSigned(b []byte, v int32) []byte {
+	if v >= 0 {
+		b = append(b, '+')
+	}
+	return strconv.AppendInt(b, int64(v), 10)
+}
+
+// appendLoc renders a rule the way objdump does. The CFA-relative value
 // form (flex reg_p=0, deref_p=0), which GNU as does not emit, is rendered
 // "=c±N".
-func (s *Section) locString(l Loc) string {
+func appendLoc(b []byte, abi uint8, l Loc) []byte {
 	switch l.Kind {
 	case LocUnsaved:
-		return "u"
+		return append(b, 'u')
 	case LocFixed:
-		return "f"
+		return append(b, 'f')
 	case LocDefault:
-		return "U"
+		return append(b, 'U')
 	case LocCFA:
-		return fmt.Sprintf("c%+d", l.Offset)
+		return appendSigned(append(b, 'c'), l.Offset)
 	case LocCFAValue:
-		return fmt.Sprintf("=c%+d", l.Offset)
+		return appendSigned(append(b, "=c"...), l.Offset)
 	case LocReg:
-		return fmt.Sprintf("%s%+d", s.regName(l.Reg), l.Offset)
+		return appendSigned(appendReg(b, abi, l.Reg), l.Offset)
 	case LocRegDeref:
-		return fmt.Sprintf("(%s%+d)", s.regName(l.Reg), l.Offset)
+		b = appendSigned(appendReg(append(b, '('), abi, l.Reg), l.Offset)
+		return append(b, ')')
 	}
-	return "?"
+	return append(b, '?')
 }
+
+func locString(abi uint8, l Loc) string { return string(appendLoc(nil, abi, l)) }
 
 // JSON layout written by DumpJSON (field names are stable):
 //
@@ -181,8 +258,18 @@ type jsonFRE struct {
 }
 
 // DumpJSON writes the section as indented JSON (layout documented above).
-func (s *Section) DumpJSON(w io.Writer) error {
-	h := &s.Header
+func (s *Section) DumpJSON(w io.Writer) error { return dumpJSON(w, s.source()) }
+
+// DumpJSON writes the section as (*Section).DumpJSON does, one function at
+// a time.
+func (r *Reader) DumpJSON(w io.Writer) error { return dumpJSON(w, r.source()) }
+
+// dumpJSON writes what encoding/json's Encoder (indented by two spaces)
+// writes for a jsonSection, but one function at a time: the header with
+// an empty function list, opened up, then each function indented to its
+// place in the list.
+func dumpJSON(w io.Writer, src fdeSource) error {
+	h := src.h
 	js := jsonSection{
 		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: ABIName(h.ABI),
 		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: h.AuxHdrLen,
@@ -197,10 +284,28 @@ func (s *Section) DumpJSON(w io.Writer) error {
 			js.FlagNames = append(js.FlagNames, fl.name)
 		}
 	}
-	for i := range s.FDEs {
-		d := &s.FDEs[i]
-		jf := jsonFunc{Start: d.Start, Size: d.Size, PCType: "inc", RepSize: d.RepSize, FREType: d.FREType,
-			FDEType: "default", Signal: d.Signal, PauthKeyB: d.PauthKeyB, FREs: []jsonFRE{}}
+	head, err := json.MarshalIndent(js, "", "  ")
+	if err != nil {
+		return err
+	}
+	b := bufio.NewWriterSize(w, 64<<10)
+	if src.n == 0 {
+		b.Write(head)
+		b.WriteString("\n")
+		return b.Flush()
+	}
+	const empty = "[]\n}"
+	if !bytes.HasSuffix(head, []byte(empty)) {
+		return fmt.Errorf("sframe: unexpected JSON header layout")
+	}
+	b.Write(head[:len(head)-len(empty)])
+	b.WriteString("[\n")
+	var buf FDE
+	var jf jsonFunc
+	for i := 0; i < src.n; i++ {
+		d := src.fde(i, &buf)
+		jf = jsonFunc{Start: d.Start, Size: d.Size, PCType: "inc", RepSize: d.RepSize, FREType: d.FREType,
+			FDEType: "default", Signal: d.Signal, PauthKeyB: d.PauthKeyB, FREs: jf.FREs[:0]}
 		if d.PCType == PCMask {
 			jf.PCType = "mask"
 		}
@@ -213,21 +318,31 @@ func (s *Section) DumpJSON(w io.Writer) error {
 			if d.PCType != PCMask {
 				start += d.Start
 			}
-			jr := jsonFRE{Start: start, StartOffset: f.StartOff, BaseReg: "sp", Words: append([]int32{}, f.Words[:f.NumWords]...),
+			jr := jsonFRE{Start: start, StartOffset: f.StartOff, BaseReg: "sp", Words: f.Words[:f.NumWords],
 				WordSize: f.WordSize, MangledRA: f.MangledRA}
 			if f.BaseReg == BaseRegFP {
 				jr.BaseReg = "fp"
 			}
-			r := s.Interpret(d, f)
+			r := interpret(h, d, f)
 			jr.RAUndefined = r.RAUndefined
 			if !r.RAUndefined {
-				jr.CFA, jr.FP, jr.RA = s.locString(r.CFA), s.locString(r.FP), s.locString(r.RA)
+				jr.CFA, jr.FP, jr.RA = locString(h.ABI, r.CFA), locString(h.ABI, r.FP), locString(h.ABI, r.RA)
 			}
 			jf.FREs = append(jf.FREs, jr)
 		}
-		js.Functions = append(js.Functions, jf)
+		if jf.FREs == nil {
+			jf.FREs = []jsonFRE{}
+		}
+		item, err := json.MarshalIndent(&jf, "    ", "  ")
+		if err != nil {
+			return err
+		}
+		b.WriteString("    ")
+		b.Write(item)
+		if i+1 < src.n {
+			b.WriteString(",\n")
+		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(js)
+	b.WriteString("\n  ]\n}\n")
+	return b.Flush()
 }

@@ -7,6 +7,11 @@
 // Every count, offset and length is checked against the input before
 // anything is allocated; errors are *Error values with the byte offset.
 //
+// Streaming: NewReader(b, addr) makes the same checks as Decode, with the
+// same errors, but keeps no per-function memory; (*Reader).ReadFDE decodes
+// one function into a reused FDE, and the Reader dumps and looks PCs up as
+// a Section does. Dump, verify and report read large sections this way.
+//
 // Interpretation: (*Section).Interpret turns one FRE into a Rule (CFA, RA
 // and FP as Loc values: register+offset, CFA slot, flex forms, fixed,
 // unsaved), applying the s390x CFA scaling and the V3 flexible-FDE

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -35,6 +36,7 @@ func FuzzCommandPath(f *testing.F) {
 	f.Add(hostile.NoShstrtab())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		check(in)
+		checkReader(t, in)
 		res, err := convert.Convert("in", in, convert.Options{Force: true})
 		if err != nil {
 			return
@@ -53,6 +55,7 @@ func FuzzCommandPath(f *testing.F) {
 			}
 		}
 		check(res.Output)
+		checkReader(t, res.Output)
 	})
 }
 
@@ -75,4 +78,39 @@ func check(in []byte) {
 		return
 	}
 	Check(Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables, Symbol: f.Symbolizer()})
+}
+
+// checkReader is the verify command's path (the section read one function
+// at a time, the CFI executed on demand); it must find what check's path
+// finds.
+func checkReader(t *testing.T, in []byte) {
+	f, err := elfread.NewFile(bytes.NewReader(in), "x")
+	if err != nil {
+		return
+	}
+	es, err := f.SFrame()
+	if err != nil {
+		return
+	}
+	sec, err := sframe.Decode(es.Data, es.Addr)
+	if err != nil {
+		return
+	}
+	r, err := sframe.NewReader(es.Data, es.Addr)
+	if err != nil {
+		t.Fatalf("Decode accepts the section, NewReader: %v", err)
+	}
+	l, err := cfi.Load(f)
+	if err != nil {
+		return
+	}
+	st, err := cfi.Scan(f)
+	if err != nil {
+		t.Fatalf("cfi.Load accepts the file, cfi.Scan: %v", err)
+	}
+	want := Check(Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables})
+	got := Check(Input{Machine: f.ELF.Machine, Reader: r, FDEs: st.FDEs})
+	if !reflect.DeepEqual(want, got) {
+		t.Fatalf("Reader path: %+v\nSection path: %+v", got, want)
+	}
 }

@@ -10,8 +10,10 @@
 package verify
 
 import (
+	"cmp"
 	"debug/elf"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -83,7 +85,10 @@ type Result struct {
 type Input struct {
 	Machine elf.Machine
 	SFrame  *sframe.Section
-	Tables  []*cfi.Table
+	// Reader, instead of SFrame: the section is read one function at a
+	// time, so memory does not grow with its rows.
+	Reader *sframe.Reader
+	Tables []*cfi.Table
 	// FDEs, instead of Tables: Check executes each FDE when it gets to
 	// its code and forgets its table once the SFrame functions have moved
 	// past it (when they come in address order, as linkers write them),
@@ -97,10 +102,11 @@ type Input struct {
 func Check(in Input) *Result {
 	c := newChecker(in)
 	res := &Result{}
-	sec := in.SFrame
-	covered := make([]span, 0, len(sec.FDEs))
-	for i := range sec.FDEs {
-		d := &sec.FDEs[i]
+	n := c.numFDEs()
+	covered := make([]span, 0, n)
+	var buf sframe.FDE
+	for i := 0; i < n; i++ {
+		d := c.fde(i, &buf)
 		if d.Size == 0 {
 			continue
 		}
@@ -109,8 +115,15 @@ func Check(in Input) *Result {
 		covered = append(covered, span{d.Start, d.Start + uint64(d.Size)})
 		c.checkFDE(d)
 	}
-	// CFI functions that .sframe does not cover at all.
-	sort.Slice(covered, func(i, j int) bool { return covered[i].lo < covered[j].lo })
+	// CFI functions that .sframe does not cover at all. Spans that start
+	// together are ordered by end, so that the search below finds the
+	// first one past a PC.
+	slices.SortFunc(covered, func(a, b span) int {
+		if c := cmp.Compare(a.lo, b.lo); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.hi, b.hi)
+	})
 	for k, f := range c.fdes {
 		if f.Size == 0 || f.Start == 0 {
 			continue
@@ -139,6 +152,7 @@ type span struct{ lo, hi uint64 }
 
 type checker struct {
 	in       Input
+	hdr      *sframe.Header
 	abi      uint8
 	sp, fp   uint64
 	ra       uint64
@@ -146,24 +160,60 @@ type checker struct {
 	fdes     []*cfi.FDE   // sorted by start
 	tables   []*cfi.Table // fdes[i]'s table (Input.Tables), or nil: see table
 	cache    map[int]*cfi.Table
+	free     []*cfi.Table // tables dropped from cache, for reuse
+	interp   cfi.Interpreter
+	pcs      []uint64 // checkFDE's boundaries, reused
 	findings []Finding
 	open     map[string]*Finding // current run per "what"
 }
 
+// numFDEs, fde and findFRE read the section from Input.Reader or
+// Input.SFrame.
+func (c *checker) numFDEs() int {
+	if c.in.Reader != nil {
+		return c.in.Reader.NumFDEs()
+	}
+	return len(c.in.SFrame.FDEs)
+}
+
+// fde returns FDE i, decoded into buf when read from a Reader.
+func (c *checker) fde(i int, buf *sframe.FDE) *sframe.FDE {
+	if c.in.Reader != nil {
+		c.in.Reader.ReadFDE(i, buf)
+		return buf
+	}
+	return &c.in.SFrame.FDEs[i]
+}
+
+func (c *checker) findFRE(pc uint64) (sframe.Rule, bool) {
+	if c.in.Reader != nil {
+		return c.in.Reader.FindFRE(pc)
+	}
+	return c.in.SFrame.FindFRE(pc)
+}
+
 func newChecker(in Input) *checker {
-	c := &checker{in: in, abi: in.SFrame.Header.ABI, open: map[string]*Finding{}}
+	c := &checker{in: in, open: map[string]*Finding{}}
+	if in.Reader != nil {
+		c.hdr = &in.Reader.Header
+	} else {
+		c.hdr = &in.SFrame.Header
+	}
+	c.abi = c.hdr.ABI
 	c.sp, c.fp = uint64(sframe.SPReg(c.abi)), uint64(sframe.FPReg(c.abi))
 	c.ra = 16
 	if c.abi == sframe.ABIAArch64LE || c.abi == sframe.ABIAArch64BE {
 		c.ra, c.arm = 30, true
 	}
 	if in.FDEs != nil {
+		c.fdes = make([]*cfi.FDE, 0, len(in.FDEs))
 		for _, f := range in.FDEs {
 			if f != nil && f.Size > 0 {
 				c.fdes = append(c.fdes, f)
 			}
 		}
-		sort.SliceStable(c.fdes, func(i, j int) bool { return c.fdes[i].Start < c.fdes[j].Start })
+		slices.SortStableFunc(c.fdes, func(a, b *cfi.FDE) int { return cmp.Compare(a.Start, b.Start) })
+		c.in.FDEs = nil // c.fdes has what is needed
 		c.cache = map[int]*cfi.Table{}
 		return c
 	}
@@ -188,18 +238,28 @@ func (c *checker) table(i int) *cfi.Table {
 	if t, ok := c.cache[i]; ok {
 		return t
 	}
-	t, err := cfi.Execute(c.fdes[i])
-	if err != nil || len(t.Rows) == 0 {
+	var t *cfi.Table
+	if k := len(c.free); k > 0 {
+		t, c.free = c.free[k-1], c.free[:k-1]
+	} else {
+		t = &cfi.Table{}
+	}
+	if err := c.interp.Execute(c.fdes[i], t); err != nil || len(t.Rows) == 0 {
+		c.free = append(c.free, t)
 		t = nil
 	}
 	c.cache[i] = t
 	return t
 }
 
-// forget drops the cached tables of FDEs that end at or before pc.
+// forget drops the cached tables of FDEs that end at or before pc, keeping
+// their memory for the next ones.
 func (c *checker) forget(pc uint64) {
-	for i := range c.cache {
+	for i, t := range c.cache {
 		if c.fdes[i].End() <= pc {
+			if t != nil {
+				c.free = append(c.free, t)
+			}
 			delete(c.cache, i)
 		}
 	}
@@ -255,7 +315,7 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 	if d.PCType == sframe.PCMask {
 		rep = uint64(d.RepSize)
 	}
-	pcs := []uint64{start}
+	pcs := append(c.pcs[:0], start)
 	if rep == 0 {
 		for i := range d.FREs {
 			pcs = append(pcs, start+uint64(d.FREs[i].StartOff))
@@ -272,7 +332,7 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 			pcs = append(pcs, r.Loc)
 		}
 	}
-	sort.Slice(pcs, func(i, j int) bool { return pcs[i] < pcs[j] })
+	slices.Sort(pcs)
 	// Keep the distinct boundaries inside [start, end).
 	n := 0
 	for _, pc := range pcs {
@@ -283,6 +343,7 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 		n++
 	}
 	pcs = pcs[:n]
+	c.pcs = pcs
 	for i, pc := range pcs {
 		next := end
 		if i+1 < len(pcs) {
@@ -341,7 +402,7 @@ func lcm(a, b uint64) uint64 {
 }
 
 func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {
-	rule, ok := c.in.SFrame.FindFRE(pc)
+	rule, ok := c.findFRE(pc)
 	t, row := c.lookup(pc)
 	if row == nil {
 		c.note(d, pc, next, NoCFI, "", "", "")
@@ -370,7 +431,7 @@ func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {
 	if c.arm && rule.MangledRA != row.MangledRA {
 		c.note(d, pc, next, Disagree, "mangled-RA", fmt.Sprint(rule.MangledRA), fmt.Sprint(row.MangledRA))
 	}
-	if c.in.SFrame.Header.Version >= sframe.Version3 && rule.Signal != t.FDE.CIE.Signal {
+	if c.hdr.Version >= sframe.Version3 && rule.Signal != t.FDE.CIE.Signal {
 		c.note(d, pc, next, Disagree, "signal", fmt.Sprint(rule.Signal), fmt.Sprint(t.FDE.CIE.Signal))
 	}
 }

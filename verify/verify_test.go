@@ -2,8 +2,13 @@ package verify
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
@@ -95,5 +100,67 @@ func TestCorruptions(t *testing.T) {
 		if r := Check(input); count(r, Missing) == 0 {
 			t.Errorf("%s: dropped function not reported missing", name)
 		}
+	}
+}
+
+// TestReaderInputMatches: checking a section read one function at a time
+// (Input.Reader) with CFI executed on demand (Input.FDEs), as the verify
+// command does, finds what checking the decoded section against every
+// table finds, on GNU's fixtures and on damaged copies of their .sframe.
+func TestReaderInputMatches(t *testing.T) {
+	names, err := filepath.Glob("../testdata/sframe/v[23]-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared := 0
+	for _, name := range append(names, "../testdata/example/hello") {
+		if strings.HasSuffix(name, ".objdump") {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := elfread.NewFile(bytes.NewReader(b), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := f.SFrame()
+		if err != nil {
+			continue // no .sframe (the example program)
+		}
+		l, err := cfi.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := cfi.Scan(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		try := func(what string, data []byte) {
+			sec, err := sframe.Decode(data, es.Addr)
+			if err != nil {
+				return
+			}
+			r, err := sframe.NewReader(data, es.Addr)
+			if err != nil {
+				t.Fatalf("%s %s: Decode accepts, NewReader: %v", name, what, err)
+			}
+			want := Check(Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables, Symbol: f.Symbolizer()})
+			got := Check(Input{Machine: f.ELF.Machine, Reader: r, FDEs: st.FDEs, Symbol: f.Symbolizer()})
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s %s (-Section +Reader):\n%s", name, what, diff)
+			}
+			compared++
+		}
+		try("as built", es.Data)
+		for k := sframe.HeaderSize; k < len(es.Data); k++ {
+			c := append([]byte(nil), es.Data...)
+			c[k] ^= 0x08
+			try(fmt.Sprintf("byte %d changed", k), c)
+		}
+	}
+	if compared < 100 {
+		t.Fatalf("only %d sections compared", compared)
 	}
 }

@@ -35,35 +35,67 @@ GNU objdump --sframe, or as JSON with --json. FILE is an ELF file with a
 	return cmd
 }
 
-// loadSFrame reads FILE as a raw SFrame section or an ELF file and decodes
-// its SFrame section; format is objdump's name for the file's format.
-func loadSFrame(name string) (sec *sframe.Section, secName, format string, err error) {
+// loadSFrame reads FILE as a raw SFrame section or an ELF file and checks
+// its SFrame section; format is objdump's name for the file's format. The
+// Reader reads the file's bytes: call done when finished with it.
+func loadSFrame(name string) (r *sframe.Reader, secName, format string, done func(), err error) {
 	in, err := convert.OpenInput(name)
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", "", nil, err
 	}
-	defer in.Close() // the decoded section holds no reference into it
+	defer func() {
+		if err != nil {
+			in.Close()
+		}
+	}()
+	done = func() { in.Close() }
 	data := in.Data
 	if len(data) >= 2 && (binary.LittleEndian.Uint16(data) == sframe.Magic || binary.BigEndian.Uint16(data) == sframe.Magic) {
-		s, err := sframe.Decode(data, 0)
+		r, err := sframe.NewReader(data, 0)
 		if err != nil {
-			return nil, "", "", fmt.Errorf("%s: %v", name, err)
+			return nil, "", "", nil, fmt.Errorf("%s: %v", name, err)
 		}
-		return s, ".sframe", "binary", nil
+		return r, ".sframe", "binary", done, nil
 	}
 	f, err := elfread.NewFile(bytesReaderAt(data), name)
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", "", nil, err
 	}
-	es, err := f.SFrame()
+	es, err := sframeSection(f, data)
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", "", nil, err
 	}
-	s, err := sframe.Decode(es.Data, es.Addr)
+	r, err = sframe.NewReader(es.Data, es.Addr)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("%s: section %s: %v", name, es.Name, err)
+		return nil, "", "", nil, fmt.Errorf("%s: section %s: %v", name, es.Name, err)
 	}
-	return s, es.Name, elfFormat(f.ELF), nil
+	return r, es.Name, elfFormat(f.ELF), done, nil
+}
+
+// sframeSection returns what f.SFrame returns for the ELF file whose bytes
+// are data, but as a slice of data instead of a copy when the section is
+// stored as it is (not compressed, not in a relocatable object, whose
+// section is relocated): dump and verify then read a large section in
+// place, from the mapping.
+func sframeSection(f *elfread.File, data []byte) (*elfread.Section, error) {
+	if f.ELF.Type == elf.ET_REL {
+		return f.SFrame()
+	}
+	var s *elf.Section
+	for _, c := range f.ELF.Sections {
+		if c.Type == elf.SectionType(elfread.SHTGNUSFrame) {
+			s = c
+			break
+		}
+	}
+	if s == nil {
+		s = f.ELF.Section(".sframe")
+	}
+	if s == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || s.Offset > uint64(len(data)) || s.Size > uint64(len(data))-s.Offset {
+		return f.SFrame() // its errors, or its copy
+	}
+	return &elfread.Section{Name: s.Name, Addr: s.Addr, Data: data[s.Offset : s.Offset+s.Size : s.Offset+s.Size],
+		Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}, nil
 }
 
 type bytesReaderAt []byte
@@ -105,15 +137,16 @@ func elfFormat(f *elf.File) string {
 }
 
 func dumpFile(w io.Writer, name string, asJSON bool) error {
-	s, secName, format, err := loadSFrame(name)
+	r, secName, format, done, err := loadSFrame(name)
 	if err != nil {
 		return err
 	}
+	defer done()
 	if asJSON {
-		return s.DumpJSON(w)
+		return r.DumpJSON(w)
 	}
 	if _, err := fmt.Fprintf(w, "\n%s:     file format %s\n\nContents of the SFrame section %s:\n", name, format, secName); err != nil {
 		return err
 	}
-	return s.Dump(w)
+	return r.Dump(w)
 }

@@ -187,13 +187,13 @@ func verifyFile(name string) (*verify.Result, error) {
 		data, addr, ok = verify.LoaderSFrame(f.ELF, in.Data)
 	}
 	if !ok {
-		es, err := f.SFrame()
+		es, err := sframeSection(f, in.Data)
 		if err != nil {
 			return nil, err
 		}
 		data, addr, where = es.Data, es.Addr, es.Name
 	}
-	sec, err := sframe.Decode(data, addr)
+	sec, err := sframe.NewReader(data, addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %v", name, where, err)
 	}
@@ -202,7 +202,15 @@ func verifyFile(name string) (*verify.Result, error) {
 	if err != nil {
 		return nil, err // cfi and elfread errors name the file
 	}
-	res := verify.Check(verify.Input{Machine: f.ELF.Machine, SFrame: sec, FDEs: st.FDEs, Symbol: f.Symbolizer()})
+	// Symbols are read only when a finding needs a name.
+	var sym func(uint64) string
+	symbol := func(addr uint64) string {
+		if sym == nil {
+			sym = f.Symbolizer()
+		}
+		return sym(addr)
+	}
+	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Reader: sec, FDEs: st.FDEs, Symbol: symbol})
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
 	return res, nil
