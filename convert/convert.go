@@ -66,7 +66,9 @@ func ForReader(r readers.Reader) (Options, error) {
 
 // Result is a converted file and what the conversion found.
 type Result struct {
-	Output    []byte            // the new ELF file
+	// Output is the new ELF file. ConvertInput leaves it nil for a
+	// linked file, whose output WriteResult writes from the plan.
+	Output    []byte
 	SFrame    []byte            // the encoded .sframe section
 	Addr      uint64            // its address
 	Translate *translate.Result // functions, diagnostics, counts
@@ -82,6 +84,8 @@ type Result struct {
 	Warning string
 	Note    string
 	Reader  *readers.Result // Options.For's rules applied to the output (linked files)
+
+	plan *elfwrite.Plan // the output's layout, when Output is not built
 }
 
 // Error is a conversion failure of one file.
@@ -118,6 +122,12 @@ var ErrNoCFI = errors.New("no call-frame information (.eh_frame or .debug_frame)
 
 // Convert converts the ELF file in (named name in errors).
 func Convert(name string, in []byte, o Options) (*Result, error) {
+	return convert(name, in, o, false)
+}
+
+// convert is Convert; with lazy, a linked file's output is only planned
+// (Result.plan), for WriteResult to write without a copy in memory.
+func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 	fail := func(err error) (*Result, error) { return nil, &Error{File: name, Err: err} }
 	if o.Version == 0 {
 		o.Version = sframe.Version3
@@ -203,13 +213,13 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		}
 		return b, err
 	}
-	out, err := elfwrite.Insert(in, elfwrite.Options{Replace: o.Force}, encode)
+	plan, data, err := elfwrite.Place(in, elfwrite.Options{Replace: o.Force}, encode)
 	var le *elfwrite.LayoutError
 	if errors.As(err, &le) {
 		if !o.FragileLayout {
 			return fail(fmt.Errorf("%w: %s (--fragile-layout writes one that strip, eu-strip and patchelf may break)", ErrLayout, le.Msg))
 		}
-		out, err = elfwrite.Insert(in, elfwrite.Options{Replace: o.Force, AppendSegment: true}, encode)
+		plan, data, err = elfwrite.Place(in, elfwrite.Options{Replace: o.Force, AppendSegment: true}, encode)
 		if err == nil {
 			res.Warning = fmt.Sprintf("fragile layout (%s): strip, objcopy before 2.44, eu-strip and patchelf may break this file; run verify after them", le.Msg)
 		}
@@ -221,7 +231,12 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		}
 		return fail(err)
 	}
-	res.Output = out
+	res.SFrame = data
+	if lazy {
+		res.plan = plan
+	} else if res.Output, err = plan.Bytes(res.SFrame); err != nil {
+		return fail(err)
+	}
 	if o.For != "" {
 		res.Reader = readers.Check(o.For, readers.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(ef)})
 	}
