@@ -181,6 +181,24 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 	}
 	res := &Result{FDEs: st.Parsed}
 
+	// Each function goes straight into the encoder: translate keeps
+	// none of them, and the encoder keeps its FREs as bytes.
+	abiID, fixedFP, fixedRA, err := translate.ABI(ef.Machine, ef.ByteOrder)
+	if err != nil {
+		return fail(err)
+	}
+	enc, err := sframe.NewEncoder(sframe.Options{
+		Version:    o.Version,
+		ABI:        abiID,
+		Order:      ef.ByteOrder,
+		PCRel:      o.Version == sframe.Version3 || o.PCRel,
+		Sort:       true,
+		CFAFixedFP: fixedFP,
+		CFAFixedRA: fixedRA,
+	})
+	if err != nil {
+		return fail(err)
+	}
 	tin := translate.Input{
 		Machine: ef.Machine,
 		Order:   ef.ByteOrder,
@@ -188,6 +206,7 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 		Exec:    st.Execute,
 		PLTs:    PLTSections(ef),
 		Symbol:  lazySymbolizer(f),
+		Emit:    enc.Add,
 	}
 	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
@@ -196,18 +215,8 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 	res.Translate = tr
 	res.CFIErrors = st.Errors
 
-	encOpts := sframe.Options{
-		Version:    o.Version,
-		ABI:        tr.ABI,
-		Order:      ef.ByteOrder,
-		PCRel:      o.Version == sframe.Version3 || o.PCRel,
-		Sort:       true,
-		CFAFixedFP: tr.CFAFixedFP,
-		CFAFixedRA: tr.CFAFixedRA,
-	}
 	encode := func(addr uint64) ([]byte, error) {
-		encOpts.Addr = addr
-		b, err := sframe.Encode(tr.Funcs, encOpts)
+		b, err := enc.Section(addr)
 		if err == nil {
 			res.SFrame, res.Addr = b, addr
 		}

@@ -69,6 +69,13 @@ type Input struct {
 	Exec   func(*cfi.FDE) (*cfi.Table, error)
 	PLTs   []PLT
 	Symbol func(addr uint64) string // may be nil; called only for functions with a diagnostic
+	// Emit, when set, receives every function instead of Result.Funcs
+	// (which stays empty): the PLT functions first, then the others by
+	// start address, each already split for Options.OutermostGap, in the
+	// order Result.Funcs would have them before its final stable sort by
+	// start address. The function and its rows are valid only during the
+	// call (the rows' memory is reused). An error stops the translation.
+	Emit func(*sframe.Function) error
 }
 
 // Result is the translation of one file.
@@ -118,10 +125,37 @@ type abi struct {
 	fixedFP int8
 	flexOK  bool // flexible FDEs allowed (V3 on AMD64, as gas does)
 	version uint8
+	reuse   bool         // function's rows go into rows, reused (Input.Emit)
+	rows    []sframe.Row // the reused rows
 }
 
 // ErrMachine is wrapped by the error for an unsupported machine.
 var ErrMachine = errors.New("unsupported machine")
+
+func newABI(m elf.Machine, order binary.ByteOrder) (abi, error) {
+	var a abi
+	switch m {
+	case elf.EM_X86_64:
+		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
+	case elf.EM_AARCH64:
+		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
+		if order == binary.BigEndian {
+			a.id = arm64.SFrameABIBigEndian
+		}
+	default:
+		return a, fmt.Errorf("%w %v", ErrMachine, m)
+	}
+	a.fixedFP, a.fixedRA = sframe.DefaultFixedOffsets(a.id)
+	return a, nil
+}
+
+// ABI returns the SFrame ABI and the header's fixed FP and RA offsets
+// Translate uses for a machine (Result.ABI, CFAFixedFP, CFAFixedRA), for
+// a caller that starts an encoder before translating (Input.Emit).
+func ABI(m elf.Machine, order binary.ByteOrder) (id uint8, fixedFP, fixedRA int8, err error) {
+	a, err := newABI(m, order)
+	return a.id, a.fixedFP, a.fixedRA, err
+}
 
 // Translate converts every table (and PLT section) of one file.
 func Translate(in Input, o Options) (*Result, error) {
@@ -131,30 +165,43 @@ func Translate(in Input, o Options) (*Result, error) {
 	if o.Version != sframe.Version2 && o.Version != sframe.Version3 {
 		return nil, fmt.Errorf("SFrame version %d cannot be written", o.Version)
 	}
-	var a abi
-	switch in.Machine {
-	case elf.EM_X86_64:
-		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
-	case elf.EM_AARCH64:
-		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
-		if in.Order == binary.BigEndian {
-			a.id = arm64.SFrameABIBigEndian
-		}
-	default:
-		return nil, fmt.Errorf("%w %v", ErrMachine, in.Machine)
+	a, err := newABI(in.Machine, in.Order)
+	if err != nil {
+		return nil, err
 	}
-	a.fixedFP, a.fixedRA = sframe.DefaultFixedOffsets(a.id)
 	a.version = o.Version
 	a.flexOK = a.amd64 && o.Version >= sframe.Version3
+	a.reuse = in.Emit != nil
 	res := &Result{ABI: a.id, CFAFixedFP: a.fixedFP, CFAFixedRA: a.fixedRA}
 	sym := in.Symbol
 	if sym == nil {
 		sym = func(uint64) string { return "" }
 	}
+	var cur sframe.Function // what emit hands over, not reallocated per call
+	var one [1]sframe.Function
+	emit := func(fn sframe.Function) error {
+		if in.Emit == nil {
+			res.Funcs = append(res.Funcs, fn)
+			return nil
+		}
+		if o.OutermostGap && fn.PCType == sframe.PCInc && hasOutermost(fn.Rows) {
+			one[0] = fn
+			for _, part := range splitOutermost(one[:]) {
+				cur = part
+				if err := in.Emit(&cur); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		cur = fn
+		return in.Emit(&cur)
+	}
 
 	// PLT sections first: their description replaces any CFI covering them.
 	var pltSpans []span
 	var pltNames []string
+	var pltFuncs []sframe.Function
 	for _, p := range in.PLTs {
 		funcs, diag := a.plt(p)
 		if diag != nil {
@@ -164,12 +211,16 @@ func Translate(in Input, o Options) (*Result, error) {
 		if len(funcs) == 0 {
 			continue
 		}
-		res.Funcs = append(res.Funcs, funcs...)
+		pltFuncs = append(pltFuncs, funcs...)
 		res.PLTFuncs += len(funcs)
 		pltSpans = append(pltSpans, span{p.Addr, p.Addr + uint64(len(p.Data))})
 		pltNames = append(pltNames, p.Name)
 	}
-	pltFuncs := append([]sframe.Function(nil), res.Funcs...)
+	for _, fn := range pltFuncs {
+		if err := emit(fn); err != nil {
+			return nil, err
+		}
+	}
 
 	// Each FDE with its table when one is given, or executed on demand.
 	type item struct {
@@ -241,7 +292,11 @@ func Translate(in Input, o Options) (*Result, error) {
 		lastEnd = f.End()
 		if fns, ok := a.pltFromCFI(t); ok {
 			// A PLT known only from its CFI (no section headers).
-			res.Funcs = append(res.Funcs, fns...)
+			for _, fn := range fns {
+				if err := emit(fn); err != nil {
+					return nil, err
+				}
+			}
 			res.PLTFuncs += len(fns)
 			continue
 		}
@@ -250,14 +305,21 @@ func Translate(in Input, o Options) (*Result, error) {
 			d.Start, d.End, d.Symbol, d.Skipped = f.Start, f.End(), sym(f.Start), true
 			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize {
 				d.Detail += "; written as a signal FDE without FREs (outermost frame)"
-				res.Funcs = append(res.Funcs, sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true})
+				if err := emit(sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true}); err != nil {
+					return nil, err
+				}
 			}
 			res.Diags = append(res.Diags, *d)
 			res.Skipped++
 			continue
 		}
-		res.Funcs = append(res.Funcs, fn)
+		if err := emit(fn); err != nil {
+			return nil, err
+		}
 		res.Converted++
+	}
+	if in.Emit != nil {
+		return res, nil
 	}
 	if o.OutermostGap {
 		res.Funcs = splitOutermost(res.Funcs)
@@ -349,7 +411,13 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 	if f.CIE.RAColumn != a.ra {
 		return fn, skip(f.Start, ReturnColumn, "CIE at offset %d names register %d as the return address", f.CIE.Offset, f.CIE.RAColumn)
 	}
-	rows := make([]sframe.Row, 0, len(t.Rows))
+	var rows []sframe.Row
+	if a.reuse {
+		rows = a.rows[:0]
+		defer func() { a.rows = rows[:0] }()
+	} else {
+		rows = make([]sframe.Row, 0, len(t.Rows))
+	}
 	for i := range t.Rows {
 		cr := &t.Rows[i]
 		if cr.Loc >= f.End() {
