@@ -141,7 +141,7 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 	if bytes.HasPrefix(in, []byte(relobj.ArchiveMagic)) || bytes.HasPrefix(in, []byte("!<thin>\n")) {
 		return convertArchive(name, in, o)
 	}
-	f, err := elfread.NewFile(bytes.NewReader(in), name)
+	f, err := elfread.NewFileBytes(in, name)
 	if err != nil {
 		return nil, err // elfread's errors name the file
 	}
