@@ -169,7 +169,7 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 
 	// One pass per FDE: translate executes each into the stream's one
 	// reused table and keeps only the SFrame function.
-	st, err := cfi.Scan(f)
+	st, err := cfi.Index(f)
 	if err != nil {
 		return fail(err)
 	}
@@ -200,13 +200,13 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 		return fail(err)
 	}
 	tin := translate.Input{
-		Machine: ef.Machine,
-		Order:   ef.ByteOrder,
-		FDEs:    st.FDEs,
-		Exec:    st.Execute,
-		PLTs:    PLTSections(ef),
-		Symbol:  lazySymbolizer(f),
-		Emit:    enc.Add,
+		Machine:   ef.Machine,
+		Order:     ef.ByteOrder,
+		Entries:   st.Entries,
+		ExecEntry: st.ExecuteEntry,
+		PLTs:      PLTSections(ef),
+		Symbol:    lazySymbolizer(f),
+		Emit:      enc.Add,
 	}
 	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {

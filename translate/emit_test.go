@@ -17,7 +17,8 @@ import (
 // TestEmitMatchesFuncs: handing functions to Input.Emit, one at a time
 // with reused rows, gives Result.Funcs once stably sorted by start
 // address, with the same counts and diagnostics, for every linked GNU
-// fixture, both versions and both outermost forms.
+// fixture, both versions and both outermost forms; so does translating
+// from cfi.Index's entries instead of parsed FDEs.
 func TestEmitMatchesFuncs(t *testing.T) {
 	paths, err := filepath.Glob("../testdata/sframe/v*-*")
 	if err != nil {
@@ -67,6 +68,19 @@ func TestEmitMatchesFuncs(t *testing.T) {
 				res.Funcs = want.Funcs
 				if diff := cmp.Diff(want, res); diff != "" {
 					t.Errorf("%s V%d gap=%v: results differ (-Funcs +Emit)\n%s", name, v, gap, diff)
+				}
+				// The same from cfi.Index's compact entries.
+				idx, err := cfi.Index(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res2, err := Translate(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, Entries: idx.Entries, ExecEntry: idx.ExecuteEntry,
+					PLTs: pltSections(t, f.ELF)}, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, res2); diff != "" {
+					t.Errorf("%s V%d gap=%v: results differ (-FDEs +Entries)\n%s", name, v, gap, diff)
 				}
 			}
 		}

@@ -13,11 +13,13 @@
 package translate
 
 import (
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -65,10 +67,14 @@ type Input struct {
 	// FDE at a time through Exec (cfi.Stream.Execute) and keeps nothing of
 	// its table, so memory grows with one function's rows. An FDE whose
 	// execution fails is left out, as a table Load could not make is.
-	FDEs   []*cfi.FDE
-	Exec   func(*cfi.FDE) (*cfi.Table, error)
-	PLTs   []PLT
-	Symbol func(addr uint64) string // may be nil; called only for functions with a diagnostic
+	FDEs []*cfi.FDE
+	Exec func(*cfi.FDE) (*cfi.Table, error)
+	// Entries with ExecEntry, instead of FDEs and Exec, stream the same
+	// way from compact entries (cfi.Index, cfi.Stream.ExecuteEntry).
+	Entries   []cfi.Entry
+	ExecEntry func(cfi.Entry) (*cfi.Table, error)
+	PLTs      []PLT
+	Symbol    func(addr uint64) string // may be nil; called only for functions with a diagnostic
 	// Emit, when set, receives every function instead of Result.Funcs
 	// (which stays empty): the PLT functions first, then the others by
 	// start address, each already split for Options.OutermostGap, in the
@@ -222,67 +228,85 @@ func Translate(in Input, o Options) (*Result, error) {
 		}
 	}
 
-	// Each FDE with its table when one is given, or executed on demand.
-	type item struct {
-		f *cfi.FDE
-		t *cfi.Table
-	}
-	var items []item
-	if in.Exec != nil {
-		items = make([]item, 0, len(in.FDEs))
-		for _, f := range in.FDEs {
-			if f != nil {
-				items = append(items, item{f: f})
+	// The FDEs: given with their tables, or executed on demand. Only
+	// indices are sorted and kept.
+	var (
+		count   int
+		rangeOf func(i int) (start, size uint64, ok bool)
+		table   func(i int) *cfi.Table
+	)
+	switch {
+	case in.ExecEntry != nil:
+		count = len(in.Entries)
+		rangeOf = func(i int) (uint64, uint64, bool) { e := &in.Entries[i]; return e.Start, e.Size, true }
+		table = func(i int) *cfi.Table {
+			t, err := in.ExecEntry(in.Entries[i])
+			if err != nil {
+				return nil
 			}
+			return t
 		}
-	} else {
-		items = make([]item, 0, len(in.Tables))
-		for _, t := range in.Tables {
-			if t != nil && t.FDE != nil {
-				items = append(items, item{t.FDE, t})
+	case in.Exec != nil:
+		count = len(in.FDEs)
+		rangeOf = func(i int) (uint64, uint64, bool) {
+			f := in.FDEs[i]
+			if f == nil {
+				return 0, 0, false
 			}
+			return f.Start, f.Size, true
 		}
+		table = func(i int) *cfi.Table {
+			t, err := in.Exec(in.FDEs[i])
+			if err != nil {
+				return nil
+			}
+			return t
+		}
+	default:
+		count = len(in.Tables)
+		rangeOf = func(i int) (uint64, uint64, bool) {
+			t := in.Tables[i]
+			if t == nil || t.FDE == nil {
+				return 0, 0, false
+			}
+			return t.FDE.Start, t.FDE.Size, true
+		}
+		table = func(i int) *cfi.Table { return in.Tables[i] }
 	}
-	table := func(it item) *cfi.Table {
-		if it.t != nil {
-			return it.t
+	keep := make([]int, 0, count)
+	for i := range count {
+		start, size, ok := rangeOf(i)
+		if !ok {
+			continue
 		}
-		t, err := in.Exec(it.f)
-		if err != nil {
-			return nil
-		}
-		return t
-	}
-	keep := items[:0]
-	for _, it := range items {
-		f := it.f
-		if f.Size == 0 || f.Start == 0 {
-			if it.t != nil || table(it) != nil {
+		if size == 0 || start == 0 {
+			if table(i) != nil {
 				res.Empty++
 			}
 			continue
 		}
-		if i := spanIndex(pltSpans, f.Start, f.End()); i >= 0 {
+		if j := spanIndex(pltSpans, start, start+size); j >= 0 {
 			// CFI for a PLT described from its instructions: say so
 			// when the two disagree.
-			if t := table(it); t != nil {
+			if t := table(i); t != nil {
 				if d := a.checkPLTCFI(t, pltFuncs); d != nil {
-					d.Symbol = pltNames[i]
+					d.Symbol = pltNames[j]
 					res.Diags = append(res.Diags, *d)
 				}
 			}
 			continue
 		}
-		keep = append(keep, it)
+		keep = append(keep, i)
 	}
-	sort.SliceStable(keep, func(i, j int) bool { return keep[i].f.Start < keep[j].f.Start })
+	startOf := func(i int) uint64 { s, _, _ := rangeOf(i); return s }
+	slices.SortStableFunc(keep, func(x, y int) int { return cmp.Compare(startOf(x), startOf(y)) })
 	var lastEnd uint64
-	for i, it := range keep {
-		f := it.f
-		t := table(it)
+	for i, k := range keep {
+		t := table(k)
 		if t == nil {
 			continue
 		}
+		f := t.FDE
 		if i > 0 && f.Start < lastEnd {
 			res.Skipped++
 			res.Diags = append(res.Diags, Diagnostic{Start: f.Start, End: f.End(), Symbol: sym(f.Start), PC: f.Start, Reason: Overlap,
