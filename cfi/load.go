@@ -118,7 +118,7 @@ func Index(f *elfread.File) (*Stream, error) {
 		s.Errors = append(s.Errors, p.errs...)
 		s.Errors = append(s.Errors, execErrs...)
 		p.errs, execErrs = nil, nil
-		if sec.Kind == EHFrame {
+		if sec.Kind == EHFrame && hasDebug {
 			eh = eh[:0]
 			for _, e := range s.Entries {
 				eh = append(eh, span{e.Start, e.End()})

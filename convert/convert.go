@@ -199,6 +199,9 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// Room for every function (PLT entries are a few more) and about
+	// three rows of two data words each.
+	enc.Grow(len(st.Entries)+64, 16*len(st.Entries))
 	tin := translate.Input{
 		Machine:   ef.Machine,
 		Order:     ef.ByteOrder,

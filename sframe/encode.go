@@ -172,7 +172,8 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 		baseReg = BaseRegFP
 	}
 	add(cfaOff, false)
-	var slots []Loc
+	var slotBuf [2]Loc
+	slots := slotBuf[:0]
 	if o.CFAFixedRA == CFAFixedRAInvalid {
 		slots = append(slots, r.RA)
 	} else if r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
@@ -277,6 +278,13 @@ func NewEncoder(o Options) (*Encoder, error) {
 		return nil, fmt.Errorf("sframe: auxiliary header of %d bytes exceeds 255", len(o.AuxHdr))
 	}
 	return &Encoder{o: o}, nil
+}
+
+// Grow makes room for n more functions and freBytes more bytes of FREs
+// (capacity not yet written costs no memory on Linux until it is used).
+func (e *Encoder) Grow(n, freBytes int) {
+	e.ents = slices.Grow(e.ents, n)
+	e.fre = slices.Grow(e.fre, freBytes)
 }
 
 // Len is the number of functions added.
