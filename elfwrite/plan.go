@@ -301,6 +301,9 @@ func (p *Plan) Bytes(sframe []byte) ([]byte, error) {
 		copy(out[pc.off:pc.off+pc.size], p.content(i, pc, sframe))
 	}
 	for _, pt := range p.patches {
+		if pt.data == nil {
+			clear(out[pt.off : pt.off+pt.zeros])
+		}
 		copy(out[pt.off:], pt.data)
 	}
 	return out, nil
@@ -377,7 +380,7 @@ func (p *Plan) cleanRuns() []piece {
 		}
 		runs := []piece{pc}
 		for _, pt := range p.patches {
-			lo, hi := pt.off, pt.off+uint64(len(pt.data))
+			lo, hi := pt.off, pt.off+pt.size()
 			var next []piece
 			for _, r := range runs {
 				if hi <= r.off || lo >= r.off+r.size {
@@ -408,8 +411,11 @@ type assembler struct {
 	p      *Plan
 	sframe []byte
 	idx    []int // pieces sorted by output offset
+	zeros  []span // the ranges patches clear
 	buf    []byte
 }
+
+type span struct{ lo, hi uint64 }
 
 func (p *Plan) assembler(sframe []byte) *assembler {
 	idx := make([]int, len(p.pieces))
@@ -417,7 +423,13 @@ func (p *Plan) assembler(sframe []byte) *assembler {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return p.pieces[idx[a]].off < p.pieces[idx[b]].off })
-	return &assembler{p: p, sframe: sframe, idx: idx}
+	a := &assembler{p: p, sframe: sframe, idx: idx}
+	for _, pt := range p.patches {
+		if pt.data == nil && pt.zeros > 0 {
+			a.zeros = append(a.zeros, span{pt.off, pt.off + pt.zeros})
+		}
+	}
+	return a
 }
 
 // write writes output bytes [from, to) to w, one chunk at a time.
@@ -437,11 +449,30 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 			i := idx[k]
 			pc := p.pieces[i]
 			s, e := max(pc.off, lo), min(pc.off+pc.size, hi)
-			copy(b[s-lo:e-lo], p.content(i, pc, a.sframe)[s-pc.off:e-pc.off])
+			// Bytes a cleared range covers are left zero, unread.
+			for s < e {
+				t := e
+				for _, z := range a.zeros {
+					if z.lo <= s && s < z.hi {
+						s = min(z.hi, e)
+					} else if s < z.lo && z.lo < t {
+						t = z.lo
+					}
+				}
+				if s >= t {
+					continue
+				}
+				copy(b[s-lo:t-lo], p.content(i, pc, a.sframe)[s-pc.off:t-pc.off])
+				s = t
+			}
 		}
 		for _, pt := range p.patches {
-			if e := pt.off + uint64(len(pt.data)); pt.off < hi && e > lo {
+			if e := pt.off + pt.size(); pt.off < hi && e > lo {
 				s, e := max(pt.off, lo), min(e, hi)
+				if pt.data == nil {
+					clear(b[s-lo : e-lo])
+					continue
+				}
 				copy(b[s-lo:e-lo], pt.data[s-pt.off:e-pt.off])
 			}
 		}
