@@ -410,7 +410,7 @@ func (p *Plan) cleanRuns() []piece {
 type assembler struct {
 	p      *Plan
 	sframe []byte
-	idx    []int // pieces sorted by output offset
+	idx    []int  // pieces sorted by output offset
 	zeros  []span // the ranges patches clear
 	buf    []byte
 }
