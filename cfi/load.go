@@ -14,7 +14,6 @@ import (
 // entries, a reusable context).
 type Stream struct {
 	Sections int    // call-frame sections found
-	Bytes    int    // their size in bytes
 	Parsed   int    // FDEs parsed (all sections)
 	FDEs     []*FDE // Scan: FDEs to execute, .eh_frame first
 	// Entries (Index, instead of FDEs): the FDEs to execute, .eh_frame
@@ -90,7 +89,6 @@ func Index(f *elfread.File) (*Stream, error) {
 	n := 0
 	for _, sec := range secs {
 		n += len(sec.Data) / 16
-		s.Bytes += len(sec.Data)
 	}
 	s.Entries = make([]Entry, 0, n+1)
 	var fde FDE

@@ -199,9 +199,8 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// Room for every function (PLT entries are a few more) and for FREs
-	// as large as the CFI they come from (they take 60-80% of it).
-	enc.Grow(len(st.Entries)+64, st.Bytes+4096)
+	// Room for every function (PLT entries are a few more).
+	enc.Grow(len(st.Entries) + 64)
 	tin := translate.Input{
 		Machine:   ef.Machine,
 		Order:     ef.ByteOrder,

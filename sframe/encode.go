@@ -243,7 +243,9 @@ func Encode(funcs []Function, o Options) ([]byte, error) {
 // in the same order.
 type Encoder struct {
 	o       Options
-	fre     []byte     // FRE sub-section, in the order functions were added
+	fre     []byte     // the FRE sub-section's last chunk, in the order functions were added
+	full    [][]byte   // its earlier chunks
+	freLen  int        // its size: the full chunks and fre
 	ents    []encEntry // one per function, in the order added
 	numFREs int
 	sorted  bool   // ents are in index order
@@ -280,12 +282,15 @@ func NewEncoder(o Options) (*Encoder, error) {
 	return &Encoder{o: o}, nil
 }
 
-// Grow makes room for n more functions and freBytes more bytes of FREs
-// (capacity not yet written costs no memory on Linux until it is used).
-func (e *Encoder) Grow(n, freBytes int) {
+// Grow makes room for n more functions.
+func (e *Encoder) Grow(n int) {
 	e.ents = slices.Grow(e.ents, n)
-	e.fre = slices.Grow(e.fre, freBytes)
 }
+
+// freChunk is the size of the FRE sub-section's chunks: it grows a chunk
+// at a time, never copied until Section joins it. (A variable for the
+// tests.)
+var freChunk = 1 << 20
 
 // Len is the number of functions added.
 func (e *Encoder) Len() int { return len(e.ents) }
@@ -325,8 +330,16 @@ func (e *Encoder) Add(fn *Function) error {
 		info |= fdeInfoPauthBit
 	}
 	var info2 uint8
+	// The most this function's FREs can take (start, info, data words).
+	need := 5 + len(fn.Rows)*(4+1+4*maxDataWords)
+	if len(e.fre)+need > cap(e.fre) {
+		if len(e.fre) > 0 {
+			e.full = append(e.full, e.fre)
+		}
+		e.fre = make([]byte, 0, max(freChunk, need))
+	}
 	fre := e.fre
-	freOff := len(fre)
+	freOff := e.freLen
 	if o.Version == Version3 {
 		if fn.Signal {
 			info |= fdeInfoSignalBit
@@ -387,9 +400,10 @@ func (e *Encoder) Add(fn *Function) error {
 			}
 		}
 	}
-	if len(fre) > math.MaxUint32 {
+	if freOff+len(fre)-len(e.fre) > math.MaxUint32 {
 		return fmt.Errorf("sframe: FRE sub-section exceeds 4 GiB")
 	}
+	e.freLen += len(fre) - len(e.fre)
 	e.fre = fre
 	e.numFREs += len(fn.Rows)
 	e.ents = append(e.ents, encEntry{start: fn.Start, size: fn.Size, freOff: uint32(freOff), nfre: uint32(len(fn.Rows)),
@@ -430,7 +444,7 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 	fdesLen := len(e.ents) * fdeSize
 	if e.freAt == 0 {
 		e.order()
-		out := make([]byte, hsz+fdesLen, hsz+fdesLen+len(e.fre))
+		out := make([]byte, hsz+fdesLen, hsz+fdesLen+e.freLen)
 		var flags uint8
 		if o.Sort {
 			flags |= FlagFDESorted
@@ -446,13 +460,16 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 		out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), uint8(len(o.AuxHdr))
 		o.Order.PutUint32(out[8:], uint32(len(e.ents)))
 		o.Order.PutUint32(out[12:], uint32(e.numFREs))
-		o.Order.PutUint32(out[16:], uint32(len(e.fre)))
+		o.Order.PutUint32(out[16:], uint32(e.freLen))
 		o.Order.PutUint32(out[20:], 0)
 		o.Order.PutUint32(out[24:], uint32(fdesLen))
 		copy(out[HeaderSize:], o.AuxHdr)
+		for _, c := range e.full {
+			out = append(out, c...)
+		}
 		e.out = append(out, e.fre...)
 		e.freAt = hsz + fdesLen
-		e.fre = nil
+		e.fre, e.full = nil, nil
 	}
 	fdes := e.out[hsz : hsz+fdesLen]
 	for k := range e.ents {
