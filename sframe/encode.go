@@ -502,12 +502,26 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 }
 
 func app16(o binary.ByteOrder, b []byte, v uint16) []byte {
+	// The two orders directly: through the interface, t escapes and
+	// every call allocates.
+	switch o {
+	case binary.LittleEndian:
+		return binary.LittleEndian.AppendUint16(b, v)
+	case binary.BigEndian:
+		return binary.BigEndian.AppendUint16(b, v)
+	}
 	var t [2]byte
 	o.PutUint16(t[:], v)
 	return append(b, t[:]...)
 }
 
 func app32(o binary.ByteOrder, b []byte, v uint32) []byte {
+	switch o {
+	case binary.LittleEndian:
+		return binary.LittleEndian.AppendUint32(b, v)
+	case binary.BigEndian:
+		return binary.BigEndian.AppendUint32(b, v)
+	}
 	var t [4]byte
 	o.PutUint32(t[:], v)
 	return append(b, t[:]...)
