@@ -84,11 +84,12 @@ func Index(f *elfread.File) (*Stream, error) {
 	if len(secs) > 1<<refSecBits {
 		return nil, fmt.Errorf("%s: %d call-frame sections", f.Name, len(secs))
 	}
-	// Real FDE records take 16 bytes or more: room for all of them, in
-	// memory that costs nothing until it is used.
+	// About one FDE per 40 bytes in real files: room for them, grown if
+	// need be (zeroing room for the most FDEs a section could hold costs
+	// more than it saves).
 	n := 0
 	for _, sec := range secs {
-		n += len(sec.Data) / 16
+		n += len(sec.Data) / 32
 	}
 	s.Entries = make([]Entry, 0, n+1)
 	var fde FDE
