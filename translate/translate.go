@@ -70,7 +70,9 @@ type Input struct {
 	FDEs []*cfi.FDE
 	Exec func(*cfi.FDE) (*cfi.Table, error)
 	// Entries with ExecEntry, instead of FDEs and Exec, stream the same
-	// way from compact entries (cfi.Index, cfi.Stream.ExecuteEntry).
+	// way from compact entries (cfi.Index, cfi.Stream.ExecuteEntry); the
+	// FDE of the table ExecEntry returns may be reused by the next call.
+	// ExecEntry is used when set, else Exec, else Tables.
 	Entries   []cfi.Entry
 	ExecEntry func(cfi.Entry) (*cfi.Table, error)
 	PLTs      []PLT
@@ -89,7 +91,7 @@ type Result struct {
 	ABI        uint8
 	CFAFixedFP int8
 	CFAFixedRA int8
-	Funcs      []sframe.Function // sorted by start address
+	Funcs      []sframe.Function // sorted by start address; empty with Input.Emit
 	Diags      []Diagnostic      // functions skipped or described differently from their CFI
 	Converted  int               // functions in Funcs that came from CFI
 	PLTFuncs   int               // functions in Funcs described from PLT instructions
