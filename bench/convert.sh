@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end cost of cfi2sframe on a big file, against GNU readelf on the
 # same file, in one run: wall time and peak RSS (GNU time) of
-#   convert (IN -o OUT), verify OUT, report IN, dump OUT,
+#   convert (IN -o OUT, OUT new), convert again over the existing OUT
+#   (replacing a file is synced before the rename, a new one is not),
+#   verify OUT, report IN, dump OUT,
 #   readelf --debug-dump=frames-interp IN (sid binutils, the peer),
 # each with the ratio of its time to readelf's. Then the same on a
 # generated file with ~2.1 M tiny FDEs (bench/genfdes).
@@ -53,7 +55,9 @@ bench() {
 	"$c2s" dump "$in" >/dev/null 2>&1 && force=--force
 	cat "$in" >/dev/null # page cache warm for everyone
 	measure readelf "$readelf" --debug-dump=frames-interp "$in"
+	rm -f "$tmp/out"
 	measure convert "$c2s" -q $force "$in" -o "$tmp/out"
+	measure convert-replace "$c2s" -q $force "$in" -o "$tmp/out"
 	measure verify "$c2s" verify -q "$tmp/out"
 	measure report "$c2s" report "$in"
 	measure dump "$c2s" dump "$tmp/out"
@@ -62,7 +66,7 @@ bench() {
 	ehsize=$("$readelf" -SW "$in" | sed 's/^ *\[ *[0-9]*\]//' | awk '$1==".eh_frame"{print $5}')
 	printf '\n%s: %s (%s bytes; .eh_frame %d bytes)\n' "$label" "$in" "$(stat -c %s "$in")" "$((16#${ehsize:-0}))"
 	printf '%-28s %9s %12s %16s\n' step "wall (s)" "peak RSS" "time / readelf"
-	for s in convert verify report dump readelf; do
+	for s in convert convert-replace verify report dump readelf; do
 		read -r t m <"$tmp/$s.time"
 		printf '%-28s %9.2f %9d MiB %15.2fx\n' "$s" "$t" "$((m / 1024))" "$(awk -v a="$t" -v b="$rt" 'BEGIN{print (b>0)? a/b : 0}')"
 	done

@@ -1,6 +1,7 @@
 package cfi
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -12,14 +13,32 @@ import (
 // function's rows, not with every row of the file (gimli's model: lazy
 // entries, a reusable context).
 type Stream struct {
-	Sections int     // call-frame sections found
-	Parsed   int     // FDEs parsed (all sections)
-	FDEs     []*FDE  // FDEs to execute, .eh_frame first
-	Errors   []error // malformed records and programs (execution errors are added by Execute)
+	Sections int    // call-frame sections found
+	Parsed   int    // FDEs parsed (all sections)
+	FDEs     []*FDE // Scan: FDEs to execute, .eh_frame first
+	// Entries (Index, instead of FDEs): the FDEs to execute, .eh_frame
+	// first, as 24 bytes each; ExecuteEntry parses one again and runs it.
+	Entries []Entry
+	Errors  []error // malformed records and programs (execution errors are added by Execute)
 
-	in Interpreter
-	t  Table
+	in      Interpreter
+	t       Table
+	parsers []*parser // by section, for ExecuteEntry
+	fde     FDE       // the FDE ExecuteEntry ran last
 }
+
+// Entry is an FDE of a Stream made by Index: its range, and where its
+// record is, to parse it again when it is executed.
+type Entry struct {
+	Start uint64 // first PC covered
+	Size  uint64 // number of bytes covered
+	ref   uint64 // record offset << refSecBits | index of the section in the stream
+}
+
+const refSecBits = 2
+
+// End is the first PC after the FDE.
+func (e Entry) End() uint64 { return e.Start + e.Size }
 
 // Scan finds and parses the call-frame information of an ELF file. .eh_frame
 // comes first; a .debug_frame FDE is kept only for code no .eh_frame FDE
@@ -28,6 +47,25 @@ type Stream struct {
 // are the .eh_frame FDEs executed here, to learn which of them really
 // cover code; those that fail are dropped and reported then.
 func Scan(f *elfread.File) (*Stream, error) {
+	s, err := Index(f)
+	if err != nil {
+		return nil, err
+	}
+	s.FDEs = make([]*FDE, 0, len(s.Entries))
+	for _, e := range s.Entries {
+		fde := new(FDE)
+		if err := s.parse(e, fde); err != nil {
+			return nil, err
+		}
+		s.FDEs = append(s.FDEs, fde)
+	}
+	s.Entries = nil
+	return s, nil
+}
+
+// Index is Scan keeping the FDEs as Entries, not parsed FDE records: for
+// a file with millions of FDEs, 24 bytes each instead of a record each.
+func Index(f *elfread.File) (*Stream, error) {
 	secs, err := Sections(f)
 	if err != nil {
 		return nil, err
@@ -43,30 +81,72 @@ func Scan(f *elfread.File) (*Stream, error) {
 	for _, sec := range secs {
 		hasDebug = hasDebug || sec.Kind == DebugFrame
 	}
+	if len(secs) > 1<<refSecBits {
+		return nil, fmt.Errorf("%s: %d call-frame sections", f.Name, len(secs))
+	}
+	// About one FDE per 40 bytes in real files: room for them, grown if
+	// need be (zeroing room for the most FDEs a section could hold costs
+	// more than it saves).
+	n := 0
 	for _, sec := range secs {
-		fdes, errs := Parse(sec)
-		s.Errors = append(s.Errors, errs...)
-		s.Parsed += len(fdes)
-		for _, fde := range fdes {
+		n += len(sec.Data) / 32
+	}
+	s.Entries = make([]Entry, 0, n+1)
+	var fde FDE
+	var execErrs []error
+	for i, sec := range secs {
+		p, err := newParser(sec)
+		if err != nil {
+			s.Errors = append(s.Errors, err)
+			s.parsers = append(s.parsers, nil)
+			continue
+		}
+		s.parsers = append(s.parsers, p)
+		p.walk(&fde, func(fde *FDE) {
+			s.Parsed++
 			if sec.Kind == DebugFrame && covered(fde.Start, fde.End()) {
-				continue
+				return
 			}
 			if sec.Kind == EHFrame && hasDebug {
-				if _, err := s.Execute(fde); err != nil {
-					continue
+				if err := s.in.Execute(fde, &s.t); err != nil {
+					execErrs = append(execErrs, err)
+					return
 				}
 			}
-			s.FDEs = append(s.FDEs, fde)
-		}
-		if sec.Kind == EHFrame {
+			s.Entries = append(s.Entries, Entry{Start: fde.Start, Size: fde.Size, ref: uint64(fde.Offset)<<refSecBits | uint64(i)})
+		})
+		// The section's malformed records, then its programs that failed.
+		s.Errors = append(s.Errors, p.errs...)
+		s.Errors = append(s.Errors, execErrs...)
+		p.errs, execErrs = nil, nil
+		if sec.Kind == EHFrame && hasDebug {
 			eh = eh[:0]
-			for _, f := range s.FDEs {
-				eh = append(eh, span{f.Start, f.End()})
+			for _, e := range s.Entries {
+				eh = append(eh, span{e.Start, e.End()})
 			}
 			sort.Slice(eh, func(i, j int) bool { return eh[i].lo < eh[j].lo })
 		}
 	}
 	return s, nil
+}
+
+// parse parses e's record again into f.
+func (s *Stream) parse(e Entry, f *FDE) error {
+	i := int(e.ref & (1<<refSecBits - 1))
+	if i >= len(s.parsers) || s.parsers[i] == nil {
+		return &Error{Msg: "FDE entry of another stream"}
+	}
+	return s.parsers[i].fdeAt(int64(e.ref>>refSecBits), f)
+}
+
+// ExecuteEntry parses e's FDE again and executes it as Execute does; the
+// table and its FDE are valid until the next call.
+func (s *Stream) ExecuteEntry(e Entry) (*Table, error) {
+	if err := s.parse(e, &s.fde); err != nil {
+		s.Errors = append(s.Errors, err)
+		return nil, err
+	}
+	return s.Execute(&s.fde)
 }
 
 // Execute runs fde into the stream's table and returns it; the table and

@@ -180,14 +180,34 @@ func (p *parser) frame(off int) (rec record, ok bool) {
 // *Error values and skipped; a record whose length runs past the end of
 // the section stops the walk.
 func Parse(s *Section) ([]*FDE, []error) {
-	p := &parser{s: s, cies: map[int64]*CIE{}, bad: map[int64]error{}}
-	if s.Order == nil {
-		return nil, []error{&Error{Kind: s.Kind, Msg: "no byte order"}}
-	}
-	if s.PtrSize != 4 && s.PtrSize != 8 {
-		return nil, []error{&Error{Kind: s.Kind, Msg: fmt.Sprintf("unsupported pointer size %d", s.PtrSize)}}
+	p, err := newParser(s)
+	if err != nil {
+		return nil, []error{err}
 	}
 	var fdes []*FDE
+	var f FDE
+	p.walk(&f, func(f *FDE) {
+		c := *f
+		fdes = append(fdes, &c)
+	})
+	return fdes, p.errs
+}
+
+func newParser(s *Section) (*parser, error) {
+	if s.Order == nil {
+		return nil, &Error{Kind: s.Kind, Msg: "no byte order"}
+	}
+	if s.PtrSize != 4 && s.PtrSize != 8 {
+		return nil, &Error{Kind: s.Kind, Msg: fmt.Sprintf("unsupported pointer size %d", s.PtrSize)}
+	}
+	return &parser{s: s, cies: map[int64]*CIE{}, bad: map[int64]error{}}, nil
+}
+
+// walk reads every record of the section; each FDE is parsed into f
+// (overwritten from one to the next) and handed to yield. Malformed
+// records go to p.errs.
+func (p *parser) walk(f *FDE, yield func(*FDE)) {
+	s := p.s
 	for off := 0; off < len(s.Data); {
 		rec, ok := p.frame(off)
 		if !ok {
@@ -209,14 +229,22 @@ func Parse(s *Section) ([]*FDE, []error) {
 			}
 			continue
 		}
-		fde, err := p.fde(rec)
-		if err != nil {
+		if err := p.fde(rec, f); err != nil {
 			p.errs = append(p.errs, err)
 			continue
 		}
-		fdes = append(fdes, fde)
+		yield(f)
 	}
-	return fdes, p.errs
+}
+
+// fdeAt parses the FDE whose record starts at off (one walk already
+// accepted) into f.
+func (p *parser) fdeAt(off int64, f *FDE) error {
+	rec, ok := p.frame(int(off))
+	if !ok || rec.zeroLen || rec.body == 0 || rec.isCIE {
+		return p.errorf(off, "no FDE at this offset")
+	}
+	return p.fde(rec, f)
 }
 
 // reported wraps a CIE error already in the list, so FDEs using that CIE
@@ -344,7 +372,8 @@ func (c *CIE) hasZ() bool {
 	return strings.HasPrefix(a, "z")
 }
 
-func (p *parser) fde(rec record) (*FDE, error) {
+// fde parses the FDE of rec into f.
+func (p *parser) fde(rec record, f *FDE) error {
 	var ciePos int64
 	if p.s.Kind == EHFrame {
 		ciePos = int64(rec.idOff) - int64(rec.id)
@@ -352,18 +381,18 @@ func (p *parser) fde(rec record) (*FDE, error) {
 		ciePos = int64(rec.id)
 	}
 	if ciePos < 0 || ciePos >= int64(len(p.s.Data)) {
-		return nil, p.errorf(rec.off, "FDE's CIE pointer %#x points outside the section", rec.id)
+		return p.errorf(rec.off, "FDE's CIE pointer %#x points outside the section", rec.id)
 	}
 	cie, err := p.cie(ciePos)
 	if err != nil {
 		if isReported(err) {
-			return nil, p.errorf(rec.off, "FDE uses the malformed CIE at offset %d", ciePos)
+			return p.errorf(rec.off, "FDE uses the malformed CIE at offset %d", ciePos)
 		}
 		p.errs = append(p.errs, err)
-		return nil, p.errorf(rec.off, "FDE uses the malformed CIE at offset %d", ciePos)
+		return p.errorf(rec.off, "FDE uses the malformed CIE at offset %d", ciePos)
 	}
 	r := &reader{b: p.s.Data[:rec.end], off: rec.body, order: p.s.Order}
-	f := &FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}
+	*f = FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}
 	ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
 	if p.s.Kind == EHFrame {
 		f.Start, err = readEncoded(r, cie.FDEEnc, ctx)
@@ -380,12 +409,12 @@ func (p *parser) fde(rec record) (*FDE, error) {
 		err = r.err
 	}
 	if err != nil {
-		return nil, p.errorf(rec.off, "FDE address fields: %v", err)
+		return p.errorf(rec.off, "FDE address fields: %v", err)
 	}
 	if cie.hasZ() {
 		n := r.uleb()
 		if r.err != nil || n > uint64(r.left()) {
-			return nil, p.errorf(rec.off, "FDE augmentation data length %d runs past the record", n)
+			return p.errorf(rec.off, "FDE augmentation data length %d runs past the record", n)
 		}
 		if cie.LSDAEnc != PEOmit && strings.Contains(cie.Augmentation, "L") && n > 0 {
 			ar := &reader{b: p.s.Data[:r.off+int(n)], off: r.off, order: p.s.Order}
@@ -395,9 +424,9 @@ func (p *parser) fde(rec record) (*FDE, error) {
 		r.off += int(n)
 	}
 	if f.Start+f.Size < f.Start && f.Size != 0 {
-		return nil, p.errorf(rec.off, "FDE range [%#x, +%#x) wraps around", f.Start, f.Size)
+		return p.errorf(rec.off, "FDE range [%#x, +%#x) wraps around", f.Start, f.Size)
 	}
 	f.Program = r.b[r.off:rec.end:rec.end]
 	f.sec, f.progOff = p.s, r.off
-	return f, nil
+	return nil
 }

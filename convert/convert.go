@@ -66,7 +66,9 @@ func ForReader(r readers.Reader) (Options, error) {
 
 // Result is a converted file and what the conversion found.
 type Result struct {
-	Output    []byte            // the new ELF file
+	// Output is the new ELF file. ConvertInput leaves it nil for a
+	// linked file, whose output WriteResult writes from the plan.
+	Output    []byte
 	SFrame    []byte            // the encoded .sframe section
 	Addr      uint64            // its address
 	Translate *translate.Result // functions, diagnostics, counts
@@ -82,6 +84,8 @@ type Result struct {
 	Warning string
 	Note    string
 	Reader  *readers.Result // Options.For's rules applied to the output (linked files)
+
+	plan *elfwrite.Plan // the output's layout, when Output is not built
 }
 
 // Error is a conversion failure of one file.
@@ -118,6 +122,12 @@ var ErrNoCFI = errors.New("no call-frame information (.eh_frame or .debug_frame)
 
 // Convert converts the ELF file in (named name in errors).
 func Convert(name string, in []byte, o Options) (*Result, error) {
+	return convert(name, in, o, false)
+}
+
+// convert is Convert; with lazy, a linked file's output is only planned
+// (Result.plan), for WriteResult to write without a copy in memory.
+func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 	fail := func(err error) (*Result, error) { return nil, &Error{File: name, Err: err} }
 	if o.Version == 0 {
 		o.Version = sframe.Version3
@@ -131,7 +141,7 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	if bytes.HasPrefix(in, []byte(relobj.ArchiveMagic)) || bytes.HasPrefix(in, []byte("!<thin>\n")) {
 		return convertArchive(name, in, o)
 	}
-	f, err := elfread.NewFile(bytes.NewReader(in), name)
+	f, err := elfread.NewFileBytes(in, name)
 	if err != nil {
 		return nil, err // elfread's errors name the file
 	}
@@ -159,7 +169,7 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 
 	// One pass per FDE: translate executes each into the stream's one
 	// reused table and keeps only the SFrame function.
-	st, err := cfi.Scan(f)
+	st, err := cfi.Index(f)
 	if err != nil {
 		return fail(err)
 	}
@@ -171,13 +181,34 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	}
 	res := &Result{FDEs: st.Parsed}
 
+	// Each function goes straight into the encoder: translate keeps
+	// none of them, and the encoder keeps its FREs as bytes.
+	abiID, fixedFP, fixedRA, err := translate.ABI(ef.Machine, ef.ByteOrder)
+	if err != nil {
+		return fail(err)
+	}
+	enc, err := sframe.NewEncoder(sframe.Options{
+		Version:    o.Version,
+		ABI:        abiID,
+		Order:      ef.ByteOrder,
+		PCRel:      o.Version == sframe.Version3 || o.PCRel,
+		Sort:       true,
+		CFAFixedFP: fixedFP,
+		CFAFixedRA: fixedRA,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	// Room for every function (PLT entries are a few more).
+	enc.Grow(len(st.Entries) + 64)
 	tin := translate.Input{
-		Machine: ef.Machine,
-		Order:   ef.ByteOrder,
-		FDEs:    st.FDEs,
-		Exec:    st.Execute,
-		PLTs:    PLTSections(ef),
-		Symbol:  lazySymbolizer(f),
+		Machine:   ef.Machine,
+		Order:     ef.ByteOrder,
+		Entries:   st.Entries,
+		ExecEntry: st.ExecuteEntry,
+		PLTs:      PLTSections(ef),
+		Symbol:    lazySymbolizer(f),
+		Emit:      enc.Add,
 	}
 	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
@@ -186,30 +217,20 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 	res.Translate = tr
 	res.CFIErrors = st.Errors
 
-	encOpts := sframe.Options{
-		Version:    o.Version,
-		ABI:        tr.ABI,
-		Order:      ef.ByteOrder,
-		PCRel:      o.Version == sframe.Version3 || o.PCRel,
-		Sort:       true,
-		CFAFixedFP: tr.CFAFixedFP,
-		CFAFixedRA: tr.CFAFixedRA,
-	}
 	encode := func(addr uint64) ([]byte, error) {
-		encOpts.Addr = addr
-		b, err := sframe.Encode(tr.Funcs, encOpts)
+		b, err := enc.Section(addr)
 		if err == nil {
 			res.SFrame, res.Addr = b, addr
 		}
 		return b, err
 	}
-	out, err := elfwrite.Insert(in, elfwrite.Options{Replace: o.Force}, encode)
+	plan, data, err := elfwrite.Place(in, elfwrite.Options{Replace: o.Force}, encode)
 	var le *elfwrite.LayoutError
 	if errors.As(err, &le) {
 		if !o.FragileLayout {
 			return fail(fmt.Errorf("%w: %s (--fragile-layout writes one that strip, eu-strip and patchelf may break)", ErrLayout, le.Msg))
 		}
-		out, err = elfwrite.Insert(in, elfwrite.Options{Replace: o.Force, AppendSegment: true}, encode)
+		plan, data, err = elfwrite.Place(in, elfwrite.Options{Replace: o.Force, AppendSegment: true}, encode)
 		if err == nil {
 			res.Warning = fmt.Sprintf("fragile layout (%s): strip, objcopy before 2.44, eu-strip and patchelf may break this file; run verify after them", le.Msg)
 		}
@@ -221,7 +242,12 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 		}
 		return fail(err)
 	}
-	res.Output = out
+	res.SFrame = data
+	if lazy {
+		res.plan = plan
+	} else if res.Output, err = plan.Bytes(res.SFrame); err != nil {
+		return fail(err)
+	}
 	if o.For != "" {
 		res.Reader = readers.Check(o.For, readers.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(ef)})
 	}

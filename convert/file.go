@@ -26,6 +26,7 @@ type Input struct {
 	Ino  uint64
 	Info fs.FileInfo // from fstat of the file opened: for os.SameFile
 
+	file   *os.File // kept open to copy unchanged bytes file to file
 	mapped bool
 }
 
@@ -43,7 +44,12 @@ func OpenInput(name string) (*Input, error) {
 	if err != nil {
 		return nil, err // *PathError: "open NAME: reason"
 	}
-	defer fh.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			fh.Close()
+		}
+	}()
 	st, err := fh.Stat() // the file actually opened
 	if err != nil {
 		return nil, err
@@ -52,6 +58,8 @@ func OpenInput(name string) (*Input, error) {
 		return nil, fmt.Errorf("%s: %s, not a regular file", name, elfread.KindOf(st.Mode()))
 	}
 	in := &Input{Name: name, Mode: st.Mode(), Size: st.Size(), Info: st}
+	keep = true
+	in.file = fh
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		in.Dev, in.Ino = uint64(sys.Dev), sys.Ino
 	}
@@ -75,15 +83,24 @@ func OpenInput(name string) (*Input, error) {
 	return in, nil
 }
 
-// Close releases the mapping; Data must not be used afterwards.
+// Close releases the mapping and the file; Data must not be used
+// afterwards.
 func (in *Input) Close() error {
+	var err error
+	if in.file != nil {
+		err = in.file.Close()
+		in.file = nil
+	}
 	if !in.mapped {
-		return nil
+		return err
 	}
 	in.mapped = false
 	d := in.Data
 	in.Data = nil
-	return syscall.Munmap(d)
+	if merr := syscall.Munmap(d); merr != nil {
+		return merr
+	}
+	return err
 }
 
 // ErrChanged is wrapped by the error for an input that shrank while it
@@ -105,7 +122,7 @@ func ConvertInput(in *Input, o Options) (res *Result, err error) {
 			panic(r)
 		}
 	}()
-	return Convert(in.Name, in.Data, o)
+	return convert(in.Name, in.Data, o, true)
 }
 
 // WriteOutput writes data to dst through a temporary file in dst's
@@ -118,6 +135,36 @@ func WriteOutput(ctx context.Context, dst string, perm fs.FileMode, data []byte)
 			return err
 		}
 		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", dst, err)
+	}
+	return nil
+}
+
+// WriteResult writes a conversion's output to dst as WriteOutput does.
+// An output ConvertInput left unbuilt (a linked file) is written straight
+// from the plan: the input's unchanged bytes are copied from in's file to
+// the temporary file (copy_file_range), the rest assembled in a small
+// buffer.
+func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, res *Result) error {
+	if res.plan == nil {
+		return WriteOutput(ctx, dst, perm, res.Output)
+	}
+	err := elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		if f, ok := w.(*os.File); ok && in.file != nil {
+			err = res.plan.WriteFile(f, in.file, res.SFrame)
+		} else {
+			err = res.plan.Write(w, res.SFrame)
+		}
+		if err != nil {
 			return err
 		}
 		return ctx.Err()

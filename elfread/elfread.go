@@ -5,6 +5,7 @@
 package elfread
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -40,6 +41,7 @@ type File struct {
 	// to learn it (then only MaxInflate bounds compressed sections).
 	Size   int64
 	closer io.Closer
+	mem    []byte // the whole file, when read from memory (NewFileBytes)
 }
 
 // Section is a section's contents (relocated for ET_REL inputs).
@@ -94,6 +96,18 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 		return nil, fmt.Errorf("%s: malformed ELF file: %v", name, err)
 	}
 	f.ELF = ef
+	return f, nil
+}
+
+// NewFileBytes is NewFile on a file held in memory (a mapping, say). The
+// Data of an uncompressed section of a linked file is then a slice of b,
+// not a copy: read-only, valid as long as b is.
+func NewFileBytes(b []byte, name string) (*File, error) {
+	f, err := NewFile(bytes.NewReader(b), name)
+	if err != nil {
+		return nil, err
+	}
+	f.mem = b
 	return f, nil
 }
 
@@ -273,6 +287,10 @@ func (f *File) sectionData(s *elf.Section) ([]byte, error) {
 		return nil, err
 	}
 	if s.Flags&elf.SHF_COMPRESSED == 0 {
+		if f.mem != nil && f.ELF.Type != elf.ET_REL && s.Offset+s.FileSize <= uint64(len(f.mem)) {
+			// Relocatable objects' sections are relocated in place.
+			return f.mem[s.Offset : s.Offset+s.FileSize : s.Offset+s.FileSize], nil
+		}
 		data, err := s.Data()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s at file offset %#x: %v", f.Name, what, s.Offset, err)

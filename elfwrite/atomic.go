@@ -49,9 +49,12 @@ func ResolveOutput(dst string) (string, error) {
 }
 
 // WriteFileAtomic replaces dst with what write produces, atomically: it
-// writes to a temporary file in dst's directory, syncs it, gives it mode
-// perm (permission bits plus setuid, setgid and sticky), and renames it
-// over dst. If dst is a symbolic link, the file it points to is replaced
+// writes to a temporary file in dst's directory, gives it mode perm
+// (permission bits plus setuid, setgid and sticky), and renames it over
+// dst. When dst exists, the new contents are synced before the rename
+// and the directory after it, so that a crash leaves either the old file
+// or the new one; a new dst is not synced, as cp, ld and objcopy do not
+// (a crash can then leave it empty, but nothing is lost). If dst is a symbolic link, the file it points to is replaced
 // (or created, for a dangling link) and the link is kept. If dst exists and
 // is not a regular file (a device, FIFO, directory or socket) nothing is
 // written and an error says so. On any error the temporary file is removed and dst
@@ -62,6 +65,8 @@ func WriteFileAtomic(dst string, perm fs.FileMode, write func(w io.Writer) error
 	if dst, err = ResolveOutput(dst); err != nil {
 		return err
 	}
+	_, statErr := os.Lstat(dst)
+	replacing := statErr == nil
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")
 	if err != nil {
 		return err
@@ -79,8 +84,10 @@ func WriteFileAtomic(dst string, perm fs.FileMode, write func(w io.Writer) error
 	if err = tmp.Chmod(perm & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
 		return err
 	}
-	if err = tmp.Sync(); err != nil {
-		return err
+	if replacing {
+		if err = tmp.Sync(); err != nil {
+			return err
+		}
 	}
 	if err = tmp.Close(); err != nil {
 		return err
@@ -90,6 +97,9 @@ func WriteFileAtomic(dst string, perm fs.FileMode, write func(w io.Writer) error
 	}
 	// Make the rename durable; failure to sync the directory is not an
 	// error for the file's contents, which are already in place.
+	if !replacing {
+		return nil
+	}
 	if d, derr := os.Open(filepath.Dir(dst)); derr == nil {
 		_ = d.Sync()
 		d.Close()

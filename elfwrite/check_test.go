@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -40,6 +42,9 @@ func checkOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
 	}
 	if !bytes.Equal(w.Bytes(), out) {
 		t.Fatalf("Write and Bytes differ")
+	}
+	if got := writeFile(t, in, p, data); !bytes.Equal(got, out) {
+		t.Fatalf("WriteFile and Bytes differ")
 	}
 	if !p.fragile {
 		checkLinkerOutput(t, in, out, p, data)
@@ -295,4 +300,35 @@ func checkLinkerOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
 			t.Errorf("section %s contents changed", s.Name)
 		}
 	}
+}
+
+// writeFile runs Plan.WriteFile from a file holding in, copying every
+// unpatched run file to file however short, and returns what it wrote.
+func writeFile(t *testing.T, in []byte, p *Plan, data []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	src, err := os.Create(filepath.Join(dir, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, err := src.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	old := minFileCopy
+	minFileCopy = 1
+	defer func() { minFileCopy = old }()
+	if err := p.WriteFile(dst, src, data); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	out, err := os.ReadFile(dst.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -41,6 +41,13 @@ func FuzzPlan(f *testing.F) {
 		if !bytes.Equal(out[p.Offset:p.Offset+uint64(size)], data) {
 			t.Fatal("section data not at the planned offset")
 		}
+		var w bytes.Buffer
+		if err := p.Write(&w, data); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(w.Bytes(), out) {
+			t.Fatal("Write and Bytes differ")
+		}
 		if _, err := elf.NewFile(bytes.NewReader(in)); err != nil {
 			return // debug/elf is stricter in places; only compare when it reads the input
 		}

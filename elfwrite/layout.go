@@ -102,10 +102,21 @@ type piece struct {
 	data []byte
 }
 
-// patch overwrites output bytes at off after the pieces are laid.
+// patch overwrites output bytes at off after the pieces are laid: with
+// data, or with zeros bytes of zero when data is nil (a cleared range is
+// not held in memory, and its input bytes are never read).
 type patch struct {
-	off  uint64
-	data []byte
+	off   uint64
+	data  []byte
+	zeros uint64
+}
+
+// size is the number of bytes the patch writes.
+func (pt *patch) size() uint64 {
+	if pt.data == nil {
+		return pt.zeros
+	}
+	return uint64(len(pt.data))
 }
 
 // movable reports whether section s may move with the block after the
@@ -331,7 +342,7 @@ func newLinkerPlan(f *file, size uint64, secIdx, segIdx int) (*Plan, error) {
 		p.pieces = append(p.pieces, piece{off: segOff, src: bStart, size: bSize})
 		// The old place of the block, beyond the grown table, is cleared.
 		if bEnd > newPhEnd {
-			p.patches = append(p.patches, patch{off: newPhEnd, data: make([]byte, bEnd-newPhEnd)})
+			p.patches = append(p.patches, patch{off: newPhEnd, zeros: bEnd - newPhEnd})
 		}
 	}
 	p.sfPiece = len(p.pieces)
@@ -341,7 +352,7 @@ func newLinkerPlan(f *file, size uint64, secIdx, segIdx int) (*Plan, error) {
 	// it at the end, as other linkers do.
 	if f.shs != nil && f.shoff < loadEnd {
 		shEnd := min(f.shoff+uint64(len(f.shs))*shdrSize, loadEnd)
-		p.patches = append(p.patches, patch{off: f.shoff, data: make([]byte, shEnd-f.shoff)})
+		p.patches = append(p.patches, patch{off: f.shoff, zeros: shEnd - f.shoff})
 	}
 
 	// .dynamic address entries that point into the block.

@@ -3,6 +3,7 @@ package elfwrite
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
 )
 
@@ -300,6 +301,9 @@ func (p *Plan) Bytes(sframe []byte) ([]byte, error) {
 		copy(out[pc.off:pc.off+pc.size], p.content(i, pc, sframe))
 	}
 	for _, pt := range p.patches {
+		if pt.data == nil {
+			clear(out[pt.off : pt.off+pt.zeros])
+		}
 		copy(out[pt.off:], pt.data)
 	}
 	return out, nil
@@ -326,28 +330,150 @@ func (p *Plan) Write(w io.Writer, sframe []byte) error {
 	if uint64(len(sframe)) != p.Size {
 		return fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
 	}
+	a := p.assembler(sframe)
+	return a.write(w, 0, p.OutputSize)
+}
+
+// minFileCopy is the shortest run of unchanged input bytes WriteFile
+// copies file to file rather than through its buffer (a variable for the
+// tests, which also copy short runs).
+var minFileCopy uint64 = 64 << 10
+
+// WriteFile writes the output file to dst, as Write does, but copies the
+// long runs of input bytes that no patch touches from src (the input
+// file, positioned anywhere) to dst file to file: io.Copy between two
+// files, which is copy_file_range on Linux, so those bytes never pass
+// through this process's memory. dst is written from its current offset
+// on; both files' offsets move.
+func (p *Plan) WriteFile(dst, src *os.File, sframe []byte) error {
+	if uint64(len(sframe)) != p.Size {
+		return fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
+	}
+	a := p.assembler(sframe)
+	pos := uint64(0)
+	for _, c := range p.cleanRuns() {
+		if err := a.write(dst, pos, c.off); err != nil {
+			return err
+		}
+		if _, err := src.Seek(int64(c.src), io.SeekStart); err != nil {
+			return err
+		}
+		n, err := io.Copy(dst, &io.LimitedReader{R: src, N: int64(c.size)})
+		if err != nil {
+			return err
+		}
+		if uint64(n) != c.size {
+			return fmt.Errorf("elfwrite: input file shrank while it was copied (%d of %d bytes at %#x)", n, c.size, c.src)
+		}
+		pos = c.off + c.size
+	}
+	return a.write(dst, pos, p.OutputSize)
+}
+
+// cleanRuns returns the output ranges, in order, that hold input bytes no
+// patch overwrites and are at least minFileCopy long.
+func (p *Plan) cleanRuns() []piece {
+	var out []piece
+	for i, pc := range p.pieces {
+		if i == p.sfPiece || pc.data != nil || pc.size == 0 {
+			continue
+		}
+		runs := []piece{pc}
+		for _, pt := range p.patches {
+			lo, hi := pt.off, pt.off+pt.size()
+			var next []piece
+			for _, r := range runs {
+				if hi <= r.off || lo >= r.off+r.size {
+					next = append(next, r)
+					continue
+				}
+				if lo > r.off {
+					next = append(next, piece{off: r.off, src: r.src, size: lo - r.off})
+				}
+				if e := r.off + r.size; hi < e {
+					next = append(next, piece{off: hi, src: r.src + (hi - r.off), size: e - hi})
+				}
+			}
+			runs = next
+		}
+		for _, r := range runs {
+			if r.size >= minFileCopy {
+				out = append(out, r)
+			}
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].off < out[b].off })
+	return out
+}
+
+// assembler builds output bytes from the plan's pieces and patches.
+type assembler struct {
+	p      *Plan
+	sframe []byte
+	idx    []int  // pieces sorted by output offset
+	zeros  []span // the ranges patches clear
+	buf    []byte
+}
+
+type span struct{ lo, hi uint64 }
+
+func (p *Plan) assembler(sframe []byte) *assembler {
 	idx := make([]int, len(p.pieces))
 	for i := range idx {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return p.pieces[idx[a]].off < p.pieces[idx[b]].off })
-	buf := make([]byte, min(writeChunk, p.OutputSize))
-	for lo := uint64(0); lo < p.OutputSize; lo += writeChunk {
-		hi := min(lo+writeChunk, p.OutputSize)
-		b := buf[:hi-lo]
+	a := &assembler{p: p, sframe: sframe, idx: idx}
+	for _, pt := range p.patches {
+		if pt.data == nil && pt.zeros > 0 {
+			a.zeros = append(a.zeros, span{pt.off, pt.off + pt.zeros})
+		}
+	}
+	return a
+}
+
+// write writes output bytes [from, to) to w, one chunk at a time.
+func (a *assembler) write(w io.Writer, from, to uint64) error {
+	p := a.p
+	for lo := from; lo < to; lo += writeChunk {
+		hi := min(lo+writeChunk, to)
+		if a.buf == nil {
+			a.buf = make([]byte, min(writeChunk, p.OutputSize))
+		}
+		b := a.buf[:hi-lo]
 		clear(b)
+		idx := a.idx
 		// Pieces do not overlap: start at the first one ending after lo.
 		k := sort.Search(len(idx), func(k int) bool { pc := p.pieces[idx[k]]; return pc.off+pc.size > lo })
 		for ; k < len(idx) && p.pieces[idx[k]].off < hi; k++ {
 			i := idx[k]
 			pc := p.pieces[i]
-			a, e := max(pc.off, lo), min(pc.off+pc.size, hi)
-			copy(b[a-lo:e-lo], p.content(i, pc, sframe)[a-pc.off:e-pc.off])
+			s, e := max(pc.off, lo), min(pc.off+pc.size, hi)
+			// Bytes a cleared range covers are left zero, unread.
+			for s < e {
+				t := e
+				for _, z := range a.zeros {
+					if z.lo <= s && s < z.hi {
+						s = min(z.hi, e)
+					} else if s < z.lo && z.lo < t {
+						t = z.lo
+					}
+				}
+				if s >= t {
+					continue
+				}
+				copy(b[s-lo:t-lo], p.content(i, pc, a.sframe)[s-pc.off:t-pc.off])
+				s = t
+			}
 		}
 		for _, pt := range p.patches {
-			if e := pt.off + uint64(len(pt.data)); pt.off < hi && e > lo {
-				a, e := max(pt.off, lo), min(e, hi)
-				copy(b[a-lo:e-lo], pt.data[a-pt.off:e-pt.off])
+			if e := pt.off + pt.size(); pt.off < hi && e > lo {
+				s, e := max(pt.off, lo), min(e, hi)
+				if pt.data == nil {
+					clear(b[s-lo : e-lo])
+					continue
+				}
+				copy(b[s-lo:e-lo], pt.data[s-pt.off:e-pt.off])
 			}
 		}
 		if _, err := w.Write(b); err != nil {
@@ -365,23 +491,33 @@ const maxReplans = 4
 // returns the output file. If the encoded size changes the layout so that
 // the address moves, it re-plans and re-encodes (a bounded number of times).
 func Insert(in []byte, opts Options, encode func(addr uint64) ([]byte, error)) ([]byte, error) {
-	p, err := NewPlan(in, 0, opts)
+	p, data, err := Place(in, opts, encode)
 	if err != nil {
 		return nil, err
+	}
+	return p.Bytes(data)
+}
+
+// Place is Insert without building the output: it returns the final plan
+// and the encoded section, for Plan.Write or Plan.WriteFile.
+func Place(in []byte, opts Options, encode func(addr uint64) ([]byte, error)) (*Plan, []byte, error) {
+	p, err := NewPlan(in, 0, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	for range maxReplans {
 		data, err := encode(p.Addr)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		q, err := NewPlan(in, uint64(len(data)), opts)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if q.Addr == p.Addr {
-			return q.Bytes(data)
+			return q, data, nil
 		}
 		p = q
 	}
-	return nil, fmt.Errorf("elfwrite: .sframe address did not settle after %d encodings", maxReplans)
+	return nil, nil, fmt.Errorf("elfwrite: .sframe address did not settle after %d encodings", maxReplans)
 }

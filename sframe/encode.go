@@ -1,9 +1,11 @@
 package sframe
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -170,7 +172,8 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 		baseReg = BaseRegFP
 	}
 	add(cfaOff, false)
-	var slots []Loc
+	var slotBuf [2]Loc
+	slots := slotBuf[:0]
 	if o.CFAFixedRA == CFAFixedRAInvalid {
 		slots = append(slots, r.RA)
 	} else if r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
@@ -221,196 +224,307 @@ func fits(w int64, c bool, size int) bool {
 // the narrowest FRE type for its size. A function V2 cannot express
 // (Flex) gives a *FuncError naming it.
 func Encode(funcs []Function, o Options) ([]byte, error) {
+	e, err := NewEncoder(o)
+	if err != nil {
+		return nil, err
+	}
+	for i := range funcs {
+		if err := e.Add(&funcs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return e.Section(o.Addr)
+}
+
+// Encoder builds a section one function at a time, so that a translator
+// can hand over each function as it is made and keep none of them: the
+// FREs go into one growing byte buffer, each function into a small
+// fixed-size index entry. The result is Encode's for the same functions
+// in the same order.
+type Encoder struct {
+	o       Options
+	fre     []byte     // the FRE sub-section's last chunk, in the order functions were added
+	full    [][]byte   // its earlier chunks
+	freLen  int        // its size: the full chunks and fre
+	ents    []encEntry // one per function, in the order added
+	numFREs int
+	sorted  bool   // ents are in index order
+	out     []byte // the last Section; its FRE part is final once built
+	freAt   int    // offset of the FRE sub-section in out (0: not built)
+}
+
+// encEntry is what the FDE index needs of one function.
+type encEntry struct {
+	start  uint64
+	size   uint32
+	freOff uint32
+	nfre   uint32
+	info   uint8
+	info2  uint8
+	rep    uint8
+}
+
+// NewEncoder starts a section with options o (o.Addr is not used: see
+// Section).
+func NewEncoder(o Options) (*Encoder, error) {
 	if o.Version != Version2 && o.Version != Version3 {
 		return nil, fmt.Errorf("sframe: cannot encode version %d", o.Version)
 	}
 	if o.Order == nil {
 		return nil, fmt.Errorf("sframe: no byte order")
 	}
-	// FRE data is laid out in the order of funcs (as libsframe's encoder
-	// does); only the FDE index is sorted.
-	idx := make([]int, len(funcs))
-	for i := range idx {
-		idx[i] = i
-	}
-	if o.Sort {
-		sort.SliceStable(idx, func(a, b int) bool { return funcs[idx[a]].Start < funcs[idx[b]].Start })
-	}
-	pos := make([]int, len(funcs)) // index position of each function
-	for k, i := range idx {
-		pos[i] = k
-	}
-	fdeSize := fdeSizeV2
-	if o.Version == Version3 {
-		fdeSize = fdeSizeV3
-	}
-	if len(funcs) > math.MaxUint32/fdeSize {
-		return nil, fmt.Errorf("sframe: too many functions (%d)", len(funcs))
-	}
-	var fre []byte
-	fdes := make([]byte, len(funcs)*fdeSize)
-	numFREs := 0
-	var words [maxDataWords]int64
-	var ctrl [maxDataWords]bool
-	for i := range funcs {
-		k := pos[i]
-		fn := &funcs[i]
-		if fn.Flex && o.Version < Version3 {
-			return nil, &FuncError{Start: fn.Start, Msg: "needs a flexible FDE, which SFrame V2 cannot express"}
-		}
-		freType := uint8(FREAddr1)
-		maxStart := uint64(fn.Size)
-		if fn.Size > 0 {
-			maxStart = uint64(fn.Size) - 1
-		}
-		for _, r := range fn.Rows {
-			maxStart = max(maxStart, uint64(r.Start))
-		}
-		switch {
-		case fn.Size < 1<<8 && maxStart < 1<<8:
-			freType = FREAddr1
-		case fn.Size < 1<<16 && maxStart < 1<<16:
-			freType = FREAddr2
-		default:
-			freType = FREAddr4
-		}
-		if o.Version == Version3 && len(fn.Rows) > math.MaxUint16 {
-			return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("%d rows exceed the V3 limit of 65535", len(fn.Rows))}
-		}
-		info := freType | fn.PCType<<4
-		if fn.PauthKeyB {
-			info |= fdeInfoPauthBit
-		}
-		freOff := len(fre)
-		if o.Version == Version3 {
-			if fn.Signal {
-				info |= fdeInfoSignalBit
-			}
-			var info2 uint8
-			if fn.Flex {
-				info2 = FDETypeFlex
-			}
-			fre = app16(o.Order, fre, uint16(len(fn.Rows)))
-			fre = append(fre, info, info2, fn.RepSize)
-		}
-		for ri := range fn.Rows {
-			r := &fn.Rows[ri]
-			n, base, err := rowWords(&o, fn, r, &words, &ctrl)
-			if err != nil {
-				return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
-			}
-			size := 1
-			for size < 4 {
-				ok := true
-				for j := 0; j < n; j++ {
-					if !fits(words[j], ctrl[j], size) {
-						ok = false
-						break
-					}
-				}
-				if ok {
-					break
-				}
-				size *= 2
-			}
-			for j := 0; j < n; j++ {
-				if !fits(words[j], ctrl[j], 4) {
-					return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
-				}
-			}
-			switch freType {
-			case FREAddr1:
-				fre = append(fre, uint8(r.Start))
-			case FREAddr2:
-				fre = app16(o.Order, fre, uint16(r.Start))
-			default:
-				fre = app32(o.Order, fre, r.Start)
-			}
-			sizeCode := uint8(size >> 1) // 1->0, 2->1, 4->2
-			fi := base | uint8(n)<<1 | sizeCode<<5
-			if r.MangledRA {
-				fi |= freInfoMangledRABit
-			}
-			fre = append(fre, fi)
-			for j := 0; j < n; j++ {
-				switch size {
-				case 1:
-					fre = append(fre, uint8(words[j]))
-				case 2:
-					fre = app16(o.Order, fre, uint16(words[j]))
-				default:
-					fre = app32(o.Order, fre, uint32(words[j]))
-				}
-			}
-		}
-		numFREs += len(fn.Rows)
-		// Field offset within the section, for PC-relative starts.
-		fieldOff := uint64(HeaderSize + len(o.AuxHdr) + k*fdeSize)
-		base := o.Addr
-		if o.PCRel {
-			base += fieldOff
-		}
-		startOff := int64(fn.Start - base)
-		p := fdes[k*fdeSize:]
-		if o.Version == Version2 {
-			if startOff < math.MinInt32 || startOff > math.MaxInt32 {
-				return nil, &FuncError{Start: fn.Start, Msg: "start address too far from the section for V2's 32-bit offset"}
-			}
-			o.Order.PutUint32(p, uint32(int32(startOff)))
-			o.Order.PutUint32(p[4:], fn.Size)
-			o.Order.PutUint32(p[8:], uint32(freOff))
-			o.Order.PutUint32(p[12:], uint32(len(fn.Rows)))
-			p[16] = info
-			p[17] = fn.RepSize
-		} else {
-			o.Order.PutUint64(p, uint64(startOff))
-			o.Order.PutUint32(p[8:], fn.Size)
-			o.Order.PutUint32(p[12:], uint32(freOff))
-		}
-		if len(fre) > math.MaxUint32 {
-			return nil, fmt.Errorf("sframe: FRE sub-section exceeds 4 GiB")
-		}
-	}
-	var flags uint8
-	if o.Sort {
-		flags |= FlagFDESorted
-	}
-	if o.PCRel {
-		flags |= FlagFDEFuncStartPCRel
-	}
-	if o.FramePointer {
-		if o.Version > Version2 {
-			return nil, fmt.Errorf("sframe: SFRAME_F_FRAME_POINTER does not exist in version %d", o.Version)
-		}
-		flags |= FlagFramePointer
+	if o.FramePointer && o.Version > Version2 {
+		return nil, fmt.Errorf("sframe: SFRAME_F_FRAME_POINTER does not exist in version %d", o.Version)
 	}
 	if len(o.AuxHdr) > math.MaxUint8 {
 		return nil, fmt.Errorf("sframe: auxiliary header of %d bytes exceeds 255", len(o.AuxHdr))
 	}
+	return &Encoder{o: o}, nil
+}
+
+// Grow makes room for n more functions.
+func (e *Encoder) Grow(n int) {
+	e.ents = slices.Grow(e.ents, n)
+}
+
+// freChunk is the size of the FRE sub-section's chunks: it grows a chunk
+// at a time, never copied until Section joins it. (A variable for the
+// tests.)
+var freChunk = 1 << 20
+
+// Len is the number of functions added.
+func (e *Encoder) Len() int { return len(e.ents) }
+
+// Add encodes fn's rows. fn and its rows are not kept.
+func (e *Encoder) Add(fn *Function) error {
+	o := &e.o
+	if e.freAt != 0 {
+		return fmt.Errorf("sframe: function added after the section was built")
+	}
+	if fn.Flex && o.Version < Version3 {
+		return &FuncError{Start: fn.Start, Msg: "needs a flexible FDE, which SFrame V2 cannot express"}
+	}
+	var words [maxDataWords]int64
+	var ctrl [maxDataWords]bool
+	freType := uint8(FREAddr1)
+	maxStart := uint64(fn.Size)
+	if fn.Size > 0 {
+		maxStart = uint64(fn.Size) - 1
+	}
+	for i := range fn.Rows {
+		maxStart = max(maxStart, uint64(fn.Rows[i].Start))
+	}
+	switch {
+	case fn.Size < 1<<8 && maxStart < 1<<8:
+		freType = FREAddr1
+	case fn.Size < 1<<16 && maxStart < 1<<16:
+		freType = FREAddr2
+	default:
+		freType = FREAddr4
+	}
+	if o.Version == Version3 && len(fn.Rows) > math.MaxUint16 {
+		return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("%d rows exceed the V3 limit of 65535", len(fn.Rows))}
+	}
+	info := freType | fn.PCType<<4
+	if fn.PauthKeyB {
+		info |= fdeInfoPauthBit
+	}
+	var info2 uint8
+	// The most this function's FREs can take (start, info, data words).
+	need := 5 + len(fn.Rows)*(4+1+4*maxDataWords)
+	if len(e.fre)+need > cap(e.fre) {
+		if len(e.fre) > 0 {
+			e.full = append(e.full, e.fre)
+		}
+		e.fre = make([]byte, 0, max(freChunk, need))
+	}
+	fre := e.fre
+	freOff := e.freLen
+	if o.Version == Version3 {
+		if fn.Signal {
+			info |= fdeInfoSignalBit
+		}
+		if fn.Flex {
+			info2 = FDETypeFlex
+		}
+		fre = app16(o.Order, fre, uint16(len(fn.Rows)))
+		fre = append(fre, info, info2, fn.RepSize)
+	}
+	for ri := range fn.Rows {
+		r := &fn.Rows[ri]
+		n, base, err := rowWords(o, fn, r, &words, &ctrl)
+		if err != nil {
+			return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
+		}
+		size := 1
+		for size < 4 {
+			ok := true
+			for j := 0; j < n; j++ {
+				if !fits(words[j], ctrl[j], size) {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				break
+			}
+			size *= 2
+		}
+		for j := 0; j < n; j++ {
+			if !fits(words[j], ctrl[j], 4) {
+				return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
+			}
+		}
+		switch freType {
+		case FREAddr1:
+			fre = append(fre, uint8(r.Start))
+		case FREAddr2:
+			fre = app16(o.Order, fre, uint16(r.Start))
+		default:
+			fre = app32(o.Order, fre, r.Start)
+		}
+		sizeCode := uint8(size >> 1) // 1->0, 2->1, 4->2
+		fi := base | uint8(n)<<1 | sizeCode<<5
+		if r.MangledRA {
+			fi |= freInfoMangledRABit
+		}
+		fre = append(fre, fi)
+		for j := 0; j < n; j++ {
+			switch size {
+			case 1:
+				fre = append(fre, uint8(words[j]))
+			case 2:
+				fre = app16(o.Order, fre, uint16(words[j]))
+			default:
+				fre = app32(o.Order, fre, uint32(words[j]))
+			}
+		}
+	}
+	if freOff+len(fre)-len(e.fre) > math.MaxUint32 {
+		return fmt.Errorf("sframe: FRE sub-section exceeds 4 GiB")
+	}
+	e.freLen += len(fre) - len(e.fre)
+	e.fre = fre
+	e.numFREs += len(fn.Rows)
+	e.ents = append(e.ents, encEntry{start: fn.Start, size: fn.Size, freOff: uint32(freOff), nfre: uint32(len(fn.Rows)),
+		info: info, info2: info2, rep: fn.RepSize})
+	return nil
+}
+
+// order puts the entries in index order: a stable sort by start address
+// with Options.Sort, the order added otherwise. The FRE data stays in
+// the order added (as libsframe's encoder lays it out); only the index
+// is sorted.
+func (e *Encoder) order() {
+	if e.sorted {
+		return
+	}
+	e.sorted = true
+	ents := e.ents
+	if !e.o.Sort || slices.IsSortedFunc(ents, byStart) {
+		return
+	}
+	slices.SortStableFunc(ents, byStart)
+}
+
+// Section returns the section for address addr. The FRE data is built
+// on the first call; a later call (another address, when the section's
+// place moved) rewrites only the FDE index, in the same buffer: the slice
+// an earlier call returned changes with it.
+func (e *Encoder) Section(addr uint64) ([]byte, error) {
+	o := &e.o
+	fdeSize := fdeSizeV2
+	if o.Version == Version3 {
+		fdeSize = fdeSizeV3
+	}
+	if len(e.ents) > math.MaxUint32/fdeSize {
+		return nil, fmt.Errorf("sframe: too many functions (%d)", len(e.ents))
+	}
 	hsz := HeaderSize + len(o.AuxHdr)
-	out := make([]byte, HeaderSize, hsz+len(fdes)+len(fre))
-	o.Order.PutUint16(out, Magic)
-	out[2], out[3], out[4] = o.Version, flags, o.ABI
-	out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), uint8(len(o.AuxHdr))
-	o.Order.PutUint32(out[8:], uint32(len(funcs)))
-	o.Order.PutUint32(out[12:], uint32(numFREs))
-	o.Order.PutUint32(out[16:], uint32(len(fre)))
-	o.Order.PutUint32(out[20:], 0)
-	o.Order.PutUint32(out[24:], uint32(len(fdes)))
-	out = append(out, o.AuxHdr...)
-	out = append(out, fdes...)
-	out = append(out, fre...)
-	return out, nil
+	fdesLen := len(e.ents) * fdeSize
+	if e.freAt == 0 {
+		e.order()
+		out := make([]byte, hsz+fdesLen, hsz+fdesLen+e.freLen)
+		var flags uint8
+		if o.Sort {
+			flags |= FlagFDESorted
+		}
+		if o.PCRel {
+			flags |= FlagFDEFuncStartPCRel
+		}
+		if o.FramePointer {
+			flags |= FlagFramePointer
+		}
+		o.Order.PutUint16(out, Magic)
+		out[2], out[3], out[4] = o.Version, flags, o.ABI
+		out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), uint8(len(o.AuxHdr))
+		o.Order.PutUint32(out[8:], uint32(len(e.ents)))
+		o.Order.PutUint32(out[12:], uint32(e.numFREs))
+		o.Order.PutUint32(out[16:], uint32(e.freLen))
+		o.Order.PutUint32(out[20:], 0)
+		o.Order.PutUint32(out[24:], uint32(fdesLen))
+		copy(out[HeaderSize:], o.AuxHdr)
+		for _, c := range e.full {
+			out = append(out, c...)
+		}
+		e.out = append(out, e.fre...)
+		e.freAt = hsz + fdesLen
+		e.fre, e.full = nil, nil
+	}
+	fdes := e.out[hsz : hsz+fdesLen]
+	for k := range e.ents {
+		en := &e.ents[k]
+		// Field offset within the section, for PC-relative starts.
+		base := addr
+		if o.PCRel {
+			base += uint64(hsz + k*fdeSize)
+		}
+		startOff := int64(en.start - base)
+		p := fdes[k*fdeSize:]
+		if o.Version == Version2 {
+			if startOff < math.MinInt32 || startOff > math.MaxInt32 {
+				return nil, &FuncError{Start: en.start, Msg: "start address too far from the section for V2's 32-bit offset"}
+			}
+			o.Order.PutUint32(p, uint32(int32(startOff)))
+			o.Order.PutUint32(p[4:], en.size)
+			o.Order.PutUint32(p[8:], en.freOff)
+			o.Order.PutUint32(p[12:], en.nfre)
+			p[16] = en.info
+			p[17] = en.rep
+			p[18], p[19] = 0, 0
+		} else {
+			o.Order.PutUint64(p, uint64(startOff))
+			o.Order.PutUint32(p[8:], en.size)
+			o.Order.PutUint32(p[12:], en.freOff)
+		}
+	}
+	return e.out, nil
 }
 
 func app16(o binary.ByteOrder, b []byte, v uint16) []byte {
+	// The two orders directly: through the interface, t escapes and
+	// every call allocates.
+	switch o {
+	case binary.LittleEndian:
+		return binary.LittleEndian.AppendUint16(b, v)
+	case binary.BigEndian:
+		return binary.BigEndian.AppendUint16(b, v)
+	}
 	var t [2]byte
 	o.PutUint16(t[:], v)
 	return append(b, t[:]...)
 }
 
 func app32(o binary.ByteOrder, b []byte, v uint32) []byte {
+	switch o {
+	case binary.LittleEndian:
+		return binary.LittleEndian.AppendUint32(b, v)
+	case binary.BigEndian:
+		return binary.BigEndian.AppendUint32(b, v)
+	}
 	var t [4]byte
 	o.PutUint32(t[:], v)
 	return append(b, t[:]...)
 }
+
+func byStart(a, b encEntry) int { return cmp.Compare(a.start, b.start) }

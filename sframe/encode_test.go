@@ -1,6 +1,7 @@
 package sframe_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"path/filepath"
@@ -163,6 +164,53 @@ func TestEncodeRoundTripOddities(t *testing.T) {
 	for _, want := range []string{"SFRAME_F_FRAME_POINTER", "sp+320    c-72      u", "sp+320    r17+0     c-48", "func idx [1]: pc = 0x1000, size = 16 bytes\n    STARTPC"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("dump lacks %q:\n%s", want, sb.String())
+		}
+	}
+}
+
+// TestEncoderSectionAgain: the incremental Encoder gives Encode's bytes,
+// and a second Section at another address (elfwrite re-planned) rewrites
+// only the index, to what Encode gives at that address.
+func TestEncoderSectionAgain(t *testing.T) {
+	for _, path := range fixtures(t) {
+		es := loadFixture(t, path)
+		sec, err := sframe.Decode(es.Data, es.Addr)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if sec.Header.Version == sframe.Version1 {
+			continue
+		}
+		funcs := sec.Functions()
+		o := sec.Options()
+		e, err := sframe.NewEncoder(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range funcs {
+			if err := e.Add(&funcs[i]); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		if e.Len() != len(funcs) {
+			t.Errorf("%s: Len %d, added %d", path, e.Len(), len(funcs))
+		}
+		for _, addr := range []uint64{o.Addr, o.Addr + 0x123458, o.Addr} {
+			got, err := e.Section(addr)
+			if err != nil {
+				t.Fatalf("%s at %#x: %v", path, addr, err)
+			}
+			o.Addr = addr
+			want, err := sframe.Encode(funcs, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s at %#x: Encoder and Encode differ", filepath.Base(path), addr)
+			}
+		}
+		if err := e.Add(&sframe.Function{Start: 1}); err == nil {
+			t.Errorf("%s: Add after Section succeeded", path)
 		}
 	}
 }

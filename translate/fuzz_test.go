@@ -5,7 +5,11 @@ import (
 	"encoding/binary"
 	"math"
 	"path/filepath"
+	"sort"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -14,8 +18,9 @@ import (
 
 // FuzzTranslate runs arbitrary .eh_frame bytes (and the same bytes as a PLT
 // section) through parse, execute, translate, encode and decode: nothing
-// may panic, and whatever Translate returns must encode and decode again
-// with every function present.
+// may panic, whatever Translate returns must encode and decode again
+// with every function present, and streaming (FDEs executed one at a
+// time, functions handed to Emit) must give the same result.
 func FuzzTranslate(f *testing.F) {
 	files, _ := filepath.Glob("../testdata/sframe/v3-*")
 	for _, name := range files {
@@ -66,6 +71,30 @@ func FuzzTranslate(f *testing.F) {
 		res, err := Translate(in, o)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Streamed (one FDE executed at a time, functions handed to Emit)
+		// must give the same.
+		st := in
+		st.Tables = nil
+		st.FDEs = fdes
+		var ip cfi.Interpreter
+		var tab cfi.Table
+		st.Exec = func(f *cfi.FDE) (*cfi.Table, error) { return &tab, ip.Execute(f, &tab) }
+		var got []sframe.Function
+		st.Emit = func(fn *sframe.Function) error {
+			c := *fn
+			c.Rows = append([]sframe.Row(nil), fn.Rows...)
+			got = append(got, c)
+			return nil
+		}
+		sres, err := Translate(st, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.SliceStable(got, func(i, j int) bool { return got[i].Start < got[j].Start })
+		sres.Funcs = got
+		if diff := cmp.Diff(res, sres, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("streamed translation differs (-tables +streamed):\n%s", diff)
 		}
 		funcs := res.Funcs
 		if o.Version == sframe.Version2 {

@@ -13,11 +13,13 @@
 package translate
 
 import (
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -65,10 +67,23 @@ type Input struct {
 	// FDE at a time through Exec (cfi.Stream.Execute) and keeps nothing of
 	// its table, so memory grows with one function's rows. An FDE whose
 	// execution fails is left out, as a table Load could not make is.
-	FDEs   []*cfi.FDE
-	Exec   func(*cfi.FDE) (*cfi.Table, error)
-	PLTs   []PLT
-	Symbol func(addr uint64) string // may be nil; called only for functions with a diagnostic
+	FDEs []*cfi.FDE
+	Exec func(*cfi.FDE) (*cfi.Table, error)
+	// Entries with ExecEntry, instead of FDEs and Exec, stream the same
+	// way from compact entries (cfi.Index, cfi.Stream.ExecuteEntry); the
+	// FDE of the table ExecEntry returns may be reused by the next call.
+	// ExecEntry is used when set, else Exec, else Tables.
+	Entries   []cfi.Entry
+	ExecEntry func(cfi.Entry) (*cfi.Table, error)
+	PLTs      []PLT
+	Symbol    func(addr uint64) string // may be nil; called only for functions with a diagnostic
+	// Emit, when set, receives every function instead of Result.Funcs
+	// (which stays empty): the PLT functions first, then the others by
+	// start address, each already split for Options.OutermostGap, in the
+	// order Result.Funcs would have them before its final stable sort by
+	// start address. The function and its rows are valid only during the
+	// call (the rows' memory is reused). An error stops the translation.
+	Emit func(*sframe.Function) error
 }
 
 // Result is the translation of one file.
@@ -76,7 +91,7 @@ type Result struct {
 	ABI        uint8
 	CFAFixedFP int8
 	CFAFixedRA int8
-	Funcs      []sframe.Function // sorted by start address
+	Funcs      []sframe.Function // sorted by start address; empty with Input.Emit
 	Diags      []Diagnostic      // functions skipped or described differently from their CFI
 	Converted  int               // functions in Funcs that came from CFI
 	PLTFuncs   int               // functions in Funcs described from PLT instructions
@@ -118,10 +133,37 @@ type abi struct {
 	fixedFP int8
 	flexOK  bool // flexible FDEs allowed (V3 on AMD64, as gas does)
 	version uint8
+	reuse   bool         // function's rows go into rows, reused (Input.Emit)
+	rows    []sframe.Row // the reused rows
 }
 
 // ErrMachine is wrapped by the error for an unsupported machine.
 var ErrMachine = errors.New("unsupported machine")
+
+func newABI(m elf.Machine, order binary.ByteOrder) (abi, error) {
+	var a abi
+	switch m {
+	case elf.EM_X86_64:
+		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
+	case elf.EM_AARCH64:
+		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
+		if order == binary.BigEndian {
+			a.id = arm64.SFrameABIBigEndian
+		}
+	default:
+		return a, fmt.Errorf("%w %v", ErrMachine, m)
+	}
+	a.fixedFP, a.fixedRA = sframe.DefaultFixedOffsets(a.id)
+	return a, nil
+}
+
+// ABI returns the SFrame ABI and the header's fixed FP and RA offsets
+// Translate uses for a machine (Result.ABI, CFAFixedFP, CFAFixedRA), for
+// a caller that starts an encoder before translating (Input.Emit).
+func ABI(m elf.Machine, order binary.ByteOrder) (id uint8, fixedFP, fixedRA int8, err error) {
+	a, err := newABI(m, order)
+	return a.id, a.fixedFP, a.fixedRA, err
+}
 
 // Translate converts every table (and PLT section) of one file.
 func Translate(in Input, o Options) (*Result, error) {
@@ -131,30 +173,43 @@ func Translate(in Input, o Options) (*Result, error) {
 	if o.Version != sframe.Version2 && o.Version != sframe.Version3 {
 		return nil, fmt.Errorf("SFrame version %d cannot be written", o.Version)
 	}
-	var a abi
-	switch in.Machine {
-	case elf.EM_X86_64:
-		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
-	case elf.EM_AARCH64:
-		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
-		if in.Order == binary.BigEndian {
-			a.id = arm64.SFrameABIBigEndian
-		}
-	default:
-		return nil, fmt.Errorf("%w %v", ErrMachine, in.Machine)
+	a, err := newABI(in.Machine, in.Order)
+	if err != nil {
+		return nil, err
 	}
-	a.fixedFP, a.fixedRA = sframe.DefaultFixedOffsets(a.id)
 	a.version = o.Version
 	a.flexOK = a.amd64 && o.Version >= sframe.Version3
+	a.reuse = in.Emit != nil
 	res := &Result{ABI: a.id, CFAFixedFP: a.fixedFP, CFAFixedRA: a.fixedRA}
 	sym := in.Symbol
 	if sym == nil {
 		sym = func(uint64) string { return "" }
 	}
+	var cur sframe.Function // what emit hands over, not reallocated per call
+	var one [1]sframe.Function
+	emit := func(fn sframe.Function) error {
+		if in.Emit == nil {
+			res.Funcs = append(res.Funcs, fn)
+			return nil
+		}
+		if o.OutermostGap && fn.PCType == sframe.PCInc && hasOutermost(fn.Rows) {
+			one[0] = fn
+			for _, part := range splitOutermost(one[:]) {
+				cur = part
+				if err := in.Emit(&cur); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		cur = fn
+		return in.Emit(&cur)
+	}
 
 	// PLT sections first: their description replaces any CFI covering them.
 	var pltSpans []span
 	var pltNames []string
+	var pltFuncs []sframe.Function
 	for _, p := range in.PLTs {
 		funcs, diag := a.plt(p)
 		if diag != nil {
@@ -164,74 +219,96 @@ func Translate(in Input, o Options) (*Result, error) {
 		if len(funcs) == 0 {
 			continue
 		}
-		res.Funcs = append(res.Funcs, funcs...)
+		pltFuncs = append(pltFuncs, funcs...)
 		res.PLTFuncs += len(funcs)
 		pltSpans = append(pltSpans, span{p.Addr, p.Addr + uint64(len(p.Data))})
 		pltNames = append(pltNames, p.Name)
 	}
-	pltFuncs := append([]sframe.Function(nil), res.Funcs...)
+	for _, fn := range pltFuncs {
+		if err := emit(fn); err != nil {
+			return nil, err
+		}
+	}
 
-	// Each FDE with its table when one is given, or executed on demand.
-	type item struct {
-		f *cfi.FDE
-		t *cfi.Table
-	}
-	var items []item
-	if in.Exec != nil {
-		items = make([]item, 0, len(in.FDEs))
-		for _, f := range in.FDEs {
-			if f != nil {
-				items = append(items, item{f: f})
+	// The FDEs: given with their tables, or executed on demand. Only
+	// indices are sorted and kept.
+	var (
+		count   int
+		rangeOf func(i int) (start, size uint64, ok bool)
+		table   func(i int) *cfi.Table
+	)
+	switch {
+	case in.ExecEntry != nil:
+		count = len(in.Entries)
+		rangeOf = func(i int) (uint64, uint64, bool) { e := &in.Entries[i]; return e.Start, e.Size, true }
+		table = func(i int) *cfi.Table {
+			t, err := in.ExecEntry(in.Entries[i])
+			if err != nil {
+				return nil
 			}
+			return t
 		}
-	} else {
-		items = make([]item, 0, len(in.Tables))
-		for _, t := range in.Tables {
-			if t != nil && t.FDE != nil {
-				items = append(items, item{t.FDE, t})
+	case in.Exec != nil:
+		count = len(in.FDEs)
+		rangeOf = func(i int) (uint64, uint64, bool) {
+			f := in.FDEs[i]
+			if f == nil {
+				return 0, 0, false
 			}
+			return f.Start, f.Size, true
 		}
+		table = func(i int) *cfi.Table {
+			t, err := in.Exec(in.FDEs[i])
+			if err != nil {
+				return nil
+			}
+			return t
+		}
+	default:
+		count = len(in.Tables)
+		rangeOf = func(i int) (uint64, uint64, bool) {
+			t := in.Tables[i]
+			if t == nil || t.FDE == nil {
+				return 0, 0, false
+			}
+			return t.FDE.Start, t.FDE.Size, true
+		}
+		table = func(i int) *cfi.Table { return in.Tables[i] }
 	}
-	table := func(it item) *cfi.Table {
-		if it.t != nil {
-			return it.t
+	keep := make([]int, 0, count)
+	for i := range count {
+		start, size, ok := rangeOf(i)
+		if !ok {
+			continue
 		}
-		t, err := in.Exec(it.f)
-		if err != nil {
-			return nil
-		}
-		return t
-	}
-	keep := items[:0]
-	for _, it := range items {
-		f := it.f
-		if f.Size == 0 || f.Start == 0 {
-			if it.t != nil || table(it) != nil {
+		if size == 0 || start == 0 {
+			if table(i) != nil {
 				res.Empty++
 			}
 			continue
 		}
-		if i := spanIndex(pltSpans, f.Start, f.End()); i >= 0 {
+		if j := spanIndex(pltSpans, start, start+size); j >= 0 {
 			// CFI for a PLT described from its instructions: say so
 			// when the two disagree.
-			if t := table(it); t != nil {
+			if t := table(i); t != nil {
 				if d := a.checkPLTCFI(t, pltFuncs); d != nil {
-					d.Symbol = pltNames[i]
+					d.Symbol = pltNames[j]
 					res.Diags = append(res.Diags, *d)
 				}
 			}
 			continue
 		}
-		keep = append(keep, it)
+		keep = append(keep, i)
 	}
-	sort.SliceStable(keep, func(i, j int) bool { return keep[i].f.Start < keep[j].f.Start })
+	startOf := func(i int) uint64 { s, _, _ := rangeOf(i); return s }
+	slices.SortStableFunc(keep, func(x, y int) int { return cmp.Compare(startOf(x), startOf(y)) })
 	var lastEnd uint64
-	for i, it := range keep {
-		f := it.f
-		t := table(it)
+	for i, k := range keep {
+		t := table(k)
 		if t == nil {
 			continue
 		}
+		f := t.FDE
 		if i > 0 && f.Start < lastEnd {
 			res.Skipped++
 			res.Diags = append(res.Diags, Diagnostic{Start: f.Start, End: f.End(), Symbol: sym(f.Start), PC: f.Start, Reason: Overlap,
@@ -241,7 +318,11 @@ func Translate(in Input, o Options) (*Result, error) {
 		lastEnd = f.End()
 		if fns, ok := a.pltFromCFI(t); ok {
 			// A PLT known only from its CFI (no section headers).
-			res.Funcs = append(res.Funcs, fns...)
+			for _, fn := range fns {
+				if err := emit(fn); err != nil {
+					return nil, err
+				}
+			}
 			res.PLTFuncs += len(fns)
 			continue
 		}
@@ -250,14 +331,21 @@ func Translate(in Input, o Options) (*Result, error) {
 			d.Start, d.End, d.Symbol, d.Skipped = f.Start, f.End(), sym(f.Start), true
 			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize {
 				d.Detail += "; written as a signal FDE without FREs (outermost frame)"
-				res.Funcs = append(res.Funcs, sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true})
+				if err := emit(sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true}); err != nil {
+					return nil, err
+				}
 			}
 			res.Diags = append(res.Diags, *d)
 			res.Skipped++
 			continue
 		}
-		res.Funcs = append(res.Funcs, fn)
+		if err := emit(fn); err != nil {
+			return nil, err
+		}
 		res.Converted++
+	}
+	if in.Emit != nil {
+		return res, nil
 	}
 	if o.OutermostGap {
 		res.Funcs = splitOutermost(res.Funcs)
@@ -349,7 +437,13 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 	if f.CIE.RAColumn != a.ra {
 		return fn, skip(f.Start, ReturnColumn, "CIE at offset %d names register %d as the return address", f.CIE.Offset, f.CIE.RAColumn)
 	}
-	rows := make([]sframe.Row, 0, len(t.Rows))
+	var rows []sframe.Row
+	if a.reuse {
+		rows = a.rows[:0]
+		defer func() { a.rows = rows[:0] }()
+	} else {
+		rows = make([]sframe.Row, 0, len(t.Rows))
+	}
 	for i := range t.Rows {
 		cr := &t.Rows[i]
 		if cr.Loc >= f.End() {

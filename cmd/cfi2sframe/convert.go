@@ -139,7 +139,7 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		}
 		return nil
 	}
-	if err := convert.WriteOutput(ctx, out, in.Mode, res.Output); err != nil {
+	if err := convert.WriteResult(ctx, out, in.Mode, in, res); err != nil {
 		return interrupted(err)
 	}
 	switch fl.diagnostics {

@@ -286,7 +286,10 @@ func one(ctx context.Context, j job, o Options) Record {
 	case res.Unchanged:
 		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Note))
 	}
-	if err := write(ctx, j.out, in.Mode, res.Output); err != nil {
+	if err := os.MkdirAll(filepath.Dir(j.out), 0o755); err != nil {
+		return fail(Failed, err)
+	}
+	if err := convert.WriteResult(ctx, j.out, in.Mode, in, res); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%s: interrupted; left as it was", j.in)
 		}
