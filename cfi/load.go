@@ -139,6 +139,10 @@ func (s *Stream) parse(e Entry, f *FDE) error {
 	return s.parsers[i].fdeAt(int64(e.ref>>refSecBits), f)
 }
 
+// ParseEntry parses e's FDE record again into f, for a caller that keeps
+// several executed tables at once (each table points at its FDE).
+func (s *Stream) ParseEntry(e Entry, f *FDE) error { return s.parse(e, f) }
+
 // ExecuteEntry parses e's FDE again and executes it as Execute does; the
 // table and its FDE are valid until the next call.
 func (s *Stream) ExecuteEntry(e Entry) (*Table, error) {

@@ -113,4 +113,12 @@ func checkReader(t *testing.T, in []byte) {
 	if !reflect.DeepEqual(want, got) {
 		t.Fatalf("Reader path: %+v\nSection path: %+v", got, want)
 	}
+	ix, err := cfi.Index(f)
+	if err != nil {
+		t.Fatalf("cfi.Scan accepts the file, cfi.Index: %v", err)
+	}
+	got = Check(Input{Machine: f.ELF.Machine, Reader: r, Stream: ix})
+	if !reflect.DeepEqual(want, got) {
+		t.Fatalf("Reader path with indexed CFI: %+v\nSection path: %+v", got, want)
+	}
 }

@@ -93,7 +93,10 @@ type Input struct {
 	// its code and forgets its table once the SFrame functions have moved
 	// past it (when they come in address order, as linkers write them),
 	// so memory grows with the FDE list, not with every row of the file.
-	FDEs   []*cfi.FDE
+	FDEs []*cfi.FDE
+	// Stream, instead of FDEs: the FDEs as cfi.Index keeps them (24 bytes
+	// each), parsed again when Check executes them.
+	Stream *cfi.Stream
 	Symbol func(addr uint64) string // may be nil
 }
 
@@ -124,7 +127,7 @@ func Check(in Input) *Result {
 		}
 		return cmp.Compare(a.hi, b.hi)
 	})
-	for k, f := range c.fdes {
+	for k, f := range c.spans {
 		if f.Size == 0 || f.Start == 0 {
 			continue
 		}
@@ -157,10 +160,11 @@ type checker struct {
 	sp, fp   uint64
 	ra       uint64
 	arm      bool
-	fdes     []*cfi.FDE   // sorted by start
-	tables   []*cfi.Table // fdes[i]'s table (Input.Tables), or nil: see table
-	cache    map[int]*cfi.Table
-	free     []*cfi.Table // tables dropped from cache, for reuse
+	spans    []cfi.Entry  // the CFI functions, sorted by start
+	fdes     []*cfi.FDE   // spans[i]'s FDE (Input.FDEs), or nil
+	tables   []*cfi.Table // spans[i]'s table (Input.Tables), or nil: see table
+	cache    map[int]*cfiTable
+	free     []*cfiTable // tables dropped from cache, for reuse
 	interp   cfi.Interpreter
 	pcs      []uint64 // checkFDE's boundaries, reused
 	findings []Finding
@@ -205,6 +209,17 @@ func newChecker(in Input) *checker {
 	if c.abi == sframe.ABIAArch64LE || c.abi == sframe.ABIAArch64BE {
 		c.ra, c.arm = 30, true
 	}
+	if in.Stream != nil {
+		c.spans = make([]cfi.Entry, 0, len(in.Stream.Entries))
+		for _, e := range in.Stream.Entries {
+			if e.Size > 0 {
+				c.spans = append(c.spans, e)
+			}
+		}
+		slices.SortStableFunc(c.spans, func(a, b cfi.Entry) int { return cmp.Compare(a.Start, b.Start) })
+		c.cache = map[int]*cfiTable{}
+		return c
+	}
 	if in.FDEs != nil {
 		c.fdes = make([]*cfi.FDE, 0, len(in.FDEs))
 		for _, f := range in.FDEs {
@@ -214,7 +229,10 @@ func newChecker(in Input) *checker {
 		}
 		slices.SortStableFunc(c.fdes, func(a, b *cfi.FDE) int { return cmp.Compare(a.Start, b.Start) })
 		c.in.FDEs = nil // c.fdes has what is needed
-		c.cache = map[int]*cfi.Table{}
+		for _, f := range c.fdes {
+			c.spans = append(c.spans, cfi.Entry{Start: f.Start, Size: f.Size})
+		}
+		c.cache = map[int]*cfiTable{}
 		return c
 	}
 	for _, t := range in.Tables {
@@ -224,9 +242,16 @@ func newChecker(in Input) *checker {
 	}
 	sort.SliceStable(c.tables, func(i, j int) bool { return c.tables[i].FDE.Start < c.tables[j].FDE.Start })
 	for _, t := range c.tables {
-		c.fdes = append(c.fdes, t.FDE)
+		c.spans = append(c.spans, cfi.Entry{Start: t.FDE.Start, Size: t.FDE.Size})
 	}
 	return c
+}
+
+// cfiTable is an executed table and, when the FDE was parsed again from a
+// Stream entry, the FDE record it points at.
+type cfiTable struct {
+	t cfi.Table
+	f cfi.FDE
 }
 
 // table returns the executed table of fdes[i], or nil when it cannot be
@@ -236,27 +261,41 @@ func (c *checker) table(i int) *cfi.Table {
 		return c.tables[i]
 	}
 	if t, ok := c.cache[i]; ok {
-		return t
+		if t == nil {
+			return nil
+		}
+		return &t.t
 	}
-	var t *cfi.Table
+	var t *cfiTable
 	if k := len(c.free); k > 0 {
 		t, c.free = c.free[k-1], c.free[:k-1]
 	} else {
-		t = &cfi.Table{}
+		t = &cfiTable{}
 	}
-	if err := c.interp.Execute(c.fdes[i], t); err != nil || len(t.Rows) == 0 {
+	fde := &t.f
+	var err error
+	if c.fdes != nil {
+		fde = c.fdes[i]
+	} else {
+		err = c.in.Stream.ParseEntry(c.spans[i], fde)
+	}
+	if err == nil {
+		err = c.interp.Execute(fde, &t.t)
+	}
+	if err != nil || len(t.t.Rows) == 0 {
 		c.free = append(c.free, t)
-		t = nil
+		c.cache[i] = nil
+		return nil
 	}
 	c.cache[i] = t
-	return t
+	return &t.t
 }
 
 // forget drops the cached tables of FDEs that end at or before pc, keeping
 // their memory for the next ones.
 func (c *checker) forget(pc uint64) {
 	for i, t := range c.cache {
-		if c.fdes[i].End() <= pc {
+		if c.spans[i].End() <= pc {
 			if t != nil {
 				c.free = append(c.free, t)
 			}
@@ -274,7 +313,7 @@ func (c *checker) add(f Finding) {
 
 // lookup returns the CFI table and row in force at pc.
 func (c *checker) lookup(pc uint64) (*cfi.Table, *cfi.Row) {
-	i := sort.Search(len(c.fdes), func(i int) bool { return c.fdes[i].Start > pc }) - 1
+	i := sort.Search(len(c.spans), func(i int) bool { return c.spans[i].Start > pc }) - 1
 	var t *cfi.Table
 	for ; i >= 0; i-- {
 		if t = c.table(i); t != nil {
@@ -321,8 +360,8 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 			pcs = append(pcs, start+uint64(d.FREs[i].StartOff))
 		}
 	}
-	i := sort.Search(len(c.fdes), func(i int) bool { return c.fdes[i].End() > start })
-	for ; i < len(c.fdes) && c.fdes[i].Start < end; i++ {
+	i := sort.Search(len(c.spans), func(i int) bool { return c.spans[i].End() > start })
+	for ; i < len(c.spans) && c.spans[i].Start < end; i++ {
 		t := c.table(i)
 		if t == nil {
 			continue

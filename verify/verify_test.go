@@ -137,6 +137,10 @@ func TestReaderInputMatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ix, err := cfi.Index(f)
+		if err != nil {
+			t.Fatal(err)
+		}
 		try := func(what string, data []byte) {
 			sec, err := sframe.Decode(data, es.Addr)
 			if err != nil {
@@ -150,6 +154,10 @@ func TestReaderInputMatches(t *testing.T) {
 			got := Check(Input{Machine: f.ELF.Machine, Reader: r, FDEs: st.FDEs, Symbol: f.Symbolizer()})
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s %s (-Section +Reader):\n%s", name, what, diff)
+			}
+			got = Check(Input{Machine: f.ELF.Machine, Reader: r, Stream: ix, Symbol: f.Symbolizer()})
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s %s (-Section +Reader with indexed CFI):\n%s", name, what, diff)
 			}
 			compared++
 		}

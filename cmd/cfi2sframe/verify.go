@@ -198,7 +198,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		return nil, fmt.Errorf("%s: %s: %v", name, where, err)
 	}
 	// The CFI is executed one FDE at a time as verify reaches its code.
-	st, err := cfi.Scan(f)
+	st, err := cfi.Index(f)
 	if err != nil {
 		return nil, err // cfi and elfread errors name the file
 	}
@@ -210,7 +210,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		}
 		return sym(addr)
 	}
-	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Reader: sec, FDEs: st.FDEs, Symbol: symbol})
+	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Reader: sec, Stream: st, Symbol: symbol})
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
 	return res, nil
