@@ -91,7 +91,7 @@ func Analyze(path string) (*File, error) {
 	}
 	// One FDE at a time (cfi.Stream), as convert does: a first pass
 	// counts what executes, each translation executes again.
-	st, err := cfi.Scan(f)
+	st, err := cfi.Index(f)
 	if err != nil {
 		return nil, err
 	}
@@ -99,16 +99,16 @@ func Analyze(path string) (*File, error) {
 		return nil, ErrSkip
 	}
 	plts := convert.PLTSections(ef)
-	for _, fde := range st.FDEs {
+	for _, e := range st.Entries {
 		// PLT stubs are described from their instructions, not from
 		// their CFI: they are left out of the coverage on both sides.
-		if fde.Size > 0 && fde.Start != 0 && !inPLT(fde.Start, plts) {
-			if _, err := st.Execute(fde); err == nil {
+		if e.Size > 0 && e.Start != 0 && !inPLT(e.Start, plts) {
+			if _, err := st.ExecuteEntry(e); err == nil {
 				r.CFIFuncs++
-				r.CFIBytes += fde.Size
+				r.CFIBytes += e.Size
 			}
 		} else {
-			st.Execute(fde) // errors are counted either way
+			st.ExecuteEntry(e) // errors are counted either way
 		}
 	}
 	r.FDEs, r.CFIErrors = st.Parsed, len(st.Errors)

@@ -43,7 +43,30 @@ type encoded struct {
 //     and the address that puts its FDE index entries where they are in
 //     the whole section (V2's start offsets depend on it); the section's
 //     size is the pieces' sizes less all but one header.
+//
+// The FDEs are st.Entries (cfi.Index) when st has them, else st.FDEs.
 func translateEncode(path string, ef *elf.File, st *cfi.Stream, plts []translate.PLT, v uint8) (*encoded, error) {
+	if st.FDEs == nil {
+		return translateEncodeList(path, ef, st, plts, v, st.Entries,
+			func(e cfi.Entry) (uint64, uint64) { return e.Start, e.Size },
+			func(in *translate.Input, es []cfi.Entry) { in.Entries, in.ExecEntry = es, st.ExecuteEntry })
+	}
+	fdes := make([]*cfi.FDE, 0, len(st.FDEs))
+	for _, f := range st.FDEs {
+		if f != nil {
+			fdes = append(fdes, f)
+		}
+	}
+	return translateEncodeList(path, ef, st, plts, v, fdes,
+		func(f *cfi.FDE) (uint64, uint64) { return f.Start, f.Size },
+		func(in *translate.Input, fs []*cfi.FDE) { in.FDEs, in.Exec = fs, st.Execute })
+}
+
+// translateEncodeList is translateEncode over a list of FDEs of either
+// form: rangeOf gives an FDE's start and size, feed puts a piece of the list
+// into a translate.Input.
+func translateEncodeList[T any](path string, ef *elf.File, st *cfi.Stream, plts []translate.PLT, v uint8,
+	all []T, rangeOf func(T) (uint64, uint64), feed func(*translate.Input, []T)) (*encoded, error) {
 	opts := translate.Options{Version: v}
 	res := &encoded{skipped: map[string]int{}}
 	in := translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}
@@ -71,18 +94,16 @@ func translateEncode(path string, ef *elf.File, st *cfi.Stream, plts []translate
 			described = append(described, span{p.Addr, p.Addr + uint64(len(p.Data))})
 		}
 	}
-	used := func(f *cfi.FDE) bool { return f.Size > 0 && f.Start != 0 } // what Translate does not set aside
-	fdes := make([]*cfi.FDE, 0, len(st.FDEs))
-	for _, f := range st.FDEs {
-		if f == nil {
-			continue
-		}
-		if used(f) && slices.ContainsFunc(described, func(s span) bool { return f.Start < s.hi && s.lo < f.End() }) {
+	used := func(f T) bool { start, size := rangeOf(f); return size > 0 && start != 0 } // what Translate does not set aside
+	fdes := make([]T, 0, len(all))
+	for _, f := range all {
+		start, size := rangeOf(f)
+		if used(f) && slices.ContainsFunc(described, func(s span) bool { return start < s.hi && s.lo < start+size }) {
 			continue
 		}
 		fdes = append(fdes, f)
 	}
-	slices.SortStableFunc(fdes, func(a, b *cfi.FDE) int { return cmp.Compare(a.Start, b.Start) })
+	slices.SortStableFunc(fdes, func(a, b T) int { sa, _ := rangeOf(a); sb, _ := rangeOf(b); return cmp.Compare(sa, sb) })
 
 	fdeSize := uint64(20)
 	if v == sframe.Version3 {
@@ -96,7 +117,9 @@ func translateEncode(path string, ef *elf.File, st *cfi.Stream, plts []translate
 	// piece translates fdes[lo:hi] and encodes it with the PLT functions
 	// that start before limit (or all that are left when last).
 	piece := func(lo, hi int, limit uint64, last bool) error {
-		tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, FDEs: fdes[lo:hi], Exec: st.Execute}, opts)
+		in := translate.Input{Machine: ef.Machine, Order: ef.ByteOrder}
+		feed(&in, fdes[lo:hi])
+		tr, err := translate.Translate(in, opts)
 		st.Errors = st.Errors[:errs] // counted by the caller
 		if err != nil {
 			return err
@@ -157,13 +180,14 @@ func translateEncode(path string, ef *elf.File, st *cfi.Stream, plts []translate
 		if !used(f) {
 			continue
 		}
-		if i-lo >= chunkFDEs && f.Start >= reach {
-			if err := piece(lo, i, f.Start, false); err != nil {
+		start, size := rangeOf(f)
+		if i-lo >= chunkFDEs && start >= reach {
+			if err := piece(lo, i, start, false); err != nil {
 				return nil, err
 			}
 			lo = i
 		}
-		reach = max(reach, f.End())
+		reach = max(reach, start+size)
 	}
 	if err := piece(lo, len(fdes), 0, true); err != nil {
 		return nil, err

@@ -24,7 +24,11 @@ import (
 func whole(t *testing.T, ef *elf.File, st *cfi.Stream, plts []translate.PLT, v uint8) *encoded {
 	t.Helper()
 	errs := len(st.Errors)
-	tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, FDEs: st.FDEs, Exec: st.Execute, PLTs: plts}, translate.Options{Version: v})
+	in := translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, FDEs: st.FDEs, Exec: st.Execute, PLTs: plts}
+	if st.FDEs == nil {
+		in.FDEs, in.Exec, in.Entries, in.ExecEntry = nil, nil, st.Entries, st.ExecuteEntry
+	}
+	tr, err := translate.Translate(in, translate.Options{Version: v})
 	st.Errors = st.Errors[:errs]
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +119,16 @@ func TestPiecesMatchWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkPieces(t, name, f.ELF, st, convert.PLTSections(f.ELF))
+		v3 := checkPieces(t, name, f.ELF, st, convert.PLTSections(f.ELF))
+		// The same with the FDEs as cfi.Index keeps them (as Analyze reads
+		// them): the same figures.
+		ix, err := cfi.Index(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(v3, checkPieces(t, name+" (indexed)", f.ELF, ix, convert.PLTSections(f.ELF)), cmp.AllowUnexported(encoded{})); diff != "" {
+			t.Errorf("%s: indexed FDEs (-parsed +indexed):\n%s", name, diff)
+		}
 		n++
 	}
 	if n < 10 {
