@@ -31,20 +31,24 @@ type Table struct {
 	freLen  int
 	n       int
 	// order lists FDE indices by start address when the section's index is
-	// not sorted; nil when it is.
+	// not sorted; nil when it is. Positions below are in address order.
 	order []uint32
-	// starts holds every FDE's start address minus base, in the order of
-	// order (index order when nil): a compact copy the binary search
-	// walks instead of the 16- or 20-byte FDE entries (a quarter of the
-	// cache lines). nil when the functions span 4 GiB or more.
-	starts []uint32
-	base   uint64
-	// top holds every topStride-th entry of starts: small enough to stay
-	// in cache, it narrows a search to one 64-byte line of starts.
+	// ix holds, for the FDE at each position, its start address minus
+	// base and its FRE offset (ix[2k], ix[2k+1]): a compact copy of the
+	// index (8 bytes an FDE, against 16 to 20 spread over the section)
+	// from which Lookup learns where the function's FREs are without
+	// waiting for its index entry, whose size it reads meanwhile.
+	ix   []uint32
+	base uint64 // the lowest start address
+	// top holds ix's start of every stride-th position: a few bits an FDE,
+	// small enough to stay in the nearest cache, it narrows a search to
+	// two cache lines of ix. top and ix are nil when the functions span 4
+	// GiB or more; Lookup then binary-searches the index itself.
 	top []uint32
 }
 
-const topStride = 16
+// stride is the number of positions of ix a top entry stands for.
+const stride = 16
 
 // Lookup errors that are not about malformed data; they do not allocate.
 var (
@@ -131,33 +135,47 @@ func (t *Table) start(i int) uint64 {
 	return s
 }
 
+// freOffAt returns FDE i's FRE offset (index order).
+func (t *Table) freOffAt(i int) uint32 {
+	off := t.fdeBase + i*t.fdeSize
+	if t.fdeSize == fdeSizeV3 {
+		return t.u32(off + 12)
+	}
+	return t.u32(off + 8)
+}
+
 // fdeAt reads FDE i's fields needed for a lookup. freOff is the section
 // offset of its first FRE.
 func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
+	return t.fdeFor(i, t.start(i), t.freOffAt(i), d)
+}
+
+// fdeFor is fdeAt given FDE i's start address and FRE offset (from ix):
+// the FRE data is then read without waiting for the index entry.
+func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
 	off := t.fdeBase + i*t.fdeSize
-	d.Start = t.start(i)
+	d.Start = start
+	d.FREOff = fo
 	if t.fdeSize == fdeSizeV3 {
-		d.StartOff = int64(t.u64(off))
-		d.Size = t.u32(off + 8)
-		d.FREOff = t.u32(off + 12)
-		a := t.freBase + int(d.FREOff)
+		a := t.freBase + int(fo)
 		d.NumFREs = uint32(t.u16(a))
 		d.Info = t.b[a+2]
 		d.Info2 = t.b[a+3]
 		d.RepSize = t.b[a+4]
 		d.FDEType = d.Info2 & fdeTypeMaskV3
 		d.Signal = d.Info&fdeInfoSignalBit != 0
+		d.StartOff = int64(t.u64(off))
+		d.Size = t.u32(off + 8)
 		freOff = a + fdeAttrSizeV3
 	} else {
 		d.StartOff = int64(int32(t.u32(off)))
 		d.Size = t.u32(off + 4)
-		d.FREOff = t.u32(off + 8)
 		d.NumFREs = t.u32(off + 12)
 		d.Info = t.b[off+16]
 		if t.fdeSize == fdeSizeV2 {
 			d.RepSize = t.b[off+17]
 		}
-		freOff = t.freBase + int(d.FREOff)
+		freOff = t.freBase + int(fo)
 	}
 	d.FREType = d.Info & 0xf
 	d.PCType = (d.Info >> 4) & 1
@@ -166,55 +184,20 @@ func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
 }
 
 // checkFDEs validates every FDE so that lookups only need to bound the FRE
-// bytes of one function.
+// bytes of one function, checks the order the header claims, and builds
+// the search index (ix and top; order for an unsorted index).
 func (t *Table) checkFDEs() error {
-	var total uint64
-	sorted := true
-	var prev uint64
-	v3 := t.fdeSize == fdeSizeV3
-	t.starts = make([]uint32, t.n)
-	compact := true
-	for i := 0; i < t.n; i++ {
-		off := t.fdeBase + i*t.fdeSize
-		if v3 {
-			// The attribute (FRE count and types) lives in the FRE
-			// sub-section, spread over the whole section: Lookup checks
-			// it for the one function it reads, so Open reads only the
-			// index.
-			if freOff := uint64(t.u32(off + 12)); freOff+fdeAttrSizeV3 > uint64(t.freLen) {
-				return errorf(int64(off+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
-			}
-		} else {
-			freOff := uint64(t.u32(off + 8))
-			nfres := uint64(t.u32(off + 12))
-			info := t.b[off+16]
-			if freOff > uint64(t.freLen) {
-				return errorf(int64(off), "FDE %d: FRE offset %d past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
-			}
-			if info&0xf > FREAddr4 {
-				return errorf(int64(off), "FDE %d: unknown FRE type %d", i, info&0xf)
-			}
-			// Every FRE takes at least two bytes.
-			if nfres > (uint64(t.freLen)-freOff)/2 {
-				return errorf(int64(off), "FDE %d: %d FREs cannot fit in the %d bytes after FRE offset %d", i, nfres, uint64(t.freLen)-freOff, freOff)
-			}
-			total += nfres
-		}
-		s := t.start(i)
-		if i == 0 {
-			t.base = s
-		}
-		if i > 0 && s < prev {
-			sorted = false
-		}
-		if s-t.base > math.MaxUint32 {
-			compact = false
-		}
-		t.starts[i] = uint32(s - t.base)
-		prev = s
+	t.ix = make([]uint32, 2*t.n)
+	var sorted bool
+	var last uint64
+	var err error
+	if t.fdeSize == fdeSizeV3 && !t.big {
+		sorted, last, err = t.checkV3LE()
+	} else {
+		sorted, last, err = t.checkAny()
 	}
-	if !v3 && total != uint64(t.Header.NumFREs) {
-		return errorf(12, "header claims %d FREs but the FDEs hold %d", t.Header.NumFREs, total)
+	if err != nil {
+		return err
 	}
 	if t.Header.Flags&FlagFDESorted != 0 && !sorted {
 		return errorf(3, "FDE index is flagged sorted but is not sorted by start address")
@@ -225,27 +208,114 @@ func (t *Table) checkFDEs() error {
 			t.order[i] = uint32(i)
 		}
 		sort.SliceStable(t.order, func(a, b int) bool { return t.start(int(t.order[a])) < t.start(int(t.order[b])) })
-		compact = true
-		if t.n > 0 {
-			t.base = t.start(int(t.order[0]))
-		}
-		for k, i := range t.order {
-			s := t.start(int(i)) - t.base
-			if s > math.MaxUint32 {
-				compact = false
+		t.base = t.start(int(t.order[0]))
+		last = t.start(int(t.order[t.n-1]))
+		if last-t.base <= math.MaxUint32 {
+			for k, i := range t.order {
+				t.ix[2*k] = uint32(t.start(int(i)) - t.base)
+				t.ix[2*k+1] = t.freOffAt(int(i))
 			}
-			t.starts[k] = uint32(s)
 		}
 	}
-	if !compact {
-		t.starts = nil
+	if t.n == 0 || last-t.base > math.MaxUint32 {
+		t.ix = nil
 		return nil
 	}
-	t.top = make([]uint32, (t.n+topStride-1)/topStride)
+	t.top = make([]uint32, (t.n+stride-1)/stride)
 	for j := range t.top {
-		t.top[j] = t.starts[j*topStride]
+		t.top[j] = t.ix[2*j*stride]
 	}
 	return nil
+}
+
+// checkV3LE is checkFDEs' pass over a little-endian V3 index (the common
+// case, and the bulk of Open's time: it reads the whole index). It sets
+// base to the first start and fills ix as if the index were sorted, and
+// returns whether it is and the last start.
+func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
+	const es = fdeSizeV3
+	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
+	freLen := uint64(t.freLen)
+	// Entry i's start is its raw field + Addr, + its own section offset
+	// when PC-relative.
+	add, inc := t.Addr, uint64(0)
+	if t.pcrel {
+		add += uint64(t.fdeBase)
+		inc = es
+	}
+	if t.n > 0 {
+		t.base = binary.LittleEndian.Uint64(ents) + add
+	}
+	prev := t.base
+	ix := t.ix
+	sorted = true
+	for i := 0; len(ents) >= es && len(ix) >= 2; i++ {
+		e := ents[:es:es]
+		fo := binary.LittleEndian.Uint32(e[12:])
+		if uint64(fo)+fdeAttrSizeV3 > freLen {
+			// The attribute (FRE count and types) lives in the FRE
+			// sub-section, spread over the whole section: Lookup reads
+			// it for the one function it needs, so Open only bounds it.
+			return false, 0, errorf(int64(t.fdeBase+i*es+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, fo, t.freLen)
+		}
+		s := binary.LittleEndian.Uint64(e) + add
+		if s < prev {
+			sorted = false
+		}
+		ix[0] = uint32(s - t.base)
+		ix[1] = fo
+		prev = s
+		add += inc
+		ents = ents[es:]
+		ix = ix[2:]
+	}
+	return sorted, prev, nil
+}
+
+// checkAny is checkV3LE for any version and byte order; in V1/V2 it also
+// checks each entry's FRE count and type and the header's total.
+func (t *Table) checkAny() (sorted bool, last uint64, err error) {
+	var total uint64
+	v3 := t.fdeSize == fdeSizeV3
+	sorted = true
+	if t.n > 0 {
+		t.base = t.start(0)
+	}
+	prev := t.base
+	for i := 0; i < t.n; i++ {
+		off := t.fdeBase + i*t.fdeSize
+		if v3 {
+			if freOff := uint64(t.u32(off + 12)); freOff+fdeAttrSizeV3 > uint64(t.freLen) {
+				return false, 0, errorf(int64(off+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
+			}
+		} else {
+			freOff := uint64(t.u32(off + 8))
+			nfres := uint64(t.u32(off + 12))
+			info := t.b[off+16]
+			if freOff > uint64(t.freLen) {
+				return false, 0, errorf(int64(off), "FDE %d: FRE offset %d past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
+			}
+			if info&0xf > FREAddr4 {
+				return false, 0, errorf(int64(off), "FDE %d: unknown FRE type %d", i, info&0xf)
+			}
+			// Every FRE takes at least two bytes.
+			if nfres > (uint64(t.freLen)-freOff)/2 {
+				return false, 0, errorf(int64(off), "FDE %d: %d FREs cannot fit in the %d bytes after FRE offset %d", i, nfres, uint64(t.freLen)-freOff, freOff)
+			}
+			total += nfres
+		}
+		s := t.start(i)
+		if s < prev {
+			sorted = false
+		}
+		t.ix[2*i] = uint32(s - t.base)
+		t.ix[2*i+1] = t.freOffAt(i)
+		prev = s
+	}
+	if !v3 && total != uint64(t.Header.NumFREs) {
+		return false, 0, errorf(12, "header claims %d FREs but the FDEs hold %d", t.Header.NumFREs, total)
+	}
+	return sorted, prev, nil
 }
 
 // NumFDEs returns the number of functions in the section.
@@ -258,80 +328,92 @@ func (t *Table) FDE(i int) FDE {
 	return d
 }
 
-// findFDE returns the index of the FDE covering pc, or -1.
-func (t *Table) findFDE(pc uint64) int {
+// at returns the FDE index at position k of the address order.
+func (t *Table) at(k int) int {
+	if t.order != nil {
+		return int(t.order[k])
+	}
+	return k
+}
+
+// findFDE returns the index of the FDE covering pc, or -1, with its start
+// address and FRE offset.
+func (t *Table) findFDE(pc uint64) (i int, start uint64, freOff uint32) {
+	top := t.top
+	if top == nil || pc < t.base {
+		i = t.searchIndex(pc)
+		if i < 0 {
+			return -1, 0, 0
+		}
+		return i, t.start(i), t.freOffAt(i)
+	}
+	key := uint32(math.MaxUint32)
+	if d := pc - t.base; d < math.MaxUint32 {
+		key = uint32(d)
+	}
+	// The last top entry <= key, then the last position <= key among the
+	// stride it stands for, without unpredictable branches (the compiler
+	// makes each if a conditional move): a mispredicted branch would also
+	// throw away the loads of the next lookup the processor has started.
+	j, n := 0, len(top)
+	for n > 1 {
+		h := n >> 1
+		if top[j+h] <= key {
+			j += h
+		}
+		n -= h
+	}
+	if top[j] > key {
+		return -1, 0, 0
+	}
+	ix := t.ix
+	k, n := j*stride, min(stride, t.n-j*stride)
+	for n > 1 {
+		h := n >> 1
+		if ix[2*(k+h)] <= key {
+			k += h
+		}
+		n -= h
+	}
+	i = t.at(k)
+	start = t.base + uint64(ix[2*k])
+	if pc-start < uint64(t.size(i)) {
+		return i, start, ix[2*k+1]
+	}
+	// Not in the function that starts last at or before pc: one with the
+	// same start (zero-sized ones come first), or none.
+	if i = t.back(pc, k+1); i < 0 {
+		return -1, 0, 0
+	}
+	return i, t.start(i), t.freOffAt(i)
+}
+
+// searchIndex is findFDE for functions spanning 4 GiB or more: a binary
+// search of the index itself.
+func (t *Table) searchIndex(pc uint64) int {
 	lo, hi := 0, t.n
-	at := func(k int) int {
-		if t.order != nil {
-			return int(t.order[k])
-		}
-		return k
-	}
-	switch {
-	case t.starts != nil:
-		if pc < t.base {
-			return -1
-		}
-		key := uint32(math.MaxUint32)
-		if pc-t.base < math.MaxUint32 {
-			key = uint32(pc - t.base)
-		}
-		// Last block whose first start is <= key, then the last start
-		// <= key inside it.
-		top := t.top
-		bl, bh := 0, len(top)
-		for bl < bh {
-			m := int(uint(bl+bh) >> 1)
-			if top[m] <= key {
-				bl = m + 1
-			} else {
-				bh = m
-			}
-		}
-		if bl == 0 {
-			return -1
-		}
-		lo = (bl - 1) * topStride
-		hi = min(lo+topStride, t.n)
-		st := t.starts[lo:hi]
-		k := 1
-		for k < len(st) && st[k] <= key {
-			k++
-		}
-		lo += k
-		// Walk back over functions with the same start (zero-sized ones
-		// first).
-		for k := lo - 1; k >= 0; k-- {
-			i := k
-			if t.order != nil {
-				i = int(t.order[k])
-			}
-			if pc-(t.base+uint64(t.starts[k])) < uint64(t.size(i)) {
-				return i
-			}
-			if k == 0 || t.starts[k-1] != t.starts[k] {
-				break
-			}
-		}
-		return -1
-	default:
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if t.start(at(m)) <= pc {
-				lo = m + 1
-			} else {
-				hi = m
-			}
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.start(t.at(m)) <= pc {
+			lo = m + 1
+		} else {
+			hi = m
 		}
 	}
-	// Walk back over FDEs with the same start (zero-sized ones first).
-	for k := lo - 1; k >= 0; k-- {
-		i := at(k)
+	return t.back(pc, lo)
+}
+
+// back returns the FDE that covers pc among those at positions before k
+// (the first position starting past pc): the one at k-1, or one with the
+// same start before it (zero-sized functions come first).
+func (t *Table) back(pc uint64, k int) int {
+	for k--; k >= 0; k-- {
+		i := t.at(k)
 		s := t.start(i)
 		if pc-s < uint64(t.size(i)) {
 			return i
 		}
-		if k == 0 || t.start(at(k-1)) != s {
+		if k == 0 || t.start(t.at(k-1)) != s {
 			break
 		}
 	}
@@ -355,12 +437,12 @@ func (t *Table) size(i int) uint32 {
 // gives a Rule with Signal and NoFREs set. It does not allocate unless the
 // data is malformed.
 func (t *Table) Lookup(pc uint64) (Rule, error) {
-	i := t.findFDE(pc)
+	i, start, fo := t.findFDE(pc)
 	if i < 0 {
 		return Rule{}, ErrNoFDE
 	}
 	var d FDE
-	pos := t.fdeAt(i, &d)
+	pos := t.fdeFor(i, start, fo, &d)
 	if d.FREType > FREAddr4 {
 		return Rule{}, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
 	}
