@@ -33,22 +33,30 @@ type Table struct {
 	// order lists FDE indices by start address when the section's index is
 	// not sorted; nil when it is. Positions below are in address order.
 	order []uint32
-	// ix holds, for the FDE at each position, its start address minus
-	// base and its FRE offset (ix[2k], ix[2k+1]): a compact copy of the
-	// index (8 bytes an FDE, against 16 to 20 spread over the section)
-	// from which Lookup learns where the function's FREs are without
-	// waiting for its index entry, whose size it reads meanwhile.
-	ix   []uint32
+	// rec is a compact copy of the index in blocks of recPer positions,
+	// one cache line each: the start addresses minus base, then the sizes,
+	// then the FRE offsets of the block's functions (rec[recLine*b+m],
+	// [...+recPer+m], [...+2*recPer+m]). Once the search has found the
+	// block, Lookup learns where the function's FREs are without touching
+	// the section's index entry.
+	rec  []uint32
 	base uint64 // the lowest start address
-	// top holds ix's start of every stride-th position: a few bits an FDE,
-	// small enough to stay in the nearest cache, it narrows a search to
-	// two cache lines of ix. top and ix are nil when the functions span 4
-	// GiB or more; Lookup then binary-searches the index itself.
-	top []uint32
+	// top holds the first start of every block of rec, and top2 every
+	// topFan-th entry of top (small enough to stay in the nearest cache):
+	// a search reads top2, one line of top and one block of rec. All three
+	// are nil when the functions span 4 GiB or more; Lookup then
+	// binary-searches the index itself.
+	top, top2 []uint32
 }
 
-// stride is the number of positions of ix a top entry stands for.
-const stride = 16
+const (
+	recPer  = 5  // functions in a block of rec
+	recLine = 16 // uint32s in a block (3*recPer, padded to 64 bytes)
+	topFan  = 16 // entries of top per entry of top2 (one cache line)
+	// noStart fills the start slots past the last function: no key
+	// reaches it (keys are clamped below it).
+	noStart = math.MaxUint32
+)
 
 // Lookup errors that are not about malformed data; they do not allocate.
 var (
@@ -147,11 +155,19 @@ func (t *Table) freOffAt(i int) uint32 {
 // fdeAt reads FDE i's fields needed for a lookup. freOff is the section
 // offset of its first FRE.
 func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
-	return t.fdeFor(i, t.start(i), t.freOffAt(i), d)
+	freOff = t.fdeFor(i, t.start(i), t.freOffAt(i), d)
+	off := t.fdeBase + i*t.fdeSize
+	if t.fdeSize == fdeSizeV3 {
+		d.StartOff = int64(t.u64(off))
+	} else {
+		d.StartOff = int64(int32(t.u32(off)))
+	}
+	d.Size = t.size(i)
+	return freOff
 }
 
-// fdeFor is fdeAt given FDE i's start address and FRE offset (from ix):
-// the FRE data is then read without waiting for the index entry.
+// fdeFor is fdeAt given FDE i's start address and FRE offset (from rec):
+// in V3 the FRE data is then read without touching the index entry.
 func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
 	off := t.fdeBase + i*t.fdeSize
 	d.Start = start
@@ -164,12 +180,8 @@ func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
 		d.RepSize = t.b[a+4]
 		d.FDEType = d.Info2 & fdeTypeMaskV3
 		d.Signal = d.Info&fdeInfoSignalBit != 0
-		d.StartOff = int64(t.u64(off))
-		d.Size = t.u32(off + 8)
 		freOff = a + fdeAttrSizeV3
 	} else {
-		d.StartOff = int64(int32(t.u32(off)))
-		d.Size = t.u32(off + 4)
 		d.NumFREs = t.u32(off + 12)
 		d.Info = t.b[off+16]
 		if t.fdeSize == fdeSizeV2 {
@@ -185,9 +197,10 @@ func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
 
 // checkFDEs validates every FDE so that lookups only need to bound the FRE
 // bytes of one function, checks the order the header claims, and builds
-// the search index (ix and top; order for an unsorted index).
+// the search index (rec, top and top2; order for an unsorted index).
 func (t *Table) checkFDEs() error {
-	t.ix = make([]uint32, 2*t.n)
+	nb := (t.n + recPer - 1) / recPer
+	t.rec = make([]uint32, nb*recLine)
 	var sorted bool
 	var last uint64
 	var err error
@@ -210,27 +223,42 @@ func (t *Table) checkFDEs() error {
 		sort.SliceStable(t.order, func(a, b int) bool { return t.start(int(t.order[a])) < t.start(int(t.order[b])) })
 		t.base = t.start(int(t.order[0]))
 		last = t.start(int(t.order[t.n-1]))
-		if last-t.base <= math.MaxUint32 {
+		if last-t.base < noStart {
 			for k, i := range t.order {
-				t.ix[2*k] = uint32(t.start(int(i)) - t.base)
-				t.ix[2*k+1] = t.freOffAt(int(i))
+				t.setRec(k, t.start(int(i)), t.size(int(i)), t.freOffAt(int(i)))
 			}
 		}
 	}
-	if t.n == 0 || last-t.base > math.MaxUint32 {
-		t.ix = nil
+	if t.n == 0 || last-t.base >= noStart {
+		t.rec = nil
 		return nil
 	}
-	t.top = make([]uint32, (t.n+stride-1)/stride)
+	for k := t.n; k < nb*recPer; k++ {
+		t.rec[k/recPer*recLine+k%recPer] = noStart
+	}
+	t.top = make([]uint32, nb)
 	for j := range t.top {
-		t.top[j] = t.ix[2*j*stride]
+		t.top[j] = t.rec[j*recLine]
+	}
+	t.top2 = make([]uint32, (nb+topFan-1)/topFan)
+	for j := range t.top2 {
+		t.top2[j] = t.top[j*topFan]
 	}
 	return nil
 }
 
+// setRec fills position k of rec.
+func (t *Table) setRec(k int, start uint64, size, freOff uint32) {
+	r := t.rec[k/recPer*recLine:][:recLine]
+	m := k % recPer
+	r[m] = uint32(start - t.base)
+	r[recPer+m] = size
+	r[2*recPer+m] = freOff
+}
+
 // checkV3LE is checkFDEs' pass over a little-endian V3 index (the common
 // case, and the bulk of Open's time: it reads the whole index). It sets
-// base to the first start and fills ix as if the index were sorted, and
+// base to the first start and fills rec as if the index were sorted, and
 // returns whether it is and the last start.
 func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 	const es = fdeSizeV3
@@ -247,9 +275,10 @@ func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 		t.base = binary.LittleEndian.Uint64(ents) + add
 	}
 	prev := t.base
-	ix := t.ix
+	rec := t.rec
 	sorted = true
-	for i := 0; len(ents) >= es && len(ix) >= 2; i++ {
+	m := 0
+	for i := 0; len(ents) >= es && len(rec) >= recLine; i++ {
 		e := ents[:es:es]
 		fo := binary.LittleEndian.Uint32(e[12:])
 		if uint64(fo)+fdeAttrSizeV3 > freLen {
@@ -262,12 +291,17 @@ func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 		if s < prev {
 			sorted = false
 		}
-		ix[0] = uint32(s - t.base)
-		ix[1] = fo
+		r := rec[:recLine:recLine]
+		r[m] = uint32(s - t.base)
+		r[recPer+m] = binary.LittleEndian.Uint32(e[8:])
+		r[2*recPer+m] = fo
+		if m++; m == recPer {
+			m = 0
+			rec = rec[recLine:]
+		}
 		prev = s
 		add += inc
 		ents = ents[es:]
-		ix = ix[2:]
 	}
 	return sorted, prev, nil
 }
@@ -308,8 +342,9 @@ func (t *Table) checkAny() (sorted bool, last uint64, err error) {
 		if s < prev {
 			sorted = false
 		}
-		t.ix[2*i] = uint32(s - t.base)
-		t.ix[2*i+1] = t.freOffAt(i)
+		if s-t.base < noStart {
+			t.setRec(i, s, t.size(i), t.freOffAt(i))
+		}
 		prev = s
 	}
 	if !v3 && total != uint64(t.Header.NumFREs) {
@@ -336,56 +371,57 @@ func (t *Table) at(k int) int {
 	return k
 }
 
-// findFDE returns the index of the FDE covering pc, or -1, with its start
-// address and FRE offset.
-func (t *Table) findFDE(pc uint64) (i int, start uint64, freOff uint32) {
-	top := t.top
-	if top == nil || pc < t.base {
-		i = t.searchIndex(pc)
-		if i < 0 {
-			return -1, 0, 0
-		}
-		return i, t.start(i), t.freOffAt(i)
+// lastLE returns the index of the last element of a that is <= key, 0 if
+// none (a is sorted). It has no unpredictable branch (the compiler keeps
+// an if here as a branch): a mispredicted branch would also throw away
+// the loads of the next lookup the processor has started.
+func lastLE(a []uint32, key uint32) int {
+	j, n := 0, len(a)
+	for n > 1 {
+		h := n >> 1
+		le := int((uint64(key)-uint64(a[j+h]))>>63) - 1 // -1 if a[j+h] <= key, else 0
+		j += h & le
+		n -= h
 	}
-	key := uint32(math.MaxUint32)
-	if d := pc - t.base; d < math.MaxUint32 {
+	return j
+}
+
+// findFDE returns the index of the FDE covering pc, or -1, with its start
+// address, size and FRE offset.
+func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
+	if t.rec == nil || pc < t.base {
+		if i = t.searchIndex(pc); i < 0 {
+			return -1, 0, 0, 0
+		}
+		return i, t.start(i), t.size(i), t.freOffAt(i)
+	}
+	key := uint32(noStart - 1)
+	if d := pc - t.base; d < noStart-1 {
 		key = uint32(d)
 	}
-	// The last top entry <= key, then the last position <= key among the
-	// stride it stands for, without unpredictable branches (the compiler
-	// makes each if a conditional move): a mispredicted branch would also
-	// throw away the loads of the next lookup the processor has started.
-	j, n := 0, len(top)
-	for n > 1 {
-		h := n >> 1
-		if top[j+h] <= key {
-			j += h
+	j := lastLE(t.top2, key) * topFan
+	top := t.top[j:min(j+topFan, len(t.top))]
+	j += lastLE(top, key)
+	r := t.rec[j*recLine:][:recLine]
+	m := 0
+	for q := 1; q < recPer; q++ {
+		if r[q] <= key {
+			m = q
 		}
-		n -= h
 	}
-	if top[j] > key {
-		return -1, 0, 0
-	}
-	ix := t.ix
-	k, n := j*stride, min(stride, t.n-j*stride)
-	for n > 1 {
-		h := n >> 1
-		if ix[2*(k+h)] <= key {
-			k += h
-		}
-		n -= h
-	}
+	k := j*recPer + m
 	i = t.at(k)
-	start = t.base + uint64(ix[2*k])
-	if pc-start < uint64(t.size(i)) {
-		return i, start, ix[2*k+1]
+	start = t.base + uint64(r[m])
+	size = r[recPer+m]
+	if pc-start < uint64(size) {
+		return i, start, size, r[2*recPer+m]
 	}
 	// Not in the function that starts last at or before pc: one with the
 	// same start (zero-sized ones come first), or none.
 	if i = t.back(pc, k+1); i < 0 {
-		return -1, 0, 0
+		return -1, 0, 0, 0
 	}
-	return i, t.start(i), t.freOffAt(i)
+	return i, t.start(i), t.size(i), t.freOffAt(i)
 }
 
 // searchIndex is findFDE for functions spanning 4 GiB or more: a binary
@@ -437,11 +473,12 @@ func (t *Table) size(i int) uint32 {
 // gives a Rule with Signal and NoFREs set. It does not allocate unless the
 // data is malformed.
 func (t *Table) Lookup(pc uint64) (Rule, error) {
-	i, start, fo := t.findFDE(pc)
+	i, start, size, fo := t.findFDE(pc)
 	if i < 0 {
 		return Rule{}, ErrNoFDE
 	}
 	var d FDE
+	d.Size = size
 	pos := t.fdeFor(i, start, fo, &d)
 	if d.FREType > FREAddr4 {
 		return Rule{}, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
