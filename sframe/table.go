@@ -473,46 +473,64 @@ func (t *Table) size(i int) uint32 {
 // gives a Rule with Signal and NoFREs set. It does not allocate unless the
 // data is malformed.
 func (t *Table) Lookup(pc uint64) (Rule, error) {
+	var r Rule
+	err := t.LookupInto(pc, &r)
+	return r, err
+}
+
+// LookupInto is Lookup writing the rule into *r (the zero Rule on an
+// error), for callers that step many frames: it saves copying the Rule.
+func (t *Table) LookupInto(pc uint64, r *Rule) error {
+	if err := t.lookup(pc, r); err != nil {
+		*r = Rule{}
+		return err
+	}
+	return nil
+}
+
+func (t *Table) lookup(pc uint64, r *Rule) error {
 	i, start, size, fo := t.findFDE(pc)
 	if i < 0 {
-		return Rule{}, ErrNoFDE
+		return ErrNoFDE
 	}
 	var d FDE
 	d.Size = size
 	pos := t.fdeFor(i, start, fo, &d)
 	if d.FREType > FREAddr4 {
-		return Rule{}, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
+		return errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
 	}
 	if d.FDEType > FDETypeFlex {
-		return Rule{}, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FDE type %d", i, d.FDEType)
+		return errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FDE type %d", i, d.FDEType)
 	}
 	if d.NumFREs == 0 {
-		r := Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
+		*r = Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
 			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
 		switch {
 		case d.Signal:
-			return r, nil
+			return nil
 		case t.Header.Version == Version3 && d.FDEType == FDETypeDefault:
 			r.RAUndefined = true
-			return r, nil
+			return nil
 		}
-		return Rule{}, ErrNoFRE
+		return ErrNoFRE
 	}
 	off := pc - d.Start
 	if d.PCType == PCMask && d.RepSize != 0 {
 		off %= uint64(d.RepSize)
 	}
-	end := t.freBase + t.freLen
+	// The last FRE starting at or before off: FREs have different sizes,
+	// so walk them (as libsframe does), stopping at the first past off.
+	b := t.b[:t.freBase+t.freLen]
 	asz := 1 << d.FREType
 	found := -1
 	for j := 0; j < int(d.NumFREs); j++ {
-		if pos+asz+1 > end {
-			return Rule{}, errorf(int64(pos), "FDE %d FRE %d: truncated FRE header", i, j)
+		if pos+asz+1 > len(b) {
+			return errorf(int64(pos), "FDE %d FRE %d: truncated FRE header", i, j)
 		}
 		var s uint32
 		switch asz {
 		case 1:
-			s = uint32(t.b[pos])
+			s = uint32(b[pos])
 		case 2:
 			s = uint32(t.u16(pos))
 		default:
@@ -521,22 +539,22 @@ func (t *Table) Lookup(pc uint64) (Rule, error) {
 		if uint64(s) > off {
 			break
 		}
-		info := t.b[pos+asz]
+		info := b[pos+asz]
 		if (info>>5)&3 > DataWord4 {
-			return Rule{}, errorf(int64(pos+asz), "FDE %d FRE %d: bad data-word size code %d", i, j, (info>>5)&3)
+			return errorf(int64(pos+asz), "FDE %d FRE %d: bad data-word size code %d", i, j, (info>>5)&3)
 		}
-		n := int((info>>1)&0xf) << ((info >> 5) & 3)
 		found = pos
-		pos += asz + 1 + n
+		pos += asz + 1 + int((info>>1)&0xf)<<((info>>5)&3)
 	}
 	if found < 0 {
-		return Rule{}, ErrNoFRE
+		return ErrNoFRE
 	}
 	var f FRE
 	if err := t.decodeFRE(found, asz, &f); err != nil {
-		return Rule{}, err
+		return err
 	}
-	return interpret(&t.Header, &d, &f), nil
+	interpretInto(&t.Header, &d, &f, r)
+	return nil
 }
 
 func (t *Table) decodeFRE(pos, asz int, f *FRE) error {

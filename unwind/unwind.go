@@ -21,6 +21,8 @@
 package unwind
 
 import (
+	"math/bits"
+
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -223,7 +225,8 @@ func (u *Unwinder) Step(f *Frame) (Reason, *Mapping) {
 	if m == nil || m.Table == nil {
 		return ReasonNoObject, nil
 	}
-	r, err := m.Table.Lookup(pc - m.Bias)
+	var r sframe.Rule
+	err := m.Table.LookupInto(pc-m.Bias, &r)
 	switch {
 	case err == sframe.ErrNoFDE || err == sframe.ErrNoFRE:
 		return ReasonNoFDE, m
@@ -298,10 +301,22 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 	if ra == 0 {
 		return ReasonOutermost
 	}
-	*f = Frame{PC: ra}
-	f.SetReg(spReg(u.Arch), cfa)
+	// The caller knows SP and, if recovered or unchanged, FP: clear the
+	// registers f knew and the caller does not (the rest of Regs is zero
+	// already), rather than the whole of Regs.
+	valid := uint32(1) << spReg(u.Arch)
 	if fpValid {
-		f.SetReg(fpReg(u.Arch), fp)
+		valid |= 1 << fpReg(u.Arch)
+	}
+	for stale := f.Valid &^ valid; stale != 0; stale &= stale - 1 {
+		f.Regs[bits.TrailingZeros32(stale)] = 0
+	}
+	f.PC, f.Top, f.Valid = ra, false, valid
+	f.Regs[spReg(u.Arch)] = cfa
+	if fpValid {
+		f.Regs[fpReg(u.Arch)] = fp
+	} else {
+		f.Regs[fpReg(u.Arch)] = 0
 	}
 	return ReasonOK
 }
