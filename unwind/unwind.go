@@ -81,8 +81,9 @@ func (f *Frame) FP(a Arch) uint64 { return f.Regs[fpReg(a)] }
 // Topmost returns the topmost frame from the registers a sampler has: PC,
 // SP, FP and, on AArch64, LR (ignored on AMD64). More registers (for
 // flexible FDEs that name them) can be added with SetReg.
-func Topmost(a Arch, pc, sp, fp, lr uint64) Frame {
-	f := Frame{PC: pc, Top: true}
+func Topmost(a Arch, pc, sp, fp, lr uint64) (f Frame) {
+	// Built in the result itself: a Frame is 280 bytes.
+	f.PC, f.Top = pc, true
 	f.SetReg(spReg(a), sp)
 	f.SetReg(fpReg(a), fp)
 	if a == ARM64 {
