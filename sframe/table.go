@@ -69,8 +69,8 @@ var (
 
 // Open checks the header and the FDE index of an SFrame section and returns
 // a Table for lookups. addr is the section's address (see Decode). It
-// allocates only for sections whose FDE index is not flagged sorted (an
-// index of 4 bytes per FDE).
+// allocates the search index: about 13 bytes per FDE, plus 4 when the
+// section's index is not sorted.
 func Open(b []byte, addr uint64) (*Table, error) {
 	if len(b) < HeaderSize {
 		return nil, errorf(int64(len(b)), "section too short for a header (%d bytes, need %d)", len(b), HeaderSize)
