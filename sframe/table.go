@@ -33,29 +33,29 @@ type Table struct {
 	// order lists FDE indices by start address when the section's index is
 	// not sorted; nil when it is. Positions below are in address order.
 	order []uint32
-	// rec is a compact copy of the index in blocks of recPer positions,
-	// one cache line each: the start addresses minus base, then the sizes,
-	// then the FRE offsets of the block's functions (rec[recLine*b+m],
-	// [...+recPer+m], [...+2*recPer+m]). Once the search has found the
-	// block, Lookup learns where the function's FREs are without touching
-	// the section's index entry.
-	rec  []uint32
+	// blk is a compact copy of the index in blocks of blkPer positions,
+	// one 64-byte cache line each, small enough to stay in a near cache:
+	// the FRE offset of the block's first function, a flag for blocks
+	// that do not fit, then per function its start (minus the block's
+	// first, in top) and FRE offset (minus the first's) in 16 bits each.
+	// Once the search has found the block, Lookup learns where the
+	// function's FREs are and reads them while the function's size comes
+	// from the section's index entry.
+	blk  []uint32
 	base uint64 // the lowest start address
-	// top holds the first start of every block of rec, and top2 every
-	// topFan-th entry of top (small enough to stay in the nearest cache):
-	// a search reads top2, one line of top and one block of rec. All three
-	// are nil when the functions span 4 GiB or more; Lookup then
-	// binary-searches the index itself.
+	// top holds the start (minus base) of the first function of every
+	// block, and top2 every topFan-th entry of top: a search reads top2
+	// (a few KB), one line of top and one block. All three are nil when
+	// the functions span 4 GiB or more; Lookup then binary-searches the
+	// index itself.
 	top, top2 []uint32
 }
 
 const (
-	recPer  = 5  // functions in a block of rec
-	recLine = 16 // uint32s in a block (3*recPer, padded to 64 bytes)
+	blkPer  = 14 // functions in a block
+	blkLine = 16 // uint32s in a block: FRE offset, flag, blkPer entries
+	blkWide = 1  // flag: a delta needs more than 16 bits; search the index
 	topFan  = 16 // entries of top per entry of top2 (one cache line)
-	// noStart fills the start slots past the last function: no key
-	// reaches it (keys are clamped below it).
-	noStart = math.MaxUint32
 )
 
 // Lookup errors that are not about malformed data; they do not allocate.
@@ -166,7 +166,7 @@ func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
 	return freOff
 }
 
-// fdeFor is fdeAt given FDE i's start address and FRE offset (from rec):
+// fdeFor is fdeAt given FDE i's start address and FRE offset (from blk):
 // in V3 the FRE data is then read without touching the index entry.
 func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
 	off := t.fdeBase + i*t.fdeSize
@@ -197,10 +197,8 @@ func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
 
 // checkFDEs validates every FDE so that lookups only need to bound the FRE
 // bytes of one function, checks the order the header claims, and builds
-// the search index (rec, top and top2; order for an unsorted index).
+// the search index (blk, top and top2; order for an unsorted index).
 func (t *Table) checkFDEs() error {
-	nb := (t.n + recPer - 1) / recPer
-	t.rec = make([]uint32, nb*recLine)
 	var sorted bool
 	var last uint64
 	var err error
@@ -223,22 +221,17 @@ func (t *Table) checkFDEs() error {
 		sort.SliceStable(t.order, func(a, b int) bool { return t.start(int(t.order[a])) < t.start(int(t.order[b])) })
 		t.base = t.start(int(t.order[0]))
 		last = t.start(int(t.order[t.n-1]))
-		if last-t.base < noStart {
-			for k, i := range t.order {
-				t.setRec(k, t.start(int(i)), t.size(int(i)), t.freOffAt(int(i)))
-			}
-		}
 	}
-	if t.n == 0 || last-t.base >= noStart {
-		t.rec = nil
+	if t.n == 0 || last-t.base > math.MaxUint32 {
 		return nil
 	}
-	for k := t.n; k < nb*recPer; k++ {
-		t.rec[k/recPer*recLine+k%recPer] = noStart
-	}
+	nb := (t.n + blkPer - 1) / blkPer
+	t.blk = make([]uint32, nb*blkLine)
 	t.top = make([]uint32, nb)
-	for j := range t.top {
-		t.top[j] = t.rec[j*recLine]
+	if t.order == nil && t.fdeSize == fdeSizeV3 && !t.big {
+		t.packV3LE()
+	} else {
+		t.pack()
 	}
 	t.top2 = make([]uint32, (nb+topFan-1)/topFan)
 	for j := range t.top2 {
@@ -247,19 +240,62 @@ func (t *Table) checkFDEs() error {
 	return nil
 }
 
-// setRec fills position k of rec.
-func (t *Table) setRec(k int, start uint64, size, freOff uint32) {
-	r := t.rec[k/recPer*recLine:][:recLine]
-	m := k % recPer
-	r[m] = uint32(start - t.base)
-	r[recPer+m] = size
-	r[2*recPer+m] = freOff
+// pack fills blk and top.
+func (t *Table) pack() {
+	for j := range t.top {
+		k0 := j * blkPer
+		w := t.blk[j*blkLine:][:blkLine]
+		s0, fo0 := t.start(t.at(k0)), t.freOffAt(t.at(k0))
+		t.top[j] = uint32(s0 - t.base)
+		w[0] = fo0
+		for m := 0; m < blkPer && k0+m < t.n; m++ {
+			i := t.at(k0 + m)
+			ds, dfo := t.start(i)-s0, int64(t.freOffAt(i))-int64(fo0)
+			if ds > 0xffff || dfo < 0 || dfo > 0xffff {
+				w[1] = blkWide
+				continue
+			}
+			w[2+m] = uint32(ds) | uint32(dfo)<<16
+		}
+	}
+}
+
+// packV3LE is pack for a sorted little-endian V3 index, reading the
+// entries in one pass (Open's second and last).
+func (t *Table) packV3LE() {
+	const es = fdeSizeV3
+	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
+	add, inc := t.Addr-t.base, uint64(0) // start minus base
+	if t.pcrel {
+		add += uint64(t.fdeBase)
+		inc = es
+	}
+	blk := t.blk
+	for j := range t.top {
+		w := blk[j*blkLine:][:blkLine]
+		s0 := binary.LittleEndian.Uint64(ents) + add
+		fo0 := binary.LittleEndian.Uint32(ents[12:])
+		t.top[j] = uint32(s0)
+		w[0] = fo0
+		for m := 2; m < blkLine && len(ents) >= es; m++ {
+			e := ents[:es:es]
+			ds := binary.LittleEndian.Uint64(e) + add - s0
+			dfo := binary.LittleEndian.Uint32(e[12:]) - fo0
+			if ds > 0xffff || dfo > 0xffff {
+				// dfo wraps when negative.
+				w[1] = blkWide
+			}
+			w[m] = uint32(ds) | dfo<<16
+			add += inc
+			ents = ents[es:]
+		}
+	}
 }
 
 // checkV3LE is checkFDEs' pass over a little-endian V3 index (the common
 // case, and the bulk of Open's time: it reads the whole index). It sets
-// base to the first start and fills rec as if the index were sorted, and
-// returns whether it is and the last start.
+// base to the first start and returns whether the index is sorted and the
+// last start.
 func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 	const es = fdeSizeV3
 	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
@@ -275,13 +311,10 @@ func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 		t.base = binary.LittleEndian.Uint64(ents) + add
 	}
 	prev := t.base
-	rec := t.rec
 	sorted = true
-	m := 0
-	for i := 0; len(ents) >= es && len(rec) >= recLine; i++ {
+	for i := 0; len(ents) >= es; i++ {
 		e := ents[:es:es]
-		fo := binary.LittleEndian.Uint32(e[12:])
-		if uint64(fo)+fdeAttrSizeV3 > freLen {
+		if fo := binary.LittleEndian.Uint32(e[12:]); uint64(fo)+fdeAttrSizeV3 > freLen {
 			// The attribute (FRE count and types) lives in the FRE
 			// sub-section, spread over the whole section: Lookup reads
 			// it for the one function it needs, so Open only bounds it.
@@ -290,14 +323,6 @@ func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 		s := binary.LittleEndian.Uint64(e) + add
 		if s < prev {
 			sorted = false
-		}
-		r := rec[:recLine:recLine]
-		r[m] = uint32(s - t.base)
-		r[recPer+m] = binary.LittleEndian.Uint32(e[8:])
-		r[2*recPer+m] = fo
-		if m++; m == recPer {
-			m = 0
-			rec = rec[recLine:]
 		}
 		prev = s
 		add += inc
@@ -341,9 +366,6 @@ func (t *Table) checkAny() (sorted bool, last uint64, err error) {
 		s := t.start(i)
 		if s < prev {
 			sorted = false
-		}
-		if s-t.base < noStart {
-			t.setRec(i, s, t.size(i), t.freOffAt(i))
 		}
 		prev = s
 	}
@@ -389,36 +411,55 @@ func lastLE(a []uint32, key uint32) int {
 // findFDE returns the index of the FDE covering pc, or -1, with its start
 // address, size and FRE offset.
 func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
-	if t.rec == nil || pc < t.base {
-		if i = t.searchIndex(pc); i < 0 {
-			return -1, 0, 0, 0
-		}
-		return i, t.start(i), t.size(i), t.freOffAt(i)
+	if t.blk == nil || pc < t.base {
+		return t.slowFind(pc, t.searchIndex(pc))
 	}
-	key := uint32(noStart - 1)
-	if d := pc - t.base; d < noStart-1 {
+	key := uint32(math.MaxUint32)
+	if d := pc - t.base; d < math.MaxUint32 {
 		key = uint32(d)
 	}
 	j := lastLE(t.top2, key) * topFan
-	top := t.top[j:min(j+topFan, len(t.top))]
-	j += lastLE(top, key)
-	r := t.rec[j*recLine:][:recLine]
-	m := 0
-	for q := 1; q < recPer; q++ {
-		if r[q] <= key {
+	j += lastLE(t.top[j:min(j+topFan, len(t.top))], key)
+	k0 := j * blkPer
+	w := t.blk[j*blkLine:][:blkLine]
+	if w[1] == blkWide {
+		// Search the block's index entries.
+		lo, hi := k0+1, min(k0+blkPer, t.n)
+		for lo < hi {
+			h := int(uint(lo+hi) >> 1)
+			if t.start(t.at(h)) <= pc {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
+		return t.slowFind(pc, t.back(pc, lo))
+	}
+	d := key - t.top[j]
+	m, n := 0, min(blkPer, t.n-k0)
+	for q := 1; q < n; q++ {
+		if w[2+q]&0xffff <= d {
 			m = q
 		}
 	}
-	k := j*recPer + m
-	i = t.at(k)
-	start = t.base + uint64(r[m])
-	size = r[recPer+m]
+	e := w[2+m]
+	start = t.base + uint64(t.top[j]) + uint64(e&0xffff)
+	freOff = w[0] + e>>16
+	i = t.at(k0 + m)
+	// The FREs are at freOff whatever the size says: the processor reads
+	// both at once.
+	size = t.size(i)
 	if pc-start < uint64(size) {
-		return i, start, size, r[2*recPer+m]
+		return i, start, size, freOff
 	}
 	// Not in the function that starts last at or before pc: one with the
 	// same start (zero-sized ones come first), or none.
-	if i = t.back(pc, k+1); i < 0 {
+	return t.slowFind(pc, t.back(pc, k0+m+1))
+}
+
+// slowFind completes findFDE for FDE i (-1: none) from its index entry.
+func (t *Table) slowFind(pc uint64, i int) (int, uint64, uint32, uint32) {
+	if i < 0 {
 		return -1, 0, 0, 0
 	}
 	return i, t.start(i), t.size(i), t.freOffAt(i)
