@@ -69,7 +69,7 @@ var (
 
 // Open checks the header and the FDE index of an SFrame section and returns
 // a Table for lookups. addr is the section's address (see Decode). It
-// allocates the search index: about 13 bytes per FDE, plus 4 when the
+// allocates the search index: about 5 bytes per FDE, plus 4 when the
 // section's index is not sorted.
 func Open(b []byte, addr uint64) (*Table, error) {
 	if len(b) < HeaderSize {
