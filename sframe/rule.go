@@ -91,7 +91,16 @@ func flexLoc(ctrl uint32, off int32) Loc {
 func (s *Section) Interpret(d *FDE, f *FRE) Rule { return interpret(&s.Header, d, f) }
 
 func interpret(h *Header, d *FDE, f *FRE) Rule {
-	r := Rule{
+	var r Rule
+	interpretInto(h, d, f, &r)
+	return r
+}
+
+// interpretInto is interpret writing into *r: a lookup's caller then reads
+// the fields it needs instead of copying the whole Rule back (a copy of
+// fields just written one by one, which the processor cannot forward).
+func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
+	*r = Rule{
 		FuncStart: d.Start, FuncSize: d.Size, FREStart: f.StartOff, PCType: d.PCType,
 		Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
 		MangledRA: f.MangledRA,
@@ -99,7 +108,7 @@ func interpret(h *Header, d *FDE, f *FRE) Rule {
 	n := int(f.NumWords)
 	if n == 0 {
 		r.RAUndefined = true
-		return r
+		return
 	}
 	if r.Flex {
 		r.CFA = flexLoc(f.UWord(0), 0)
@@ -146,7 +155,7 @@ func interpret(h *Header, d *FDE, f *FRE) Rule {
 				r.FP = flexLoc(c, off)
 			}
 		}
-		return r
+		return
 	}
 	cfaOff := f.Words[0]
 	if h.ABI == ABIS390XBE {
@@ -181,5 +190,4 @@ func interpret(h *Header, d *FDE, f *FRE) Rule {
 	if h.CFAFixedFP == CFAFixedFPInvalid && n > i {
 		r.FP = stackOrReg(f.Words[i])
 	}
-	return r
 }

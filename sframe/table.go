@@ -31,20 +31,32 @@ type Table struct {
 	freLen  int
 	n       int
 	// order lists FDE indices by start address when the section's index is
-	// not sorted; nil when it is.
+	// not sorted; nil when it is. Positions below are in address order.
 	order []uint32
-	// starts holds every FDE's start address minus base, in the order of
-	// order (index order when nil): a compact copy the binary search
-	// walks instead of the 16- or 20-byte FDE entries (a quarter of the
-	// cache lines). nil when the functions span 4 GiB or more.
-	starts []uint32
-	base   uint64
-	// top holds every topStride-th entry of starts: small enough to stay
-	// in cache, it narrows a search to one 64-byte line of starts.
-	top []uint32
+	// blk is a compact copy of the index in blocks of blkPer positions,
+	// one 64-byte cache line each, small enough to stay in a near cache:
+	// the FRE offset of the block's first function, a flag for blocks
+	// that do not fit, then per function its start (minus the block's
+	// first, in top) and FRE offset (minus the first's) in 16 bits each.
+	// Once the search has found the block, Lookup learns where the
+	// function's FREs are and reads them while the function's size comes
+	// from the section's index entry.
+	blk  []uint32
+	base uint64 // the lowest start address
+	// top holds the start (minus base) of the first function of every
+	// block, and top2 every topFan-th entry of top: a search reads top2
+	// (a few KB), one line of top and one block. All three are nil when
+	// the functions span 4 GiB or more; Lookup then binary-searches the
+	// index itself.
+	top, top2 []uint32
 }
 
-const topStride = 16
+const (
+	blkPer  = 14 // functions in a block
+	blkLine = 16 // uint32s in a block: FRE offset, flag, blkPer entries
+	blkWide = 1  // flag: a delta needs more than 16 bits; search the index
+	topFan  = 16 // entries of top per entry of top2 (one cache line)
+)
 
 // Lookup errors that are not about malformed data; they do not allocate.
 var (
@@ -57,8 +69,8 @@ var (
 
 // Open checks the header and the FDE index of an SFrame section and returns
 // a Table for lookups. addr is the section's address (see Decode). It
-// allocates only for sections whose FDE index is not flagged sorted (an
-// index of 4 bytes per FDE).
+// allocates the search index: about 5 bytes per FDE, plus 4 when the
+// section's index is not sorted.
 func Open(b []byte, addr uint64) (*Table, error) {
 	if len(b) < HeaderSize {
 		return nil, errorf(int64(len(b)), "section too short for a header (%d bytes, need %d)", len(b), HeaderSize)
@@ -131,16 +143,37 @@ func (t *Table) start(i int) uint64 {
 	return s
 }
 
+// freOffAt returns FDE i's FRE offset (index order).
+func (t *Table) freOffAt(i int) uint32 {
+	off := t.fdeBase + i*t.fdeSize
+	if t.fdeSize == fdeSizeV3 {
+		return t.u32(off + 12)
+	}
+	return t.u32(off + 8)
+}
+
 // fdeAt reads FDE i's fields needed for a lookup. freOff is the section
 // offset of its first FRE.
 func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
+	freOff = t.fdeFor(i, t.start(i), t.freOffAt(i), d)
 	off := t.fdeBase + i*t.fdeSize
-	d.Start = t.start(i)
 	if t.fdeSize == fdeSizeV3 {
 		d.StartOff = int64(t.u64(off))
-		d.Size = t.u32(off + 8)
-		d.FREOff = t.u32(off + 12)
-		a := t.freBase + int(d.FREOff)
+	} else {
+		d.StartOff = int64(int32(t.u32(off)))
+	}
+	d.Size = t.size(i)
+	return freOff
+}
+
+// fdeFor is fdeAt given FDE i's start address and FRE offset (from blk):
+// in V3 the FRE data is then read without touching the index entry.
+func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
+	off := t.fdeBase + i*t.fdeSize
+	d.Start = start
+	d.FREOff = fo
+	if t.fdeSize == fdeSizeV3 {
+		a := t.freBase + int(fo)
 		d.NumFREs = uint32(t.u16(a))
 		d.Info = t.b[a+2]
 		d.Info2 = t.b[a+3]
@@ -149,15 +182,12 @@ func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
 		d.Signal = d.Info&fdeInfoSignalBit != 0
 		freOff = a + fdeAttrSizeV3
 	} else {
-		d.StartOff = int64(int32(t.u32(off)))
-		d.Size = t.u32(off + 4)
-		d.FREOff = t.u32(off + 8)
 		d.NumFREs = t.u32(off + 12)
 		d.Info = t.b[off+16]
 		if t.fdeSize == fdeSizeV2 {
 			d.RepSize = t.b[off+17]
 		}
-		freOff = t.freBase + int(d.FREOff)
+		freOff = t.freBase + int(fo)
 	}
 	d.FREType = d.Info & 0xf
 	d.PCType = (d.Info >> 4) & 1
@@ -166,55 +196,19 @@ func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
 }
 
 // checkFDEs validates every FDE so that lookups only need to bound the FRE
-// bytes of one function.
+// bytes of one function, checks the order the header claims, and builds
+// the search index (blk, top and top2; order for an unsorted index).
 func (t *Table) checkFDEs() error {
-	var total uint64
-	sorted := true
-	var prev uint64
-	v3 := t.fdeSize == fdeSizeV3
-	t.starts = make([]uint32, t.n)
-	compact := true
-	for i := 0; i < t.n; i++ {
-		off := t.fdeBase + i*t.fdeSize
-		if v3 {
-			// The attribute (FRE count and types) lives in the FRE
-			// sub-section, spread over the whole section: Lookup checks
-			// it for the one function it reads, so Open reads only the
-			// index.
-			if freOff := uint64(t.u32(off + 12)); freOff+fdeAttrSizeV3 > uint64(t.freLen) {
-				return errorf(int64(off+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
-			}
-		} else {
-			freOff := uint64(t.u32(off + 8))
-			nfres := uint64(t.u32(off + 12))
-			info := t.b[off+16]
-			if freOff > uint64(t.freLen) {
-				return errorf(int64(off), "FDE %d: FRE offset %d past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
-			}
-			if info&0xf > FREAddr4 {
-				return errorf(int64(off), "FDE %d: unknown FRE type %d", i, info&0xf)
-			}
-			// Every FRE takes at least two bytes.
-			if nfres > (uint64(t.freLen)-freOff)/2 {
-				return errorf(int64(off), "FDE %d: %d FREs cannot fit in the %d bytes after FRE offset %d", i, nfres, uint64(t.freLen)-freOff, freOff)
-			}
-			total += nfres
-		}
-		s := t.start(i)
-		if i == 0 {
-			t.base = s
-		}
-		if i > 0 && s < prev {
-			sorted = false
-		}
-		if s-t.base > math.MaxUint32 {
-			compact = false
-		}
-		t.starts[i] = uint32(s - t.base)
-		prev = s
+	var sorted bool
+	var last uint64
+	var err error
+	if t.fdeSize == fdeSizeV3 && !t.big {
+		sorted, last, err = t.checkV3LE()
+	} else {
+		sorted, last, err = t.checkAny()
 	}
-	if !v3 && total != uint64(t.Header.NumFREs) {
-		return errorf(12, "header claims %d FREs but the FDEs hold %d", t.Header.NumFREs, total)
+	if err != nil {
+		return err
 	}
 	if t.Header.Flags&FlagFDESorted != 0 && !sorted {
 		return errorf(3, "FDE index is flagged sorted but is not sorted by start address")
@@ -225,27 +219,160 @@ func (t *Table) checkFDEs() error {
 			t.order[i] = uint32(i)
 		}
 		sort.SliceStable(t.order, func(a, b int) bool { return t.start(int(t.order[a])) < t.start(int(t.order[b])) })
-		compact = true
-		if t.n > 0 {
-			t.base = t.start(int(t.order[0]))
-		}
-		for k, i := range t.order {
-			s := t.start(int(i)) - t.base
-			if s > math.MaxUint32 {
-				compact = false
-			}
-			t.starts[k] = uint32(s)
-		}
+		t.base = t.start(int(t.order[0]))
+		last = t.start(int(t.order[t.n-1]))
 	}
-	if !compact {
-		t.starts = nil
+	if t.n == 0 || last-t.base > math.MaxUint32 {
 		return nil
 	}
-	t.top = make([]uint32, (t.n+topStride-1)/topStride)
-	for j := range t.top {
-		t.top[j] = t.starts[j*topStride]
+	nb := (t.n + blkPer - 1) / blkPer
+	t.blk = make([]uint32, nb*blkLine)
+	t.top = make([]uint32, nb)
+	if t.order == nil && t.fdeSize == fdeSizeV3 && !t.big {
+		t.packV3LE()
+	} else {
+		t.pack()
+	}
+	t.top2 = make([]uint32, (nb+topFan-1)/topFan)
+	for j := range t.top2 {
+		t.top2[j] = t.top[j*topFan]
 	}
 	return nil
+}
+
+// pack fills blk and top.
+func (t *Table) pack() {
+	for j := range t.top {
+		k0 := j * blkPer
+		w := t.blk[j*blkLine:][:blkLine]
+		s0, fo0 := t.start(t.at(k0)), t.freOffAt(t.at(k0))
+		t.top[j] = uint32(s0 - t.base)
+		w[0] = fo0
+		for m := 0; m < blkPer && k0+m < t.n; m++ {
+			i := t.at(k0 + m)
+			ds, dfo := t.start(i)-s0, int64(t.freOffAt(i))-int64(fo0)
+			if ds > 0xffff || dfo < 0 || dfo > 0xffff {
+				w[1] = blkWide
+				continue
+			}
+			w[2+m] = uint32(ds) | uint32(dfo)<<16
+		}
+	}
+}
+
+// packV3LE is pack for a sorted little-endian V3 index, reading the
+// entries in one pass (Open's second and last).
+func (t *Table) packV3LE() {
+	const es = fdeSizeV3
+	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
+	add, inc := t.Addr-t.base, uint64(0) // start minus base
+	if t.pcrel {
+		add += uint64(t.fdeBase)
+		inc = es
+	}
+	blk := t.blk
+	for j := range t.top {
+		w := blk[j*blkLine:][:blkLine]
+		s0 := binary.LittleEndian.Uint64(ents) + add
+		fo0 := binary.LittleEndian.Uint32(ents[12:])
+		t.top[j] = uint32(s0)
+		w[0] = fo0
+		for m := 2; m < blkLine && len(ents) >= es; m++ {
+			e := ents[:es:es]
+			ds := binary.LittleEndian.Uint64(e) + add - s0
+			dfo := binary.LittleEndian.Uint32(e[12:]) - fo0
+			if ds > 0xffff || dfo > 0xffff {
+				// dfo wraps when negative.
+				w[1] = blkWide
+			}
+			w[m] = uint32(ds) | dfo<<16
+			add += inc
+			ents = ents[es:]
+		}
+	}
+}
+
+// checkV3LE is checkFDEs' pass over a little-endian V3 index (the common
+// case, and the bulk of Open's time: it reads the whole index). It sets
+// base to the first start and returns whether the index is sorted and the
+// last start.
+func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
+	const es = fdeSizeV3
+	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
+	freLen := uint64(t.freLen)
+	// Entry i's start is its raw field + Addr, + its own section offset
+	// when PC-relative.
+	add, inc := t.Addr, uint64(0)
+	if t.pcrel {
+		add += uint64(t.fdeBase)
+		inc = es
+	}
+	if t.n > 0 {
+		t.base = binary.LittleEndian.Uint64(ents) + add
+	}
+	prev := t.base
+	sorted = true
+	for i := 0; len(ents) >= es; i++ {
+		e := ents[:es:es]
+		if fo := binary.LittleEndian.Uint32(e[12:]); uint64(fo)+fdeAttrSizeV3 > freLen {
+			// The attribute (FRE count and types) lives in the FRE
+			// sub-section, spread over the whole section: Lookup reads
+			// it for the one function it needs, so Open only bounds it.
+			return false, 0, errorf(int64(t.fdeBase+i*es+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, fo, t.freLen)
+		}
+		s := binary.LittleEndian.Uint64(e) + add
+		if s < prev {
+			sorted = false
+		}
+		prev = s
+		add += inc
+		ents = ents[es:]
+	}
+	return sorted, prev, nil
+}
+
+// checkAny is checkV3LE for any version and byte order; in V1/V2 it also
+// checks each entry's FRE count and type and the header's total.
+func (t *Table) checkAny() (sorted bool, last uint64, err error) {
+	var total uint64
+	v3 := t.fdeSize == fdeSizeV3
+	sorted = true
+	if t.n > 0 {
+		t.base = t.start(0)
+	}
+	prev := t.base
+	for i := 0; i < t.n; i++ {
+		off := t.fdeBase + i*t.fdeSize
+		if v3 {
+			if freOff := uint64(t.u32(off + 12)); freOff+fdeAttrSizeV3 > uint64(t.freLen) {
+				return false, 0, errorf(int64(off+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
+			}
+		} else {
+			freOff := uint64(t.u32(off + 8))
+			nfres := uint64(t.u32(off + 12))
+			info := t.b[off+16]
+			if freOff > uint64(t.freLen) {
+				return false, 0, errorf(int64(off), "FDE %d: FRE offset %d past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
+			}
+			if info&0xf > FREAddr4 {
+				return false, 0, errorf(int64(off), "FDE %d: unknown FRE type %d", i, info&0xf)
+			}
+			// Every FRE takes at least two bytes.
+			if nfres > (uint64(t.freLen)-freOff)/2 {
+				return false, 0, errorf(int64(off), "FDE %d: %d FREs cannot fit in the %d bytes after FRE offset %d", i, nfres, uint64(t.freLen)-freOff, freOff)
+			}
+			total += nfres
+		}
+		s := t.start(i)
+		if s < prev {
+			sorted = false
+		}
+		prev = s
+	}
+	if !v3 && total != uint64(t.Header.NumFREs) {
+		return false, 0, errorf(12, "header claims %d FREs but the FDEs hold %d", t.Header.NumFREs, total)
+	}
+	return sorted, prev, nil
 }
 
 // NumFDEs returns the number of functions in the section.
@@ -258,80 +385,112 @@ func (t *Table) FDE(i int) FDE {
 	return d
 }
 
-// findFDE returns the index of the FDE covering pc, or -1.
-func (t *Table) findFDE(pc uint64) int {
-	lo, hi := 0, t.n
-	at := func(k int) int {
-		if t.order != nil {
-			return int(t.order[k])
-		}
-		return k
+// at returns the FDE index at position k of the address order.
+func (t *Table) at(k int) int {
+	if t.order != nil {
+		return int(t.order[k])
 	}
-	switch {
-	case t.starts != nil:
-		if pc < t.base {
-			return -1
-		}
-		key := uint32(math.MaxUint32)
-		if pc-t.base < math.MaxUint32 {
-			key = uint32(pc - t.base)
-		}
-		// Last block whose first start is <= key, then the last start
-		// <= key inside it.
-		top := t.top
-		bl, bh := 0, len(top)
-		for bl < bh {
-			m := int(uint(bl+bh) >> 1)
-			if top[m] <= key {
-				bl = m + 1
-			} else {
-				bh = m
-			}
-		}
-		if bl == 0 {
-			return -1
-		}
-		lo = (bl - 1) * topStride
-		hi = min(lo+topStride, t.n)
-		st := t.starts[lo:hi]
-		k := 1
-		for k < len(st) && st[k] <= key {
-			k++
-		}
-		lo += k
-		// Walk back over functions with the same start (zero-sized ones
-		// first).
-		for k := lo - 1; k >= 0; k-- {
-			i := k
-			if t.order != nil {
-				i = int(t.order[k])
-			}
-			if pc-(t.base+uint64(t.starts[k])) < uint64(t.size(i)) {
-				return i
-			}
-			if k == 0 || t.starts[k-1] != t.starts[k] {
-				break
-			}
-		}
-		return -1
-	default:
+	return k
+}
+
+// lastLE returns the index of the last element of a that is <= key, 0 if
+// none (a is sorted). It has no unpredictable branch (the compiler keeps
+// an if here as a branch): a mispredicted branch would also throw away
+// the loads of the next lookup the processor has started.
+func lastLE(a []uint32, key uint32) int {
+	j, n := 0, len(a)
+	for n > 1 {
+		h := n >> 1
+		le := int((uint64(key)-uint64(a[j+h]))>>63) - 1 // -1 if a[j+h] <= key, else 0
+		j += h & le
+		n -= h
+	}
+	return j
+}
+
+// findFDE returns the index of the FDE covering pc, or -1, with its start
+// address, size and FRE offset.
+func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
+	if t.blk == nil || pc < t.base {
+		return t.slowFind(pc, t.searchIndex(pc))
+	}
+	key := uint32(math.MaxUint32)
+	if d := pc - t.base; d < math.MaxUint32 {
+		key = uint32(d)
+	}
+	j := lastLE(t.top2, key) * topFan
+	j += lastLE(t.top[j:min(j+topFan, len(t.top))], key)
+	k0 := j * blkPer
+	w := t.blk[j*blkLine:][:blkLine]
+	if w[1] == blkWide {
+		// Search the block's index entries.
+		lo, hi := k0+1, min(k0+blkPer, t.n)
 		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if t.start(at(m)) <= pc {
-				lo = m + 1
+			h := int(uint(lo+hi) >> 1)
+			if t.start(t.at(h)) <= pc {
+				lo = h + 1
 			} else {
-				hi = m
+				hi = h
 			}
 		}
+		return t.slowFind(pc, t.back(pc, lo))
 	}
-	// Walk back over FDEs with the same start (zero-sized ones first).
-	for k := lo - 1; k >= 0; k-- {
-		i := at(k)
+	d := key - t.top[j]
+	m, n := 0, min(blkPer, t.n-k0)
+	for q := 1; q < n; q++ {
+		if w[2+q]&0xffff <= d {
+			m = q
+		}
+	}
+	e := w[2+m]
+	start = t.base + uint64(t.top[j]) + uint64(e&0xffff)
+	freOff = w[0] + e>>16
+	i = t.at(k0 + m)
+	// The FREs are at freOff whatever the size says: the processor reads
+	// both at once.
+	size = t.size(i)
+	if pc-start < uint64(size) {
+		return i, start, size, freOff
+	}
+	// Not in the function that starts last at or before pc: one with the
+	// same start (zero-sized ones come first), or none.
+	return t.slowFind(pc, t.back(pc, k0+m+1))
+}
+
+// slowFind completes findFDE for FDE i (-1: none) from its index entry.
+func (t *Table) slowFind(pc uint64, i int) (int, uint64, uint32, uint32) {
+	if i < 0 {
+		return -1, 0, 0, 0
+	}
+	return i, t.start(i), t.size(i), t.freOffAt(i)
+}
+
+// searchIndex is findFDE for functions spanning 4 GiB or more: a binary
+// search of the index itself.
+func (t *Table) searchIndex(pc uint64) int {
+	lo, hi := 0, t.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.start(t.at(m)) <= pc {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return t.back(pc, lo)
+}
+
+// back returns the FDE that covers pc among those at positions before k
+// (the first position starting past pc): the one at k-1, or one with the
+// same start before it (zero-sized functions come first).
+func (t *Table) back(pc uint64, k int) int {
+	for k--; k >= 0; k-- {
+		i := t.at(k)
 		s := t.start(i)
 		if pc-s < uint64(t.size(i)) {
 			return i
 		}
-		if k == 0 || t.start(at(k-1)) != s {
+		if k == 0 || t.start(t.at(k-1)) != s {
 			break
 		}
 	}
@@ -355,45 +514,64 @@ func (t *Table) size(i int) uint32 {
 // gives a Rule with Signal and NoFREs set. It does not allocate unless the
 // data is malformed.
 func (t *Table) Lookup(pc uint64) (Rule, error) {
-	i := t.findFDE(pc)
+	var r Rule
+	err := t.LookupInto(pc, &r)
+	return r, err
+}
+
+// LookupInto is Lookup writing the rule into *r (the zero Rule on an
+// error), for callers that step many frames: it saves copying the Rule.
+func (t *Table) LookupInto(pc uint64, r *Rule) error {
+	if err := t.lookup(pc, r); err != nil {
+		*r = Rule{}
+		return err
+	}
+	return nil
+}
+
+func (t *Table) lookup(pc uint64, r *Rule) error {
+	i, start, size, fo := t.findFDE(pc)
 	if i < 0 {
-		return Rule{}, ErrNoFDE
+		return ErrNoFDE
 	}
 	var d FDE
-	pos := t.fdeAt(i, &d)
+	d.Size = size
+	pos := t.fdeFor(i, start, fo, &d)
 	if d.FREType > FREAddr4 {
-		return Rule{}, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
+		return errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
 	}
 	if d.FDEType > FDETypeFlex {
-		return Rule{}, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FDE type %d", i, d.FDEType)
+		return errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FDE type %d", i, d.FDEType)
 	}
 	if d.NumFREs == 0 {
-		r := Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
+		*r = Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
 			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
 		switch {
 		case d.Signal:
-			return r, nil
+			return nil
 		case t.Header.Version == Version3 && d.FDEType == FDETypeDefault:
 			r.RAUndefined = true
-			return r, nil
+			return nil
 		}
-		return Rule{}, ErrNoFRE
+		return ErrNoFRE
 	}
 	off := pc - d.Start
 	if d.PCType == PCMask && d.RepSize != 0 {
 		off %= uint64(d.RepSize)
 	}
-	end := t.freBase + t.freLen
+	// The last FRE starting at or before off: FREs have different sizes,
+	// so walk them (as libsframe does), stopping at the first past off.
+	b := t.b[:t.freBase+t.freLen]
 	asz := 1 << d.FREType
 	found := -1
 	for j := 0; j < int(d.NumFREs); j++ {
-		if pos+asz+1 > end {
-			return Rule{}, errorf(int64(pos), "FDE %d FRE %d: truncated FRE header", i, j)
+		if pos+asz+1 > len(b) {
+			return errorf(int64(pos), "FDE %d FRE %d: truncated FRE header", i, j)
 		}
 		var s uint32
 		switch asz {
 		case 1:
-			s = uint32(t.b[pos])
+			s = uint32(b[pos])
 		case 2:
 			s = uint32(t.u16(pos))
 		default:
@@ -402,22 +580,22 @@ func (t *Table) Lookup(pc uint64) (Rule, error) {
 		if uint64(s) > off {
 			break
 		}
-		info := t.b[pos+asz]
+		info := b[pos+asz]
 		if (info>>5)&3 > DataWord4 {
-			return Rule{}, errorf(int64(pos+asz), "FDE %d FRE %d: bad data-word size code %d", i, j, (info>>5)&3)
+			return errorf(int64(pos+asz), "FDE %d FRE %d: bad data-word size code %d", i, j, (info>>5)&3)
 		}
-		n := int((info>>1)&0xf) << ((info >> 5) & 3)
 		found = pos
-		pos += asz + 1 + n
+		pos += asz + 1 + int((info>>1)&0xf)<<((info>>5)&3)
 	}
 	if found < 0 {
-		return Rule{}, ErrNoFRE
+		return ErrNoFRE
 	}
 	var f FRE
 	if err := t.decodeFRE(found, asz, &f); err != nil {
-		return Rule{}, err
+		return err
 	}
-	return interpret(&t.Header, &d, &f), nil
+	interpretInto(&t.Header, &d, &f, r)
+	return nil
 }
 
 func (t *Table) decodeFRE(pos, asz int, f *FRE) error {

@@ -3,6 +3,7 @@ package sframe_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -282,5 +283,123 @@ func BenchmarkTableLookupSmall(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		tb.Lookup(pcs[i%len(pcs)])
+	}
+}
+
+// manyFunctions returns n functions in address order with gaps between
+// some (a few of 70,000 bytes), zero-sized ones sharing the next one's start, functions long enough
+// for 2-byte FRE addresses, PCMASK ones, and rows at growing offsets; with
+// far set, the last one starts 5 GiB after the others (no compact index).
+func manyFunctions(abi uint8, n int, far bool) []sframe.Function {
+	sp, fp := sframe.SPReg(abi), sframe.FPReg(abi)
+	ra := sframe.Loc{Kind: sframe.LocFixed}
+	if abi != sframe.ABIAMD64LE {
+		ra = sframe.Loc{Kind: sframe.LocCFA, Offset: -8}
+	}
+	x := uint64(0x9e3779b97f4a7c15)
+	rnd := func(m uint64) uint64 { // xorshift64
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return x % m
+	}
+	var fs []sframe.Function
+	pc := uint64(0x10000)
+	for i := 0; i < n; i++ {
+		if rnd(4) == 0 {
+			pc += 1 + rnd(24)
+		}
+		if rnd(300) == 0 {
+			pc += 70000 // a block of Open's index spanning more than 64 KiB
+		}
+		if rnd(50) == 0 {
+			fs = append(fs, sframe.Function{Start: pc})
+		}
+		f := sframe.Function{Start: pc, Size: uint32(1 + rnd(120))}
+		if rnd(10) == 0 {
+			f.Size = uint32(256 + rnd(600))
+		}
+		if rnd(40) == 0 {
+			f.Size, f.PCType, f.RepSize = 64, sframe.PCMask, 16
+		}
+		for off, k := uint32(0), 0; off < f.Size && k < 8; k++ {
+			row := sframe.Row{Start: off, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: int32(8 * (k + 1))}, RA: ra}
+			if k > 0 {
+				row.FP = sframe.Loc{Kind: sframe.LocCFA, Offset: -16}
+			}
+			if k == 2 && rnd(2) == 0 {
+				row.CFA.Reg = fp
+			}
+			f.Rows = append(f.Rows, row)
+			off += uint32(1 + rnd(uint64(f.Size)/2+1))
+			if f.PCType == sframe.PCMask && off >= 16 {
+				break
+			}
+		}
+		fs = append(fs, f)
+		pc += uint64(f.Size)
+	}
+	if far {
+		fs[len(fs)-1].Start = pc + 5<<30
+	}
+	return fs
+}
+
+// TestTableManyFunctions: on sections large enough for every level of
+// Open's search index (and on one whose functions span more than 4 GiB,
+// searched without it), in both byte orders, V2 and V3, PC-relative or
+// not, sorted or not, Lookup answers what the fully decoded section's
+// FindFRE answers at every PC of every function and two either side.
+func TestTableManyFunctions(t *testing.T) {
+	type config struct {
+		version, abi     uint8
+		pcrel, sort, far bool
+	}
+	var cs []config
+	for _, v := range []uint8{2, 3} {
+		for _, abi := range []uint8{sframe.ABIAMD64LE, sframe.ABIAArch64BE} {
+			for _, pcrel := range []bool{false, true} {
+				for _, srt := range []bool{false, true} {
+					cs = append(cs, config{v, abi, pcrel, srt, false})
+				}
+			}
+		}
+	}
+	cs = append(cs, config{3, sframe.ABIAMD64LE, true, true, true}, config{3, sframe.ABIAArch64BE, false, false, true})
+	for _, c := range cs {
+		t.Run(fmt.Sprintf("v%d-abi%d-pcrel=%v-sort=%v-far=%v", c.version, c.abi, c.pcrel, c.sort, c.far), func(t *testing.T) {
+			fs := manyFunctions(c.abi, 1700, c.far)
+			if !c.sort {
+				// Reverse pairs of neighbours: unsorted, and a
+				// zero-sized function may follow the one it shares
+				// a start with.
+				for i := 0; i+1 < len(fs); i += 2 {
+					fs[i], fs[i+1] = fs[i+1], fs[i]
+				}
+			}
+			o := sframe.Options{Version: c.version, ABI: c.abi, Order: binary.LittleEndian, Addr: 0x4000, PCRel: c.pcrel, Sort: c.sort}
+			if c.abi == sframe.ABIAArch64BE {
+				o.Order = binary.BigEndian
+			} else {
+				o.CFAFixedRA = -8
+			}
+			b, err := sframe.Encode(fs, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := sframe.Decode(b, o.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb, err := sframe.Open(b, o.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fs {
+				for pc := f.Start - 2; pc < f.Start+uint64(f.Size)+2 && !t.Failed(); pc++ {
+					sameAsFindFRE(t, s, tb, pc)
+				}
+			}
+		})
 	}
 }

@@ -21,6 +21,8 @@
 package unwind
 
 import (
+	"math/bits"
+
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -79,8 +81,9 @@ func (f *Frame) FP(a Arch) uint64 { return f.Regs[fpReg(a)] }
 // Topmost returns the topmost frame from the registers a sampler has: PC,
 // SP, FP and, on AArch64, LR (ignored on AMD64). More registers (for
 // flexible FDEs that name them) can be added with SetReg.
-func Topmost(a Arch, pc, sp, fp, lr uint64) Frame {
-	f := Frame{PC: pc, Top: true}
+func Topmost(a Arch, pc, sp, fp, lr uint64) (f Frame) {
+	// Built in the result itself: a Frame is 280 bytes.
+	f.PC, f.Top = pc, true
 	f.SetReg(spReg(a), sp)
 	f.SetReg(fpReg(a), fp)
 	if a == ARM64 {
@@ -223,7 +226,8 @@ func (u *Unwinder) Step(f *Frame) (Reason, *Mapping) {
 	if m == nil || m.Table == nil {
 		return ReasonNoObject, nil
 	}
-	r, err := m.Table.Lookup(pc - m.Bias)
+	var r sframe.Rule
+	err := m.Table.LookupInto(pc-m.Bias, &r)
 	switch {
 	case err == sframe.ErrNoFDE || err == sframe.ErrNoFRE:
 		return ReasonNoFDE, m
@@ -298,10 +302,22 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 	if ra == 0 {
 		return ReasonOutermost
 	}
-	*f = Frame{PC: ra}
-	f.SetReg(spReg(u.Arch), cfa)
+	// The caller knows SP and, if recovered or unchanged, FP: clear the
+	// registers f knew and the caller does not (the rest of Regs is zero
+	// already), rather than the whole of Regs.
+	valid := uint32(1) << spReg(u.Arch)
 	if fpValid {
-		f.SetReg(fpReg(u.Arch), fp)
+		valid |= 1 << fpReg(u.Arch)
+	}
+	for stale := f.Valid &^ valid; stale != 0; stale &= stale - 1 {
+		f.Regs[bits.TrailingZeros32(stale)] = 0
+	}
+	f.PC, f.Top, f.Valid = ra, false, valid
+	f.Regs[spReg(u.Arch)] = cfa
+	if fpValid {
+		f.Regs[fpReg(u.Arch)] = fp
+	} else {
+		f.Regs[fpReg(u.Arch)] = 0
 	}
 	return ReasonOK
 }
