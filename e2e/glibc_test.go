@@ -14,13 +14,19 @@ import (
 // of which must be there and say "ok": a run that skipped or lost a check
 // fails rather than passing with fewer.
 var glibcChecks = []string{
+	"reference: glibc's DWARF fallback, chain",
+	"reference: glibc's DWARF fallback, signal",
 	"ours --for glibc, chain, full depth",
 	"ours --for glibc + our libc, chain, full depth",
+	"ours V2, chain, array of the DWARF length",
+	"ours V2 --pcrel, chain, array of the DWARF length",
 	"ours V2 --pcrel, chain, full depth (RA-undefined FRE)",
 	"control: no .sframe, chain",
 	"control: GNU as 2.44 --gsframe, chain, full",
 	"ours --for glibc, signal, full depth",
 	"ours --for glibc + our libc, signal, full depth",
+	"ours V2, signal, array of the DWARF length",
+	"ours V2 --pcrel, signal, array of the DWARF length",
 	"ours V2 --pcrel, signal, full depth (RA-undefined FRE)",
 	"control: no .sframe, signal",
 	"control: GNU as 2.44 --gsframe, signal, full",
