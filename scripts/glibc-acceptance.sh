@@ -63,6 +63,12 @@ GLIBC_MIN=2.42 GLIBC_MAX=2.44.99
 # finds no system library directory and no etc/ld.so.cache.
 PREFIX=/nonexistent/cfi2sframe-glibc-sframe
 CONFIG_FLAGS="--prefix=$PREFIX --enable-sframe --disable-werror --disable-profile --disable-nscd --disable-timezone-tools --without-selinux --disable-mathvec"
+# "lib" builds libc.so and ld.so (every subdirectory's libc objects and the
+# loader), not the programs, add-on libraries (libm.so, NSS and gconv
+# modules) or tests that "all" adds: the test programs load nothing else.
+# object-suffixes=.os compiles only the shared objects (libc.so is linked
+# from them), not the static libc.a's: half the compilations.
+MAKE_ARGS="lib object-suffixes=.os"
 JOBS=${GLIBC_JOBS:-$(nproc)}
 
 toolchain_dir() {
@@ -212,7 +218,7 @@ binutils_dir() {
 		die "$DIR/binutils/as is not binutils 2.44: $("$DIR/binutils/as" --version | head -1)"
 }
 
-build_key() { printf 'glibc %s (%s)\nflags %s\n' "$SRC_VERSION" "$SRC_SUITE" "$CONFIG_FLAGS"; }
+build_key() { printf 'glibc %s (%s)\nflags %s\nmake %s\n' "$SRC_VERSION" "$SRC_SUITE" "$CONFIG_FLAGS" "$MAKE_ARGS"; }
 
 build_complete() {
 	[ -f "$DIR/complete" ] && [ -x "$DIR/build/elf/ld.so" ] && [ -f "$DIR/build/libc.so.6" ]
@@ -245,11 +251,8 @@ build_glibc() {
 			OBJCOPY=$DIR/binutils/objcopy OBJDUMP=$DIR/binutils/objdump READELF=$DIR/binutils/readelf \
 			nice -n 19 "$SRC_TREE/configure" $CONFIG_FLAGS
 		printf '%s %s\n' "$SRC_TREE" "$CONFIG_FLAGS" >.flags
-		# "lib" builds libc.so and ld.so (every subdirectory's libc
-		# objects and the loader), not the programs, add-on libraries
-		# (libm.so, NSS and gconv modules) or tests that "all" adds:
-		# the test programs load nothing else.
-		nice -n 19 make -j"$JOBS" lib
+		# shellcheck disable=SC2086 # MAKE_ARGS is a word list
+		nice -n 19 make -j"$JOBS" $MAKE_ARGS
 	) >"$DIR/build.log" 2>&1 || { tail -30 "$DIR/build.log" >&2; die "glibc build failed; log $DIR/build.log"; }
 	[ -e "$b/libc.so.6" ] || ln -s libc.so "$b/libc.so.6"
 	t1=$(date +%s)
@@ -632,6 +635,13 @@ run_checks() {
 	cp "$w/glibc/prog" "$w/glibc/libdeep.so" "$w/damaged/"
 	damage_fre "$w/damaged/prog" nofp_level >/dev/null
 
+	local hdr f
+	for f in "$DIR/build/libc.so.6" "$w/libc-ours/libc.so.6" "$w/gnu/prog" "$w/glibc/prog"; do
+		hdr=$("$c" dump --json "$f" 2>&1 | head -20 | tr -d ' \n') || true
+		printf '%s: .sframe version %s, flags %s, %s FDEs, %s FREs\n' "${f#"$w"/}" \
+			"$(grep -o '"version":[0-9]*' <<<"$hdr" | cut -d: -f2)" "$(grep -o '"flags":[0-9]*' <<<"$hdr" | cut -d: -f2)" \
+			"$(grep -o '"num_fdes":[0-9]*' <<<"$hdr" | cut -d: -f2)" "$(grep -o '"num_fres":[0-9]*' <<<"$hdr" | cut -d: -f2)"
+	done
 	echo "== glibc $(sed -n 's/^glibc //p' "$DIR/complete" | head -1), SFrame-only backtrace() against the DWARF trace"
 	full=256
 	# The reference itself: glibc's own fallback (the program without
