@@ -82,7 +82,8 @@ toolchain_dir() {
 list_sources() {
 	local s idx stanza v
 	idx=$(mktemp -d)
-	trap 'rm -rf "$idx"' RETURN
+	# shellcheck disable=SC2064 # expand $idx now; the trap removes itself
+	trap "rm -rf '$idx'; trap - RETURN" RETURN
 	mkdir -p "$DIR/src"
 	: >"$idx/all"
 	for s in $SUITES; do
@@ -540,7 +541,7 @@ EOF_PY
 run_prog() {
 	local b=$DIR/build libdir=$1 p=$2
 	shift 2
-	"$b/elf/ld.so" --inhibit-cache --library-path "$libdir:$b:$b/dlfcn:$b/elf" "$p" "$@" "$LIBGCC"
+	"$b/elf/ld.so" --inhibit-cache --library-path "$libdir:$b:$b/elf" "$p" "$@" "$LIBGCC"
 }
 
 # frames OUTPUT: the "frame" lines without their index.
