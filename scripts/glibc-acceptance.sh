@@ -11,19 +11,32 @@
 #
 #   source   Debian's glibc source package (.dsc, .orig.tar.xz, .debian.tar.xz)
 #            from $CFI2SFRAME_DEBIAN_MIRROR's pool, found through the suites'
-#            Sources indexes (the highest version 2.42-2.44 in experimental,
-#            sid, forky, trixie), sha256 checked against the index, unpacked
-#            with dpkg-source -x (Debian's patches applied)
+#            Sources indexes: the highest version 2.42-2.44 in experimental,
+#            sid, forky or trixie whose files the pool still serves (the
+#            indexes name versions the mirror no longer has; 2.43-6 on
+#            2026-11-23), sha256 checked against the index, unpacked with
+#            dpkg-source -x (Debian's patches applied)
 #   binutils trixie's 2.44 from scripts/reference-toolchain.sh, which writes
 #            SFrame V2 (what glibc reads); gcc -B points at a directory of
-#            plain as/ld/... names linking to its wrappers
+#            plain as/ld/... names linking to its wrappers (readelf: sid's,
+#            as configure wants 2.45 or later)
 #   tools    gawk and bison, which glibc's configure needs, from the host or
 #            else downloaded with apt-get download and unpacked (dpkg -x)
 #            into the cache; nothing is installed into the system
 #   build    configure --enable-sframe --prefix=<a directory that does not
 #            exist>, so that the built ld.so has no system library
 #            directories and no ld.so.cache: libgcc_s.so.1 is out of reach
-#            unless a run puts it on --library-path. make runs under nice -n 19.
+#            unless a run puts it on --library-path. "make lib
+#            object-suffixes=.os" (libc.so and ld.so from shared objects
+#            only) runs under nice -n 19; an interrupted build resumes.
+#   check    builds the test program (see write_sources) with the host's
+#            gcc and with as 2.44 --gsframe, converts it with cfi2sframe
+#            (--for glibc; --sframe-version 2; --sframe-version 2 --pcrel)
+#            and the built libc.so.6 (--for glibc --force), runs it under
+#            the built ld.so and prints one "ok"/"FAIL" line per check:
+#            SFrame-only traces equal to the DWARF traces at full depth,
+#            and the controls (no .sframe: 0 frames; GNU as 2.44: full;
+#            a damaged FRE: verify fails and glibc discards the walk).
 #
 # Layout under the cache directory DIR:
 #   DIR/src/               the downloaded source package and its unpacked tree
@@ -32,8 +45,8 @@
 #   DIR/build/             the glibc build tree (elf/ld.so, libc.so.6, ...)
 #   DIR/build.log          configure and make output
 #   DIR/complete           written last: version, configure flags, build time
-# The build is skipped when DIR/complete names the same source version and
-# flags. DIR is $CFI2SFRAME_GLIBC_CACHE, or
+# The build is skipped (without network access) when DIR/complete names the
+# same configure flags. DIR is $CFI2SFRAME_GLIBC_CACHE, or
 # ${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/glibc-sframe.
 #
 # Usage: scripts/glibc-acceptance.sh [build | check | all | --print] [--force]
@@ -41,7 +54,7 @@
 #   check    run the acceptance checks against the built glibc (needs build)
 #   all      build, then check (the default)
 #   --print  print DIR if the build is complete, else fail with a message
-#   --force  rebuild even if DIR/complete is there
+#   --force  rebuild from scratch even if DIR/complete is there
 # Environment: CFI2SFRAME (the cfi2sframe binary; default: go build of
 # ./cmd/cfi2sframe into a temporary directory), CFI2SFRAME_TOOLCHAIN (as for
 # reference-toolchain.sh), GLIBC_JOBS (make -j, default nproc).
@@ -238,7 +251,7 @@ build_glibc() {
 	rm -f "$DIR/complete"
 	# A tree configured with the same flags is resumed (make picks up
 	# where an interrupted build stopped); anything else starts afresh.
-	if ! { [ -f "$b/config.status" ] && [ "$(cat "$b/.flags" 2>/dev/null)" = "$SRC_TREE $CONFIG_FLAGS" ]; }; then
+	if [ "$force" = 1 ] || ! { [ -f "$b/config.status" ] && [ "$(cat "$b/.flags" 2>/dev/null)" = "$SRC_TREE $CONFIG_FLAGS" ]; }; then
 		rm -rf "$b"
 	fi
 	mkdir -p "$b"
