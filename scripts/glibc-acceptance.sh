@@ -1,0 +1,732 @@
+#!/usr/bin/env bash
+# glibc-acceptance.sh — build glibc with --enable-sframe into a private cache
+# and check that its SFrame backtrace() walks cfi2sframe's output as it walks
+# GNU as's, with libgcc's DWARF unwinder out of reach.
+#
+# glibc's backtrace() (2.42-2.44, only when configured with --enable-sframe)
+# first walks the stack with the SFrame sections it finds through
+# PT_GNU_SFRAME; if any frame fails it throws that walk away and falls back to
+# libgcc_s's DWARF unwinder (dlopen "libgcc_s.so.1"). No Debian glibc enables
+# it, so this script builds one:
+#
+#   source   Debian's glibc source package (.dsc, .orig.tar.xz, .debian.tar.xz)
+#            from $CFI2SFRAME_DEBIAN_MIRROR's pool, found through the suites'
+#            Sources indexes: the highest version 2.42-2.44 in experimental,
+#            sid, forky or trixie whose files the pool still serves (the
+#            indexes name versions the mirror no longer has; 2.43-6 on
+#            2026-11-23), sha256 checked against the index, unpacked with
+#            dpkg-source -x (Debian's patches applied)
+#   binutils trixie's 2.44 from scripts/reference-toolchain.sh, which writes
+#            SFrame V2 (what glibc reads); gcc -B points at a directory of
+#            plain as/ld/... names linking to its wrappers (readelf: sid's,
+#            as configure wants 2.45 or later)
+#   tools    gawk and bison, which glibc's configure needs, from the host or
+#            else downloaded with apt-get download and unpacked (dpkg -x)
+#            into the cache; nothing is installed into the system
+#   build    configure --enable-sframe --prefix=<a directory that does not
+#            exist>, so that the built ld.so has no system library
+#            directories and no ld.so.cache: libgcc_s.so.1 is out of reach
+#            unless a run puts it on --library-path. "make lib
+#            object-suffixes=.os" (libc.so and ld.so from shared objects
+#            only) runs under nice -n 19; an interrupted build resumes.
+#   check    builds the test program (see write_sources) with the host's
+#            gcc and with as 2.44 --gsframe, converts it with cfi2sframe
+#            (--for glibc; --sframe-version 2; --sframe-version 2 --pcrel)
+#            and the built libc.so.6 (--for glibc --force), runs it under
+#            the built ld.so and prints one "ok"/"FAIL" line per check:
+#            SFrame-only traces equal to the DWARF traces at full depth,
+#            and the controls (no .sframe: 0 frames; GNU as 2.44: full;
+#            a damaged FRE: verify fails and glibc discards the walk).
+#
+# Layout under the cache directory DIR:
+#   DIR/src/               the downloaded source package and its unpacked tree
+#   DIR/tools/             gawk, bison, m4 when the host lacks them
+#   DIR/binutils/          as ld nm objcopy objdump strip -> trixie, readelf -> sid
+#   DIR/build/             the glibc build tree (elf/ld.so, libc.so.6, ...)
+#   DIR/build.log          configure and make output
+#   DIR/complete           written last: version, configure flags, build time
+# The build is skipped (without network access) when DIR/complete names the
+# same configure flags. DIR is $CFI2SFRAME_GLIBC_CACHE, or
+# ${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/glibc-sframe.
+#
+# Usage: scripts/glibc-acceptance.sh [build | check | all | --print] [--force]
+#   build    fetch and build glibc into DIR (a quick no-op when complete)
+#   check    run the acceptance checks against the built glibc (needs build)
+#   all      build, then check (the default)
+#   --print  print DIR if the build is complete, else fail with a message
+#   --force  rebuild from scratch even if DIR/complete is there
+# Environment: CFI2SFRAME (the cfi2sframe binary; default: go build of
+# ./cmd/cfi2sframe into a temporary directory), CFI2SFRAME_TOOLCHAIN (as for
+# reference-toolchain.sh), GLIBC_JOBS (make -j, default nproc).
+set -euo pipefail
+
+prog=glibc-acceptance.sh
+die() { printf '%s: %s\n' "$prog" "$*" >&2; exit 1; }
+note() { printf '%s: %s\n' "$prog" "$*" >&2; }
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+DIR=${CFI2SFRAME_GLIBC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/glibc-sframe}
+MIRROR=${CFI2SFRAME_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SUITES="experimental sid forky trixie"
+# glibc's SFrame unwinder reads V2; 2.42 is the first release with it and
+# 2.44 the last one checked here.
+GLIBC_MIN=2.42 GLIBC_MAX=2.44.99
+# The prefix compiled into ld.so: it must not exist, so that the loader
+# finds no system library directory and no etc/ld.so.cache.
+PREFIX=/nonexistent/cfi2sframe-glibc-sframe
+CONFIG_FLAGS="--prefix=$PREFIX --enable-sframe --disable-werror --disable-profile --disable-nscd --disable-timezone-tools --without-selinux --disable-mathvec"
+# "lib" builds libc.so and ld.so (every subdirectory's libc objects and the
+# loader), not the programs, add-on libraries (libm.so, NSS and gconv
+# modules) or tests that "all" adds: the test programs load nothing else.
+# object-suffixes=.os compiles only the shared objects (libc.so is linked
+# from them), not the static libc.a's: half the compilations.
+MAKE_ARGS="lib object-suffixes=.os"
+JOBS=${GLIBC_JOBS:-$(nproc)}
+
+toolchain_dir() {
+	bash "$here/reference-toolchain.sh" --print 2>/dev/null ||
+		die "the reference toolchain is not installed (run scripts/reference-toolchain.sh)"
+}
+
+# list_sources: writes DIR/src/candidates, one glibc source stanza per line
+# (fields joined by \037, prefixed with "SUITE\037"), for every version in
+# [GLIBC_MIN, GLIBC_MAX] among SUITES' Sources indexes, highest first.
+list_sources() {
+	local s idx stanza v
+	idx=$(mktemp -d)
+	# shellcheck disable=SC2064 # expand $idx now; the trap removes itself
+	trap "rm -rf '$idx'; trap - RETURN" RETURN
+	mkdir -p "$DIR/src"
+	: >"$idx/all"
+	for s in $SUITES; do
+		curl -fsS -m 300 "$MIRROR/dists/$s/main/source/Sources.xz" -o "$idx/$s.xz" ||
+			{ note "$s: cannot fetch $MIRROR/dists/$s/main/source/Sources.xz; skipped"; continue; }
+		xz -dc "$idx/$s.xz" >"$idx/$s" || die "$s: Sources.xz does not decompress"
+		# glibc only; Extra-Source-Only stanzas (older versions kept for
+		# Built-Using) count too: they are complete source packages.
+		awk -v RS= -v ORS='\n' '/^Package: glibc\n/ { gsub(/\n/, "\037"); print }' \
+			"$idx/$s" >"$idx/$s.glibc"
+		while IFS= read -r stanza; do
+			v=$(tr '\037' '\n' <<<"$stanza" | sed -n 's/^Version: //p')
+			[ -n "$v" ] || continue
+			if dpkg --compare-versions "$v" ge "$GLIBC_MIN" && dpkg --compare-versions "$v" le "$GLIBC_MAX"; then
+				printf '%s\037%s\037%s\n' "$v" "$s" "$stanza" >>"$idx/all"
+			fi
+		done <"$idx/$s.glibc"
+	done
+	[ -s "$idx/all" ] || die "no glibc between $GLIBC_MIN and $GLIBC_MAX in $MIRROR ($SUITES)"
+	# Highest version first (sort -V orders glibc's epoch-less Debian
+	# versions as dpkg does); the same version from two suites is the same
+	# package.
+	: >"$DIR/src/candidates"
+	local seen=" "
+	while IFS= read -r v; do
+		case $seen in *" $v "*) continue ;; esac
+		seen="$seen$v "
+		grep -m1 -F "$v"$'\037' "$idx/all" | cut -d$'\037' -f2- >>"$DIR/src/candidates"
+	done < <(cut -d$'\037' -f1 "$idx/all" | sort -u -V -r)
+}
+
+# use_candidate LINE: sets SRC_SUITE SRC_VERSION SRC_DIRECTORY SRC_FILES
+# ("sha256 size name" lines) from one line of DIR/src/candidates.
+use_candidate() {
+	local st
+	SRC_SUITE=${1%%$'\037'*}
+	st=$(cut -d$'\037' -f2- <<<"$1" | tr '\037' '\n')
+	SRC_VERSION=$(sed -n 's/^Version: //p' <<<"$st")
+	SRC_DIRECTORY=$(sed -n 's/^Directory: //p' <<<"$st")
+	SRC_FILES=$(sed -n '/^Checksums-Sha256:/,/^[^ ]/{/^ /s/^ //p}' <<<"$st")
+	[ -n "$SRC_DIRECTORY" ] && [ -n "$SRC_FILES" ] || die "$SRC_SUITE: glibc $SRC_VERSION has no Directory or Checksums-Sha256"
+}
+
+# fetch_source: the source package of the first candidate whose files the
+# pool still has (the index can name versions the mirror no longer serves),
+# into DIR/src, sha256 checked against the index, unpacked into
+# DIR/src/glibc-VERSION; sets SRC_* and SRC_TREE.
+fetch_source() {
+	local line sum size name got dsc ok
+	while IFS= read -r line; do
+		use_candidate "$line"
+		ok=1 dsc=
+		while read -r sum size name; do
+			case $name in */* | .* | '') die "unexpected file name '$name' in the Sources index" ;; esac
+			case $name in *.dsc) dsc=$name ;; esac
+			if [ -f "$DIR/src/$name" ] && [ "$(sha256sum <"$DIR/src/$name" | cut -d' ' -f1)" = "$sum" ]; then continue; fi
+			note "downloading $MIRROR/$SRC_DIRECTORY/$name ($size bytes)"
+			if ! curl -fs -m 1800 "$MIRROR/$SRC_DIRECTORY/$name" -o "$DIR/src/$name.part"; then
+				note "glibc $SRC_VERSION ($SRC_SUITE): $name is not in the pool; trying the next version"
+				rm -f "$DIR/src/$name.part"
+				ok=0
+				break
+			fi
+			got=$(sha256sum <"$DIR/src/$name.part" | cut -d' ' -f1)
+			[ "$got" = "$sum" ] || die "$name: sha256 $got, the $SRC_SUITE Sources index says $sum"
+			mv "$DIR/src/$name.part" "$DIR/src/$name"
+		done <<<"$SRC_FILES"
+		[ "$ok" = 1 ] && break
+	done <"$DIR/src/candidates"
+	[ "$ok" = 1 ] || die "no candidate glibc source package could be downloaded from $MIRROR"
+	[ -n "$dsc" ] || die "glibc $SRC_VERSION: no .dsc in the Sources index"
+	note "glibc $SRC_VERSION from $SRC_SUITE"
+	SRC_TREE=$DIR/src/glibc-${SRC_VERSION#*:}
+	if ! [ -f "$SRC_TREE/.unpacked" ]; then
+		rm -rf "$SRC_TREE"
+		note "unpacking $dsc (Debian's patches applied)"
+		(cd "$DIR/src" && dpkg-source --no-check -x "$dsc" "$(basename "$SRC_TREE")") >"$DIR/src/unpack.log" 2>&1 ||
+			{ tail -20 "$DIR/src/unpack.log" >&2; die "dpkg-source -x $dsc failed"; }
+		: >"$SRC_TREE/.unpacked"
+	fi
+}
+
+# host_tools: gawk and bison on PATH, from the host or unpacked into DIR/tools.
+host_tools() {
+	local missing=() p st deb
+	command -v gawk >/dev/null || missing+=(gawk)
+	command -v bison >/dev/null || missing+=(bison)
+	command -v m4 >/dev/null || missing+=(m4)
+	if [ ${#missing[@]} -gt 0 ] && ! [ -f "$DIR/tools/.complete" ]; then
+		note "host lacks ${missing[*]}: apt-get download into $DIR/tools"
+		rm -rf "$DIR/tools"
+		mkdir -p "$DIR/tools/.debs"
+		for p in gawk bison m4 libsigsegv2; do
+			(cd "$DIR/tools/.debs" && apt-get -q download "$p" >/dev/null 2>&1) || note "apt-get download $p failed"
+		done
+		for deb in "$DIR"/tools/.debs/*.deb; do dpkg -x "$deb" "$DIR/tools" || die "cannot unpack $deb"; done
+		rm -rf "$DIR/tools/.debs"
+		: >"$DIR/tools/.complete"
+	fi
+	if [ -d "$DIR/tools/usr/bin" ]; then
+		# Wrappers give the unpacked programs their unpacked libraries
+		# (gawk needs libsigsegv) without exporting LD_LIBRARY_PATH into
+		# the glibc build.
+		mkdir -p "$DIR/tools/bin"
+		for p in gawk bison m4; do
+			[ -x "$DIR/tools/usr/bin/$p" ] || continue
+			printf '#!/bin/sh\nt=%s\nBISON_PKGDATADIR=$t/usr/share/bison M4=$t/usr/bin/m4 LD_LIBRARY_PATH=$t/usr/lib/x86_64-linux-gnu exec $t/usr/bin/%s "$@"\n' \
+				"$DIR/tools" "$p" >"$DIR/tools/bin/$p"
+			chmod +x "$DIR/tools/bin/$p"
+		done
+		PATH=$DIR/tools/bin:$PATH
+	fi
+	command -v gawk >/dev/null && gawk --version >/dev/null || die "gawk does not run"
+	command -v bison >/dev/null && bison --version >/dev/null || die "bison does not run"
+}
+
+# binutils_dir: DIR/binutils with plain names for trixie's wrappers (as and
+# ld 2.44 write SFrame V2 without PCREL, which glibc reads), except readelf:
+# glibc's configure asks for readelf 2.45 or later before it enables SFrame
+# (binutils 2.45 writes V2 with PCREL) and only uses it to see that as
+# --gsframe wrote V2 or later, so sid's readelf stands in.
+binutils_dir() {
+	local tc t
+	tc=$(toolchain_dir)
+	mkdir -p "$DIR/binutils"
+	for t in as ld nm objcopy objdump strip; do
+		[ -x "$tc/trixie/bin/x86_64-$t" ] || die "$tc/trixie/bin/x86_64-$t missing"
+		ln -sfn "$tc/trixie/bin/x86_64-$t" "$DIR/binutils/$t"
+	done
+	[ -x "$tc/sid/bin/x86_64-readelf" ] || die "$tc/sid/bin/x86_64-readelf missing"
+	ln -sfn "$tc/sid/bin/x86_64-readelf" "$DIR/binutils/readelf"
+	"$DIR/binutils/as" --version | grep -q 'GNU assembler.* 2\.44' ||
+		die "$DIR/binutils/as is not binutils 2.44: $("$DIR/binutils/as" --version | head -1)"
+}
+
+build_key() { printf 'glibc %s (%s)\nflags %s\nmake %s\n' "$SRC_VERSION" "$SRC_SUITE" "$CONFIG_FLAGS" "$MAKE_ARGS"; }
+
+build_complete() {
+	[ -f "$DIR/complete" ] && [ -x "$DIR/build/elf/ld.so" ] && [ -f "$DIR/build/libc.so.6" ]
+}
+
+build_glibc() {
+	local t0 t1 b=$DIR/build
+	if [ "$force" = 0 ] && build_complete && [ "$(sed -n 2p "$DIR/complete")" = "flags $CONFIG_FLAGS" ]; then
+		note "build complete: $(head -1 "$DIR/complete") in $DIR"
+		return
+	fi
+	list_sources
+	fetch_source
+	host_tools
+	binutils_dir
+	rm -f "$DIR/complete"
+	# A tree configured with the same flags is resumed (make picks up
+	# where an interrupted build stopped); anything else starts afresh.
+	if [ "$force" = 1 ] || ! { [ -f "$b/config.status" ] && [ "$(cat "$b/.flags" 2>/dev/null)" = "$SRC_TREE $CONFIG_FLAGS" ]; }; then
+		rm -rf "$b"
+	fi
+	mkdir -p "$b"
+	t0=$(date +%s)
+	note "configure and make -j$JOBS under nice -n 19 (30-60 min on 2 cores); log $DIR/build.log"
+	(
+		cd "$b"
+		# shellcheck disable=SC2086 # CONFIG_FLAGS is a word list
+		[ -f config.status ] || CC="gcc -B$DIR/binutils/" CXX="g++ -B$DIR/binutils/" \
+			AS=$DIR/binutils/as LD=$DIR/binutils/ld NM=$DIR/binutils/nm \
+			OBJCOPY=$DIR/binutils/objcopy OBJDUMP=$DIR/binutils/objdump READELF=$DIR/binutils/readelf \
+			nice -n 19 "$SRC_TREE/configure" $CONFIG_FLAGS
+		printf '%s %s\n' "$SRC_TREE" "$CONFIG_FLAGS" >.flags
+		# shellcheck disable=SC2086 # MAKE_ARGS is a word list
+		nice -n 19 make -j"$JOBS" $MAKE_ARGS
+	) >"$DIR/build.log" 2>&1 || { tail -30 "$DIR/build.log" >&2; die "glibc build failed; log $DIR/build.log"; }
+	[ -e "$b/libc.so.6" ] || ln -s libc.so "$b/libc.so.6"
+	t1=$(date +%s)
+	[ -x "$b/elf/ld.so" ] && [ -f "$b/libc.so.6" ] || die "the build left no elf/ld.so or libc.so.6 in $b"
+	"$DIR/binutils/readelf" -lW "$b/libc.so.6" | grep -q GNU_SFRAME || die "$b/libc.so.6 has no PT_GNU_SFRAME"
+	{ build_key; printf 'build seconds %d\njobs %d\nbuilt %s\n' $((t1 - t0)) "$JOBS" "$(date -u +%FT%TZ)"; } >"$DIR/complete"
+	note "built glibc $SRC_VERSION in $((t1 - t0)) s"
+}
+
+# ---------------------------------------------------------------------------
+# The checks.
+#
+# One test program, built twice from the same sources: with the host's gcc
+# and as (no .sframe, the input cfi2sframe converts), and with trixie's as
+# 2.44 --gsframe and ld 2.44 (GNU's V2, the control). It calls
+#   main -> run -> fp_level x3 (-fno-omit-frame-pointer)
+#        -> nofp_level x3 (-fomit-frame-pointer) -> alloca_level (alloca)
+#        -> lib_level x2 in libdeep.so -> prog_callback -> qsort in libc
+#        -> compare -> leaf
+# and leaf either takes the trace ("chain") or faults, the SIGSEGV handler
+# taking it ("signal"). The trace is taken by one call site through a
+# function pointer: glibc's backtrace() ("sframe" runs, libgcc_s.so.1 out
+# of the loader's reach, so a failed SFrame walk returns 0 frames), or a
+# copy of backtrace()'s DWARF fallback over libgcc_s's _Unwind_Backtrace,
+# loaded by absolute path ("dwarf" runs, the reference). Each frame prints
+# as module+offset and symbol, so runs of the same binary compare exactly.
+write_sources() {
+	local d=$1
+	cat >"$d/main.c" <<'EOF_C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <unwind.h>
+
+int fp_level(int n);
+int lib_level(int n, int (*cb)(void));
+
+static int (*trace_fn)(void **, int);
+static int trace_size;
+static int fault;
+static const char *libgcc_path;
+
+/* The DWARF reference: what glibc's backtrace() returns when it falls back
+   to libgcc_s (debug/backtrace.c): the first callback is this function's
+   own frame and is skipped; a NULL last address is dropped. */
+struct dwarf_arg {
+	void **a;
+	int cnt, size;
+	_Unwind_Word cfa;
+	_Unwind_Ptr (*get_ip)(struct _Unwind_Context *);
+	_Unwind_Word (*get_cfa)(struct _Unwind_Context *);
+};
+
+static _Unwind_Reason_Code dwarf_helper(struct _Unwind_Context *ctx, void *p)
+{
+	struct dwarf_arg *arg = p;
+	if (arg->cnt != -1) {
+		arg->a[arg->cnt] = (void *)arg->get_ip(ctx);
+		_Unwind_Word cfa = arg->get_cfa(ctx);
+		if (arg->cnt > 0 && arg->a[arg->cnt - 1] == arg->a[arg->cnt] && cfa == arg->cfa)
+			return _URC_END_OF_STACK;
+		arg->cfa = cfa;
+	}
+	if (++arg->cnt == arg->size)
+		return _URC_END_OF_STACK;
+	return _URC_NO_REASON;
+}
+
+static __attribute__((noinline)) int dwarf_backtrace(void **a, int size)
+{
+	void *h = dlopen(libgcc_path, RTLD_NOW);
+	if (h == NULL) {
+		fprintf(stderr, "dlopen %s: %s\n", libgcc_path, dlerror());
+		exit(3);
+	}
+	_Unwind_Reason_Code (*bt)(_Unwind_Trace_Fn, void *) = dlsym(h, "_Unwind_Backtrace");
+	struct dwarf_arg arg = {a, -1, size, 0, dlsym(h, "_Unwind_GetIP"), dlsym(h, "_Unwind_GetCFA")};
+	if (bt == NULL || arg.get_ip == NULL || arg.get_cfa == NULL) {
+		fprintf(stderr, "libgcc_s lacks _Unwind_Backtrace\n");
+		exit(3);
+	}
+	bt(dwarf_helper, &arg);
+	if (arg.cnt > 1 && a[arg.cnt - 1] == NULL)
+		--arg.cnt;
+	return arg.cnt != -1 ? arg.cnt : 0;
+}
+
+__attribute__((noinline)) void capture(void)
+{
+	void *a[256];
+	int n = trace_fn(a, trace_size);
+	printf("frames %d\n", n);
+	for (int i = 0; i < n; i++) {
+		Dl_info info;
+		if (dladdr(a[i], &info) && info.dli_fname != NULL) {
+			const char *m = strrchr(info.dli_fname, '/');
+			printf("frame %d %s+0x%lx %s\n", i, m ? m + 1 : info.dli_fname,
+			       (unsigned long)((char *)a[i] - (char *)info.dli_fbase),
+			       info.dli_sname ? info.dli_sname : "?");
+		} else
+			printf("frame %d %p ?\n", i, a[i]);
+	}
+	if (trace_fn == backtrace) {
+		/* Could glibc's fallback have found libgcc's unwinder? */
+		void *h = dlopen("libgcc_s.so.1", RTLD_NOW);
+		printf("libgcc_s %s\n", h ? "reachable" : "unreachable");
+	}
+	fflush(stdout);
+}
+
+void on_segv(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig, (void)si, (void)uc;
+	capture();
+	_exit(0);
+}
+
+int *volatile fault_ptr;
+
+__attribute__((noinline)) int leaf(int x)
+{
+	if (fault)
+		*fault_ptr = x; /* SIGSEGV: fault_ptr is NULL */
+	else
+		capture();
+	__asm__ volatile("" ::: "memory");
+	return x + 1;
+}
+
+int compare(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	leaf(x);
+	__asm__ volatile("" ::: "memory");
+	return (x > y) - (x < y);
+}
+
+__attribute__((noinline)) int prog_callback(void)
+{
+	int v[2] = {2, 1};
+	qsort(v, 2, sizeof v[0], compare);
+	__asm__ volatile("" ::: "memory");
+	return v[0];
+}
+
+__attribute__((noinline)) int alloca_level(int n)
+{
+	char *p = __builtin_alloca(64 + n * 16);
+	memset(p, n, 64 + n * 16);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	int r = lib_level(2, prog_callback);
+	__asm__ volatile("" ::: "memory");
+	return r + p[3];
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: %s sframe|dwarf chain|signal SIZE [LIBGCC_S]\n", argv[0]);
+		return 2;
+	}
+	trace_fn = strcmp(argv[1], "dwarf") == 0 ? dwarf_backtrace : backtrace;
+	if (trace_fn == dwarf_backtrace) {
+		if (argc < 5) {
+			fprintf(stderr, "dwarf needs the path of libgcc_s.so.1\n");
+			return 2;
+		}
+		libgcc_path = argv[4];
+	}
+	fault = strcmp(argv[2], "signal") == 0;
+	trace_size = atoi(argv[3]);
+	if (trace_size < 1 || trace_size > 256)
+		trace_size = 256;
+	if (fault) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = on_segv;
+		sa.sa_flags = SA_SIGINFO;
+		sigaction(SIGSEGV, &sa, NULL);
+	}
+	int r = fp_level(3);
+	__asm__ volatile("" ::: "memory");
+	return r == 12345;
+}
+EOF_C
+	cat >"$d/fp.c" <<'EOF_C'
+int nofp_level(int n);
+__attribute__((noinline)) int fp_level(int n)
+{
+	int r = n ? fp_level(n - 1) : nofp_level(3);
+	__asm__ volatile("" ::: "memory");
+	return r + n;
+}
+EOF_C
+	cat >"$d/nofp.c" <<'EOF_C'
+int alloca_level(int n);
+__attribute__((noinline)) int nofp_level(int n)
+{
+	int r = n ? nofp_level(n - 1) : alloca_level(5);
+	__asm__ volatile("" ::: "memory");
+	return r * 3 + n;
+}
+EOF_C
+	cat >"$d/lib.c" <<'EOF_C'
+__attribute__((noinline)) int lib_level(int n, int (*cb)(void))
+{
+	int r = n ? lib_level(n - 1, cb) : cb();
+	__asm__ volatile("" ::: "memory");
+	return r + 2 * n;
+}
+EOF_C
+}
+
+# build_programs SRC OUT CC...: libdeep.so and prog into OUT.
+build_programs() {
+	local src=$1 out=$2
+	shift 2
+	mkdir -p "$out"
+	"$@" -O2 -fPIC -shared -fomit-frame-pointer -o "$out/libdeep.so" "$src/lib.c"
+	"$@" -O2 -c -fno-omit-frame-pointer -o "$out/fp.o" "$src/fp.c"
+	"$@" -O2 -c -fomit-frame-pointer -o "$out/nofp.o" "$src/nofp.c"
+	"$@" -O2 -c -fomit-frame-pointer -o "$out/main.o" "$src/main.c"
+	"$@" -rdynamic -o "$out/prog" "$out/main.o" "$out/fp.o" "$out/nofp.o" -L"$out" -ldeep
+	rm -f "$out"/*.o
+}
+
+# damage_fre FILE SYMBOL: add 64 to the CFA offset of every FRE of SYMBOL's
+# FDE in FILE's .sframe (V2, found through PT_GNU_SFRAME): the walk through
+# that function then reads its return address from the wrong stack slot.
+damage_fre() {
+	local f=$1 sym=$2 addr
+	addr=$(nm "$f" | awk -v s="$sym" '$3 == s { print $1 }')
+	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
+	python3 - "$f" "$addr" <<'EOF_PY'
+import struct, sys
+path, addr = sys.argv[1], int(sys.argv[2], 16)
+data = bytearray(open(path, "rb").read())
+e_phoff, = struct.unpack_from("<Q", data, 32)
+e_phentsize, e_phnum = struct.unpack_from("<HH", data, 54)
+off = vaddr = None
+for i in range(e_phnum):
+    p_type, _, p_offset, p_vaddr = struct.unpack_from("<IIQQ", data, e_phoff + i * e_phentsize)
+    if p_type == 0x6474E554:  # PT_GNU_SFRAME
+        off, vaddr = p_offset, p_vaddr
+if off is None:
+    sys.exit("damage: no PT_GNU_SFRAME")
+magic, ver, flags, abi, _, _, auxlen, nfdes, nfres, frelen, fdeoff, freoff = struct.unpack_from("<HBBBbbBIIIII", data, off)
+if magic != 0xDEE2 or ver != 2:
+    sys.exit("damage: not SFrame V2")
+hdr = 28 + auxlen
+done = 0
+for i in range(nfdes):
+    fde = off + hdr + fdeoff + i * 20
+    start, size, fre_off, nfre, info = struct.unpack_from("<iIIIB", data, fde)
+    # V2 without PCREL: the start is relative to the section; with PCREL
+    # (flag 0x4), to the field itself.
+    base = vaddr + hdr + fdeoff + i * 20 if flags & 4 else vaddr
+    if base + start != addr:
+        continue
+    fre = off + hdr + freoff + fre_off
+    addr_size = {0: 1, 1: 2, 2: 4}[info & 0xF]
+    for _ in range(nfre):
+        finfo = data[fre + addr_size]
+        count, osize = (finfo >> 1) & 0xF, {0: 1, 1: 2, 2: 4}[(finfo >> 5) & 3]
+        word = fre + addr_size + 1
+        fmt = {1: "<b", 2: "<h", 4: "<i"}[osize]
+        v, = struct.unpack_from(fmt, data, word)
+        struct.pack_into(fmt, data, word, v + 64)
+        done += 1
+        fre = word + count * osize
+if done == 0:
+    sys.exit("damage: no FDE at 0x%x" % addr)
+open(path, "wb").write(bytes(data))
+print("damaged %d FREs" % done)
+EOF_PY
+}
+
+# run_prog LIBDIR PROG MODE SCENARIO SIZE: run PROG under the built loader
+# with LIBDIR, then the built glibc's directories, as its only library path.
+run_prog() {
+	local b=$DIR/build libdir=$1 p=$2
+	shift 2
+	"$b/elf/ld.so" --inhibit-cache --library-path "$libdir:$b:$b/elf" "$p" "$@" "$LIBGCC"
+}
+
+# frames OUTPUT: the "frame" lines without their index.
+frames() { grep '^frame ' <<<"$1" | cut -d' ' -f3-; }
+count() { sed -n 's/^frames //p' <<<"$1"; }
+
+FAILS=0
+result() { # NAME OK(0/1) TEXT
+	if [ "$2" = 1 ]; then
+		printf 'ok   %s | %s\n' "$1" "$3"
+	else
+		printf 'FAIL %s | %s\n' "$1" "$3"
+		FAILS=$((FAILS + 1))
+	fi
+}
+
+# check_equal NAME LIBDIR PROG SCENARIO SIZE [DWARF_PROG]: the SFrame trace
+# of PROG equals the DWARF trace (of DWARF_PROG, default PROG: the same
+# binary) and libgcc_s was out of reach.
+check_equal() {
+	local name=$1 libdir=$2 p=$3 sc=$4 size=$5 ref=${6:-$3} s d
+	s=$(run_prog "$libdir" "$p" sframe "$sc" "$size" 2>&1) || true
+	d=$(run_prog "$libdir" "$ref" dwarf "$sc" "$size" 2>&1) || true
+	if ! grep -q '^libgcc_s unreachable' <<<"$s"; then
+		result "$name" 0 "libgcc_s.so.1 was reachable (or the run failed): $(tail -1 <<<"$s")"
+	elif [ "$(count "$d")" -lt 3 ]; then
+		result "$name" 0 "the DWARF reference has $(count "$d") frames"
+	elif [ "$(frames "$s")" = "$(frames "$d")" ]; then
+		result "$name" 1 "$(count "$s") SFrame frames = DWARF, last $(frames "$s" | tail -1 | cut -d' ' -f2)"
+	else
+		result "$name" 0 "SFrame $(count "$s") frames, DWARF $(count "$d"): $(diff <(frames "$d") <(frames "$s") | grep '^[<>]' | head -3 | tr '\n' ' ')"
+	fi
+	LAST_SFRAME=$s LAST_DWARF=$d
+}
+
+# check_count NAME LIBDIR PROG SCENARIO SIZE WANT: the SFrame run gives
+# WANT frames (0: glibc discarded the walk).
+check_count() {
+	local name=$1 s n
+	s=$(run_prog "$2" "$3" sframe "$4" "$5" 2>&1) || true
+	n=$(count "$s")
+	if grep -q '^libgcc_s unreachable' <<<"$s" && [ "$n" = "$6" ]; then
+		result "$name" 1 "$n SFrame frames"
+	else
+		result "$name" 0 "want $6 SFrame frames, got ${n:-none}: $(tail -1 <<<"$s")"
+	fi
+}
+
+run_checks() {
+	local tc w t0 t1 c=${CFI2SFRAME:-} full n sc
+	build_complete || die "glibc is not built in $DIR (run scripts/$prog build)"
+	tc=$(toolchain_dir)
+	binutils_dir
+	t0=$(date +%s)
+	w=$(mktemp -d)
+	# shellcheck disable=SC2064 # expand $w now
+	trap "rm -rf '$w'" EXIT
+	if [ -z "$c" ]; then
+		(cd "$repo" && go build -o "$w/cfi2sframe" ./cmd/cfi2sframe) || die "go build ./cmd/cfi2sframe failed"
+		c=$w/cfi2sframe
+	fi
+	LIBGCC=$(gcc -print-file-name=libgcc_s.so.1)
+	LIBGCC=$(readlink -f "$LIBGCC")
+	[ -f "$LIBGCC" ] || die "gcc -print-file-name=libgcc_s.so.1: $LIBGCC is not a file"
+	note "$(head -1 "$DIR/complete"); $(sed -n 's/^build seconds /build time (s): /p' "$DIR/complete")"
+
+	write_sources "$w"
+	build_programs "$w" "$w/plain" gcc
+	build_programs "$w" "$w/gnu" gcc -B"$tc/trixie/gcc-x86_64/" -Wa,--gsframe
+	readelf -lW "$w/plain/prog" | grep -q GNU_SFRAME && die "the host toolchain wrote PT_GNU_SFRAME: no unconverted input"
+	"$DIR/binutils/readelf" -lW "$w/gnu/prog" | grep -q GNU_SFRAME || die "as 2.44 --gsframe wrote no PT_GNU_SFRAME"
+
+	# Our outputs: --for glibc, plain V2, V2 --pcrel.
+	local v
+	for v in "glibc:--for glibc" "v2:--sframe-version 2" "pcrel:--sframe-version 2 --pcrel"; do
+		mkdir -p "$w/${v%%:*}"
+		for f in prog libdeep.so; do
+			# shellcheck disable=SC2086 # the flags are a word list
+			"$c" -q ${v#*:} "$w/plain/$f" -o "$w/${v%%:*}/$f" || die "cfi2sframe ${v#*:} $f failed"
+		done
+	done
+	# The libc we converted: the built libc.so.6 with GNU's V2 replaced by
+	# ours (--force), so that the walk through backtrace(), qsort and
+	# __libc_start_main uses our SFrame too.
+	mkdir -p "$w/libc-ours"
+	"$c" -q --for glibc --force "$DIR/build/libc.so.6" -o "$w/libc-ours/libc.so.6" || die "cfi2sframe --for glibc --force libc.so.6 failed"
+	cp "$w/glibc/prog" "$w/glibc/libdeep.so" "$w/libc-ours/"
+	"$c" verify "$w/libc-ours/libc.so.6" >"$w/libc-verify.txt" 2>&1 ||
+		{ cat "$w/libc-verify.txt" >&2; die "cfi2sframe verify: our libc.so.6 disagrees with its CFI"; }
+	# Damaged: our --for glibc output with nofp_level's FREs corrupted.
+	mkdir -p "$w/damaged"
+	cp "$w/glibc/prog" "$w/glibc/libdeep.so" "$w/damaged/"
+	damage_fre "$w/damaged/prog" nofp_level >/dev/null
+
+	local hdr f
+	for f in "$DIR/build/libc.so.6" "$w/libc-ours/libc.so.6" "$w/gnu/prog" "$w/glibc/prog"; do
+		hdr=$("$c" dump --json "$f" 2>&1 | head -20 | tr -d ' \n') || true
+		printf '%s: .sframe version %s, flags %s, %s FDEs, %s FREs\n' "${f#"$w"/}" \
+			"$(grep -o '"version":[0-9]*' <<<"$hdr" | cut -d: -f2)" "$(grep -o '"flags":[0-9]*' <<<"$hdr" | cut -d: -f2)" \
+			"$(grep -o '"num_fdes":[0-9]*' <<<"$hdr" | cut -d: -f2)" "$(grep -o '"num_fres":[0-9]*' <<<"$hdr" | cut -d: -f2)"
+	done
+	echo "== glibc $(sed -n 's/^glibc //p' "$DIR/complete" | head -1), SFrame-only backtrace() against the DWARF trace"
+	full=256
+	# The reference itself: glibc's own fallback (the program without
+	# .sframe, libgcc_s.so.1 on the library path) returns what the copy
+	# of it in the test program returns.
+	mkdir -p "$w/libgcc"
+	cp "$LIBGCC" "$w/libgcc/libgcc_s.so.1"
+	for sc in chain signal; do
+		s=$(run_prog "$w/plain:$w/libgcc" "$w/plain/prog" sframe $sc $full 2>&1) || true
+		d=$(run_prog "$w/plain" "$w/plain/prog" dwarf $sc $full 2>&1) || true
+		if grep -q '^libgcc_s reachable' <<<"$s" && [ "$(count "$d")" -ge 3 ] && [ "$(frames "$s")" = "$(frames "$d")" ]; then
+			result "reference: glibc's DWARF fallback, $sc" 1 "$(count "$s") frames = the test's DWARF trace"
+		else
+			result "reference: glibc's DWARF fallback, $sc" 0 "glibc $(count "$s") frames, test $(count "$d"): $(tail -1 <<<"$s")"
+		fi
+	done
+	for sc in chain signal; do
+		check_equal "ours --for glibc, $sc, full depth" "$w/glibc" "$w/glibc/prog" $sc $full
+		n=$(count "$LAST_DWARF")
+		check_equal "ours --for glibc + our libc, $sc, full depth" "$w/libc-ours" "$w/libc-ours/prog" $sc $full
+		# Plain V2 and V2 --pcrel keep _start's RA-undefined FRE: full
+		# depth fails there; up to _start's caller entry they are whole.
+		check_equal "ours V2, $sc, array of the DWARF length" "$w/v2" "$w/v2/prog" $sc "$n"
+		check_equal "ours V2 --pcrel, $sc, array of the DWARF length" "$w/pcrel" "$w/pcrel/prog" $sc "$n"
+		check_count "ours V2 --pcrel, $sc, full depth (RA-undefined FRE)" "$w/pcrel" "$w/pcrel/prog" $sc $full 0
+		check_count "control: no .sframe, $sc" "$w/plain" "$w/plain/prog" $sc $full 0
+		check_equal "control: GNU as 2.44 --gsframe, $sc, full" "$w/gnu" "$w/gnu/prog" $sc $full
+	done
+	# The damaged file: verify names it, and glibc discards the walk
+	# (0 frames) rather than returning a wrong trace.
+	local vout s d
+	if ! vout=$("$c" verify "$w/glibc/prog" 2>&1); then
+		result "control: damaged FRE, verify" 0 "verify fails on the intact file: $(tail -1 <<<"$vout")"
+	elif vout=$("$c" verify "$w/damaged/prog" 2>&1); then
+		result "control: damaged FRE, verify" 0 "verify passed the damaged file"
+	else
+		result "control: damaged FRE, verify" 1 "intact file passes; damaged: $(grep -o '[0-9]* disagreements' <<<"$vout"), first: $(grep -m1 'nofp_level' <<<"$vout" | cut -d' ' -f2- | cut -c1-80)"
+	fi
+	for sc in chain signal; do
+		s=$(run_prog "$w/damaged" "$w/damaged/prog" sframe $sc $full 2>&1) || true
+		d=$(run_prog "$w/damaged" "$w/damaged/prog" dwarf $sc $full 2>&1) || true
+		if [ "$(count "$s")" = 0 ]; then
+			result "control: damaged FRE, $sc" 1 "0 SFrame frames: glibc discarded the walk (DWARF: $(count "$d"))"
+		elif [ "$(frames "$s")" = "$(frames "$d")" ]; then
+			result "control: damaged FRE, $sc" 0 "$(count "$s") SFrame frames = DWARF: the damaged FREs were not used, the control tests nothing"
+		else
+			result "control: damaged FRE, $sc" 0 "wrong trace: $(count "$s") frames: $(frames "$s" | tr '\n' ' ' | cut -c1-200)"
+		fi
+	done
+	t1=$(date +%s)
+	echo "== $FAILS failed; checks took $((t1 - t0)) s"
+	[ "$FAILS" = 0 ]
+}
+
+mode=all force=0
+for arg in "$@"; do
+	case $arg in
+	build | check | all) mode=$arg ;;
+	--print) mode=print ;;
+	--force) force=1 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument $arg (see --help)" ;;
+	esac
+done
+
+case $mode in
+print)
+	build_complete || die "glibc is not built in $DIR (run scripts/$prog build)"
+	echo "$DIR"
+	;;
+build) build_glibc ;;
+check) run_checks ;;
+all) build_glibc; run_checks ;;
+esac
