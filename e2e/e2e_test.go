@@ -181,9 +181,15 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 				gnuFindings += strings.Count(string(b), "sframe says")
 			}
 
-			// (c) verify finds no disagreement.
+			// (c) verify finds no disagreement, and our V3 keeps the
+			// kernel's acceptance rules; GNU's own V3 is checked by the
+			// same rules, and anything found there is reported (logged).
 			if b, err := exec.Command(c2s, "verify", "-q", ours).CombinedOutput(); err != nil {
 				t.Errorf("verify: %v\n%s", err, b)
+			}
+			kernelRules(t, c2s, ours)
+			if b, err := exec.Command(c2s, "verify", "--for", "kernel", gnu).CombinedOutput(); err != nil {
+				t.Logf("GNU's output breaks the kernel's rules: %s", b)
 			}
 
 			// (e) SFrame V2 (with the PCREL flag, and without): objdump
@@ -457,5 +463,15 @@ func TestStrippedAndInPlace(t *testing.T) {
 	}
 	if b, err := exec.Command(inplace).CombinedOutput(); err != nil || string(b) != "fib(20) = 6765\n" {
 		t.Errorf("run: %v %q", err, b)
+	}
+}
+
+// kernelRules requires a converted file to keep the Linux kernel SFrame
+// unwinder's acceptance rules (verify --for kernel, package readers).
+func kernelRules(t *testing.T, c2s, file string) {
+	t.Helper()
+	b, err := exec.Command(c2s, "verify", "--for", "kernel", file).CombinedOutput()
+	if err != nil || !bytes.Contains(b, []byte("kernel: ok (")) {
+		t.Errorf("verify --for kernel %s: %v\n%s", file, err, b)
 	}
 }

@@ -105,6 +105,10 @@ func TestRetrofitSurvivesTools(t *testing.T) {
 					t.Errorf("%s: verify fails: %v\n%s", tool.name, err, b)
 					continue
 				}
+				if b, err := exec.Command(c2s, "verify", "--for", "kernel", f).CombinedOutput(); err != nil {
+					t.Errorf("%s: the kernel's rules no longer hold: %v\n%s", tool.name, err, b)
+					continue
+				}
 				tl.intact++
 			}
 		})

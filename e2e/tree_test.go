@@ -143,6 +143,7 @@ func TestTree(t *testing.T) {
 	progs = append(progs, "bin/prog-from-objects")
 	outs["bin/prog-from-objects"] = outs["bin/prog"]
 	for _, rel := range []string{"bin/prog", "lib/libtree.so", "arm/prog", "arm/libtree.so", "bin/prog-gnu-sframe", "bin/prog-from-objects"} {
+		kernelRules(t, c2s, p(rel))
 		b, err := exec.Command(c2s, "verify", "-q", p(rel)).CombinedOutput()
 		if !bytes.Contains(b, []byte(" functions, ")) || bytes.Contains(b, []byte(": 0 functions")) {
 			t.Errorf("verify %s checked nothing: %v\n%s", rel, err, b)

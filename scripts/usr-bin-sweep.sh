@@ -3,7 +3,8 @@
 # copy in place with one tree-mode command (cfi2sframe --in-place --json,
 # all CPUs), timed, and check the result:
 #   - the summary by outcome and the refusals by reason;
-#   - every converted ELF file verifies against its CFI;
+#   - every converted ELF file verifies against its CFI and keeps the Linux
+#     kernel SFrame unwinder's acceptance rules (verify --for kernel);
 #   - every converted executable (in a directory named bin or sbin) is run
 #     with --version (or --help when --version fails) beside the original,
 #     with stdin from /dev/null and a timeout, from the same basename in
@@ -38,7 +39,7 @@ echo "cfi2sframe --in-place on $* (copied): exit $rc, $(awk -v a="$start" -v b="
 tail -1 "$tmp/summary"
 
 field() { sed -n "s/.*\"$1\":\"\\(\\([^\"\\\\]\\|\\\\.\\)*\\)\".*/\\1/p" <<<"$2"; }
-converted=0 vbad=0 same=0 differ=0 nondet=0 changed=0
+converted=0 vbad=0 kbad=0 same=0 differ=0 nondet=0 changed=0
 declare -A reasons
 while IFS= read -r rec; do
 	f=$(field file "$rec")
@@ -62,6 +63,10 @@ while IFS= read -r rec; do
 	if [ "$(od -An -tx1 -j16 -N1 "$f" | tr -d ' ')" != 01 ] && ! v=$("$c2s" verify -q "$f" 2>&1); then
 		vbad=$((vbad + 1))
 		echo "VERIFY $orig: $(head -3 <<<"$v")"
+	fi
+	if [ "$(od -An -tx1 -j16 -N1 "$f" | tr -d ' ')" != 01 ] && ! v=$("$c2s" verify --for kernel "$f" 2>&1); then
+		kbad=$((kbad + 1))
+		echo "KERNEL $orig: $(head -3 <<<"$v")"
 	fi
 	case "/$rel" in */bin/* | */sbin/*) ;; *) continue ;; esac
 	[ -x "$orig" ] || continue
@@ -92,8 +97,8 @@ while IFS= read -r rec; do
 	fi
 	rm -f "$tmp/orig/$b" "$tmp/conv/$b"
 done <"$tmp/records.jsonl"
-echo "verify on the converted linked files: $vbad disagree"
+echo "verify on the converted linked files: $vbad disagree; verify --for kernel: $kbad break the kernel's rules"
 echo "converted programs run with --version/--help: same $same (of which $nondet only after sorting lines and masking numbers), different $differ"
 echo "files with nothing to do that changed: $changed"
 for r in "${!reasons[@]}"; do printf '  %5d  %s\n' "${reasons[$r]}" "$r"; done | sort -rn
-[ $crashed -eq 0 ] && [ $differ -eq 0 ] && [ $vbad -eq 0 ] && [ $changed -eq 0 ]
+[ $crashed -eq 0 ] && [ $differ -eq 0 ] && [ $vbad -eq 0 ] && [ $kbad -eq 0 ] && [ $changed -eq 0 ]
