@@ -583,7 +583,20 @@ func (t *Table) row(pc uint64, d *FDE) (i, found, asz int, err error) {
 	b := t.b[:t.freBase+t.freLen]
 	asz = 1 << d.FREType
 	found = -1
-	for j := 0; j < int(d.NumFREs); j++ {
+	j := 0
+	if asz == 1 {
+		// The common case, 1-byte start addresses, without the switch
+		// and stopping only to report errors through the general loop.
+		for n := int(d.NumFREs); j < n && pos+2 <= len(b); j++ {
+			info := b[pos+1]
+			if uint64(b[pos]) > off || (info>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 2 + int((info>>1)&0xf)<<((info>>5)&3)
+		}
+	}
+	for ; j < int(d.NumFREs); j++ {
 		if pos+asz+1 > len(b) {
 			return i, 0, 0, errorf(int64(pos), "FDE %d FRE %d: truncated FRE header", i, j)
 		}
