@@ -585,8 +585,9 @@ func (t *Table) row(pc uint64, d *FDE) (i, found, asz int, err error) {
 	found = -1
 	j := 0
 	if asz == 1 {
-		// The common case, 1-byte start addresses, without the switch
-		// and stopping only to report errors through the general loop.
+		// The common case, 1-byte start addresses, without the switch;
+		// on bad or truncated bytes it stops and leaves the report to
+		// the general loop below, which starts again at FRE j.
 		for n := int(d.NumFREs); j < n && pos+2 <= len(b); j++ {
 			info := b[pos+1]
 			if uint64(b[pos]) > off || (info>>5)&3 > DataWord4 {
@@ -594,6 +595,16 @@ func (t *Table) row(pc uint64, d *FDE) (i, found, asz int, err error) {
 			}
 			found = pos
 			pos += 2 + int((info>>1)&0xf)<<((info>>5)&3)
+		}
+	} else if asz == 2 && !t.big {
+		// Likewise for 2-byte little-endian ones (large functions).
+		for n := int(d.NumFREs); j < n && pos+3 <= len(b); j++ {
+			info := b[pos+2]
+			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off || (info>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 3 + int((info>>1)&0xf)<<((info>>5)&3)
 		}
 	}
 	for ; j < int(d.NumFREs); j++ {
