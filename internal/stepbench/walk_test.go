@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/trace"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
@@ -67,7 +68,10 @@ type stackSample struct {
 func recordLua(b *testing.B, n int) ([]stackSample, []trace.MapEntry) {
 	lua, err := exec.LookPath("lua5.4")
 	if err != nil {
-		b.Skip("lua5.4 not installed: ", err)
+		if toolchain.Required() {
+			b.Fatal("lua5.4 not installed (apt-get install lua5.4): ", err)
+		}
+		b.Skip("lua5.4 not installed (apt-get install lua5.4): ", err)
 	}
 	if runtime.GOARCH != "amd64" {
 		b.Skip("the walk benchmark samples x86-64 registers")
