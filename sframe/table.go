@@ -676,11 +676,13 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) bool {
 	n := int((info >> 1) & 0xf)
 	wsz := int(1) << ((info >> 5) & 3)
 	pos += asz + 1
-	if n == 0 || n > 3 || pos+n*wsz > t.freBase+t.freLen {
+	if n == 0 || pos+n*wsz > t.freBase+t.freLen {
 		return false
 	}
+	// A default row's rule is in its first three words (Lookup ignores
+	// any more).
 	var w [3]int32
-	for k := 0; k < n; k++ {
+	for k := 0; k < min(n, 3); k++ {
 		switch wsz {
 		case 1:
 			w[k] = int32(int8(t.b[pos]))
