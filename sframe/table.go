@@ -636,6 +636,89 @@ func (t *Table) row(pc uint64, d *FDE) (i, found, asz int, err error) {
 	return i, found, asz, nil
 }
 
+// rowV3LE is row for LookupStep on a little-endian V3 section: the
+// position and address size of the FRE at pc when its FDE is a default,
+// non-signal one with FREs; false otherwise, and on any error (LookupStep's
+// caller then asks Lookup, which reports it).
+func (t *Table) rowV3LE(pc uint64) (pos, asz int, ok bool) {
+	i, start, _, fo := t.findFDE(pc)
+	if i < 0 {
+		return 0, 0, false
+	}
+	b := t.b[:t.freBase+t.freLen]
+	a := t.freBase + int(fo)
+	if a+fdeAttrSizeV3 > len(b) {
+		return 0, 0, false
+	}
+	n := int(binary.LittleEndian.Uint16(b[a:]))
+	info, info2, rep := b[a+2], b[a+3], b[a+4]
+	if n == 0 || info&fdeInfoSignalBit != 0 || info2&fdeTypeMaskV3 != FDETypeDefault || info&0xf > FREAddr4 {
+		return 0, 0, false
+	}
+	off := pc - start
+	if (info>>4)&1 == PCMask && rep != 0 {
+		off %= uint64(rep)
+	}
+	pos = a + fdeAttrSizeV3
+	found := -1
+	switch info & 0xf {
+	case FREAddr1:
+		for ; n > 0 && pos+2 <= len(b); n-- {
+			x := b[pos+1]
+			if uint64(b[pos]) > off || (x>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 2 + int((x>>1)&0xf)<<((x>>5)&3)
+		}
+		asz = 1
+	case FREAddr2:
+		for ; n > 0 && pos+3 <= len(b); n-- {
+			x := b[pos+2]
+			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off || (x>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 3 + int((x>>1)&0xf)<<((x>>5)&3)
+		}
+		asz = 2
+	default:
+		for ; n > 0 && pos+5 <= len(b); n-- {
+			x := b[pos+4]
+			if uint64(binary.LittleEndian.Uint32(b[pos:])) > off || (x>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 5 + int((x>>1)&0xf)<<((x>>5)&3)
+		}
+		asz = 4
+	}
+	// Stopped early on bad bytes: let Lookup report them.
+	if found < 0 || (n > 0 && !t.stopsAt(pos, asz, off)) {
+		return 0, 0, false
+	}
+	return found, asz, true
+}
+
+// stopsAt says whether the walk of rowV3LE stopped at pos because the FRE
+// there starts past off (rather than on truncated or bad bytes).
+func (t *Table) stopsAt(pos, asz int, off uint64) bool {
+	b := t.b[:t.freBase+t.freLen]
+	if pos+asz+1 > len(b) {
+		return false
+	}
+	var s uint64
+	switch asz {
+	case 1:
+		s = uint64(b[pos])
+	case 2:
+		s = uint64(binary.LittleEndian.Uint16(b[pos:]))
+	default:
+		s = uint64(binary.LittleEndian.Uint32(b[pos:]))
+	}
+	return s > off
+}
+
 // StepRule is the rule of an ordinary row in the form a stack walker
 // applies without interpreting a Rule: the CFA is SP or FP plus CFAOff;
 // the return address is at CFA+RAOff when StepRASaved is set, else still
@@ -667,10 +750,21 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) bool {
 	if h.ABI == ABIS390XBE {
 		return false
 	}
-	var d FDE
-	_, pos, asz, err := t.row(pc, &d)
-	if err != nil || d.NumFREs == 0 || d.Signal || d.FDEType != FDETypeDefault {
-		return false
+	var pos, asz int
+	if t.fdeSize == fdeSizeV3 && !t.big {
+		// What cfi2sframe and GNU as write for x86-64: read the FDE
+		// attribute here rather than fill an FDE.
+		var ok bool
+		if pos, asz, ok = t.rowV3LE(pc); !ok {
+			return false
+		}
+	} else {
+		var d FDE
+		var err error
+		_, pos, asz, err = t.row(pc, &d)
+		if err != nil || d.NumFREs == 0 || d.Signal || d.FDEType != FDETypeDefault {
+			return false
+		}
 	}
 	info := t.b[pos+asz]
 	n := int((info >> 1) & 0xf)
