@@ -530,18 +530,10 @@ func (t *Table) LookupInto(pc uint64, r *Rule) error {
 }
 
 func (t *Table) lookup(pc uint64, r *Rule) error {
-	i, start, size, fo := t.findFDE(pc)
-	if i < 0 {
-		return ErrNoFDE
-	}
 	var d FDE
-	d.Size = size
-	pos := t.fdeFor(i, start, fo, &d)
-	if d.FREType > FREAddr4 {
-		return errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
-	}
-	if d.FDEType > FDETypeFlex {
-		return errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FDE type %d", i, d.FDEType)
+	_, found, asz, err := t.row(pc, &d)
+	if err != nil {
+		return err
 	}
 	if d.NumFREs == 0 {
 		*r = Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
@@ -555,6 +547,33 @@ func (t *Table) lookup(pc uint64, r *Rule) error {
 		}
 		return ErrNoFRE
 	}
+	var f FRE
+	if err := t.decodeFRE(found, asz, &f); err != nil {
+		return err
+	}
+	interpretInto(&t.Header, &d, &f, r)
+	return nil
+}
+
+// row finds the function holding pc (FDE i, read into *d) and the
+// section offset of the FRE that applies at pc, whose start address field
+// is asz bytes. A function without FREs gives d.NumFREs == 0 and no error.
+func (t *Table) row(pc uint64, d *FDE) (i, found, asz int, err error) {
+	i, start, size, fo := t.findFDE(pc)
+	if i < 0 {
+		return i, 0, 0, ErrNoFDE
+	}
+	d.Size = size
+	pos := t.fdeFor(i, start, fo, d)
+	if d.FREType > FREAddr4 {
+		return i, 0, 0, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
+	}
+	if d.FDEType > FDETypeFlex {
+		return i, 0, 0, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FDE type %d", i, d.FDEType)
+	}
+	if d.NumFREs == 0 {
+		return i, 0, 0, nil
+	}
 	off := pc - d.Start
 	if d.PCType == PCMask && d.RepSize != 0 {
 		off %= uint64(d.RepSize)
@@ -562,11 +581,35 @@ func (t *Table) lookup(pc uint64, r *Rule) error {
 	// The last FRE starting at or before off: FREs have different sizes,
 	// so walk them (as libsframe does), stopping at the first past off.
 	b := t.b[:t.freBase+t.freLen]
-	asz := 1 << d.FREType
-	found := -1
-	for j := 0; j < int(d.NumFREs); j++ {
+	asz = 1 << d.FREType
+	found = -1
+	j := 0
+	if asz == 1 {
+		// The common case, 1-byte start addresses, without the switch;
+		// on bad or truncated bytes it stops and leaves the report to
+		// the general loop below, which starts again at FRE j.
+		for n := int(d.NumFREs); j < n && pos+2 <= len(b); j++ {
+			info := b[pos+1]
+			if uint64(b[pos]) > off || (info>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 2 + int((info>>1)&0xf)<<((info>>5)&3)
+		}
+	} else if asz == 2 && !t.big {
+		// Likewise for 2-byte little-endian ones (large functions).
+		for n := int(d.NumFREs); j < n && pos+3 <= len(b); j++ {
+			info := b[pos+2]
+			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off || (info>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 3 + int((info>>1)&0xf)<<((info>>5)&3)
+		}
+	}
+	for ; j < int(d.NumFREs); j++ {
 		if pos+asz+1 > len(b) {
-			return errorf(int64(pos), "FDE %d FRE %d: truncated FRE header", i, j)
+			return i, 0, 0, errorf(int64(pos), "FDE %d FRE %d: truncated FRE header", i, j)
 		}
 		var s uint32
 		switch asz {
@@ -582,20 +625,198 @@ func (t *Table) lookup(pc uint64, r *Rule) error {
 		}
 		info := b[pos+asz]
 		if (info>>5)&3 > DataWord4 {
-			return errorf(int64(pos+asz), "FDE %d FRE %d: bad data-word size code %d", i, j, (info>>5)&3)
+			return i, 0, 0, errorf(int64(pos+asz), "FDE %d FRE %d: bad data-word size code %d", i, j, (info>>5)&3)
 		}
 		found = pos
 		pos += asz + 1 + int((info>>1)&0xf)<<((info>>5)&3)
 	}
 	if found < 0 {
-		return ErrNoFRE
+		return i, 0, 0, ErrNoFRE
 	}
-	var f FRE
-	if err := t.decodeFRE(found, asz, &f); err != nil {
-		return err
+	return i, found, asz, nil
+}
+
+// rowV3LE is row for LookupStep on a little-endian V3 section: the
+// position and address size of the FRE at pc when its FDE is a default,
+// non-signal one with FREs; false otherwise, and on any error (LookupStep's
+// caller then asks Lookup, which reports it).
+func (t *Table) rowV3LE(pc uint64) (pos, asz int, ok bool) {
+	i, start, _, fo := t.findFDE(pc)
+	if i < 0 {
+		return 0, 0, false
 	}
-	interpretInto(&t.Header, &d, &f, r)
-	return nil
+	b := t.b[:t.freBase+t.freLen]
+	a := t.freBase + int(fo)
+	if a+fdeAttrSizeV3 > len(b) {
+		return 0, 0, false
+	}
+	n := int(binary.LittleEndian.Uint16(b[a:]))
+	info, info2, rep := b[a+2], b[a+3], b[a+4]
+	if n == 0 || info&fdeInfoSignalBit != 0 || info2&fdeTypeMaskV3 != FDETypeDefault || info&0xf > FREAddr4 {
+		return 0, 0, false
+	}
+	off := pc - start
+	if (info>>4)&1 == PCMask && rep != 0 {
+		off %= uint64(rep)
+	}
+	pos = a + fdeAttrSizeV3
+	found := -1
+	switch info & 0xf {
+	case FREAddr1:
+		for ; n > 0 && pos+2 <= len(b); n-- {
+			x := b[pos+1]
+			if uint64(b[pos]) > off || (x>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 2 + int((x>>1)&0xf)<<((x>>5)&3)
+		}
+		asz = 1
+	case FREAddr2:
+		for ; n > 0 && pos+3 <= len(b); n-- {
+			x := b[pos+2]
+			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off || (x>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 3 + int((x>>1)&0xf)<<((x>>5)&3)
+		}
+		asz = 2
+	default:
+		for ; n > 0 && pos+5 <= len(b); n-- {
+			x := b[pos+4]
+			if uint64(binary.LittleEndian.Uint32(b[pos:])) > off || (x>>5)&3 > DataWord4 {
+				break
+			}
+			found = pos
+			pos += 5 + int((x>>1)&0xf)<<((x>>5)&3)
+		}
+		asz = 4
+	}
+	// Stopped early on bad bytes: let Lookup report them.
+	if found < 0 || (n > 0 && !t.stopsAt(pos, asz, off)) {
+		return 0, 0, false
+	}
+	return found, asz, true
+}
+
+// stopsAt says whether the walk of rowV3LE stopped at pos because the FRE
+// there starts past off (rather than on truncated or bad bytes).
+func (t *Table) stopsAt(pos, asz int, off uint64) bool {
+	b := t.b[:t.freBase+t.freLen]
+	if pos+asz+1 > len(b) {
+		return false
+	}
+	var s uint64
+	switch asz {
+	case 1:
+		s = uint64(b[pos])
+	case 2:
+		s = uint64(binary.LittleEndian.Uint16(b[pos:]))
+	default:
+		s = uint64(binary.LittleEndian.Uint32(b[pos:]))
+	}
+	return s > off
+}
+
+// StepRule is the rule of an ordinary row in the form a stack walker
+// applies without interpreting a Rule: the CFA is SP or FP plus CFAOff;
+// the return address is at CFA+RAOff when StepRASaved is set, else still
+// in the ABI's link register (AArch64); FP is at CFA+FPOff when
+// StepFPSaved is set, else unchanged.
+type StepRule struct {
+	CFAOff int32
+	RAOff  int32
+	FPOff  int32
+	Flags  uint8
+}
+
+// StepRule flags.
+const (
+	StepCFAFromFP uint8 = 1 << iota // the CFA's base is FP, not SP
+	StepRASaved                     // RA at CFA+RAOff
+	StepFPSaved                     // FP at CFA+FPOff
+	StepMangledRA                   // RA is signed (AArch64 PAC)
+)
+
+// LookupStep is Lookup for the common case, for stack walkers: when the
+// row that applies at pc belongs to a default-type FDE that is not a
+// signal frame, has data words (is not the outermost marker) and is of an
+// AMD64 or AArch64 section, it fills *s and returns true. Otherwise,
+// including on every error, it returns false, and the caller asks Lookup
+// (which says which error, or gives the full Rule). It does not allocate.
+func (t *Table) LookupStep(pc uint64, s *StepRule) bool {
+	h := &t.Header
+	if h.ABI == ABIS390XBE {
+		return false
+	}
+	var pos, asz int
+	if t.fdeSize == fdeSizeV3 && !t.big {
+		// What cfi2sframe and GNU as write for x86-64: read the FDE
+		// attribute here rather than fill an FDE.
+		var ok bool
+		if pos, asz, ok = t.rowV3LE(pc); !ok {
+			return false
+		}
+	} else {
+		var d FDE
+		var err error
+		_, pos, asz, err = t.row(pc, &d)
+		if err != nil || d.NumFREs == 0 || d.Signal || d.FDEType != FDETypeDefault {
+			return false
+		}
+	}
+	info := t.b[pos+asz]
+	n := int((info >> 1) & 0xf)
+	wsz := int(1) << ((info >> 5) & 3)
+	pos += asz + 1
+	if n == 0 || pos+n*wsz > t.freBase+t.freLen {
+		return false
+	}
+	// A default row's rule is in its first three words (Lookup ignores
+	// any more).
+	var w [3]int32
+	for k := 0; k < min(n, 3); k++ {
+		switch wsz {
+		case 1:
+			w[k] = int32(int8(t.b[pos]))
+		case 2:
+			w[k] = int32(int16(t.u16(pos)))
+		default:
+			w[k] = int32(t.u32(pos))
+		}
+		pos += wsz
+	}
+	var fl uint8
+	if info&1 == BaseRegFP {
+		fl = StepCFAFromFP
+	}
+	if info&freInfoMangledRABit != 0 {
+		fl |= StepMangledRA
+	}
+	s.CFAOff = w[0]
+	i := 1
+	switch {
+	case h.CFAFixedRA != CFAFixedRAInvalid:
+		fl |= StepRASaved
+		s.RAOff = int32(h.CFAFixedRA)
+	case h.ABI == ABIAMD64LE:
+		return false // no fixed RA slot on AMD64: not a section converters write
+	case n > i:
+		fl |= StepRASaved
+		s.RAOff = w[i]
+		i++
+	}
+	switch {
+	case h.CFAFixedFP != CFAFixedFPInvalid:
+		fl |= StepFPSaved
+		s.FPOff = int32(h.CFAFixedFP)
+	case n > i:
+		fl |= StepFPSaved
+		s.FPOff = w[i]
+	}
+	s.Flags = fl
+	return true
 }
 
 func (t *Table) decodeFRE(pos, asz int, f *FRE) error {

@@ -36,6 +36,47 @@ func sameAsFindFRE(t *testing.T, s *sframe.Section, tb *sframe.Table, pc uint64)
 	if got != want {
 		t.Errorf("pc %#x: Lookup = %+v, FindFRE = %+v", pc, got, want)
 	}
+	sameAsLookup(t, tb, pc, got, err)
+}
+
+// sameAsLookup checks Table.LookupStep against Lookup's answer at pc: it
+// must take exactly the ordinary rows (a default, non-signal FDE's row
+// with data words, AMD64 or AArch64) and say what the Rule says.
+func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err error) {
+	t.Helper()
+	var s sframe.StepRule
+	ok := tb.LookupStep(pc, &s)
+	h := &tb.Header
+	want := err == nil && !r.NoFREs && !r.Flex && !r.Signal && !r.RAUndefined && h.ABI != sframe.ABIS390XBE &&
+		!(h.ABI == sframe.ABIAMD64LE && h.CFAFixedRA == sframe.CFAFixedRAInvalid)
+	if ok != want {
+		t.Errorf("pc %#x: LookupStep = %v, want %v (Lookup %+v, %v)", pc, ok, want, r, err)
+		return
+	}
+	if !ok {
+		return
+	}
+	g := sframe.Rule{FuncStart: r.FuncStart, FuncSize: r.FuncSize, FREStart: r.FREStart, PCType: r.PCType, PauthKeyB: r.PauthKeyB}
+	g.MangledRA = s.Flags&sframe.StepMangledRA != 0
+	g.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: sframe.SPReg(h.ABI), Offset: s.CFAOff}
+	if s.Flags&sframe.StepCFAFromFP != 0 {
+		g.CFA.Reg = sframe.FPReg(h.ABI)
+	}
+	g.RA = sframe.Loc{Kind: sframe.LocUnsaved}
+	switch {
+	case s.Flags&sframe.StepRASaved == 0:
+	case h.CFAFixedRA != sframe.CFAFixedRAInvalid:
+		g.RA = sframe.Loc{Kind: sframe.LocFixed, Offset: s.RAOff}
+	default:
+		g.RA = sframe.Loc{Kind: sframe.LocCFA, Offset: s.RAOff}
+	}
+	g.FP = sframe.Loc{Kind: sframe.LocUnsaved}
+	if s.Flags&sframe.StepFPSaved != 0 {
+		g.FP = sframe.Loc{Kind: sframe.LocCFA, Offset: s.FPOff}
+	}
+	if g != r {
+		t.Errorf("pc %#x: LookupStep %+v means %+v, Lookup = %+v", pc, s, g, r)
+	}
 }
 
 // TestTableFixtures: on every fixture, Open accepts what Decode accepts and
@@ -260,7 +301,8 @@ func FuzzOpen(f *testing.F) {
 				if derr == nil && sortedFREs(s) {
 					sameAsFindFRE(t, s, tb, pc)
 				} else {
-					tb.Lookup(pc)
+					r, err := tb.Lookup(pc)
+					sameAsLookup(t, tb, pc, r, err)
 				}
 			}
 		}

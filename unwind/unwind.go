@@ -226,6 +226,16 @@ func (u *Unwinder) Step(f *Frame) (Reason, *Mapping) {
 	if m == nil || m.Table == nil {
 		return ReasonNoObject, nil
 	}
+	// The common rows (CFA from SP or FP, RA and FP saved at fixed
+	// offsets from it or unchanged) take the fast path; flexible FDEs,
+	// signal frames, the outermost marker and errors the general one.
+	var s sframe.StepRule
+	if m.Table.LookupStep(pc-m.Bias, &s) {
+		if u.Arch == ARM64 {
+			return u.fastARM64(f, &s), m
+		}
+		return u.fastAMD64(f, &s), m
+	}
 	var r sframe.Rule
 	err := m.Table.LookupInto(pc-m.Bias, &r)
 	switch {
@@ -319,6 +329,91 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 	} else {
 		f.Regs[fpReg(u.Arch)] = 0
 	}
+	return ReasonOK
+}
+
+// fastAMD64 is apply for a StepRule on AMD64, where the return address
+// always has a slot.
+func (u *Unwinder) fastAMD64(f *Frame, s *sframe.StepRule) Reason {
+	base := uint32(AMD64RSP)
+	if s.Flags&sframe.StepCFAFromFP != 0 {
+		base = AMD64RBP
+	}
+	if f.Valid&(1<<base) == 0 {
+		return ReasonNeedsRegister
+	}
+	cfa := f.Regs[base] + uint64(int64(s.CFAOff))
+	if s.Flags&sframe.StepRASaved == 0 {
+		return ReasonBadFrame // LookupStep gives none such on AMD64
+	}
+	ra, ok := u.Mem.ReadWord(cfa + uint64(int64(s.RAOff)))
+	if !ok {
+		return ReasonBadRead
+	}
+	return u.finish(f, s, cfa, ra, AMD64RSP, AMD64RBP)
+}
+
+// fastARM64 is apply for a StepRule on AArch64: the return address is
+// saved on the stack or still in LR, and may be signed.
+func (u *Unwinder) fastARM64(f *Frame, s *sframe.StepRule) Reason {
+	base := uint32(ARM64SP)
+	if s.Flags&sframe.StepCFAFromFP != 0 {
+		base = ARM64FP
+	}
+	if f.Valid&(1<<base) == 0 {
+		return ReasonNeedsRegister
+	}
+	cfa := f.Regs[base] + uint64(int64(s.CFAOff))
+	var ra uint64
+	if s.Flags&sframe.StepRASaved != 0 {
+		v, ok := u.Mem.ReadWord(cfa + uint64(int64(s.RAOff)))
+		if !ok {
+			return ReasonBadRead
+		}
+		ra = v
+	} else {
+		if f.Valid&(1<<ARM64LR) == 0 {
+			return ReasonNeedsRegister
+		}
+		ra = f.Regs[ARM64LR]
+	}
+	return u.finish(f, s, cfa, ra, ARM64SP, ARM64FP)
+}
+
+// finish completes a fast step, in apply's order: FP, PAC, the checks,
+// then the caller's frame in f.
+func (u *Unwinder) finish(f *Frame, s *sframe.StepRule, cfa, ra uint64, spR, fpR uint32) Reason {
+	fp := f.Regs[fpR]
+	fpValid := f.Valid&(1<<fpR) != 0
+	if s.Flags&sframe.StepFPSaved != 0 {
+		v, ok := u.Mem.ReadWord(cfa + uint64(int64(s.FPOff)))
+		if !ok {
+			return ReasonBadRead
+		}
+		fp, fpValid = v, true
+	}
+	if s.Flags&sframe.StepMangledRA != 0 && u.Arch == ARM64 {
+		ra = u.StripPAC(ra)
+	}
+	sp := f.Regs[spR]
+	if cfa < sp || (cfa == sp && !f.Top) {
+		return ReasonBadFrame
+	}
+	if ra == 0 {
+		return ReasonOutermost
+	}
+	valid := uint32(1) << spR
+	if fpValid {
+		valid |= 1 << fpR
+	} else {
+		fp = 0
+	}
+	for stale := f.Valid &^ valid; stale != 0; stale &= stale - 1 {
+		f.Regs[bits.TrailingZeros32(stale)] = 0
+	}
+	f.PC, f.Top, f.Valid = ra, false, valid
+	f.Regs[spR] = cfa
+	f.Regs[fpR] = fp
 	return ReasonOK
 }
 

@@ -100,6 +100,32 @@ func (d *dwarfStepper) step(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64,
 	return ra, cfa, nfp, haveRA
 }
 
+// newDwarfStepper reads the .eh_frame of file name for dwarfStepper.
+func newDwarfStepper(name string) (*dwarfStepper, error) {
+	f, err := elfread.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	secs, err := cfi.Sections(f)
+	if err != nil {
+		return nil, err
+	}
+	d := &dwarfStepper{}
+	for _, s := range secs {
+		if s.Kind != cfi.EHFrame {
+			continue
+		}
+		fdes, _ := cfi.Parse(s)
+		d.fdes = append(d.fdes, fdes...)
+	}
+	sort.Slice(d.fdes, func(i, j int) bool { return d.fdes[i].Start < d.fdes[j].Start })
+	for _, fd := range d.fdes {
+		d.starts = append(d.starts, fd.Start)
+	}
+	return d, nil
+}
+
 // threadCPU returns the CPU time of the calling thread
 // (CLOCK_THREAD_CPUTIME_ID): time the thread waits for a CPU on a loaded
 // machine is left out.
@@ -113,9 +139,11 @@ func threadCPU() time.Duration {
 }
 
 // BenchmarkStepSFrameVsDWARF: one unwind step (topmost frame) at 10,000
-// PCs of a library (CFI2SFRAME_BENCH_FILE, else libc) with SFrame from its
-// conversion and with its DWARF CFI; reports ns per step for each and the
-// ratio (DWARF / SFrame; the goal is >= 10).
+// random PCs of a library (CFI2SFRAME_BENCH_FILE, else libc) with SFrame
+// from its conversion and with its DWARF CFI; reports ns per step for each
+// and the ratio (DWARF / SFrame; the goal is >= 10). Random PCs over a
+// whole library keep the caches cold: see BenchmarkWalkSFrameVsDWARF for
+// whole stacks, as a profiler walks them.
 func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
 	if name == "" {
@@ -133,26 +161,9 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := elfread.Open(name)
+	d, err := newDwarfStepper(name)
 	if err != nil {
 		b.Fatal(err)
-	}
-	defer f.Close()
-	secs, err := cfi.Sections(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var d dwarfStepper
-	for _, s := range secs {
-		if s.Kind != cfi.EHFrame {
-			continue
-		}
-		fdes, _ := cfi.Parse(s)
-		d.fdes = append(d.fdes, fdes...)
-	}
-	sort.Slice(d.fdes, func(i, j int) bool { return d.fdes[i].Start < d.fdes[j].Start })
-	for _, fd := range d.fdes {
-		d.starts = append(d.starts, fd.Start)
 	}
 	space := &unwind.Space{Maps: []unwind.Mapping{{Lo: 0, Hi: ^uint64(0), Table: tb}}}
 	u := unwind.New(unwind.AMD64, space, fakeStack{})
