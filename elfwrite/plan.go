@@ -37,7 +37,11 @@ type Plan struct {
 	patches  []patch
 	sfPiece  int  // index in pieces of the .sframe data
 	fragile  bool // made for Options.AppendSegment
+	opts     Options
 }
+
+// Options returns the options the plan was made with.
+func (p *Plan) Options() Options { return p.opts }
 
 // Overhead is what the output adds beyond the .sframe data itself: program
 // and section headers, the moved sections' new copy, padding.
@@ -53,6 +57,20 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newPlan(f, size, opts)
+}
+
+// newPlan is NewPlan for a parsed input, which it does not modify.
+func newPlan(f *file, size uint64, opts Options) (*Plan, error) {
+	p, err := layout(f, size, opts)
+	if err == nil {
+		p.opts = opts
+	}
+	return p, err
+}
+
+func layout(f *file, size uint64, opts Options) (*Plan, error) {
+	in := f.in
 	n := uint64(len(in))
 
 	// Existing SFrame data.
@@ -505,12 +523,19 @@ func Place(in []byte, opts Options, encode func(addr uint64) ([]byte, error)) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	return PlaceFrom(p, encode)
+}
+
+// PlaceFrom is Place starting from a plan NewPlan made for the input and
+// options (for any size): the input is not parsed again.
+func PlaceFrom(p *Plan, encode func(addr uint64) ([]byte, error)) (*Plan, []byte, error) {
+	opts := p.opts
 	for range maxReplans {
 		data, err := encode(p.Addr)
 		if err != nil {
 			return nil, nil, err
 		}
-		q, err := NewPlan(in, uint64(len(data)), opts)
+		q, err := newPlan(p.f, uint64(len(data)), opts)
 		if err != nil {
 			return nil, nil, err
 		}
