@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/relobj"
 )
 
 // Input is an input file mapped into memory read-only: its pages are read
@@ -111,6 +113,11 @@ var ErrChanged = errors.New("input file changed (truncated) while it was being r
 // process truncated the file) becomes an error wrapping ErrChanged
 // instead of a crash.
 func ConvertInput(in *Input, o Options) (res *Result, err error) {
+	return convertInput(in, o, nil)
+}
+
+// convertInput is ConvertInput starting from the plan first (see convert).
+func convertInput(in *Input, o Options, first *elfwrite.Plan) (res *Result, err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -122,7 +129,7 @@ func ConvertInput(in *Input, o Options) (res *Result, err error) {
 			panic(r)
 		}
 	}()
-	return convert(in.Name, in.Data, o, true)
+	return convert(in.Name, in.Data, o, true, first)
 }
 
 // WriteOutput writes data to dst through a temporary file in dst's
@@ -173,4 +180,90 @@ func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, r
 		return fmt.Errorf("%s: %w", dst, err)
 	}
 	return nil
+}
+
+// ConvertWrite is ConvertInput followed by WriteResult(ctx, dst, perm,
+// in, res), but for a linked file it starts writing before the
+// conversion ends: the input bytes whose place in the output does not
+// depend on the .sframe size (the loaded image, nearly all of the file)
+// are copied to the temporary output file on another goroutine while the
+// CFI is translated, and the rest is written once the section is encoded
+// (elfwrite.EarlyRuns, WriteFileAfter). The output is the same as
+// WriteResult's. A result with Unchanged set is returned unwritten, as
+// ConvertInput returns it; a conversion error leaves no file behind and
+// is returned as ConvertInput returns it, before any write error.
+func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
+	var runs []elfwrite.Run
+	var first *elfwrite.Plan
+	if in.mapped && in.file != nil && !bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)) {
+		opts := elfwrite.Options{Replace: o.Force}
+		p, err := elfwrite.NewPlan(in.Data, 0, opts)
+		var le *elfwrite.LayoutError
+		if errors.As(err, &le) && o.FragileLayout {
+			opts.AppendSegment = true
+			p, err = elfwrite.NewPlan(in.Data, 0, opts)
+		}
+		if err == nil {
+			runs, first = p.EarlyRuns(), p
+		}
+	}
+	if len(runs) == 0 {
+		res, err := ConvertInput(in, o)
+		if err != nil || res.Unchanged {
+			return res, err
+		}
+		return res, WriteResult(ctx, dst, perm, in, res)
+	}
+
+	final := make(chan *Result, 1) // nil: the conversion failed
+	written := make(chan error, 1)
+	go func() {
+		written <- elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) (err error) {
+			f, ok := w.(*os.File)
+			if !ok {
+				return fmt.Errorf("elfwrite gave a %T, not a file", w)
+			}
+			if err := elfwrite.CopyRuns(f, in.file, runs); err != nil {
+				return err
+			}
+			res := <-final
+			if res == nil {
+				return errors.New("conversion failed")
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if res.plan == nil { // cannot happen for a linked file
+				return fmt.Errorf("no output plan for %s", in.Name)
+			}
+			// The unchanged bytes come from the mapping too: a fault on
+			// it is an error here as in ConvertInput.
+			old := debug.SetPanicOnFault(true)
+			defer func() {
+				debug.SetPanicOnFault(old)
+				if r := recover(); r != nil {
+					if _, ok := r.(interface{ Addr() uintptr }); ok {
+						err = ErrChanged
+						return
+					}
+					panic(r)
+				}
+			}()
+			if err := res.plan.WriteFileAfter(f, in.file, res.SFrame, runs); err != nil {
+				return err
+			}
+			return ctx.Err()
+		})
+	}()
+	res, err := convertInput(in, o, first)
+	if err != nil || res.Unchanged {
+		final <- nil
+		<-written // the temporary file is gone
+		return res, err
+	}
+	final <- res
+	if err := <-written; err != nil {
+		return res, fmt.Errorf("%s: %w", dst, err)
+	}
+	return res, nil
 }
