@@ -58,14 +58,16 @@ func copyRun(dst, src *os.File, off, srcOff, size uint64) error {
 	return nil
 }
 
-// WriteFileAfter is WriteFile for an output file in which CopyRuns has
-// already copied done (from the same input file): it writes the whole
+// WriteFileAfter is WriteFile for a new output file (empty when CopyRuns
+// began) in which CopyRuns has already copied done (from the same input
+// file): it writes the whole
 // output from offset 0 except the runs of done that this plan copies
 // unchanged from the same input bytes, which are already in place, and
 // truncates dst to the output's size. A run of done that this plan does
 // not copy as it is (a different place, source or length, or a patch over
 // it) is simply written again, so the result never depends on the early
-// plan having been right.
+// plan having been right. Zeros the file holds already (it was empty:
+// whatever was not written reads as zero) are not written.
 func (p *Plan) WriteFileAfter(dst, src *os.File, sframe []byte, done []Run) error {
 	if uint64(len(sframe)) != p.Size {
 		return fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
@@ -78,6 +80,7 @@ func (p *Plan) WriteFileAfter(dst, src *os.File, sframe []byte, done []Run) erro
 		return err
 	}
 	a := p.assembler(sframe)
+	a.sparse = true
 	pos := uint64(0)
 	for _, c := range p.cleanRuns() {
 		if err := a.write(dst, pos, c.off); err != nil {

@@ -431,6 +431,10 @@ type assembler struct {
 	idx    []int  // pieces sorted by output offset
 	zeros  []span // the ranges patches clear
 	buf    []byte
+	// sparse: the output is a new file, whose bytes read as zero until
+	// written; a chunk with nothing but zeros is skipped (seek), not
+	// written (the old places of moved sections are megabytes of them).
+	sparse bool
 }
 
 type span struct{ lo, hi uint64 }
@@ -460,6 +464,7 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 		}
 		b := a.buf[:hi-lo]
 		clear(b)
+		filled := false // bytes other than zero were copied into b
 		idx := a.idx
 		// Pieces do not overlap: start at the first one ending after lo.
 		k := sort.Search(len(idx), func(k int) bool { pc := p.pieces[idx[k]]; return pc.off+pc.size > lo })
@@ -481,6 +486,7 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 					continue
 				}
 				copy(b[s-lo:t-lo], p.content(i, pc, a.sframe)[s-pc.off:t-pc.off])
+				filled = true
 				s = t
 			}
 		}
@@ -492,7 +498,14 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 					continue
 				}
 				copy(b[s-lo:e-lo], pt.data[s-pt.off:e-pt.off])
+				filled = true
 			}
+		}
+		if sk, ok := w.(io.Seeker); ok && a.sparse && !filled {
+			if _, err := sk.Seek(int64(len(b)), io.SeekCurrent); err != nil {
+				return err
+			}
+			continue
 		}
 		if _, err := w.Write(b); err != nil {
 			return err
