@@ -130,8 +130,9 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 // convert is Convert; with lazy, a linked file's output is only planned
 // (Result.plan), for WriteResult to write without a copy in memory. first,
 // when not nil, is a plan already made for in (elfwrite.NewPlan, any
-// size), which saves parsing and planning it again.
-func convert(name string, in []byte, o Options, lazy bool, first *elfwrite.Plan) (*Result, error) {
+// size), which saves parsing and planning it again; it is called only
+// when the plan is needed, and may return nil.
+func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrite.Plan) (*Result, error) {
 	fail := func(err error) (*Result, error) { return nil, &Error{File: name, Err: err} }
 	if o.Version == 0 {
 		o.Version = sframe.Version3
@@ -248,8 +249,10 @@ func convert(name string, in []byte, o Options, lazy bool, first *elfwrite.Plan)
 		return b, err
 	}
 	place := func(opts elfwrite.Options) (*elfwrite.Plan, []byte, error) {
-		if first != nil && first.Options() == opts {
-			return elfwrite.PlaceFrom(first, encode)
+		if first != nil {
+			if p := first(); p != nil && p.Options() == opts {
+				return elfwrite.PlaceFrom(p, encode)
+			}
 		}
 		return elfwrite.Place(in, opts, encode)
 	}

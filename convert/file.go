@@ -3,17 +3,18 @@ package convert
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
-	"github.com/cfi2sframe/cfi2sframe/relobj"
 )
 
 // Input is an input file mapped into memory read-only: its pages are read
@@ -117,7 +118,7 @@ func ConvertInput(in *Input, o Options) (res *Result, err error) {
 }
 
 // convertInput is ConvertInput starting from the plan first (see convert).
-func convertInput(in *Input, o Options, first *elfwrite.Plan) (res *Result, err error) {
+func convertInput(in *Input, o Options, first func() *elfwrite.Plan) (res *Result, err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -193,32 +194,26 @@ func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, r
 // ConvertInput returns it; a conversion error leaves no file behind and
 // is returned as ConvertInput returns it, before any write error.
 func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
-	var runs []elfwrite.Run
-	var first *elfwrite.Plan
-	if in.mapped && in.file != nil && !bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)) {
-		opts := elfwrite.Options{Replace: o.Force}
-		p, err := elfwrite.NewPlan(in.Data, 0, opts)
-		var le *elfwrite.LayoutError
-		if errors.As(err, &le) && o.FragileLayout {
-			opts.AppendSegment = true
-			p, err = elfwrite.NewPlan(in.Data, 0, opts)
-		}
-		if err == nil {
-			runs, first = p.EarlyRuns(), p
-		}
+	if !in.mapped || in.file == nil || !bytes.HasPrefix(in.Data, []byte(elf.ELFMAG)) {
+		return convertThenWrite(ctx, in, o, dst, perm)
 	}
-	if len(runs) == 0 {
-		res, err := ConvertInput(in, o)
-		if err != nil || res.Unchanged {
-			return res, err
-		}
-		return res, WriteResult(ctx, dst, perm, in, res)
-	}
-
-	final := make(chan *Result, 1) // nil: the conversion failed
-	written := make(chan error, 1)
+	// The writer plans the output for an empty section (as Place does
+	// first), hands the plan over for the conversion to start from, copies
+	// what lies in front of the section and waits for the rest.
+	planned := make(chan *elfwrite.Plan, 1) // nil: no plan, nothing copied early
+	final := make(chan *Result, 1)          // nil: the conversion failed
+	written := make(chan error, 1)          // errNoEarly: nothing was written
 	go func() {
-		written <- elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) (err error) {
+		var p *elfwrite.Plan
+		var runs []elfwrite.Run
+		if !faulted(func() { p, runs = earlyPlan(in.Data, o) }) && len(runs) > 0 {
+			planned <- p
+		} else {
+			planned <- nil
+			written <- errNoEarly
+			return
+		}
+		written <- elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) error {
 			f, ok := w.(*os.File)
 			if !ok {
 				return fmt.Errorf("elfwrite gave a %T, not a file", w)
@@ -238,32 +233,78 @@ func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs
 			}
 			// The unchanged bytes come from the mapping too: a fault on
 			// it is an error here as in ConvertInput.
-			old := debug.SetPanicOnFault(true)
-			defer func() {
-				debug.SetPanicOnFault(old)
-				if r := recover(); r != nil {
-					if _, ok := r.(interface{ Addr() uintptr }); ok {
-						err = ErrChanged
-						return
-					}
-					panic(r)
-				}
-			}()
-			if err := res.plan.WriteFileAfter(f, in.file, res.SFrame, runs); err != nil {
+			var err error
+			if faulted(func() { err = res.plan.WriteFileAfter(f, in.file, res.SFrame, runs) }) {
+				return ErrChanged
+			}
+			if err != nil {
 				return err
 			}
 			return ctx.Err()
 		})
 	}()
-	res, err := convertInput(in, o, first)
+	res, err := convertInput(in, o, sync.OnceValue(func() *elfwrite.Plan { return <-planned }))
 	if err != nil || res.Unchanged {
 		final <- nil
-		<-written // the temporary file is gone
+		<-written // the temporary file, if any, is gone
 		return res, err
 	}
 	final <- res
-	if err := <-written; err != nil {
-		return res, fmt.Errorf("%s: %w", dst, err)
+	switch werr := <-written; {
+	case werr == errNoEarly:
+		return res, WriteResult(ctx, dst, perm, in, res)
+	case werr != nil:
+		return res, fmt.Errorf("%s: %w", dst, werr)
 	}
 	return res, nil
+}
+
+// errNoEarly: ConvertWrite's writer found nothing to copy early.
+var errNoEarly = errors.New("nothing to copy early")
+
+// convertThenWrite is ConvertInput, then WriteResult unless there is
+// nothing to write.
+func convertThenWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
+	res, err := ConvertInput(in, o)
+	if err != nil || res.Unchanged {
+		return res, err
+	}
+	return res, WriteResult(ctx, dst, perm, in, res)
+}
+
+// earlyPlan returns the plan of a linked file for an empty section (with
+// the layout convert will use: the fragile one only where the standard
+// one is refused and o allows it) and the runs of input bytes in front of
+// the section; nil when there is none (not a linked file, already has
+// SFrame, ...: convert reports why).
+func earlyPlan(in []byte, o Options) (*elfwrite.Plan, []elfwrite.Run) {
+	opts := elfwrite.Options{Replace: o.Force}
+	p, err := elfwrite.NewPlan(in, 0, opts)
+	var le *elfwrite.LayoutError
+	if errors.As(err, &le) && o.FragileLayout {
+		opts.AppendSegment = true
+		p, err = elfwrite.NewPlan(in, 0, opts)
+	}
+	if err != nil {
+		return nil, nil
+	}
+	return p, p.EarlyRuns()
+}
+
+// faulted runs f and reports whether it faulted on a memory mapping (the
+// input truncated meanwhile), which is then not a crash.
+func faulted(f func()) (fault bool) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if _, ok := r.(interface{ Addr() uintptr }); ok {
+				fault = true
+				return
+			}
+			panic(r)
+		}
+	}()
+	f()
+	return false
 }
