@@ -222,9 +222,10 @@ func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrit
 	var st2 *cfi.Stream
 	var enc2 *sframe.Encoder
 	if runtime.GOMAXPROCS(0) > 1 {
-		tin.Second = func() (func(cfi.Entry) (*cfi.Table, error), func(*sframe.Function) error) {
+		tin.Second = func(n int) (func(cfi.Entry) (*cfi.Table, error), func(*sframe.Function) error) {
 			st2 = st.Clone()
 			enc2, _ = sframe.NewEncoder(encOpts) // the options are enc's, already accepted
+			enc2.Grow(n + 64)
 			return st2.ExecuteEntry, enc2.Add
 		}
 	}

@@ -68,7 +68,7 @@ func TestSecondMatchesOne(t *testing.T) {
 					in := Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, Entries: st.Entries, ExecEntry: st.ExecuteEntry,
 						PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer(), Emit: keep(&first)}
 					if second {
-						in.Second = func() (func(cfi.Entry) (*cfi.Table, error), func(*sframe.Function) error) {
+						in.Second = func(int) (func(cfi.Entry) (*cfi.Table, error), func(*sframe.Function) error) {
 							st2 = st.Clone()
 							return st2.ExecuteEntry, keep(&rest)
 						}

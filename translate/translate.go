@@ -85,7 +85,8 @@ type Input struct {
 	// call (the rows' memory is reused). An error stops the translation.
 	Emit func(*sframe.Function) error
 	// Second, when set together with ExecEntry and Emit, lets Translate
-	// work on two goroutines: it may call Second once to get an execution
+	// work on two goroutines: it may call Second once, with the number of
+	// FDEs of the second part, to get an execution
 	// function (independent of ExecEntry, for use on another goroutine)
 	// and an Emit for the second part of the functions, which then go to
 	// that Emit instead of Emit. Every function given to it comes after
@@ -93,7 +94,7 @@ type Input struct {
 	// the two streams after Translate returns. The Symbol function must
 	// then be safe for concurrent use. Diagnostics and counts are the
 	// same as without Second.
-	Second func() (exec func(cfi.Entry) (*cfi.Table, error), emit func(*sframe.Function) error)
+	Second func(n int) (exec func(cfi.Entry) (*cfi.Table, error), emit func(*sframe.Function) error)
 }
 
 // minSplit is the fewest FDEs Translate splits between two goroutines
@@ -298,7 +299,7 @@ func Translate(in Input, o Options) (*Result, error) {
 	startOf := func(i int) uint64 { s, _, _ := rangeOf(i); return s }
 	slices.SortStableFunc(keep, func(x, y int) int { return cmp.Compare(startOf(x), startOf(y)) })
 	if c := cutPoint(keep, rangeOf, in.ExecEntry != nil && in.Emit != nil && in.Second != nil); c > 0 {
-		exec2, emit2 := in.Second()
+		exec2, emit2 := in.Second(len(keep) - c)
 		b, err := newABI(in.Machine, in.Order)
 		if err != nil {
 			return nil, err
