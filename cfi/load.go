@@ -2,6 +2,7 @@ package cfi
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -128,6 +129,21 @@ func Index(f *elfread.File) (*Stream, error) {
 		}
 	}
 	return s, nil
+}
+
+// Clone returns a stream that executes the same entries independently of
+// s, for another goroutine: it shares the sections and the parsed CIEs
+// (read only) and has its own table, FDE and Errors (empty; the caller
+// joins them to s's). Entries and the counts are shared as they are.
+func (s *Stream) Clone() *Stream {
+	c := &Stream{Sections: s.Sections, Parsed: s.Parsed, Entries: s.Entries}
+	for _, p := range s.parsers {
+		if p != nil {
+			p = &parser{s: p.s, cies: maps.Clone(p.cies), bad: maps.Clone(p.bad)}
+		}
+		c.parsers = append(c.parsers, p)
+	}
+	return c
 }
 
 // parse parses e's record again into f.

@@ -11,7 +11,9 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -122,12 +124,15 @@ var ErrNoCFI = errors.New("no call-frame information (.eh_frame or .debug_frame)
 
 // Convert converts the ELF file in (named name in errors).
 func Convert(name string, in []byte, o Options) (*Result, error) {
-	return convert(name, in, o, false)
+	return convert(name, in, o, false, nil)
 }
 
 // convert is Convert; with lazy, a linked file's output is only planned
-// (Result.plan), for WriteResult to write without a copy in memory.
-func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
+// (Result.plan), for WriteResult to write without a copy in memory. first,
+// when not nil, is a plan already made for in (elfwrite.NewPlan, any
+// size), which saves parsing and planning it again; it is called only
+// when the plan is needed, and may return nil.
+func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrite.Plan) (*Result, error) {
 	fail := func(err error) (*Result, error) { return nil, &Error{File: name, Err: err} }
 	if o.Version == 0 {
 		o.Version = sframe.Version3
@@ -187,7 +192,7 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	enc, err := sframe.NewEncoder(sframe.Options{
+	encOpts := sframe.Options{
 		Version:    o.Version,
 		ABI:        abiID,
 		Order:      ef.ByteOrder,
@@ -195,7 +200,8 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 		Sort:       true,
 		CFAFixedFP: fixedFP,
 		CFAFixedRA: fixedRA,
-	})
+	}
+	enc, err := sframe.NewEncoder(encOpts)
 	if err != nil {
 		return fail(err)
 	}
@@ -210,9 +216,28 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 		Symbol:    lazySymbolizer(f),
 		Emit:      enc.Add,
 	}
+	// On a machine with a second CPU, translate may hand the second half
+	// of the functions to another goroutine, with its own execution
+	// context and encoder, appended to the first when both are done.
+	var st2 *cfi.Stream
+	var enc2 *sframe.Encoder
+	if runtime.GOMAXPROCS(0) > 1 {
+		tin.Second = func(n int) (func(cfi.Entry) (*cfi.Table, error), func(*sframe.Function) error) {
+			st2 = st.Clone()
+			enc2, _ = sframe.NewEncoder(encOpts) // the options are enc's, already accepted
+			enc2.Grow(n + 64)
+			return st2.ExecuteEntry, enc2.Add
+		}
+	}
 	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
 		return fail(err)
+	}
+	if st2 != nil {
+		st.Errors = append(st.Errors, st2.Errors...)
+		if err := enc.Append(enc2); err != nil {
+			return fail(err)
+		}
 	}
 	res.Translate = tr
 	res.CFIErrors = st.Errors
@@ -224,13 +249,21 @@ func convert(name string, in []byte, o Options, lazy bool) (*Result, error) {
 		}
 		return b, err
 	}
-	plan, data, err := elfwrite.Place(in, elfwrite.Options{Replace: o.Force}, encode)
+	place := func(opts elfwrite.Options) (*elfwrite.Plan, []byte, error) {
+		if first != nil {
+			if p := first(); p != nil && p.Options() == opts {
+				return elfwrite.PlaceFrom(p, encode)
+			}
+		}
+		return elfwrite.Place(in, opts, encode)
+	}
+	plan, data, err := place(elfwrite.Options{Replace: o.Force})
 	var le *elfwrite.LayoutError
 	if errors.As(err, &le) {
 		if !o.FragileLayout {
 			return fail(fmt.Errorf("%w: %s (--fragile-layout writes one that strip, eu-strip and patchelf may break)", ErrLayout, le.Msg))
 		}
-		plan, data, err = elfwrite.Place(in, elfwrite.Options{Replace: o.Force, AppendSegment: true}, encode)
+		plan, data, err = place(elfwrite.Options{Replace: o.Force, AppendSegment: true})
 		if err == nil {
 			res.Warning = fmt.Sprintf("fragile layout (%s): strip, objcopy before 2.44, eu-strip and patchelf may break this file; run verify after them", le.Msg)
 		}
@@ -304,12 +337,12 @@ func PLTSections(ef *elf.File) []translate.PLT {
 
 // lazySymbolizer reads the symbol table only when the first diagnostic
 // needs a name: most conversions never do.
+// It is safe for concurrent use (translate may run on two goroutines).
 func lazySymbolizer(f *elfread.File) func(uint64) string {
 	var sym func(uint64) string
+	var once sync.Once
 	return func(a uint64) string {
-		if sym == nil {
-			sym = f.Symbolizer()
-		}
+		once.Do(func() { sym = f.Symbolizer() })
 		return sym(a)
 	}
 }

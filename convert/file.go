@@ -1,13 +1,16 @@
 package convert
 
 import (
+	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -111,6 +114,11 @@ var ErrChanged = errors.New("input file changed (truncated) while it was being r
 // process truncated the file) becomes an error wrapping ErrChanged
 // instead of a crash.
 func ConvertInput(in *Input, o Options) (res *Result, err error) {
+	return convertInput(in, o, nil)
+}
+
+// convertInput is ConvertInput starting from the plan first (see convert).
+func convertInput(in *Input, o Options, first func() *elfwrite.Plan) (res *Result, err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -122,7 +130,7 @@ func ConvertInput(in *Input, o Options) (res *Result, err error) {
 			panic(r)
 		}
 	}()
-	return convert(in.Name, in.Data, o, true)
+	return convert(in.Name, in.Data, o, true, first)
 }
 
 // WriteOutput writes data to dst through a temporary file in dst's
@@ -173,4 +181,130 @@ func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, r
 		return fmt.Errorf("%s: %w", dst, err)
 	}
 	return nil
+}
+
+// ConvertWrite is ConvertInput followed by WriteResult(ctx, dst, perm,
+// in, res), but for a linked file it starts writing before the
+// conversion ends: the input bytes whose place in the output does not
+// depend on the .sframe size (the loaded image, nearly all of the file)
+// are copied to the temporary output file on another goroutine while the
+// CFI is translated, and the rest is written once the section is encoded
+// (elfwrite.EarlyRuns, WriteFileAfter). The output is the same as
+// WriteResult's. A result with Unchanged set is returned unwritten, as
+// ConvertInput returns it; a conversion error leaves no file behind and
+// is returned as ConvertInput returns it, before any write error.
+func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
+	if !in.mapped || in.file == nil || !bytes.HasPrefix(in.Data, []byte(elf.ELFMAG)) {
+		return convertThenWrite(ctx, in, o, dst, perm)
+	}
+	// The writer plans the output for an empty section (as Place does
+	// first), hands the plan over for the conversion to start from, copies
+	// what lies in front of the section and waits for the rest.
+	planned := make(chan *elfwrite.Plan, 1) // nil: no plan, nothing copied early
+	final := make(chan *Result, 1)          // nil: the conversion failed
+	written := make(chan error, 1)          // errNoEarly: nothing was written
+	go func() {
+		var p *elfwrite.Plan
+		var runs []elfwrite.Run
+		if !faulted(func() { p, runs = earlyPlan(in.Data, o) }) && len(runs) > 0 {
+			planned <- p
+		} else {
+			planned <- nil
+			written <- errNoEarly
+			return
+		}
+		written <- elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) error {
+			f, ok := w.(*os.File)
+			if !ok {
+				return fmt.Errorf("elfwrite gave a %T, not a file", w)
+			}
+			if err := elfwrite.CopyRuns(f, in.file, runs); err != nil {
+				return err
+			}
+			res := <-final
+			if res == nil {
+				return errors.New("conversion failed")
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if res.plan == nil { // cannot happen for a linked file
+				return fmt.Errorf("no output plan for %s", in.Name)
+			}
+			// The unchanged bytes come from the mapping too: a fault on
+			// it is an error here as in ConvertInput.
+			var err error
+			if faulted(func() { err = res.plan.WriteFileAfter(f, in.file, res.SFrame, runs) }) {
+				return ErrChanged
+			}
+			if err != nil {
+				return err
+			}
+			return ctx.Err()
+		})
+	}()
+	res, err := convertInput(in, o, sync.OnceValue(func() *elfwrite.Plan { return <-planned }))
+	if err != nil || res.Unchanged {
+		final <- nil
+		<-written // the temporary file, if any, is gone
+		return res, err
+	}
+	final <- res
+	switch werr := <-written; {
+	case werr == errNoEarly:
+		return res, WriteResult(ctx, dst, perm, in, res)
+	case werr != nil:
+		return res, fmt.Errorf("%s: %w", dst, werr)
+	}
+	return res, nil
+}
+
+// errNoEarly: ConvertWrite's writer found nothing to copy early.
+var errNoEarly = errors.New("nothing to copy early")
+
+// convertThenWrite is ConvertInput, then WriteResult unless there is
+// nothing to write.
+func convertThenWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
+	res, err := ConvertInput(in, o)
+	if err != nil || res.Unchanged {
+		return res, err
+	}
+	return res, WriteResult(ctx, dst, perm, in, res)
+}
+
+// earlyPlan returns the plan of a linked file for an empty section (with
+// the layout convert will use: the fragile one only where the standard
+// one is refused and o allows it) and the runs of input bytes in front of
+// the section; nil when there is none (not a linked file, already has
+// SFrame, ...: convert reports why).
+func earlyPlan(in []byte, o Options) (*elfwrite.Plan, []elfwrite.Run) {
+	opts := elfwrite.Options{Replace: o.Force}
+	p, err := elfwrite.NewPlan(in, 0, opts)
+	var le *elfwrite.LayoutError
+	if errors.As(err, &le) && o.FragileLayout {
+		opts.AppendSegment = true
+		p, err = elfwrite.NewPlan(in, 0, opts)
+	}
+	if err != nil {
+		return nil, nil
+	}
+	return p, p.EarlyRuns()
+}
+
+// faulted runs f and reports whether it faulted on a memory mapping (the
+// input truncated meanwhile), which is then not a crash.
+func faulted(f func()) (fault bool) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if _, ok := r.(interface{ Addr() uintptr }); ok {
+				fault = true
+				return
+			}
+			panic(r)
+		}
+	}()
+	f()
+	return false
 }

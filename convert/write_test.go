@@ -3,61 +3,119 @@ package convert
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-// TestWriteResultMatchesOutput: the output ConvertInput leaves unbuilt and
-// WriteResult writes from the plan (unchanged bytes copied file to file)
-// is Convert's in-memory Output, byte for byte, for a new file and when
-// replacing one.
-func TestWriteResultMatchesOutput(t *testing.T) {
-	files := []string{
-		filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe"),
-		filepath.Join("..", "testdata", "sframe", "v2-aarch64-lib.so"),
-		filepath.Join("..", "testdata", "example", "hello"),
-		"/usr/bin/ls",
-	}
+// TestConvertWriteMatchesConvert: ConvertWrite (the unchanged bytes
+// copied while translating, the functions translated on two goroutines
+// where there are enough) writes the file Convert builds in memory, with
+// the same diagnostics and CFI errors, for the GNU fixtures, the example
+// and two system files, in both versions and both layouts' options.
+func TestConvertWriteMatchesConvert(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "sframe", "v3-*"))
+	files = append(files, filepath.Join("..", "testdata", "example", "hello"), "/usr/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6")
 	dir := t.TempDir()
 	n := 0
 	for _, name := range files {
+		if strings.HasSuffix(name, ".objdump") || strings.Contains(name, "s390x") {
+			continue
+		}
 		data, err := os.ReadFile(name)
 		if err != nil {
 			continue // a system file that is not there
 		}
-		want, err := Convert(name, data, Options{Force: true})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+		for _, o := range []Options{{Force: true}, {Version: sframe.Version2, PCRel: true, Force: true}, {Force: true, FragileLayout: true, SignalFrames: true}} {
+			want, werr := Convert(name, data, o)
+			in, err := OpenInput(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(dir, "out")
+			os.Remove(dst)
+			got, gerr := ConvertWrite(context.Background(), in, o, dst, 0o755)
+			in.Close()
+			if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
+				t.Errorf("%s %+v: Convert: %v; ConvertWrite: %v", name, o, werr, gerr)
+				continue
+			}
+			if werr != nil {
+				continue
+			}
+			if want.Unchanged {
+				if !got.Unchanged {
+					t.Errorf("%s: ConvertWrite did not leave an unchanged object alone", name)
+				}
+				continue
+			}
+			out, err := os.ReadFile(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(out, want.Output) {
+				t.Errorf("%s %+v: ConvertWrite wrote %d bytes, unlike Convert's %d", name, o, len(out), len(want.Output))
+			}
+			if d := cmp.Diff(want.Translate, got.Translate); d != "" {
+				t.Errorf("%s %+v: translation differs (-Convert +ConvertWrite)\n%s", name, o, d)
+			}
+			if len(want.CFIErrors) != len(got.CFIErrors) || !bytes.Equal(want.SFrame, got.SFrame) || want.Addr != got.Addr || want.Warning != got.Warning {
+				t.Errorf("%s %+v: results differ", name, o)
+			}
+			n++
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d conversions compared", n)
+	}
+}
+
+// TestConvertWriteFailureLeavesNothing: a linked file that cannot be
+// converted (here: it already has SFrame, without Force) fails as
+// ConvertInput does, and a cancelled conversion writes nothing: no
+// temporary file is left.
+func TestConvertWriteFailureLeavesNothing(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "sframe", "v3-*"))
+	dir := t.TempDir()
+	n := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, ".objdump") || strings.Contains(name, "s390x") || strings.HasSuffix(name, ".o") {
+			continue
 		}
 		in, err := OpenInput(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := ConvertInput(in, Options{Force: true})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if res.Output != nil || res.plan == nil {
-			t.Errorf("%s: ConvertInput built the output in memory", name)
-		}
-		out := filepath.Join(dir, filepath.Base(name))
-		for range 2 { // new, then replacing
-			if err := WriteResult(context.Background(), out, 0o755, in, res); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			got, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want.Output) {
-				t.Errorf("%s: WriteResult wrote %d bytes that differ from Convert's %d", name, len(got), len(want.Output))
-			}
-		}
+		_, err = ConvertWrite(context.Background(), in, Options{}, filepath.Join(dir, "out"), 0o755)
 		in.Close()
+		if !errors.Is(err, ErrHasSFrame) {
+			continue
+		}
 		n++
 	}
-	if n < 3 {
-		t.Fatalf("only %d files converted", n)
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("refused inputs left behind: %v", left)
+	}
+	// Cancelled: converted, but not written.
+	in, err := OpenInput(filepath.Join("..", "testdata", "example", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = ConvertWrite(ctx, in, Options{}, filepath.Join(dir, "out"), 0o755)
+	in.Close()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v, want context.Canceled", err)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 0 || n == 0 {
+		t.Errorf("%d inputs with SFrame refused; left behind: %v", n, left)
 	}
 }

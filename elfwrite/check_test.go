@@ -46,6 +46,11 @@ func checkOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
 	if got := writeFile(t, in, p, data); !bytes.Equal(got, out) {
 		t.Fatalf("WriteFile and Bytes differ")
 	}
+	for _, wrong := range []bool{false, true} {
+		if got := writeFileAfter(t, in, p, data, wrong); !bytes.Equal(got, out) {
+			t.Fatalf("WriteFileAfter (wrong early runs: %v) and Bytes differ", wrong)
+		}
+	}
 	if !p.fragile {
 		checkLinkerOutput(t, in, out, p, data)
 		return

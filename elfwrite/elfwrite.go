@@ -161,6 +161,10 @@ type file struct {
 	phs      []phdr
 	shs      []shdr // nil when the input has no section headers
 	shstrndx int    // -1 when there is no section name table
+
+	// syms remembers rewritten symbol tables: Place plans the same input
+	// for several sizes, and the symbols do not depend on the size.
+	syms []symRewrite
 }
 
 func formatErr(off uint64, format string, args ...any) error {

@@ -2,6 +2,8 @@ package elfwrite
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 )
 
@@ -805,6 +807,28 @@ func (f *file) hasSymtabShndx() bool {
 // rewriteSymbols returns a copy of the symbol table b with section indices
 // renumbered and the values of symbols in moved sections shifted by d.
 func (f *file) rewriteSymbols(b []byte, newIdx []uint32, moved map[int]bool, d uint64) ([]byte, bool) {
+	for _, r := range f.syms {
+		if len(r.in) == len(b) && (len(b) == 0 || &r.in[0] == &b[0]) && r.d == d && slices.Equal(r.newIdx, newIdx) && maps.Equal(r.moved, moved) {
+			return r.out, r.changed
+		}
+	}
+	out, changed := f.rewriteSymbolsOnce(b, newIdx, moved, d)
+	f.syms = append(f.syms, symRewrite{in: b, newIdx: slices.Clone(newIdx), moved: maps.Clone(moved), d: d, out: out, changed: changed})
+	return out, changed
+}
+
+// symRewrite is one remembered rewriteSymbols call: its arguments and
+// results. The output is only read by the plans that share it.
+type symRewrite struct {
+	in      []byte
+	newIdx  []uint32
+	moved   map[int]bool
+	d       uint64
+	out     []byte
+	changed bool
+}
+
+func (f *file) rewriteSymbolsOnce(b []byte, newIdx []uint32, moved map[int]bool, d uint64) ([]byte, bool) {
 	out := append([]byte(nil), b...)
 	changed := false
 	bo := f.bo

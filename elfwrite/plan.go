@@ -37,7 +37,11 @@ type Plan struct {
 	patches  []patch
 	sfPiece  int  // index in pieces of the .sframe data
 	fragile  bool // made for Options.AppendSegment
+	opts     Options
 }
+
+// Options returns the options the plan was made with.
+func (p *Plan) Options() Options { return p.opts }
 
 // Overhead is what the output adds beyond the .sframe data itself: program
 // and section headers, the moved sections' new copy, padding.
@@ -53,6 +57,20 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newPlan(f, size, opts)
+}
+
+// newPlan is NewPlan for a parsed input, which it does not modify.
+func newPlan(f *file, size uint64, opts Options) (*Plan, error) {
+	p, err := layout(f, size, opts)
+	if err == nil {
+		p.opts = opts
+	}
+	return p, err
+}
+
+func layout(f *file, size uint64, opts Options) (*Plan, error) {
+	in := f.in
 	n := uint64(len(in))
 
 	// Existing SFrame data.
@@ -413,6 +431,10 @@ type assembler struct {
 	idx    []int  // pieces sorted by output offset
 	zeros  []span // the ranges patches clear
 	buf    []byte
+	// sparse: the output is a new file, whose bytes read as zero until
+	// written; a chunk with nothing but zeros is skipped (seek), not
+	// written (the old places of moved sections are megabytes of them).
+	sparse bool
 }
 
 type span struct{ lo, hi uint64 }
@@ -442,6 +464,7 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 		}
 		b := a.buf[:hi-lo]
 		clear(b)
+		filled := false // bytes other than zero were copied into b
 		idx := a.idx
 		// Pieces do not overlap: start at the first one ending after lo.
 		k := sort.Search(len(idx), func(k int) bool { pc := p.pieces[idx[k]]; return pc.off+pc.size > lo })
@@ -463,6 +486,7 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 					continue
 				}
 				copy(b[s-lo:t-lo], p.content(i, pc, a.sframe)[s-pc.off:t-pc.off])
+				filled = true
 				s = t
 			}
 		}
@@ -474,7 +498,14 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 					continue
 				}
 				copy(b[s-lo:e-lo], pt.data[s-pt.off:e-pt.off])
+				filled = true
 			}
+		}
+		if sk, ok := w.(io.Seeker); ok && a.sparse && !filled {
+			if _, err := sk.Seek(int64(len(b)), io.SeekCurrent); err != nil {
+				return err
+			}
+			continue
 		}
 		if _, err := w.Write(b); err != nil {
 			return err
@@ -505,12 +536,19 @@ func Place(in []byte, opts Options, encode func(addr uint64) ([]byte, error)) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	return PlaceFrom(p, encode)
+}
+
+// PlaceFrom is Place starting from a plan NewPlan made for the input and
+// options (for any size): the input is not parsed again.
+func PlaceFrom(p *Plan, encode func(addr uint64) ([]byte, error)) (*Plan, []byte, error) {
+	opts := p.opts
 	for range maxReplans {
 		data, err := encode(p.Addr)
 		if err != nil {
 			return nil, nil, err
 		}
-		q, err := NewPlan(in, uint64(len(data)), opts)
+		q, err := newPlan(p.f, uint64(len(data)), opts)
 		if err != nil {
 			return nil, nil, err
 		}

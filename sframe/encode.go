@@ -411,6 +411,45 @@ func (e *Encoder) Add(fn *Function) error {
 	return nil
 }
 
+// Append adds the functions of other, an encoder with the same options,
+// after e's, as if they had been added to e in the same order: their FRE
+// bytes follow e's. other must not be used afterwards. Translating on two
+// goroutines, each into its own encoder, and appending the second to the
+// first gives the section one encoder would have built.
+func (e *Encoder) Append(other *Encoder) error {
+	if e.freAt != 0 || other.freAt != 0 {
+		return fmt.Errorf("sframe: functions appended after the section was built")
+	}
+	if !sameOptions(&e.o, &other.o) {
+		return fmt.Errorf("sframe: appending an encoder with other options")
+	}
+	if e.freLen+other.freLen > math.MaxUint32 {
+		return fmt.Errorf("sframe: FRE sub-section exceeds 4 GiB")
+	}
+	base := uint32(e.freLen)
+	e.ents = slices.Grow(e.ents, len(other.ents))
+	for _, en := range other.ents {
+		en.freOff += base
+		e.ents = append(e.ents, en)
+	}
+	if len(e.fre) > 0 {
+		e.full = append(e.full, e.fre)
+	}
+	e.full = append(e.full, other.full...)
+	e.fre = other.fre
+	e.freLen += other.freLen
+	e.numFREs += other.numFREs
+	e.sorted = false
+	*other = Encoder{}
+	return nil
+}
+
+func sameOptions(a, b *Options) bool {
+	return a.Version == b.Version && a.ABI == b.ABI && a.Order == b.Order && a.PCRel == b.PCRel &&
+		a.Sort == b.Sort && a.CFAFixedFP == b.CFAFixedFP && a.CFAFixedRA == b.CFAFixedRA &&
+		a.FramePointer == b.FramePointer && slices.Equal(a.AuxHdr, b.AuxHdr)
+}
+
 // order puts the entries in index order: a stable sort by start address
 // with Options.Sort, the order added otherwise. The FRE data stays in
 // the order added (as libsframe's encoder lays it out); only the index

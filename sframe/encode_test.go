@@ -214,3 +214,68 @@ func TestEncoderSectionAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestEncoderAppend: functions added to two encoders, the second appended
+// to the first, give the section of one encoder that got them all in the
+// same order, wherever the cut is (FRE chunks small, so that both
+// encoders hold several); encoders with other options do not append.
+func TestEncoderAppend(t *testing.T) {
+	defer sframe.SetFREChunk(64)()
+	n := 0
+	for _, path := range fixtures(t) {
+		es := loadFixture(t, path)
+		sec, err := sframe.Decode(es.Data, es.Addr)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if sec.Header.Version == sframe.Version1 {
+			continue
+		}
+		funcs := sec.Functions()
+		o := sec.Options()
+		want, err := sframe.Encode(funcs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cut := range []int{0, 1, len(funcs) / 2, len(funcs) - 1, len(funcs)} {
+			if cut < 0 || cut > len(funcs) {
+				continue
+			}
+			a, _ := sframe.NewEncoder(o)
+			b, _ := sframe.NewEncoder(o)
+			for i := range funcs {
+				e := a
+				if i >= cut {
+					e = b
+				}
+				if err := e.Add(&funcs[i]); err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+			}
+			if err := a.Append(b); err != nil {
+				t.Fatalf("%s cut %d: %v", path, cut, err)
+			}
+			if a.Len() != len(funcs) {
+				t.Errorf("%s cut %d: Len %d, want %d", path, cut, a.Len(), len(funcs))
+			}
+			got, err := a.Section(o.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s cut %d: appended encoders and Encode differ", filepath.Base(path), cut)
+			}
+			n++
+		}
+		other := o
+		other.PCRel = !o.PCRel
+		a, _ := sframe.NewEncoder(o)
+		b, _ := sframe.NewEncoder(other)
+		if err := a.Append(b); err == nil {
+			t.Errorf("%s: appended an encoder with other options", path)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no fixture compared")
+	}
+}

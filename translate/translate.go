@@ -84,7 +84,23 @@ type Input struct {
 	// start address. The function and its rows are valid only during the
 	// call (the rows' memory is reused). An error stops the translation.
 	Emit func(*sframe.Function) error
+	// Second, when set together with ExecEntry and Emit, lets Translate
+	// work on two goroutines: it may call Second once, with the number of
+	// FDEs of the second part, to get an execution
+	// function (independent of ExecEntry, for use on another goroutine)
+	// and an Emit for the second part of the functions, which then go to
+	// that Emit instead of Emit. Every function given to it comes after
+	// every function given to Emit, in the order above; the caller joins
+	// the two streams after Translate returns. The Symbol function must
+	// then be safe for concurrent use. Diagnostics and counts are the
+	// same as without Second.
+	Second func(n int) (exec func(cfi.Entry) (*cfi.Table, error), emit func(*sframe.Function) error)
 }
+
+// minSplit is the fewest FDEs Translate splits between two goroutines
+// (Input.Second): fewer are not worth a goroutine. A variable for the
+// tests.
+var minSplit = 4096
 
 // Result is the translation of one file.
 type Result struct {
@@ -185,27 +201,7 @@ func Translate(in Input, o Options) (*Result, error) {
 	if sym == nil {
 		sym = func(uint64) string { return "" }
 	}
-	var cur sframe.Function // what emit hands over, not reallocated per call
-	var one [1]sframe.Function
-	emit := func(fn sframe.Function) error {
-		if in.Emit == nil {
-			res.Funcs = append(res.Funcs, fn)
-			return nil
-		}
-		if o.OutermostGap && fn.PCType == sframe.PCInc && hasOutermost(fn.Rows) {
-			one[0] = fn
-			for _, part := range splitOutermost(one[:]) {
-				cur = part
-				if err := in.Emit(&cur); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		cur = fn
-		return in.Emit(&cur)
-	}
-
+	emit := emitter(in.Emit, o, res)
 	// PLT sections first: their description replaces any CFI covering them.
 	var pltSpans []span
 	var pltNames []string
@@ -302,6 +298,102 @@ func Translate(in Input, o Options) (*Result, error) {
 	}
 	startOf := func(i int) uint64 { s, _, _ := rangeOf(i); return s }
 	slices.SortStableFunc(keep, func(x, y int) int { return cmp.Compare(startOf(x), startOf(y)) })
+	if c := cutPoint(keep, rangeOf, in.ExecEntry != nil && in.Emit != nil && in.Second != nil); c > 0 {
+		exec2, emit2 := in.Second(len(keep) - c)
+		b, err := newABI(in.Machine, in.Order)
+		if err != nil {
+			return nil, err
+		}
+		b.version, b.flexOK, b.reuse = a.version, a.flexOK, a.reuse
+		res2 := &Result{}
+		table2 := func(i int) *cfi.Table {
+			t, err := exec2(in.Entries[i])
+			if err != nil {
+				return nil
+			}
+			return t
+		}
+		done := make(chan error, 1)
+		go func() { done <- b.functions(keep[c:], table2, emitter(emit2, o, res2), sym, o, res2) }()
+		errA := a.functions(keep[:c], table, emit, sym, o, res)
+		errB := <-done
+		if errA != nil {
+			return nil, errA
+		}
+		if errB != nil {
+			return nil, errB
+		}
+		res.Diags = append(res.Diags, res2.Diags...)
+		res.Skipped += res2.Skipped
+		res.Converted += res2.Converted
+		res.PLTFuncs += res2.PLTFuncs
+		return res, nil
+	}
+	if err := a.functions(keep, table, emit, sym, o, res); err != nil {
+		return nil, err
+	}
+	if in.Emit != nil {
+		return res, nil
+	}
+	if o.OutermostGap {
+		res.Funcs = splitOutermost(res.Funcs)
+	}
+	sort.SliceStable(res.Funcs, func(i, j int) bool { return res.Funcs[i].Start < res.Funcs[j].Start })
+	return res, nil
+}
+
+// emitter returns the function Translate hands each function to: to
+// Emit (split for Options.OutermostGap), or into res.Funcs without Emit.
+func emitter(to func(*sframe.Function) error, o Options, res *Result) func(sframe.Function) error {
+	var cur sframe.Function // what emit hands over, not reallocated per call
+	var one [1]sframe.Function
+	return func(fn sframe.Function) error {
+		if to == nil {
+			res.Funcs = append(res.Funcs, fn)
+			return nil
+		}
+		if o.OutermostGap && fn.PCType == sframe.PCInc && hasOutermost(fn.Rows) {
+			one[0] = fn
+			for _, part := range splitOutermost(one[:]) {
+				cur = part
+				if err := to(&cur); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		cur = fn
+		return to(&cur)
+	}
+}
+
+// cutPoint returns where keep (sorted by start) can be cut in two parts
+// that translate alone as they do together: no FDE before the cut reaches
+// the first one after it, so the overlap check, the only link between
+// functions, sees the same. 0 when there is no such point near the middle
+// or splitting is off.
+func cutPoint(keep []int, rangeOf func(int) (uint64, uint64, bool), on bool) int {
+	if !on || len(keep) < minSplit {
+		return 0
+	}
+	var reach uint64 // the furthest end before index i
+	mid := len(keep) / 2
+	for i, k := range keep {
+		start, size, _ := rangeOf(k)
+		if i >= mid && start >= reach {
+			if i >= len(keep)-len(keep)/8 {
+				return 0 // too lopsided to be worth it
+			}
+			return i
+		}
+		reach = max(reach, start+size)
+	}
+	return 0
+}
+
+// functions translates the FDEs keep (sorted by start address) in order,
+// handing each function to emit and adding diagnostics and counts to res.
+func (a *abi) functions(keep []int, table func(int) *cfi.Table, emit func(sframe.Function) error, sym func(uint64) string, o Options, res *Result) error {
 	var lastEnd uint64
 	for i, k := range keep {
 		t := table(k)
@@ -320,7 +412,7 @@ func Translate(in Input, o Options) (*Result, error) {
 			// A PLT known only from its CFI (no section headers).
 			for _, fn := range fns {
 				if err := emit(fn); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			res.PLTFuncs += len(fns)
@@ -332,7 +424,7 @@ func Translate(in Input, o Options) (*Result, error) {
 			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize {
 				d.Detail += "; written as a signal FDE without FREs (outermost frame)"
 				if err := emit(sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true}); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			res.Diags = append(res.Diags, *d)
@@ -340,18 +432,11 @@ func Translate(in Input, o Options) (*Result, error) {
 			continue
 		}
 		if err := emit(fn); err != nil {
-			return nil, err
+			return err
 		}
 		res.Converted++
 	}
-	if in.Emit != nil {
-		return res, nil
-	}
-	if o.OutermostGap {
-		res.Funcs = splitOutermost(res.Funcs)
-	}
-	sort.SliceStable(res.Funcs, func(i, j int) bool { return res.Funcs[i].Start < res.Funcs[j].Start })
-	return res, nil
+	return nil
 }
 
 // splitOutermost rewrites every PCInc function with RA-undefined rows as

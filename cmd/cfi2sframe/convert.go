@@ -123,9 +123,11 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	if err := checkOutput(in.Info, out, fl.inPlace); err != nil {
 		return err
 	}
-	res, err := convert.ConvertInput(in, opts)
+	// Converted and written at once: the unchanged bytes are copied while
+	// the CFI is translated.
+	res, err := convert.ConvertWrite(ctx, in, opts, out, in.Mode)
 	if err != nil {
-		return err
+		return interrupted(err)
 	}
 	stderr := cmd.ErrOrStderr()
 	if res.Unchanged {
@@ -138,9 +140,6 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 			fmt.Fprintf(stderr, "%s: %s\n", name, res.Note)
 		}
 		return nil
-	}
-	if err := convert.WriteResult(ctx, out, in.Mode, in, res); err != nil {
-		return interrupted(err)
 	}
 	switch fl.diagnostics {
 	case "text":
