@@ -37,6 +37,7 @@ const (
 func TestMain(m *testing.M) {
 	if os.Getenv("CFI2SFRAME_RUN_MAIN") == "1" {
 		os.Args = append([]string{"cfi2sframe"}, os.Args[1:]...)
+		tuneGC() // as main does: the RSS ceiling holds for the real settings
 		code := run()
 		// Peak RSS of this image: getrusage's ru_maxrss would include the
 		// test process's own peak, inherited through fork and exec.

@@ -6,9 +6,31 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	tuneGC()
+	os.Exit(run())
+}
+
+// tuneGC sets the collector for a short-lived batch program, unless GOGC
+// or GOMEMLIMIT say otherwise: collect when the heap has grown 4 times
+// over its live size (not 2), within a soft limit of 200 MiB. Every
+// command's live heap is small beside the file it maps (the CFI index,
+// one function's rows, the output section), so the default collected
+// several times per file to no purpose; converting libLLVM-15 then spent
+// a quarter of its wall time on collections and the preemption signals
+// they send. The limit keeps the peak where it was on big inputs (the
+// 2.1 M-FDE benchmark file: 311 MB, against 323 MB by default).
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(200 << 20)
+	}
+}
 
 // run executes the command line and returns the exit status.
 func run() int {
