@@ -266,26 +266,11 @@ func (r *Reader) FindFRE(pc uint64) (Rule, bool) {
 		r.ReadFDE(i, d)
 		r.cur = i
 	}
-	if len(d.FREs) == 0 {
+	f := freAt(d, pc)
+	if f == nil {
 		return Rule{}, false
 	}
-	off := pc - d.Start
-	if d.PCType == PCMask && d.RepSize != 0 {
-		off %= uint64(d.RepSize)
-	}
-	lo, hi := 0, len(d.FREs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if uint64(d.FREs[m].StartOff) <= off {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo == 0 {
-		return Rule{}, false
-	}
-	return interpret(&r.Header, d, &d.FREs[lo-1]), true
+	return interpret(&r.Header, d, f), true
 }
 
 // findFDE returns the index of the FDE FindFRE uses for pc, or -1.

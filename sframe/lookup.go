@@ -7,8 +7,21 @@ package sframe
 // before comparing with the FRE start values. It does not allocate.
 func (s *Section) FindFRE(pc uint64) (Rule, bool) {
 	d := s.findFDE(pc)
-	if d == nil || len(d.FREs) == 0 {
+	if d == nil {
 		return Rule{}, false
+	}
+	f := freAt(d, pc)
+	if f == nil {
+		return Rule{}, false
+	}
+	return s.Interpret(d, f), true
+}
+
+// freAt returns d's last FRE starting at or before pc (for a PCMask FDE,
+// the offset into the function taken modulo the repeat size), or nil.
+func freAt(d *FDE, pc uint64) *FRE {
+	if len(d.FREs) == 0 {
+		return nil
 	}
 	off := pc - d.Start
 	if d.PCType == PCMask && d.RepSize != 0 {
@@ -25,9 +38,9 @@ func (s *Section) FindFRE(pc uint64) (Rule, bool) {
 		}
 	}
 	if lo == 0 {
-		return Rule{}, false
+		return nil
 	}
-	return s.Interpret(d, &d.FREs[lo-1]), true
+	return &d.FREs[lo-1]
 }
 
 func (s *Section) findFDE(pc uint64) *FDE {
