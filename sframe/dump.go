@@ -304,35 +304,7 @@ func dumpJSON(w io.Writer, src fdeSource) error {
 	var jf jsonFunc
 	for i := 0; i < src.n; i++ {
 		d := src.fde(i, &buf)
-		jf = jsonFunc{Start: d.Start, Size: d.Size, PCType: "inc", RepSize: d.RepSize, FREType: d.FREType,
-			FDEType: "default", Signal: d.Signal, PauthKeyB: d.PauthKeyB, FREs: jf.FREs[:0]}
-		if d.PCType == PCMask {
-			jf.PCType = "mask"
-		}
-		if d.FDEType == FDETypeFlex {
-			jf.FDEType = "flex"
-		}
-		for j := range d.FREs {
-			f := &d.FREs[j]
-			start := uint64(f.StartOff)
-			if d.PCType != PCMask {
-				start += d.Start
-			}
-			jr := jsonFRE{Start: start, StartOffset: f.StartOff, BaseReg: "sp", Words: f.Words[:f.NumWords],
-				WordSize: f.WordSize, MangledRA: f.MangledRA}
-			if f.BaseReg == BaseRegFP {
-				jr.BaseReg = "fp"
-			}
-			r := interpret(h, d, f)
-			jr.RAUndefined = r.RAUndefined
-			if !r.RAUndefined {
-				jr.CFA, jr.FP, jr.RA = locString(h.ABI, r.CFA), locString(h.ABI, r.FP), locString(h.ABI, r.RA)
-			}
-			jf.FREs = append(jf.FREs, jr)
-		}
-		if jf.FREs == nil {
-			jf.FREs = []jsonFRE{}
-		}
+		jf.fill(h, d)
 		item, err := json.MarshalIndent(&jf, "    ", "  ")
 		if err != nil {
 			return err
@@ -345,4 +317,38 @@ func dumpJSON(w io.Writer, src fdeSource) error {
 	}
 	b.WriteString("\n  ]\n}\n")
 	return b.Flush()
+}
+
+// fill sets jf to function d of a section with header h, reusing jf's
+// FRE slice; the FREs' data words alias d's.
+func (jf *jsonFunc) fill(h *Header, d *FDE) {
+	*jf = jsonFunc{Start: d.Start, Size: d.Size, PCType: "inc", RepSize: d.RepSize, FREType: d.FREType,
+		FDEType: "default", Signal: d.Signal, PauthKeyB: d.PauthKeyB, FREs: jf.FREs[:0]}
+	if d.PCType == PCMask {
+		jf.PCType = "mask"
+	}
+	if d.FDEType == FDETypeFlex {
+		jf.FDEType = "flex"
+	}
+	for j := range d.FREs {
+		f := &d.FREs[j]
+		start := uint64(f.StartOff)
+		if d.PCType != PCMask {
+			start += d.Start
+		}
+		jr := jsonFRE{Start: start, StartOffset: f.StartOff, BaseReg: "sp", Words: f.Words[:f.NumWords],
+			WordSize: f.WordSize, MangledRA: f.MangledRA}
+		if f.BaseReg == BaseRegFP {
+			jr.BaseReg = "fp"
+		}
+		r := interpret(h, d, f)
+		jr.RAUndefined = r.RAUndefined
+		if !r.RAUndefined {
+			jr.CFA, jr.FP, jr.RA = locString(h.ABI, r.CFA), locString(h.ABI, r.FP), locString(h.ABI, r.RA)
+		}
+		jf.FREs = append(jf.FREs, jr)
+	}
+	if jf.FREs == nil {
+		jf.FREs = []jsonFRE{}
+	}
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // referenceJSON is DumpJSON as it was before it streamed: the whole
-// section as one value, through encoding/json's Encoder.
+// section as one value, through encoding/json's Encoder (each function
+// made by the same jsonFunc.fill).
 func referenceJSON(t *testing.T, s *Section) string {
 	h := &s.Header
 	js := jsonSection{
@@ -27,33 +28,8 @@ func referenceJSON(t *testing.T, s *Section) string {
 		js.FlagNames = append(js.FlagNames, "SFRAME_F_FDE_FUNC_START_PCREL")
 	}
 	for i := range s.FDEs {
-		d := &s.FDEs[i]
-		jf := jsonFunc{Start: d.Start, Size: d.Size, PCType: "inc", RepSize: d.RepSize, FREType: d.FREType,
-			FDEType: "default", Signal: d.Signal, PauthKeyB: d.PauthKeyB, FREs: []jsonFRE{}}
-		if d.PCType == PCMask {
-			jf.PCType = "mask"
-		}
-		if d.FDEType == FDETypeFlex {
-			jf.FDEType = "flex"
-		}
-		for j := range d.FREs {
-			f := &d.FREs[j]
-			start := uint64(f.StartOff)
-			if d.PCType != PCMask {
-				start += d.Start
-			}
-			jr := jsonFRE{Start: start, StartOffset: f.StartOff, BaseReg: "sp", Words: append([]int32{}, f.Words[:f.NumWords]...),
-				WordSize: f.WordSize, MangledRA: f.MangledRA}
-			if f.BaseReg == BaseRegFP {
-				jr.BaseReg = "fp"
-			}
-			r := s.Interpret(d, f)
-			jr.RAUndefined = r.RAUndefined
-			if !r.RAUndefined {
-				jr.CFA, jr.FP, jr.RA = locString(h.ABI, r.CFA), locString(h.ABI, r.FP), locString(h.ABI, r.RA)
-			}
-			jf.FREs = append(jf.FREs, jr)
-		}
+		var jf jsonFunc
+		jf.fill(h, &s.FDEs[i])
 		js.Functions = append(js.Functions, jf)
 	}
 	var b bytes.Buffer
