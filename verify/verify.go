@@ -89,13 +89,11 @@ type Input struct {
 	// time, so memory does not grow with its rows.
 	Reader *sframe.Reader
 	Tables []*cfi.Table
-	// FDEs, instead of Tables: Check executes each FDE when it gets to
-	// its code and forgets its table once the SFrame functions have moved
-	// past it (when they come in address order, as linkers write them),
-	// so memory grows with the FDE list, not with every row of the file.
-	FDEs []*cfi.FDE
-	// Stream, instead of FDEs: the FDEs as cfi.Index keeps them (24 bytes
-	// each), parsed again when Check executes them.
+	// Stream, instead of Tables: the FDEs as cfi.Index keeps them (24
+	// bytes each). Check parses and executes each FDE when it gets to its
+	// code and forgets its table once the SFrame functions have moved past
+	// it (when they come in address order, as linkers write them), so
+	// memory grows with the FDE list, not with every row of the file.
 	Stream *cfi.Stream
 	Symbol func(addr uint64) string // may be nil
 }
@@ -161,7 +159,6 @@ type checker struct {
 	ra       uint64
 	arm      bool
 	spans    []cfi.Entry  // the CFI functions, sorted by start
-	fdes     []*cfi.FDE   // spans[i]'s FDE (Input.FDEs), or nil
 	tables   []*cfi.Table // spans[i]'s table (Input.Tables), or nil: see table
 	cache    map[int]*cfiTable
 	free     []*cfiTable // tables dropped from cache, for reuse
@@ -220,21 +217,6 @@ func newChecker(in Input) *checker {
 		c.cache = map[int]*cfiTable{}
 		return c
 	}
-	if in.FDEs != nil {
-		c.fdes = make([]*cfi.FDE, 0, len(in.FDEs))
-		for _, f := range in.FDEs {
-			if f != nil && f.Size > 0 {
-				c.fdes = append(c.fdes, f)
-			}
-		}
-		slices.SortStableFunc(c.fdes, func(a, b *cfi.FDE) int { return cmp.Compare(a.Start, b.Start) })
-		c.in.FDEs = nil // c.fdes has what is needed
-		for _, f := range c.fdes {
-			c.spans = append(c.spans, cfi.Entry{Start: f.Start, Size: f.Size})
-		}
-		c.cache = map[int]*cfiTable{}
-		return c
-	}
 	for _, t := range in.Tables {
 		if t != nil && t.FDE != nil && t.FDE.Size > 0 && len(t.Rows) > 0 {
 			c.tables = append(c.tables, t)
@@ -247,14 +229,14 @@ func newChecker(in Input) *checker {
 	return c
 }
 
-// cfiTable is an executed table and, when the FDE was parsed again from a
-// Stream entry, the FDE record it points at.
+// cfiTable is an executed table and the FDE record, parsed again from its
+// Stream entry, that the table points at.
 type cfiTable struct {
 	t cfi.Table
 	f cfi.FDE
 }
 
-// table returns the executed table of fdes[i], or nil when it cannot be
+// table returns the executed table of spans[i], or nil when it cannot be
 // executed or has no rows (such an FDE counts as absent).
 func (c *checker) table(i int) *cfi.Table {
 	if c.cache == nil {
@@ -272,15 +254,9 @@ func (c *checker) table(i int) *cfi.Table {
 	} else {
 		t = &cfiTable{}
 	}
-	fde := &t.f
-	var err error
-	if c.fdes != nil {
-		fde = c.fdes[i]
-	} else {
-		err = c.in.Stream.ParseEntry(c.spans[i], fde)
-	}
+	err := c.in.Stream.ParseEntry(c.spans[i], &t.f)
 	if err == nil {
-		err = c.interp.Execute(fde, &t.t)
+		err = c.interp.Execute(&t.f, &t.t)
 	}
 	if err != nil || len(t.t.Rows) == 0 {
 		c.free = append(c.free, t)
