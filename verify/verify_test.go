@@ -104,7 +104,7 @@ func TestCorruptions(t *testing.T) {
 }
 
 // TestReaderInputMatches: checking a section read one function at a time
-// (Input.Reader) with CFI executed on demand (Input.FDEs), as the verify
+// (Input.Reader) with CFI executed on demand (Input.Stream), as the verify
 // command does, finds what checking the decoded section against every
 // table finds, on GNU's fixtures and on damaged copies of their .sframe.
 func TestReaderInputMatches(t *testing.T) {
