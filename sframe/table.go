@@ -3,7 +3,6 @@ package sframe
 import (
 	"encoding/binary"
 	"errors"
-	"math"
 	"sort"
 )
 
@@ -33,30 +32,21 @@ type Table struct {
 	// order lists FDE indices by start address when the section's index is
 	// not sorted; nil when it is. Positions below are in address order.
 	order []uint32
-	// blk is a compact copy of the index in blocks of blkPer positions,
-	// one 64-byte cache line each, small enough to stay in a near cache:
-	// the FRE offset of the block's first function, a flag for blocks
-	// that do not fit, then per function its start (minus the block's
-	// first, in top) and FRE offset (minus the first's) in 16 bits each.
-	// Once the search has found the block, Lookup learns where the
-	// function's FREs are and reads them while the function's size comes
-	// from the section's index entry.
-	blk  []uint32
-	base uint64 // the lowest start address
-	// top holds the start (minus base) of the first function of every
-	// block, and top2 every topFan-th entry of top: a search reads top2
-	// (a few KB), one line of top and one block. All three are nil when
-	// the functions span 4 GiB or more; Lookup then binary-searches the
-	// index itself.
-	top, top2 []uint32
+	base  uint64 // the lowest start address
+	shift uint8  // log2 of the granule size
+	// gran maps the code to positions: gran[g] is the position of the
+	// last function starting at or before base + g<<shift. A lookup reads
+	// one entry, then the section's own index entries from there (usually
+	// one or two, which hold start, size and FRE offset together), then
+	// the function's FREs: three dependent loads in the common case. The
+	// granule is sized for about one entry per function (4 bytes each).
+	// nil when the section has no functions.
+	gran []uint32
 }
 
-const (
-	blkPer  = 14 // functions in a block
-	blkLine = 16 // uint32s in a block: FRE offset, flag, blkPer entries
-	blkWide = 1  // flag: a delta needs more than 16 bits; search the index
-	topFan  = 16 // entries of top per entry of top2 (one cache line)
-)
+// granPerFDE is the number of granule entries per function Open aims at:
+// with more, a lookup's forward scan is shorter, at 4 bytes each.
+const granPerFDE = 1
 
 // Lookup errors that are not about malformed data; they do not allocate.
 var (
@@ -69,7 +59,7 @@ var (
 
 // Open checks the header and the FDE index of an SFrame section and returns
 // a Table for lookups. addr is the section's address (see Decode). It
-// allocates the search index: about 5 bytes per FDE, plus 4 when the
+// allocates the search index: at most 4 bytes per FDE, plus 4 when the
 // section's index is not sorted.
 func Open(b []byte, addr uint64) (*Table, error) {
 	if len(b) < HeaderSize {
@@ -166,8 +156,8 @@ func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
 	return freOff
 }
 
-// fdeFor is fdeAt given FDE i's start address and FRE offset (from blk):
-// in V3 the FRE data is then read without touching the index entry.
+// fdeFor is fdeAt given FDE i's start address and FRE offset (from findFDE):
+// in V3 the index entry is not read again.
 func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
 	off := t.fdeBase + i*t.fdeSize
 	d.Start = start
@@ -197,7 +187,7 @@ func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
 
 // checkFDEs validates every FDE so that lookups only need to bound the FRE
 // bytes of one function, checks the order the header claims, and builds
-// the search index (blk, top and top2; order for an unsorted index).
+// the search index (gran; order for an unsorted index).
 func (t *Table) checkFDEs() error {
 	var sorted bool
 	var last uint64
@@ -222,73 +212,64 @@ func (t *Table) checkFDEs() error {
 		t.base = t.start(int(t.order[0]))
 		last = t.start(int(t.order[t.n-1]))
 	}
-	if t.n == 0 || last-t.base > math.MaxUint32 {
+	if t.n == 0 {
 		return nil
 	}
-	nb := (t.n + blkPer - 1) / blkPer
-	t.blk = make([]uint32, nb*blkLine)
-	t.top = make([]uint32, nb)
+	// The smallest granule that keeps the table within granPerFDE
+	// entries per function (last-base is at most the span of the code).
+	span := last - t.base
+	for span>>t.shift >= uint64(granPerFDE*t.n) {
+		t.shift++
+	}
+	t.gran = make([]uint32, span>>t.shift+1)
 	if t.order == nil && t.fdeSize == fdeSizeV3 && !t.big {
-		t.packV3LE()
+		t.granV3LE()
 	} else {
-		t.pack()
+		for k := 0; k < t.n; k++ {
+			t.mark(t.start(t.at(k))-t.base, k)
+		}
 	}
-	t.top2 = make([]uint32, (nb+topFan-1)/topFan)
-	for j := range t.top2 {
-		t.top2[j] = t.top[j*topFan]
-	}
+	t.fillGran()
 	return nil
 }
 
-// pack fills blk and top.
-func (t *Table) pack() {
-	for j := range t.top {
-		k0 := j * blkPer
-		w := t.blk[j*blkLine:][:blkLine]
-		s0, fo0 := t.start(t.at(k0)), t.freOffAt(t.at(k0))
-		t.top[j] = uint32(s0 - t.base)
-		w[0] = fo0
-		for m := 0; m < blkPer && k0+m < t.n; m++ {
-			i := t.at(k0 + m)
-			ds, dfo := t.start(i)-s0, int64(t.freOffAt(i))-int64(fo0)
-			if ds > 0xffff || dfo < 0 || dfo > 0xffff {
-				w[1] = blkWide
-				continue
-			}
-			w[2+m] = uint32(ds) | uint32(dfo)<<16
-		}
+// mark records in gran that position k starts at s (minus base): the
+// first granule whose start is at or after s (a later position with the
+// same granule overwrites it). fillGran then gives every granule the
+// largest position marked at or before it, which is the last function
+// starting at or before the granule's start, as positions are in address
+// order. Both passes are free of unpredictable branches: Open's time is
+// a few cycles per function.
+func (t *Table) mark(s uint64, k int) {
+	mask := uint64(1)<<t.shift - 1
+	if g := s>>t.shift + ((s&mask)+mask)>>t.shift; g < uint64(len(t.gran)) {
+		t.gran[g] = uint32(k)
 	}
 }
 
-// packV3LE is pack for a sorted little-endian V3 index, reading the
-// entries in one pass (Open's second and last).
-func (t *Table) packV3LE() {
+func (t *Table) fillGran() {
+	m := uint32(0)
+	for g, k := range t.gran {
+		m = max(m, k)
+		t.gran[g] = m
+	}
+}
+
+// granV3LE marks gran for a sorted little-endian V3 index, reading the
+// start fields in one pass (Open's second and last).
+func (t *Table) granV3LE() {
 	const es = fdeSizeV3
 	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
-	add, inc := t.Addr-t.base, uint64(0) // start minus base
+	// Entry k's start minus base is its field + add + k*inc.
+	add, inc := t.Addr-t.base, uint64(0)
 	if t.pcrel {
 		add += uint64(t.fdeBase)
 		inc = es
 	}
-	blk := t.blk
-	for j := range t.top {
-		w := blk[j*blkLine:][:blkLine]
-		s0 := binary.LittleEndian.Uint64(ents) + add
-		fo0 := binary.LittleEndian.Uint32(ents[12:])
-		t.top[j] = uint32(s0)
-		w[0] = fo0
-		for m := 2; m < blkLine && len(ents) >= es; m++ {
-			e := ents[:es:es]
-			ds := binary.LittleEndian.Uint64(e) + add - s0
-			dfo := binary.LittleEndian.Uint32(e[12:]) - fo0
-			if ds > 0xffff || dfo > 0xffff {
-				// dfo wraps when negative.
-				w[1] = blkWide
-			}
-			w[m] = uint32(ds) | dfo<<16
-			add += inc
-			ents = ents[es:]
-		}
+	for k := 0; len(ents) >= es; k++ {
+		t.mark(binary.LittleEndian.Uint64(ents)+add, k)
+		add += inc
+		ents = ents[es:]
 	}
 }
 
@@ -393,68 +374,75 @@ func (t *Table) at(k int) int {
 	return k
 }
 
-// lastLE returns the index of the last element of a that is <= key, 0 if
-// none (a is sorted). It has no unpredictable branch (the compiler keeps
-// an if here as a branch): a mispredicted branch would also throw away
-// the loads of the next lookup the processor has started.
-func lastLE(a []uint32, key uint32) int {
-	j, n := 0, len(a)
-	for n > 1 {
-		h := n >> 1
-		le := int((uint64(key)-uint64(a[j+h]))>>63) - 1 // -1 if a[j+h] <= key, else 0
-		j += h & le
-		n -= h
-	}
-	return j
-}
-
 // findFDE returns the index of the FDE covering pc, or -1, with its start
 // address, size and FRE offset.
 func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
-	if t.blk == nil || pc < t.base {
-		return t.slowFind(pc, t.searchIndex(pc))
+	if t.gran == nil || pc < t.base {
+		return -1, 0, 0, 0
 	}
-	key := uint32(math.MaxUint32)
-	if d := pc - t.base; d < math.MaxUint32 {
-		key = uint32(d)
+	g := (pc - t.base) >> t.shift
+	last := t.n - 1 // the last position that may start at or before pc
+	if g < uint64(len(t.gran)-1) {
+		last = int(t.gran[g+1])
+	} else {
+		g = uint64(len(t.gran) - 1)
 	}
-	j := lastLE(t.top2, key) * topFan
-	j += lastLE(t.top[j:min(j+topFan, len(t.top))], key)
-	k0 := j * blkPer
-	w := t.blk[j*blkLine:][:blkLine]
-	if w[1] == blkWide {
-		// Search the block's index entries.
-		lo, hi := k0+1, min(k0+blkPer, t.n)
-		for lo < hi {
-			h := int(uint(lo+hi) >> 1)
-			if t.start(t.at(h)) <= pc {
-				lo = h + 1
-			} else {
-				hi = h
+	k := int(t.gran[g])
+	if t.order == nil && t.fdeSize == fdeSizeV3 && !t.big {
+		// What cfi2sframe and GNU write: one 16-byte index entry holds
+		// start, size and FRE offset.
+		const es = fdeSizeV3
+		ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
+		add, inc := t.Addr, uint64(0)
+		if t.pcrel {
+			add += uint64(t.fdeBase)
+			inc = es
+		}
+		if last-k > 4 {
+			k = t.searchPositions(pc, k, last)
+		} else {
+			for k < last && binary.LittleEndian.Uint64(ents[(k+1)*es:])+add+uint64(k+1)*inc <= pc {
+				k++
 			}
 		}
-		return t.slowFind(pc, t.back(pc, lo))
-	}
-	d := key - t.top[j]
-	m, n := 0, min(blkPer, t.n-k0)
-	for q := 1; q < n; q++ {
-		if w[2+q]&0xffff <= d {
-			m = q
+		e := ents[k*es:][:es]
+		start = binary.LittleEndian.Uint64(e) + add + uint64(k)*inc
+		size = binary.LittleEndian.Uint32(e[8:])
+		if pc-start < uint64(size) {
+			return k, start, size, binary.LittleEndian.Uint32(e[12:])
 		}
-	}
-	e := w[2+m]
-	start = t.base + uint64(t.top[j]) + uint64(e&0xffff)
-	freOff = w[0] + e>>16
-	i = t.at(k0 + m)
-	// The FREs are at freOff whatever the size says: the processor reads
-	// both at once.
-	size = t.size(i)
-	if pc-start < uint64(size) {
-		return i, start, size, freOff
+	} else {
+		if last-k > 4 {
+			k = t.searchPositions(pc, k, last)
+		} else {
+			for k < last && t.start(t.at(k+1)) <= pc {
+				k++
+			}
+		}
+		i = t.at(k)
+		start, size = t.start(i), t.size(i)
+		if pc-start < uint64(size) {
+			return i, start, size, t.freOffAt(i)
+		}
 	}
 	// Not in the function that starts last at or before pc: one with the
 	// same start (zero-sized ones come first), or none.
-	return t.slowFind(pc, t.back(pc, k0+m+1))
+	return t.slowFind(pc, t.back(pc, k+1))
+}
+
+// searchPositions returns the last position in [lo, hi] whose function
+// starts at or before pc, given that lo's does.
+func (t *Table) searchPositions(pc uint64, lo, hi int) int {
+	// Invariant: lo starts at or before pc; everything past hi after it.
+	for lo < hi {
+		m := int(uint(lo+hi+1) >> 1)
+		if t.start(t.at(m)) <= pc {
+			lo = m
+		} else {
+			hi = m - 1
+		}
+	}
+	return lo
 }
 
 // slowFind completes findFDE for FDE i (-1: none) from its index entry.
@@ -463,21 +451,6 @@ func (t *Table) slowFind(pc uint64, i int) (int, uint64, uint32, uint32) {
 		return -1, 0, 0, 0
 	}
 	return i, t.start(i), t.size(i), t.freOffAt(i)
-}
-
-// searchIndex is findFDE for functions spanning 4 GiB or more: a binary
-// search of the index itself.
-func (t *Table) searchIndex(pc uint64) int {
-	lo, hi := 0, t.n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if t.start(t.at(m)) <= pc {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return t.back(pc, lo)
 }
 
 // back returns the FDE that covers pc among those at positions before k
@@ -659,64 +632,54 @@ func (t *Table) rowV3LE(pc uint64) (pos, asz int, ok bool) {
 	if (info>>4)&1 == PCMask && rep != 0 {
 		off %= uint64(rep)
 	}
+	// The last FRE starting at or before off. An FRE's info byte with
+	// data-word size code 3 (invalid) has bits 5 and 6 set: bad collects
+	// x & x<<1 of every FRE walked past, and any such makes the walk
+	// fail (Lookup then reports the FRE); the size it computed meanwhile
+	// is only used to stop, bounded by b.
 	pos = a + fdeAttrSizeV3
-	found := -1
+	found, bad := -1, byte(0)
 	switch info & 0xf {
 	case FREAddr1:
 		for ; n > 0 && pos+2 <= len(b); n-- {
-			x := b[pos+1]
-			if uint64(b[pos]) > off || (x>>5)&3 > DataWord4 {
+			if uint64(b[pos]) > off {
 				break
 			}
+			x := b[pos+1]
+			bad |= x & (x << 1)
 			found = pos
 			pos += 2 + int((x>>1)&0xf)<<((x>>5)&3)
 		}
 		asz = 1
 	case FREAddr2:
 		for ; n > 0 && pos+3 <= len(b); n-- {
-			x := b[pos+2]
-			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off || (x>>5)&3 > DataWord4 {
+			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off {
 				break
 			}
+			x := b[pos+2]
+			bad |= x & (x << 1)
 			found = pos
 			pos += 3 + int((x>>1)&0xf)<<((x>>5)&3)
 		}
 		asz = 2
 	default:
 		for ; n > 0 && pos+5 <= len(b); n-- {
-			x := b[pos+4]
-			if uint64(binary.LittleEndian.Uint32(b[pos:])) > off || (x>>5)&3 > DataWord4 {
+			if uint64(binary.LittleEndian.Uint32(b[pos:])) > off {
 				break
 			}
+			x := b[pos+4]
+			bad |= x & (x << 1)
 			found = pos
 			pos += 5 + int((x>>1)&0xf)<<((x>>5)&3)
 		}
 		asz = 4
 	}
-	// Stopped early on bad bytes: let Lookup report them.
-	if found < 0 || (n > 0 && !t.stopsAt(pos, asz, off)) {
+	// A walk cut short by the end of the bytes (n > 0 and no FRE header
+	// fits at pos) is a truncated section: let Lookup report it.
+	if found < 0 || bad&0x40 != 0 || (n > 0 && pos+asz+1 > len(b)) {
 		return 0, 0, false
 	}
 	return found, asz, true
-}
-
-// stopsAt says whether the walk of rowV3LE stopped at pos because the FRE
-// there starts past off (rather than on truncated or bad bytes).
-func (t *Table) stopsAt(pos, asz int, off uint64) bool {
-	b := t.b[:t.freBase+t.freLen]
-	if pos+asz+1 > len(b) {
-		return false
-	}
-	var s uint64
-	switch asz {
-	case 1:
-		s = uint64(b[pos])
-	case 2:
-		s = uint64(binary.LittleEndian.Uint16(b[pos:]))
-	default:
-		s = uint64(binary.LittleEndian.Uint32(b[pos:]))
-	}
-	return s > off
 }
 
 // StepRule is the rule of an ordinary row in the form a stack walker

@@ -331,7 +331,8 @@ func BenchmarkTableLookupSmall(b *testing.B) {
 // manyFunctions returns n functions in address order with gaps between
 // some (a few of 70,000 bytes), zero-sized ones sharing the next one's start, functions long enough
 // for 2-byte FRE addresses, PCMASK ones, and rows at growing offsets; with
-// far set, the last one starts 5 GiB after the others (no compact index).
+// far set, the last one starts 5 GiB after the others (so that Open's
+// granules are 4 MiB wide and every lookup searches many positions).
 func manyFunctions(abi uint8, n int, far bool) []sframe.Function {
 	sp, fp := sframe.SPReg(abi), sframe.FPReg(abi)
 	ra := sframe.Loc{Kind: sframe.LocFixed}
@@ -352,7 +353,7 @@ func manyFunctions(abi uint8, n int, far bool) []sframe.Function {
 			pc += 1 + rnd(24)
 		}
 		if rnd(300) == 0 {
-			pc += 70000 // a block of Open's index spanning more than 64 KiB
+			pc += 70000 // granules without a function start
 		}
 		if rnd(50) == 0 {
 			fs = append(fs, sframe.Function{Start: pc})
@@ -387,9 +388,9 @@ func manyFunctions(abi uint8, n int, far bool) []sframe.Function {
 	return fs
 }
 
-// TestTableManyFunctions: on sections large enough for every level of
-// Open's search index (and on one whose functions span more than 4 GiB,
-// searched without it), in both byte orders, V2 and V3, PC-relative or
+// TestTableManyFunctions: on sections with gaps, zero-sized functions and
+// runs of small ones (and on ones whose functions span more than 4 GiB,
+// where a granule holds them all), in both byte orders, V2 and V3, PC-relative or
 // not, sorted or not, Lookup answers what the fully decoded section's
 // FindFRE answers at every PC of every function and two either side.
 func TestTableManyFunctions(t *testing.T) {
