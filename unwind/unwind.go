@@ -218,11 +218,19 @@ func (u *Unwinder) StripPAC(ra uint64) uint64 {
 // unchanged and says why it cannot. On success it also returns the
 // mapping used for f, for symbolization.
 func (u *Unwinder) Step(f *Frame) (Reason, *Mapping) {
+	return u.step(f, nil)
+}
+
+// step is Step, trying mapping m (when not nil) before searching the
+// Space: a walk's next frame is most often in the object of the last.
+func (u *Unwinder) step(f *Frame, m *Mapping) (Reason, *Mapping) {
 	pc := f.PC
 	if !f.Top {
 		pc--
 	}
-	m := u.Space.Find(pc)
+	if m == nil || pc-m.Lo >= m.Hi-m.Lo {
+		m = u.Space.Find(pc)
+	}
 	if m == nil || m.Table == nil {
 		return ReasonNoObject, nil
 	}
@@ -455,10 +463,12 @@ func (u *Unwinder) read(addr uint64) (uint64, bool) {
 // (ReasonOK when pcs filled up first). It does not allocate.
 func (u *Unwinder) Walk(f Frame, pcs []uint64) (int, Reason) {
 	n := 0
+	var m *Mapping
 	for n < len(pcs) {
 		pcs[n] = f.PC
 		n++
-		if why, _ := u.Step(&f); why != ReasonOK {
+		var why Reason
+		if why, m = u.step(&f, m); why != ReasonOK {
 			return n, why
 		}
 	}

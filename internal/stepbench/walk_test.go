@@ -173,12 +173,16 @@ func execBias(name string, e trace.MapEntry) (uint64, bool) {
 func dwarfWalk(sp *unwind.Space, ds []*dwarfStepper, s *stackSample, n int, pcs []uint64) int {
 	pc, rsp, fp := s.pc, s.sp, s.fp
 	top := true
+	var m *unwind.Mapping
 	for k := 0; k < n; k++ {
 		look := pc
 		if !top {
 			look--
 		}
-		m := sp.Find(look)
+		// The last frame's mapping first, as unwind.Walk does.
+		if m == nil || look-m.Lo >= m.Hi-m.Lo {
+			m = sp.Find(look)
+		}
 		if m == nil {
 			return k
 		}
