@@ -31,17 +31,28 @@ const (
 // dwarfStepper is the DWARF side, a step as a DWARF unwinder such as
 // libgcc's makes it with the project's cfi package: the FDE found by a
 // binary search of a sorted table of start addresses (what .eh_frame_hdr
-// holds), the CIE's initial instructions and the FDE's program executed
-// up to the PC (not to the end of the function) into reused scratch
-// memory, then CFA, RA and RBP computed from the row for register+offset
-// rules. It is kinder to DWARF than a real unwinder in one way: the CIE
-// and FDE records are parsed once beforehand, not at each step.
+// holds), its record parsed (the CIE's, once per CIE, from a cache), the
+// CIE's initial instructions and the FDE's program executed up to the PC
+// (not to the end of the function) into reused scratch memory, then CFA,
+// RA and RBP computed from the row for register+offset rules. Like the
+// SFrame side, which may not decode more than the index when it opens a
+// section, it keeps the records as bytes and parses the one it needs at
+// each step, as libgcc does.
+//
+// With preparsed set it is kinder to DWARF than any real unwinder: every
+// FDE record is parsed once beforehand (milliseconds and hundreds of
+// bytes per function for a library, which the SFrame side is not
+// allowed), and a step only searches and executes. The benchmarks report
+// both.
 type dwarfStepper struct {
-	starts []uint64 // sorted, with fdes in the same order
-	fdes   []*cfi.FDE
-	in     cfi.Interpreter
-	tab    cfi.Table
-	upTo   cfi.FDE // the FDE found, cut to end after the PC
+	starts    []uint64 // sorted, with ents or fdes in the same order
+	ents      []cfi.Entry
+	fdes      []*cfi.FDE
+	stream    *cfi.Stream
+	preparsed bool
+	in        cfi.Interpreter
+	tab       cfi.Table
+	upTo      cfi.FDE // the FDE found, cut to end after the PC
 }
 
 func (d *dwarfStepper) step(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64, uint64, bool) {
@@ -54,13 +65,25 @@ func (d *dwarfStepper) step(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64,
 			hi = h
 		}
 	}
-	if lo == 0 || pc >= d.fdes[lo-1].End() {
+	if lo == 0 {
 		return 0, 0, 0, false
+	}
+	if d.preparsed {
+		if pc >= d.fdes[lo-1].End() {
+			return 0, 0, 0, false
+		}
+		d.upTo = *d.fdes[lo-1]
+	} else {
+		if pc >= d.ents[lo-1].End() {
+			return 0, 0, 0, false
+		}
+		if err := d.stream.ParseEntry(d.ents[lo-1], &d.upTo); err != nil {
+			return 0, 0, 0, false
+		}
 	}
 	// The interpreter stops at the first location advance past the
 	// FDE's end: ending the copy just after pc stops it at the row that
 	// holds pc, as libgcc's execute_cfa_program stops.
-	d.upTo = *d.fdes[lo-1]
 	d.upTo.Size = pc - d.upTo.Start + 1
 	if err := d.in.Execute(&d.upTo, &d.tab); err != nil {
 		return 0, 0, 0, false
@@ -100,30 +123,54 @@ func (d *dwarfStepper) step(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64,
 	return ra, cfa, nfp, haveRA
 }
 
-// newDwarfStepper reads the .eh_frame of file name for dwarfStepper.
-func newDwarfStepper(name string) (*dwarfStepper, error) {
+// newDwarfStepper reads the .eh_frame of file name for dwarfStepper: its
+// FDEs indexed (cfi.Index), or parsed when preparsed is set. The file
+// stays open for the stepper's records.
+func newDwarfStepper(name string, preparsed bool) (*dwarfStepper, error) {
 	f, err := elfread.Open(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	secs, err := cfi.Sections(f)
-	if err != nil {
+	d := &dwarfStepper{preparsed: preparsed}
+	if preparsed {
+		defer f.Close()
+		secs, err := cfi.Sections(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range secs {
+			if s.Kind != cfi.EHFrame {
+				continue
+			}
+			fdes, _ := cfi.Parse(s)
+			d.fdes = append(d.fdes, fdes...)
+		}
+		sort.Slice(d.fdes, func(i, j int) bool { return d.fdes[i].Start < d.fdes[j].Start })
+		for _, fd := range d.fdes {
+			d.starts = append(d.starts, fd.Start)
+		}
+		return d, nil
+	}
+	if d.stream, err = cfi.Index(f); err != nil {
+		f.Close()
 		return nil, err
 	}
-	d := &dwarfStepper{}
-	for _, s := range secs {
-		if s.Kind != cfi.EHFrame {
-			continue
-		}
-		fdes, _ := cfi.Parse(s)
-		d.fdes = append(d.fdes, fdes...)
-	}
-	sort.Slice(d.fdes, func(i, j int) bool { return d.fdes[i].Start < d.fdes[j].Start })
-	for _, fd := range d.fdes {
-		d.starts = append(d.starts, fd.Start)
+	d.ents = d.stream.Entries
+	sort.Slice(d.ents, func(i, j int) bool { return d.ents[i].Start < d.ents[j].Start })
+	for _, e := range d.ents {
+		d.starts = append(d.starts, e.Start)
 	}
 	return d, nil
+}
+
+// reportSides reports the best pass of each side over n steps: ns per
+// step and the two ratios.
+func reportSides(b *testing.B, sf, dw, pre time.Duration, n float64) {
+	b.ReportMetric(float64(sf.Nanoseconds())/n, "sframe-ns/step")
+	b.ReportMetric(float64(dw.Nanoseconds())/n, "dwarf-ns/step")
+	b.ReportMetric(float64(pre.Nanoseconds())/n, "dwarf-preparsed-ns/step")
+	b.ReportMetric(float64(dw)/float64(sf), "dwarf/sframe")
+	b.ReportMetric(float64(pre)/float64(sf), "dwarf-preparsed/sframe")
 }
 
 // threadCPU returns the CPU time of the calling thread
@@ -141,9 +188,12 @@ func threadCPU() time.Duration {
 // BenchmarkStepSFrameVsDWARF: one unwind step (topmost frame) at 10,000
 // random PCs of a library (CFI2SFRAME_BENCH_FILE, else libc) with SFrame
 // from its conversion and with its DWARF CFI; reports ns per step for each
-// and the ratio (DWARF / SFrame; the goal is >= 10). Random PCs over a
-// whole library keep the caches cold: see BenchmarkWalkSFrameVsDWARF for
-// whole stacks, as a profiler walks them.
+// and the ratio (DWARF / SFrame; the goal is >= 10), for the DWARF step
+// that parses its FDE record (dwarf-ns/step, dwarf/sframe) and for the
+// one that had them all parsed beforehand (dwarf-preparsed-ns/step,
+// dwarf-preparsed/sframe). Random PCs over a whole library keep the
+// caches cold: see BenchmarkWalkSFrameVsDWARF for whole stacks, as a
+// profiler walks them.
 func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
 	if name == "" {
@@ -161,7 +211,11 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := newDwarfStepper(name)
+	d, err := newDwarfStepper(name, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dp, err := newDwarfStepper(name, true)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -175,7 +229,7 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 		x ^= x << 13
 		x ^= x >> 7
 		x ^= x << 17
-		fd := d.fdes[x%uint64(len(d.fdes))]
+		fd := dp.fdes[x%uint64(len(dp.fdes))]
 		pc := fd.Start + (x>>20)%max(fd.Size, 1)
 		fr := unwind.Topmost(unwind.AMD64, pc, spVal, fpVal, 0)
 		if why, _ := u.Step(&fr); why != unwind.ReasonOK {
@@ -184,6 +238,9 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 		ra, cfa, fp, ok := d.step(pc, spVal, fpVal, fakeStack{})
 		if !ok || ra != fr.PC || cfa != fr.SP(unwind.AMD64) || fp != fr.FP(unwind.AMD64) {
 			continue
+		}
+		if ra2, cfa2, fp2, ok := dp.step(pc, spVal, fpVal, fakeStack{}); !ok || ra2 != ra || cfa2 != cfa || fp2 != fp {
+			b.Fatalf("pc %#x: the two DWARF steppers disagree", pc)
 		}
 		pcs = append(pcs, pc)
 	}
@@ -197,7 +254,7 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var m unwind.Memory = fakeStack{}
-	bestS, bestD := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	bestS, bestD, bestP := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	var sink uint64
 	for b.Loop() {
 		t0 := threadCPU()
@@ -212,13 +269,15 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 			sink += ra
 		}
 		t2 := threadCPU()
-		bestS, bestD = min(bestS, t1-t0), min(bestD, t2-t1)
+		for _, pc := range pcs {
+			ra, _, _, _ := dp.step(pc, spVal, fpVal, m)
+			sink += ra
+		}
+		t3 := threadCPU()
+		bestS, bestD, bestP = min(bestS, t1-t0), min(bestD, t2-t1), min(bestP, t3-t2)
 	}
 	_ = sink
-	n := float64(len(pcs))
-	b.ReportMetric(float64(bestS.Nanoseconds())/n, "sframe-ns/step")
-	b.ReportMetric(float64(bestD.Nanoseconds())/n, "dwarf-ns/step")
-	b.ReportMetric(float64(bestD)/float64(bestS), "dwarf/sframe")
+	reportSides(b, bestS, bestD, bestP, float64(len(pcs)))
 	pc := pcs[0]
 	b.ReportMetric(testing.AllocsPerRun(100, func() {
 		fr := unwind.Topmost(unwind.AMD64, pc, spVal, fpVal, 0)

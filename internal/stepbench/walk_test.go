@@ -207,7 +207,7 @@ func dwarfWalk(sp *unwind.Space, ds []*dwarfStepper, s *stackSample, n int, pcs 
 func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 	samples, maps := recordLua(b, 500)
 	space := &unwind.Space{}
-	var ds []*dwarfStepper
+	var ds, dps []*dwarfStepper // parsing at each step, preparsed
 	for _, e := range maps {
 		if !e.Exec() || !e.File() {
 			continue
@@ -228,12 +228,17 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		d, err := newDwarfStepper(e.Path)
+		d, err := newDwarfStepper(e.Path, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dp, err := newDwarfStepper(e.Path, true)
 		if err != nil {
 			b.Fatal(err)
 		}
 		space.Maps = append(space.Maps, unwind.Mapping{Lo: e.Lo, Hi: e.Hi, Bias: bias, Table: tb, Obj: len(ds)})
 		ds = append(ds, d)
+		dps = append(dps, dp)
 	}
 	u := unwind.New(unwind.AMD64, space, nil)
 
@@ -258,6 +263,9 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 				break
 			}
 			ra, cfa, nfp, ok := ds[m.Obj].step(look-m.Bias, sp, fp, s.mem)
+			if ra2, cfa2, nfp2, ok2 := dps[m.Obj].step(look-m.Bias, sp, fp, s.mem); ok2 != ok || ok && (ra2 != ra || cfa2 != cfa || nfp2 != nfp) {
+				b.Fatalf("pc %#x: the two DWARF steppers disagree", look)
+			}
 			okD := ok && ra != 0 && cfa > sp
 			if why != unwind.ReasonOK || !okD {
 				if why == unwind.ReasonOutermost && !okD {
@@ -283,7 +291,7 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	bestS, bestD := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	bestS, bestD, bestP := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	var sink uint64
 	for b.Loop() {
 		t0 := threadCPU()
@@ -300,13 +308,17 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 			sink += pcs[max(n, 1)-1]
 		}
 		t2 := threadCPU()
-		bestS, bestD = min(bestS, t1-t0), min(bestD, t2-t1)
+		for i := range samples {
+			s := &samples[i]
+			n := dwarfWalk(space, dps, s, s.steps, pcs)
+			sink += pcs[max(n, 1)-1]
+		}
+		t3 := threadCPU()
+		bestS, bestD, bestP = min(bestS, t1-t0), min(bestD, t2-t1), min(bestP, t3-t2)
 	}
 	_ = sink
 	n := float64(frames)
-	b.ReportMetric(float64(bestS.Nanoseconds())/n, "sframe-ns/step")
-	b.ReportMetric(float64(bestD.Nanoseconds())/n, "dwarf-ns/step")
-	b.ReportMetric(float64(bestD)/float64(bestS), "dwarf/sframe")
+	reportSides(b, bestS, bestD, bestP, n)
 	b.ReportMetric(float64(len(samples)), "stacks")
 	b.ReportMetric(n/float64(len(samples)), "steps/stack")
 	b.ReportMetric(float64(stackBytes)/float64(len(samples)), "stack-bytes/stack")
