@@ -191,6 +191,7 @@ func TestSignalAMD64(t *testing.T) {
 	u := unwind.New(unwind.AMD64, sp, m)
 	var pcs [8]uint64
 	n, why := u.Walk(unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x9999, 0), pcs[:])
+	sameAsSteps(t, u, unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x9999, 0), pcs[:n], why)
 	want := []uint64{bias + 0x1005, bias + 0x5000, bias + 0x2004, bias + 0x3005}
 	if why != unwind.ReasonOutermost || n != len(want) {
 		t.Fatalf("Walk = %#x, %v; want %#x, outermost", pcs[:n], why, want)
@@ -310,6 +311,7 @@ func TestSignalARM64(t *testing.T) {
 	// The handler's frame record is at S (FP-based row of 0x2000).
 	var pcs [8]uint64
 	n, why := u.Walk(a64top(bias+0x2030, S), pcs[:])
+	sameAsSteps(t, u, a64top(bias+0x2030, S), pcs[:n], why)
 	want := []uint64{bias + 0x2030, bias + 0x5000, bias + 0x1010, bias + 0x3008}
 	if why != unwind.ReasonOutermost || n != len(want) {
 		t.Fatalf("Walk = %#x, %v; want %#x, outermost", pcs[:n], why, want)
@@ -317,6 +319,29 @@ func TestSignalARM64(t *testing.T) {
 	for i := range want {
 		if pcs[i] != want[i] {
 			t.Errorf("frame %d: pc %#x, want %#x", i, pcs[i], want[i])
+		}
+	}
+}
+
+// sameAsSteps checks a Walk's PCs and reason against Step called frame by
+// frame from the same topmost frame: Walk keeps the fast path's registers
+// in locals and goes back to a Frame for the general path.
+func sameAsSteps(t *testing.T, u *unwind.Unwinder, f unwind.Frame, pcs []uint64, why unwind.Reason) {
+	t.Helper()
+	var got []uint64
+	var r unwind.Reason
+	for len(got) < len(pcs) {
+		got = append(got, f.PC)
+		if r, _ = u.Step(&f); r != unwind.ReasonOK {
+			break
+		}
+	}
+	if len(got) != len(pcs) || r != why {
+		t.Fatalf("Walk = %#x, %v; Step by Step = %#x, %v", pcs, why, got, r)
+	}
+	for i := range got {
+		if got[i] != pcs[i] {
+			t.Fatalf("Walk = %#x; Step by Step = %#x", pcs, got)
 		}
 	}
 }

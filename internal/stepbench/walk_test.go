@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -245,6 +246,7 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 	// The steps on which both sides agree, sample by sample.
 	const maxDepth = 1024
 	pcs := make([]uint64, maxDepth)
+	var seen []uint64
 	frames, full, stackBytes := 0, 0, 0
 	for i := range samples {
 		s := &samples[i]
@@ -252,7 +254,9 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		f := unwind.Topmost(unwind.AMD64, s.pc, s.sp, s.fp, 0)
 		pc, sp, fp, top := s.pc, s.sp, s.fp, true
 		k := 0
+		seen = seen[:0]
 		for ; k < maxDepth; k++ {
+			seen = append(seen, f.PC)
 			why, _ := u.Step(&f)
 			look := pc
 			if !top {
@@ -280,6 +284,10 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		}
 		s.steps = k
 		frames += k
+		// Walk, which is timed, gives the frames Step gave.
+		if n, _ := u.Walk(unwind.Topmost(unwind.AMD64, s.pc, s.sp, s.fp, 0), pcs[:k]); n != k || !slices.Equal(pcs[:k], seen[:k]) {
+			b.Fatalf("sample %d: Walk = %#x, Step by Step %#x", i, pcs[:n], seen[:k])
+		}
 		// Keep the stack up to the last CFA: the reads of the agreed
 		// steps are all below it, and a profiler reads no more.
 		s.mem.b = bytes.Clone(s.mem.b[:min(uint64(len(s.mem.b)), f.SP(unwind.AMD64)-s.sp)])
