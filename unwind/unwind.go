@@ -92,6 +92,24 @@ func Topmost(a Arch, pc, sp, fp, lr uint64) (f Frame) {
 	return f
 }
 
+// Reset makes f the frame Topmost(a, pc, sp, fp, lr) returns, in place:
+// for a sampler that walks many stacks with one Frame, it clears only the
+// registers f knew (SetReg, or a step) rather than all of Regs. Values
+// written to Regs without marking them known are left as they are, and
+// are not used.
+func (f *Frame) Reset(a Arch, pc, sp, fp, lr uint64) {
+	for v := f.Valid; v != 0; v &= v - 1 {
+		f.Regs[bits.TrailingZeros32(v)] = 0
+	}
+	f.Valid = 0
+	f.PC, f.Top = pc, true
+	f.SetReg(spReg(a), sp)
+	f.SetReg(fpReg(a), fp)
+	if a == ARM64 {
+		f.SetReg(ARM64LR, lr)
+	}
+}
+
 func spReg(a Arch) uint32 {
 	if a == ARM64 {
 		return ARM64SP

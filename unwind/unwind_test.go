@@ -408,3 +408,19 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// TestReset: a Frame reset in place equals the one Topmost returns,
+// whatever registers it knew before, on both architectures.
+func TestReset(t *testing.T) {
+	for _, a := range []unwind.Arch{unwind.AMD64, unwind.ARM64} {
+		f := unwind.Topmost(a, 1, 2, 3, 4)
+		for r := uint32(0); r < unwind.NumRegs; r += 3 {
+			f.SetReg(r, uint64(100+r))
+		}
+		f.Top = false
+		f.Reset(a, 0x1000, 0x7000, 0x7100, 0x2000)
+		if want := unwind.Topmost(a, 0x1000, 0x7000, 0x7100, 0x2000); f != want {
+			t.Errorf("arch %d: Reset gives %+v, want %+v", a, f, want)
+		}
+	}
+}

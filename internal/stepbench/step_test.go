@@ -256,10 +256,13 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	var m unwind.Memory = fakeStack{}
 	bestS, bestD, bestP := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	var sink uint64
+	// One Frame for every step, reset in place as a sampler would; the
+	// DWARF side takes PC, SP and FP as arguments.
+	var fr unwind.Frame
 	for b.Loop() {
 		t0 := threadCPU()
 		for _, pc := range pcs {
-			fr := unwind.Topmost(unwind.AMD64, pc, spVal, fpVal, 0)
+			fr.Reset(unwind.AMD64, pc, spVal, fpVal, 0)
 			u.Step(&fr)
 			sink += fr.PC
 		}
