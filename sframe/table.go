@@ -255,17 +255,25 @@ func (t *Table) fillGran() {
 	}
 }
 
+// v3StartTerms gives the passes over a V3 index that read its entries
+// directly what start(k) adds to entry k's raw field: start(k) = field +
+// add + k*inc, that is Addr, and the entry's own section offset when
+// starts are PC-relative.
+func (t *Table) v3StartTerms() (add, inc uint64) {
+	if t.pcrel {
+		return t.Addr + uint64(t.fdeBase), fdeSizeV3
+	}
+	return t.Addr, 0
+}
+
 // granV3LE marks gran for a sorted little-endian V3 index, reading the
 // start fields in one pass (Open's second and last).
 func (t *Table) granV3LE() {
 	const es = fdeSizeV3
 	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
 	// Entry k's start minus base is its field + add + k*inc.
-	add, inc := t.Addr-t.base, uint64(0)
-	if t.pcrel {
-		add += uint64(t.fdeBase)
-		inc = es
-	}
+	add, inc := t.v3StartTerms()
+	add -= t.base
 	for k := 0; len(ents) >= es; k++ {
 		t.mark(binary.LittleEndian.Uint64(ents)+add, k)
 		add += inc
@@ -281,13 +289,7 @@ func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 	const es = fdeSizeV3
 	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
 	freLen := uint64(t.freLen)
-	// Entry i's start is its raw field + Addr, + its own section offset
-	// when PC-relative.
-	add, inc := t.Addr, uint64(0)
-	if t.pcrel {
-		add += uint64(t.fdeBase)
-		inc = es
-	}
+	add, inc := t.v3StartTerms()
 	if t.n > 0 {
 		t.base = binary.LittleEndian.Uint64(ents) + add
 	}
@@ -393,11 +395,7 @@ func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
 		// start, size and FRE offset.
 		const es = fdeSizeV3
 		ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
-		add, inc := t.Addr, uint64(0)
-		if t.pcrel {
-			add += uint64(t.fdeBase)
-			inc = es
-		}
+		add, inc := t.v3StartTerms()
 		if last-k > 4 {
 			k = t.searchPositions(pc, k, last)
 		} else {
