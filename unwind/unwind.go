@@ -98,15 +98,21 @@ func Topmost(a Arch, pc, sp, fp, lr uint64) (f Frame) {
 // written to Regs without marking them known are left as they are, and
 // are not used.
 func (f *Frame) Reset(a Arch, pc, sp, fp, lr uint64) {
-	for v := f.Valid; v != 0; v &= v - 1 {
-		f.Regs[bits.TrailingZeros32(v)] = 0
-	}
+	f.forget(f.Valid)
 	f.Valid = 0
 	f.PC, f.Top = pc, true
 	f.SetReg(spReg(a), sp)
 	f.SetReg(fpReg(a), fp)
 	if a == ARM64 {
 		f.SetReg(ARM64LR, lr)
+	}
+}
+
+// forget zeroes the registers of mask in Regs (Valid is the caller's to
+// set): a frame clears only what it knew, rather than all of Regs.
+func (f *Frame) forget(mask uint32) {
+	for ; mask != 0; mask &= mask - 1 {
+		f.Regs[bits.TrailingZeros32(mask)] = 0
 	}
 }
 
@@ -328,33 +334,36 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 		}
 		fpValid = true
 	}
-	if r.MangledRA && u.Arch == ARM64 {
+	return u.toCaller(f, cfa, ra, fp, fpValid, r.MangledRA)
+}
+
+// toCaller ends a step, for apply and the fast path alike: it strips a
+// mangled RA, checks the caller's frame (its SP, the CFA, not below f's;
+// equal only for the topmost frame; a zero RA is the outermost frame),
+// and makes f the caller's frame, which knows SP and, if recovered or
+// unchanged (fpValid), FP.
+func (u *Unwinder) toCaller(f *Frame, cfa, ra, fp uint64, fpValid, mangled bool) Reason {
+	if mangled && u.Arch == ARM64 {
 		ra = u.StripPAC(ra)
 	}
-	sp := f.SP(u.Arch)
+	spR, fpR := spReg(u.Arch), fpReg(u.Arch)
+	sp := f.Regs[spR]
 	if cfa < sp || (cfa == sp && !f.Top) {
 		return ReasonBadFrame
 	}
 	if ra == 0 {
 		return ReasonOutermost
 	}
-	// The caller knows SP and, if recovered or unchanged, FP: clear the
-	// registers f knew and the caller does not (the rest of Regs is zero
-	// already), rather than the whole of Regs.
-	valid := uint32(1) << spReg(u.Arch)
+	valid := uint32(1) << spR
 	if fpValid {
-		valid |= 1 << fpReg(u.Arch)
-	}
-	for stale := f.Valid &^ valid; stale != 0; stale &= stale - 1 {
-		f.Regs[bits.TrailingZeros32(stale)] = 0
-	}
-	f.PC, f.Top, f.Valid = ra, false, valid
-	f.Regs[spReg(u.Arch)] = cfa
-	if fpValid {
-		f.Regs[fpReg(u.Arch)] = fp
+		valid |= 1 << fpR
 	} else {
-		f.Regs[fpReg(u.Arch)] = 0
+		fp = 0
 	}
+	f.forget(f.Valid &^ valid)
+	f.PC, f.Top, f.Valid = ra, false, valid
+	f.Regs[spR] = cfa
+	f.Regs[fpR] = fp
 	return ReasonOK
 }
 
@@ -376,7 +385,7 @@ func (u *Unwinder) fastAMD64(f *Frame, s *sframe.StepRule) Reason {
 	if !ok {
 		return ReasonBadRead
 	}
-	return u.finish(f, s, cfa, ra, AMD64RSP, AMD64RBP)
+	return u.finish(f, s, cfa, ra, AMD64RBP)
 }
 
 // fastARM64 is apply for a StepRule on AArch64: the return address is
@@ -403,12 +412,11 @@ func (u *Unwinder) fastARM64(f *Frame, s *sframe.StepRule) Reason {
 		}
 		ra = f.Regs[ARM64LR]
 	}
-	return u.finish(f, s, cfa, ra, ARM64SP, ARM64FP)
+	return u.finish(f, s, cfa, ra, ARM64FP)
 }
 
-// finish completes a fast step, in apply's order: FP, PAC, the checks,
-// then the caller's frame in f.
-func (u *Unwinder) finish(f *Frame, s *sframe.StepRule, cfa, ra uint64, spR, fpR uint32) Reason {
+// finish completes a fast step, in apply's order: FP, then toCaller.
+func (u *Unwinder) finish(f *Frame, s *sframe.StepRule, cfa, ra uint64, fpR uint32) Reason {
 	fp := f.Regs[fpR]
 	fpValid := f.Valid&(1<<fpR) != 0
 	if s.Flags&sframe.StepFPSaved != 0 {
@@ -418,29 +426,7 @@ func (u *Unwinder) finish(f *Frame, s *sframe.StepRule, cfa, ra uint64, spR, fpR
 		}
 		fp, fpValid = v, true
 	}
-	if s.Flags&sframe.StepMangledRA != 0 && u.Arch == ARM64 {
-		ra = u.StripPAC(ra)
-	}
-	sp := f.Regs[spR]
-	if cfa < sp || (cfa == sp && !f.Top) {
-		return ReasonBadFrame
-	}
-	if ra == 0 {
-		return ReasonOutermost
-	}
-	valid := uint32(1) << spR
-	if fpValid {
-		valid |= 1 << fpR
-	} else {
-		fp = 0
-	}
-	for stale := f.Valid &^ valid; stale != 0; stale &= stale - 1 {
-		f.Regs[bits.TrailingZeros32(stale)] = 0
-	}
-	f.PC, f.Top, f.Valid = ra, false, valid
-	f.Regs[spR] = cfa
-	f.Regs[fpR] = fp
-	return ReasonOK
+	return u.toCaller(f, cfa, ra, fp, fpValid, s.Flags&sframe.StepMangledRA != 0)
 }
 
 // loc evaluates one rule. For the CFA (isCFA) a register base is required.
