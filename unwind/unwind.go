@@ -263,10 +263,7 @@ func (u *Unwinder) step(f *Frame, m *Mapping) (Reason, *Mapping) {
 	// signal frames, the outermost marker and errors the general one.
 	var s sframe.StepRule
 	if m.Table.LookupStep(pc-m.Bias, &s) {
-		if u.Arch == ARM64 {
-			return u.fastARM64(f, &s), m
-		}
-		return u.fastAMD64(f, &s), m
+		return u.fast(f, &s), m
 	}
 	var r sframe.Rule
 	err := m.Table.LookupInto(pc-m.Bias, &r)
@@ -367,56 +364,33 @@ func (u *Unwinder) toCaller(f *Frame, cfa, ra, fp uint64, fpValid, mangled bool)
 	return ReasonOK
 }
 
-// fastAMD64 is apply for a StepRule on AMD64, where the return address
-// always has a slot.
-func (u *Unwinder) fastAMD64(f *Frame, s *sframe.StepRule) Reason {
-	base := uint32(AMD64RSP)
+// fast is apply for a StepRule (what LookupStep gives), in apply's order:
+// CFA, RA, FP, then toCaller. The return address is saved on the stack;
+// on AArch64 it may instead still be in LR.
+func (u *Unwinder) fast(f *Frame, s *sframe.StepRule) Reason {
+	base, fpR := spReg(u.Arch), fpReg(u.Arch)
 	if s.Flags&sframe.StepCFAFromFP != 0 {
-		base = AMD64RBP
-	}
-	if f.Valid&(1<<base) == 0 {
-		return ReasonNeedsRegister
-	}
-	cfa := f.Regs[base] + uint64(int64(s.CFAOff))
-	if s.Flags&sframe.StepRASaved == 0 {
-		return ReasonBadFrame // LookupStep gives none such on AMD64
-	}
-	ra, ok := u.Mem.ReadWord(cfa + uint64(int64(s.RAOff)))
-	if !ok {
-		return ReasonBadRead
-	}
-	return u.finish(f, s, cfa, ra, AMD64RBP)
-}
-
-// fastARM64 is apply for a StepRule on AArch64: the return address is
-// saved on the stack or still in LR, and may be signed.
-func (u *Unwinder) fastARM64(f *Frame, s *sframe.StepRule) Reason {
-	base := uint32(ARM64SP)
-	if s.Flags&sframe.StepCFAFromFP != 0 {
-		base = ARM64FP
+		base = fpR
 	}
 	if f.Valid&(1<<base) == 0 {
 		return ReasonNeedsRegister
 	}
 	cfa := f.Regs[base] + uint64(int64(s.CFAOff))
 	var ra uint64
-	if s.Flags&sframe.StepRASaved != 0 {
+	switch {
+	case s.Flags&sframe.StepRASaved != 0:
 		v, ok := u.Mem.ReadWord(cfa + uint64(int64(s.RAOff)))
 		if !ok {
 			return ReasonBadRead
 		}
 		ra = v
-	} else {
-		if f.Valid&(1<<ARM64LR) == 0 {
-			return ReasonNeedsRegister
-		}
+	case u.Arch != ARM64:
+		return ReasonBadFrame // LookupStep gives none such on AMD64
+	case f.Valid&(1<<ARM64LR) == 0:
+		return ReasonNeedsRegister
+	default:
 		ra = f.Regs[ARM64LR]
 	}
-	return u.finish(f, s, cfa, ra, ARM64FP)
-}
-
-// finish completes a fast step, in apply's order: FP, then toCaller.
-func (u *Unwinder) finish(f *Frame, s *sframe.StepRule, cfa, ra uint64, fpR uint32) Reason {
 	fp := f.Regs[fpR]
 	fpValid := f.Valid&(1<<fpR) != 0
 	if s.Flags&sframe.StepFPSaved != 0 {
