@@ -26,6 +26,9 @@ type Plan struct {
 	// Moved names the sections that moved from behind the program header
 	// table into the new segment (linker-like layout).
 	Moved []string
+	// Strategy names how the linker-like layout made room for the program
+	// headers (see strategies in layout.go); empty for the fragile layout.
+	Strategy string
 
 	f        *file
 	phoff    uint64 // output e_phoff
@@ -261,13 +264,16 @@ func layout(f *file, size uint64, opts Options) (*Plan, error) {
 // size bytes where it is: the extra bytes are inside the file, zero, inside
 // the PT_LOAD that maps the table (if any), and used by no header, section
 // or other segment. Without section headers nothing can be proven unused.
-func (f *file) canGrowPhdrsInPlace(size uint64) bool { return f.canGrowPhdrs(size, false, false) }
+func (f *file) canGrowPhdrsInPlace(size uint64) bool {
+	return f.canGrowPhdrs(f.phs, size, false, false)
+}
 
-// canGrowPhdrs is canGrowPhdrsInPlace; with extend, the PT_LOAD that maps
+// canGrowPhdrs is canGrowPhdrsInPlace with the program headers phs (the
+// input's, or those a layout strategy edited); with extend, the PT_LOAD that maps
 // the table may grow to cover it (newLinkerPlan checks that it can); with
 // movingShdrs, the section header table's bytes count as free, as the
 // output has it elsewhere.
-func (f *file) canGrowPhdrs(size uint64, extend, movingShdrs bool) bool {
+func (f *file) canGrowPhdrs(phs []phdr, size uint64, extend, movingShdrs bool) bool {
 	n := uint64(len(f.in))
 	oldEnd := f.phoff + uint64(len(f.phs))*phdrSize
 	if f.shs == nil || !within(f.phoff, size, n) {
@@ -289,7 +295,7 @@ func (f *file) canGrowPhdrs(size uint64, extend, movingShdrs bool) bool {
 			return false
 		}
 	}
-	for _, p := range f.phs {
+	for _, p := range phs {
 		switch p.typ {
 		case ptPhdr:
 		case ptLoad:
