@@ -72,44 +72,19 @@ func TestRetrofitSurvivesTools(t *testing.T) {
 				t.Fatalf("converted program prints %q, the original %q", got, want)
 			}
 			for _, tool := range tools {
-				// Control: the tool on the original.
-				orig := filepath.Join(tmp, "orig", in.name, tool.name, filepath.Base(in.file))
-				os.MkdirAll(filepath.Dir(orig), 0o755)
-				copyFile(t, in.file, orig)
-				if err := tool.run(t, in, orig); err != nil {
-					t.Logf("%s: n/a (%v on the original)", tool.name, err)
+				res := applyTool(t, c2s, tmp, in, conv, want, tool)
+				if res == toolNA {
 					continue
 				}
-				if got := runInput(t, in, orig); got != want {
-					t.Logf("%s: n/a (breaks the original too)", tool.name)
-					continue
-				}
-				f := filepath.Join(tmp, "tool", in.name, tool.name, filepath.Base(in.file))
-				os.MkdirAll(filepath.Dir(f), 0o755)
-				copyFile(t, conv, f)
 				tl := tallies[tool.name]
 				if tl == nil {
 					tl = &tally{}
 					tallies[tool.name] = tl
 				}
 				tl.total++
-				if err := tool.run(t, in, f); err != nil {
-					t.Errorf("%s: fails on the converted file: %v", tool.name, err)
-					continue
+				if res == toolIntact {
+					tl.intact++
 				}
-				if got := runInput(t, in, f); got != want {
-					t.Errorf("%s: the program now prints %q, before %q", tool.name, got, want)
-					continue
-				}
-				if b, err := exec.Command(c2s, "verify", "-q", f).CombinedOutput(); err != nil {
-					t.Errorf("%s: verify fails: %v\n%s", tool.name, err, b)
-					continue
-				}
-				if b, err := exec.Command(c2s, "verify", "--for", "kernel", f).CombinedOutput(); err != nil {
-					t.Errorf("%s: the kernel's rules no longer hold: %v\n%s", tool.name, err, b)
-					continue
-				}
-				tl.intact++
 			}
 		})
 	}
@@ -123,8 +98,59 @@ func TestRetrofitSurvivesTools(t *testing.T) {
 	}
 }
 
-// overhead logs what the conversion added beyond the .sframe bytes.
-func overhead(t *testing.T, in, out string) {
+// toolResult is what a tool did to a converted file.
+type toolResult int
+
+const (
+	toolNA     toolResult = iota // the tool fails on, or breaks, the unconverted file too
+	toolIntact                   // it ran, and the result runs the same and passes verify
+	toolBroke                    // it broke the converted file (reported with t.Errorf)
+)
+
+// applyTool runs tool on a copy of in.file (the control) and on a copy of
+// conv, each in its own directory under work, and says whether the
+// converted file came through intact: the tool succeeds, the program
+// prints want (the original's output), and verify (CFI and layout) and
+// verify --for kernel pass. A tool that fails on or breaks the original
+// too is n/a and logged.
+func applyTool(t *testing.T, c2s, work string, in retrofitInput, conv, want string, tool retrofitTool) toolResult {
+	t.Helper()
+	orig := filepath.Join(work, "orig", in.name, tool.name, filepath.Base(in.file))
+	os.MkdirAll(filepath.Dir(orig), 0o755)
+	copyFile(t, in.file, orig)
+	if err := tool.run(t, in, orig); err != nil {
+		t.Logf("%s: n/a (%v on the original)", tool.name, err)
+		return toolNA
+	}
+	if got := runInput(t, in, orig); got != want {
+		t.Logf("%s: n/a (breaks the original too)", tool.name)
+		return toolNA
+	}
+	f := filepath.Join(work, "tool", in.name, tool.name, filepath.Base(in.file))
+	os.MkdirAll(filepath.Dir(f), 0o755)
+	copyFile(t, conv, f)
+	if err := tool.run(t, in, f); err != nil {
+		t.Errorf("%s: fails on the converted file: %v", tool.name, err)
+		return toolBroke
+	}
+	if got := runInput(t, in, f); got != want {
+		t.Errorf("%s: the program now prints %q, before %q", tool.name, got, want)
+		return toolBroke
+	}
+	if b, err := exec.Command(c2s, "verify", "-q", f).CombinedOutput(); err != nil {
+		t.Errorf("%s: verify fails: %v\n%s", tool.name, err, b)
+		return toolBroke
+	}
+	if b, err := exec.Command(c2s, "verify", "--for", "kernel", f).CombinedOutput(); err != nil {
+		t.Errorf("%s: the kernel's rules no longer hold: %v\n%s", tool.name, err, b)
+		return toolBroke
+	}
+	return toolIntact
+}
+
+// overhead logs what the conversion added beyond the .sframe bytes, and
+// returns it.
+func overhead(t *testing.T, in, out string) int64 {
 	t.Helper()
 	a, _ := os.Stat(in)
 	b, _ := os.Stat(out)
@@ -139,7 +165,9 @@ func overhead(t *testing.T, in, out string) {
 			sf = p.Filesz
 		}
 	}
-	t.Logf("%s: %d -> %d bytes: .sframe %d, headers, moved sections and padding %d", filepath.Base(in), a.Size(), b.Size(), sf, b.Size()-a.Size()-int64(sf))
+	extra := b.Size() - a.Size() - int64(sf)
+	t.Logf("%s: %d -> %d bytes: .sframe %d, headers, moved sections and padding %d", filepath.Base(in), a.Size(), b.Size(), sf, extra)
+	return extra
 }
 
 func copyFile(t *testing.T, from, to string) {
@@ -204,12 +232,19 @@ func retrofitTools(t *testing.T) []retrofitTool {
 	objcopy244 := toolchain.Tool(t, "trixie", "x86_64-objcopy")
 	objcopy247 := toolchain.Tool(t, "sid", "x86_64-objcopy")
 	a64objcopy247 := toolchain.Tool(t, "sid", "aarch64-objcopy")
-	// The system's binutils (2.40 on bookworm) for each machine.
+	// The system's binutils (2.40 on bookworm) for each machine, found
+	// here, on the calling test's goroutine, rather than in the subtests
+	// that run the tools.
+	sys := map[string]string{}
+	for _, tool := range []string{"strip", "objcopy"} {
+		sys["x86_64-"+tool] = need(t, tool)
+		sys["aarch64-"+tool] = need(t, "aarch64-linux-gnu-"+tool)
+	}
 	gnu := func(in retrofitInput, tool string) string {
 		if in.arch == "x86_64" {
-			return need(t, tool)
+			return sys["x86_64-"+tool]
 		}
-		return need(t, "aarch64-linux-gnu-"+tool)
+		return sys["aarch64-"+tool]
 	}
 	return []retrofitTool{
 		{"strip", func(t *testing.T, in retrofitInput, f string) error { return sh(gnu(in, "strip"), f) }},
