@@ -207,23 +207,31 @@ func traceProgram(t *testing.T, c2s, prog string, env []string) {
 	if err != nil {
 		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
 	}
-	if f := pprofTop(string(top)); f != "work_alloca" && f != "lib_tiny" && f != "handler" {
-		t.Errorf("pprof's hottest function is %q, want one of the program's:\n%s", f, top)
+	// pprof reads the program's functions by name from the profile. Which
+	// one is hottest depends on the processor (on some, the PLT stubs the
+	// loop jumps through 20,000 times a round take half the samples).
+	funcs := pprofFuncs(string(top))
+	for _, f := range []string{"work_alloca", "handler", "lib_leaf"} {
+		if !funcs[f] {
+			t.Errorf("pprof's table does not name %s:\n%s", f, top)
+		}
 	}
 }
 
-// pprofTop returns the first function of go tool pprof -top's table.
-func pprofTop(out string) string {
-	lines := strings.Split(out, "\n")
-	for i, l := range lines {
-		if strings.Contains(l, "flat%") && i+1 < len(lines) {
-			f := strings.Fields(lines[i+1])
-			if len(f) >= 6 {
-				return strings.Join(f[5:], " ")
-			}
+// pprofFuncs returns the functions of go tool pprof -top's table.
+func pprofFuncs(out string) map[string]bool {
+	funcs := map[string]bool{}
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "flat%") {
+			in = true
+			continue
+		}
+		if f := strings.Fields(l); in && len(f) >= 6 {
+			funcs[strings.Join(f[5:], " ")] = true
 		}
 	}
-	return ""
+	return funcs
 }
 
 // procState returns the state letter of /proc/PID/stat and the tracer's
