@@ -288,14 +288,23 @@ func parse(in []byte) (*file, error) {
 		return nil, formatErr(60, "e_shnum is %d but e_shoff is 0", shnum)
 	}
 
+	if err := f.parsePhdrs(phentsize, phnum); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// parsePhdrs reads and checks the program header table of phnum entries.
+func (f *file) parsePhdrs(phentsize uint16, phnum uint64) error {
+	n := uint64(len(f.in))
 	if phnum == 0 {
-		return nil, formatErr(56, "no program headers; is this a linked executable or shared library?")
+		return formatErr(56, "no program headers; is this a linked executable or shared library?")
 	}
 	if phentsize != phdrSize {
-		return nil, formatErr(54, "e_phentsize is %d, want %d", phentsize, phdrSize)
+		return formatErr(54, "e_phentsize is %d, want %d", phentsize, phdrSize)
 	}
 	if f.phoff > n || phnum > (n-f.phoff)/phdrSize {
-		return nil, formatErr(32, "program header table at %#x (%d entries) runs past the end of the file (%#x bytes)", f.phoff, phnum, n)
+		return formatErr(32, "program header table at %#x (%d entries) runs past the end of the file (%#x bytes)", f.phoff, phnum, n)
 	}
 	f.phs = make([]phdr, phnum)
 	loads := 0
@@ -303,29 +312,29 @@ func parse(in []byte) (*file, error) {
 		off := f.phoff + uint64(i)*phdrSize
 		p := f.readPhdr(off)
 		if p.filesz > 0 && !within(p.off, p.filesz, n) {
-			return nil, formatErr(off, "segment %d file data [%#x, +%#x) is past the end of the file (%#x bytes)", i, p.off, p.filesz, n)
+			return formatErr(off, "segment %d file data [%#x, +%#x) is past the end of the file (%#x bytes)", i, p.off, p.filesz, n)
 		}
 		if p.typ == ptLoad {
 			loads++
 			if p.filesz > p.memsz {
-				return nil, formatErr(off, "PT_LOAD %d has p_filesz %#x > p_memsz %#x", i, p.filesz, p.memsz)
+				return formatErr(off, "PT_LOAD %d has p_filesz %#x > p_memsz %#x", i, p.filesz, p.memsz)
 			}
 			if p.vaddr+p.memsz < p.vaddr {
-				return nil, formatErr(off, "PT_LOAD %d wraps around the address space", i)
+				return formatErr(off, "PT_LOAD %d wraps around the address space", i)
 			}
 			if p.align&(p.align-1) != 0 {
-				return nil, formatErr(off, "PT_LOAD %d alignment %#x is not a power of two", i, p.align)
+				return formatErr(off, "PT_LOAD %d alignment %#x is not a power of two", i, p.align)
 			}
 			if p.align > 1 && p.off%p.align != p.vaddr%p.align {
-				return nil, formatErr(off, "PT_LOAD %d has p_offset %#x not congruent to p_vaddr %#x modulo %#x", i, p.off, p.vaddr, p.align)
+				return formatErr(off, "PT_LOAD %d has p_offset %#x not congruent to p_vaddr %#x modulo %#x", i, p.off, p.vaddr, p.align)
 			}
 		}
 		f.phs[i] = p
 	}
 	if loads == 0 {
-		return nil, formatErr(32, "no PT_LOAD segment")
+		return formatErr(32, "no PT_LOAD segment")
 	}
-	return f, nil
+	return nil
 }
 
 func (f *file) readPhdr(off uint64) phdr {

@@ -73,16 +73,31 @@ func newPlan(f *file, size uint64, opts Options) (*Plan, error) {
 }
 
 func layout(f *file, size uint64, opts Options) (*Plan, error) {
-	in := f.in
-	n := uint64(len(in))
+	secIdx, segIdx, err := f.existingSFrame()
+	if err != nil {
+		return nil, err
+	}
+	if (secIdx >= 0 || segIdx >= 0) && !opts.Replace {
+		return nil, &HasSFrameError{Section: secIdx >= 0, Segment: segIdx >= 0}
+	}
+	if f.shs != nil && secIdx < 0 && f.shstrndx < 0 {
+		return nil, &UnsupportedError{What: "section headers without a section name table (e_shstrndx is 0)"}
+	}
+	if !opts.AppendSegment {
+		return newLinkerPlan(f, size, secIdx, segIdx)
+	}
+	return newFragilePlan(f, size, secIdx, segIdx, opts)
+}
 
-	// Existing SFrame data.
-	secIdx, segIdx := -1, -1
+// existingSFrame returns the index of the input's .sframe section and of
+// its PT_GNU_SFRAME, -1 for either that is absent.
+func (f *file) existingSFrame() (secIdx, segIdx int, err error) {
+	secIdx, segIdx = -1, -1
 	for i := 1; i < len(f.shs); i++ {
 		s := f.shs[i]
 		if s.typ == shtGNUSFrame || f.sectionName(s) == SectionName {
 			if secIdx >= 0 {
-				return nil, &UnsupportedError{What: fmt.Sprintf("more than one .sframe section (%d and %d)", secIdx, i)}
+				return 0, 0, &UnsupportedError{What: fmt.Sprintf("more than one .sframe section (%d and %d)", secIdx, i)}
 			}
 			secIdx = i
 		}
@@ -90,174 +105,12 @@ func layout(f *file, size uint64, opts Options) (*Plan, error) {
 	for i, p := range f.phs {
 		if p.typ == ptGNUSFrame {
 			if segIdx >= 0 {
-				return nil, &UnsupportedError{What: fmt.Sprintf("more than one PT_GNU_SFRAME (%d and %d)", segIdx, i)}
+				return 0, 0, &UnsupportedError{What: fmt.Sprintf("more than one PT_GNU_SFRAME (%d and %d)", segIdx, i)}
 			}
 			segIdx = i
 		}
 	}
-	if (secIdx >= 0 || segIdx >= 0) && !opts.Replace {
-		return nil, &HasSFrameError{Section: secIdx >= 0, Segment: segIdx >= 0}
-	}
-	addSec := f.shs != nil && secIdx < 0
-	if addSec && f.shstrndx < 0 {
-		return nil, &UnsupportedError{What: "section headers without a section name table (e_shstrndx is 0)"}
-	}
-	if !opts.AppendSegment {
-		return newLinkerPlan(f, size, secIdx, segIdx)
-	}
-
-	newPhnum := uint64(len(f.phs)) + 1 // the new PT_LOAD
-	if segIdx < 0 {
-		newPhnum++ // PT_GNU_SFRAME
-	}
-	if newPhnum >= pnXNum && f.shs == nil {
-		return nil, &UnsupportedError{What: fmt.Sprintf("%d program headers need extended numbering, which needs section headers", newPhnum)}
-	}
-	newPhSize := newPhnum * phdrSize
-
-	// Where existing segments end, the alignment to use, the first PT_LOAD.
-	var maxEnd uint64
-	align := uint64(minSegAlign)
-	first := -1
-	for i, p := range f.phs {
-		if p.memsz > 0 && p.vaddr+p.memsz > maxEnd {
-			if p.vaddr+p.memsz < p.vaddr {
-				return nil, formatErr(f.phoff+uint64(i)*phdrSize, "segment %d wraps around the address space", i)
-			}
-			maxEnd = p.vaddr + p.memsz
-		}
-		if p.typ != ptLoad {
-			continue
-		}
-		if p.align > align {
-			align = p.align
-		}
-		if first < 0 || p.vaddr < f.phs[first].vaddr {
-			first = i
-		}
-	}
-	base, ok := alignUp(maxEnd, align)
-	if !ok {
-		return nil, &UnsupportedError{What: "no address space left above the existing segments"}
-	}
-
-	p := &Plan{f: f, Size: size, SegmentAlign: align, phoff: f.phoff, shoff: f.shoff, fragile: true}
-	p.PHDRMoved = !f.canGrowPhdrsInPlace(newPhSize)
-
-	// Place the new segment.
-	start, ok := alignUp(n, 8)
-	if !ok {
-		return nil, &UnsupportedError{What: "input too large"}
-	}
-	var off, vaddr uint64
-	placed := false
-	maxPad := opts.MaxPad
-	if maxPad == 0 {
-		maxPad = defaultMaxPad
-	}
-	if p.PHDRMoved && maxPad > 0 {
-		fl := f.phs[first]
-		if fl.vaddr >= fl.off && (fl.vaddr-fl.off)%align == 0 {
-			delta := fl.vaddr - fl.off
-			var cand uint64
-			if base > delta {
-				cand = base - delta
-			}
-			o := max(start, cand)
-			if o-n <= uint64(maxPad) && o+delta >= o {
-				off, vaddr, placed = o, o+delta, true
-			}
-		}
-	}
-	if !placed {
-		off = start
-		vaddr = base + off%align
-		if vaddr < base {
-			return nil, &UnsupportedError{What: "no address space left above the existing segments"}
-		}
-	}
-	var sfRel uint64
-	if p.PHDRMoved {
-		sfRel = newPhSize
-		p.phoff = off
-	}
-	segSize := sfRel + size
-	if segSize < size || off+segSize < off || vaddr+segSize < vaddr {
-		return nil, &UnsupportedError{What: fmt.Sprintf("section size %#x too large", size)}
-	}
-	p.SegmentOffset, p.SegmentAddr, p.SegmentSize = off, vaddr, segSize
-	p.Offset, p.Addr = off+sfRel, vaddr+sfRel
-	end := off + segSize
-
-	// Program headers: keep order, add the PT_LOAD after the last PT_LOAD
-	// (they stay sorted by vaddr since the new one is the highest) and
-	// PT_GNU_SFRAME at the end.
-	sfSeg := phdr{typ: ptGNUSFrame, flags: pfR, off: p.Offset, vaddr: p.Addr, paddr: p.Addr, filesz: size, memsz: size, align: 8}
-	load := phdr{typ: ptLoad, flags: pfR, off: off, vaddr: vaddr, paddr: vaddr, filesz: segSize, memsz: segSize, align: align}
-	lastLoad := 0
-	for i, ph := range f.phs {
-		if ph.typ == ptLoad {
-			lastLoad = i
-		}
-	}
-	p.phs = make([]phdr, 0, newPhnum)
-	for i, ph := range f.phs {
-		switch ph.typ {
-		case ptPhdr:
-			ph.filesz, ph.memsz = newPhSize, newPhSize
-			if p.PHDRMoved {
-				ph.off, ph.vaddr, ph.paddr, ph.align = off, vaddr, vaddr, 8
-			}
-		case ptGNUSFrame:
-			ph = sfSeg
-		}
-		p.phs = append(p.phs, ph)
-		if i == lastLoad {
-			p.phs = append(p.phs, load)
-		}
-	}
-	if segIdx < 0 {
-		p.phs = append(p.phs, sfSeg)
-	}
-
-	// Section headers.
-	if f.shs != nil {
-		p.shs = append(make([]shdr, 0, len(f.shs)+1), f.shs...)
-		sec := shdr{typ: shtGNUSFrame, flags: shfAlloc, addr: p.Addr, off: p.Offset, size: size, addralign: 8}
-		if secIdx >= 0 {
-			sec.name = f.shs[secIdx].name
-			p.shs[secIdx] = sec
-		} else {
-			old := f.shs[f.shstrndx]
-			tab := append([]byte(nil), in[old.off:old.off+old.size]...)
-			if len(tab) == 0 || tab[len(tab)-1] != 0 {
-				tab = append(tab, 0)
-			}
-			sec.name = uint32(len(tab))
-			if uint64(sec.name) != uint64(len(tab)) {
-				return nil, &UnsupportedError{What: "section name table too large"}
-			}
-			tab = append(tab, SectionName+"\x00"...)
-			p.pieces = append(p.pieces, piece{off: end, size: uint64(len(tab)), data: tab})
-			p.shs[f.shstrndx].off, p.shs[f.shstrndx].size = end, uint64(len(tab))
-			p.shs = append(p.shs, sec)
-			p.shoff, _ = alignUp(end+uint64(len(tab)), 8)
-			end = p.shoff + uint64(len(p.shs))*shdrSize
-		}
-		if len(p.shs) >= shnLoReserv {
-			p.shs[0].size = uint64(len(p.shs))
-		}
-		if newPhnum >= pnXNum {
-			p.shs[0].info = uint32(newPhnum)
-		}
-		p.shstrndx = f.shstrndx
-	}
-	p.OutputSize = end
-	p.pieces = append(p.pieces, piece{off: 0, src: 0, size: n})
-	p.sfPiece = len(p.pieces)
-	p.pieces = append(p.pieces, piece{off: p.Offset, size: size})
-	p.finishHeaders(newPhnum)
-	return p, nil
+	return secIdx, segIdx, nil
 }
 
 // canGrowPhdrsInPlace reports whether the program header table can grow to

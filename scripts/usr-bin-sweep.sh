@@ -80,6 +80,9 @@ while IFS= read -r rec; do
 		out1=$(cd "$tmp" && timeout 5 "./orig/$b" --help </dev/null 2>&1); r1=$?
 	fi
 	out2=$(cd "$tmp" && timeout 5 "./conv/$b" $arg </dev/null 2>&1); r2=$?
+	# Programs that print their own directory (clang's InstalledDir) or path.
+	out1=${out1//"$tmp/./orig"/DIR}
+	out2=${out2//"$tmp/./conv"/DIR}
 	out1=${out1//orig\/$b/PROG}
 	out2=${out2//conv\/$b/PROG}
 	if [ "$out1" != "$out2" ]; then
