@@ -39,7 +39,8 @@ func (p LayoutProblem) String() string { return "layout: " + p.Detail }
 //     exists, describing the same bytes at the same address; a .sframe
 //     section without PT_GNU_SFRAME, which no loader finds;
 //   - every allocated section with contents inside a PT_LOAD at the
-//     offset that segment maps it from.
+//     offset that segment maps it from (or running on into PT_LOADs that
+//     follow it back to back in the file and in memory).
 //
 // Relocatable objects have no layout to check: nil.
 func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
@@ -75,6 +76,35 @@ func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
 		for _, p := range loads {
 			if covers(p, addr, size) {
 				return p, off-p.Off == addr-p.Vaddr
+			}
+		}
+		return nil, false
+	}
+	// mappedAcross is mapped for a section that may run on from one
+	// PT_LOAD into the next when the two are back to back in the file and
+	// in memory: patchelf writes the tables it grows into a page it adds
+	// below the image and on into the first segment, and the loader maps
+	// the bytes where the section says.
+	mappedAcross := func(addr, size, off uint64) (*elf.Prog, bool) {
+		if p, ok := mapped(addr, size, off); p != nil {
+			return p, ok
+		}
+		for _, p := range sorted {
+			if !covers(p, addr, 0) || addr-p.Vaddr == p.Filesz || off-p.Off != addr-p.Vaddr {
+				continue
+			}
+			end, q := addr+size, p
+			for q != nil && q.Vaddr+q.Filesz < end {
+				next := (*elf.Prog)(nil)
+				for _, r := range sorted {
+					if r.Vaddr == q.Vaddr+q.Filesz && r.Off == q.Off+q.Filesz && q.Filesz == q.Memsz {
+						next = r
+					}
+				}
+				q = next
+			}
+			if q != nil {
+				return p, true
 			}
 		}
 		return nil, false
@@ -150,7 +180,7 @@ func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
 		if s.Flags&elf.SHF_ALLOC == 0 || s.Type == elf.SHT_NOBITS || s.Type == elf.SHT_NULL || s.Size == 0 || s.Flags&elf.SHF_TLS != 0 && s.Type == elf.SHT_NOBITS {
 			continue
 		}
-		load, sameOff := mapped(s.Addr, s.Size, s.Offset)
+		load, sameOff := mappedAcross(s.Addr, s.Size, s.Offset)
 		switch {
 		case load == nil:
 			add("section-unmapped", "allocated section %s [%#x,%#x) is in no PT_LOAD", s.Name, s.Addr, s.Addr+s.Size)

@@ -134,3 +134,33 @@ func TestCheckLayoutBroken(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckLayoutAcrossLoads: a section may run on from one PT_LOAD into
+// the next when they are back to back in the file and in memory (what
+// patchelf writes below an executable's image, converted or not); with a
+// gap in either, the part past the first is mapped from elsewhere.
+func TestCheckLayoutAcrossLoads(t *testing.T) {
+	load := func(off, vaddr, size uint64) *elf.Prog {
+		return &elf.Prog{ProgHeader: elf.ProgHeader{Type: elf.PT_LOAD, Flags: elf.PF_R, Off: off, Vaddr: vaddr, Paddr: vaddr, Filesz: size, Memsz: size, Align: 0x1000}}
+	}
+	sec := &elf.Section{SectionHeader: elf.SectionHeader{Name: ".dynstr", Type: elf.SHT_STRTAB, Flags: elf.SHF_ALLOC, Addr: 0x3ff5c0, Offset: 0x5c0, Size: 0x14eb}}
+	tests := []struct {
+		name  string
+		loads []*elf.Prog
+		want  bool // a problem is reported
+	}{
+		{"back to back", []*elf.Prog{load(0, 0x3ff000, 0x1000), load(0x1000, 0x400000, 0x7c9b0)}, false},
+		{"gap in memory", []*elf.Prog{load(0, 0x3ff000, 0x1000), load(0x1000, 0x401000, 0x7c9b0)}, true},
+		{"gap in the file", []*elf.Prog{load(0, 0x3ff000, 0x1000), load(0x2000, 0x400000, 0x7c9b0)}, true},
+		{"runs past the last", []*elf.Prog{load(0, 0x3ff000, 0x1000), load(0x1000, 0x400000, 0x100)}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &elf.File{FileHeader: elf.FileHeader{Class: elf.ELFCLASS64, Type: elf.ET_EXEC}, Progs: tc.loads, Sections: []*elf.Section{sec}}
+			probs := CheckLayout(f, nil)
+			if got := len(probs) > 0; got != tc.want {
+				t.Errorf("problems %v, want some: %v", probs, tc.want)
+			}
+		})
+	}
+}
