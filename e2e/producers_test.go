@@ -22,8 +22,9 @@ import (
 // original did, to pass verify and verify --for kernel, and to come
 // through strip, eu-strip, objcopy 2.40/2.44/2.47 and patchelf intact (as
 // TestRetrofitSurvivesTools counts it). A producer whose output cannot be
-// converted fails its subtest with the refusal: the matrix shows which
-// layouts cfi2sframe does not handle yet.
+// converted fails its subtest with the refusal, except the one known limit
+// (GNU ld's and gold's static AArch64 executables; README, Layout), which
+// must be refused with its reason.
 //
 // The builds run in the background, a few at a time, while the subtests
 // check the producers one after another in the order listed, so the log
