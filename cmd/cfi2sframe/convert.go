@@ -196,12 +196,11 @@ func (e *exitError) Error() string { return e.msg }
 
 func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.Options) error {
 	stderr, stdout := cmd.ErrOrStderr(), cmd.OutOrStdout()
+	// tree.Run creates the output directory itself, once it has found
+	// that every output can be written (no two inputs to one path, no
+	// output that is an input, ...), and removes it again if nothing
+	// succeeds: a refused run creates nothing.
 	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output}
-	if fl.output != "" {
-		if err := os.MkdirAll(fl.output, 0o755); err != nil {
-			return err
-		}
-	}
 	enc := json.NewEncoder(stdout)
 	tty := false
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {

@@ -36,7 +36,9 @@ unsupported machine or type, failed. --json prints one record per file.
 Files with nothing to do are left byte-identical (with -o DIR, copied).
 With -o DIR a file argument F is written to DIR/F's base name and a file
 under a directory argument D to DIR/D's base name/its path below D, as
-cp -r places them. The exit status is 0 when no file failed; a file that
+cp -r places them; outputs that would collide (two inputs to one path, an
+output that is an input, a directory copied into itself) are refused before
+anything is created. The exit status is 0 when no file failed; a file that
 fails does not stop the others; Ctrl-C lets conversions in flight discard
 their temporary files and starts no new one (exit status 130).`,
 		Example: `  cfi2sframe /usr/bin/ls -o ls.sframe

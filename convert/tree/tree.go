@@ -22,7 +22,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/relobj"
@@ -67,7 +66,9 @@ type Options struct {
 	// replaced: a file argument F goes to OutDir/base(F); a file found
 	// under a directory argument D goes to OutDir/base(D)/its path below
 	// D, as cp -r would place them. Files with nothing to do are copied
-	// unchanged, so OutDir holds the whole tree.
+	// unchanged, so OutDir holds the whole tree. Outputs that collide, or
+	// that are inputs, are refused before anything is created
+	// (checkOutputs).
 	OutDir string
 	// Progress, if set, is called after each file (from one goroutine at a
 	// time) with the files done and the total.
@@ -96,33 +97,27 @@ type job struct {
 	// path given twice) in place: they get the converted file too, as
 	// links again, instead of a copy each.
 	links []string
+	id    fileID // the input's device and inode
 }
 
-// Collect lists the regular files under paths (files and directories) with
-// their destinations; see Options.OutDir. Symbolic links and special files
-// are counted, not followed.
+// collect lists the regular files under paths (files and directories)
+// with their destinations; see Options.OutDir. Symbolic links and special
+// files are counted, not followed. It creates nothing: checkOutputs then
+// looks for outputs that collide.
 func collect(paths []string, outDir string) (jobs []job, special int, err error) {
-	seen := map[string]string{}
-	type inode struct{ dev, ino uint64 }
-	first := map[inode]int{}
-	add := func(in, out string, st fs.FileInfo) error {
-		if outDir == "" {
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-				k := inode{uint64(sys.Dev), sys.Ino}
-				if i, ok := first[k]; ok {
-					if jobs[i].in != in && !contains(jobs[i].links, in) {
-						jobs[i].links = append(jobs[i].links, in)
-					}
-					return nil
+	first := map[fileID]int{}
+	add := func(in, out string, st fs.FileInfo) {
+		id := idOf(st)
+		if outDir == "" && id != (fileID{}) {
+			if i, ok := first[id]; ok {
+				if jobs[i].in != in && !contains(jobs[i].links, in) {
+					jobs[i].links = append(jobs[i].links, in)
 				}
-				first[k] = len(jobs)
+				return
 			}
-		} else if prev, ok := seen[out]; ok {
-			return fmt.Errorf("%s and %s would both be written to %s", prev, in, out)
+			first[id] = len(jobs)
 		}
-		seen[out] = in
-		jobs = append(jobs, job{in: in, out: out})
-		return nil
+		jobs = append(jobs, job{in: in, out: out, id: id})
 	}
 	for _, p := range paths {
 		st, err := os.Lstat(p)
@@ -136,9 +131,7 @@ func collect(paths []string, outDir string) (jobs []job, special int, err error)
 			if outDir != "" {
 				out = filepath.Join(outDir, base)
 			}
-			if err := add(p, out, st); err != nil {
-				return nil, 0, err
-			}
+			add(p, out, st)
 		case st.IsDir():
 			err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 				if err != nil {
@@ -163,7 +156,8 @@ func collect(paths []string, outDir string) (jobs []job, special int, err error)
 				if err != nil {
 					return err
 				}
-				return add(path, out, st)
+				add(path, out, st)
+				return nil
 			})
 			if err != nil {
 				return nil, 0, err
@@ -176,12 +170,26 @@ func collect(paths []string, outDir string) (jobs []job, special int, err error)
 }
 
 // Run converts every regular file under paths. The error is for problems
-// before any file is touched (a missing argument, colliding outputs);
-// per-file problems are in the records and the summary.
+// found before anything is created or touched (a missing argument, an
+// unreadable directory, colliding outputs: see checkOutputs); per-file
+// problems are in the records and the summary. With OutDir, it creates
+// OutDir and the directories below it as outputs need them; a run that
+// does not succeed (a file failed, or ctx was cancelled) removes those it
+// created and left empty.
 func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	jobs, special, err := collect(paths, o.OutDir)
 	if err != nil {
 		return nil, err
+	}
+	mk := &dirMaker{}
+	if o.OutDir != "" {
+		if err := checkOutputs(paths, jobs, o.OutDir); err != nil {
+			return nil, err
+		}
+		if err := mk.mkdirAll(o.OutDir); err != nil {
+			mk.removeEmpty()
+			return nil, err
+		}
 	}
 	n := o.Jobs
 	if n <= 0 {
@@ -213,7 +221,7 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 		go func() {
 			defer wg.Done()
 			for j := range ch {
-				r := one(ctx, j, o)
+				r := one(ctx, j, o, mk)
 				report(r)
 				for _, l := range j.links {
 					report(relink(ctx, r, l))
@@ -234,11 +242,14 @@ feed:
 	close(ch)
 	wg.Wait()
 	sum.Interrupted = names - started
+	if !sum.OK() {
+		mk.removeEmpty()
+	}
 	return sum, nil
 }
 
-// one converts one file.
-func one(ctx context.Context, j job, o Options) Record {
+// one converts one file, creating the output's directory through mk.
+func one(ctx context.Context, j job, o Options, mk *dirMaker) Record {
 	rec := Record{File: j.in}
 	fail := func(oc Outcome, err error) Record {
 		rec.Outcome, rec.Error = oc, err.Error()
@@ -258,7 +269,7 @@ func one(ctx context.Context, j job, o Options) Record {
 		if o.OutDir == "" || j.out == j.in {
 			return rec
 		}
-		if err := write(ctx, j.out, in.Mode, in.Data); err != nil {
+		if err := write(ctx, mk, j.out, in.Mode, in.Data); err != nil {
 			return fail(Failed, err)
 		}
 		rec.Output = j.out
@@ -286,7 +297,7 @@ func one(ctx context.Context, j job, o Options) Record {
 	case res.Unchanged:
 		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Note))
 	}
-	if err := os.MkdirAll(filepath.Dir(j.out), 0o755); err != nil {
+	if err := mk.mkdirAll(filepath.Dir(j.out)); err != nil {
 		return fail(Failed, err)
 	}
 	if err := convert.WriteResult(ctx, j.out, in.Mode, in, res); err != nil {
@@ -304,8 +315,8 @@ func one(ctx context.Context, j job, o Options) Record {
 	return rec
 }
 
-func write(ctx context.Context, dst string, mode fs.FileMode, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+func write(ctx context.Context, mk *dirMaker, dst string, mode fs.FileMode, data []byte) error {
+	if err := mk.mkdirAll(filepath.Dir(dst)); err != nil {
 		return err
 	}
 	return convert.WriteOutput(ctx, dst, mode, data)

@@ -233,3 +233,72 @@ func TestHardLinks(t *testing.T) {
 	}
 	noTemp(t, dir)
 }
+
+// TestOutDirFailedRunLeavesNoDirectory: a run with OutDir that does not
+// succeed (cancelled before it starts, or after its first file) removes
+// the directories it created and left empty, OutDir included, and leaves
+// no temporary file; the files it did write stay.
+func TestOutDirFailedRunLeavesNoDirectory(t *testing.T) {
+	root, _ := sampleTree(t)
+	out := filepath.Join(t.TempDir(), "new", "out")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sum, err := Run(ctx, []string{root}, Options{OutDir: out})
+	if err != nil || sum.OK() {
+		t.Fatalf("cancelled run: %+v, %v", sum, err)
+	}
+	if _, err := os.Lstat(filepath.Dir(out)); err == nil {
+		t.Errorf("%s left behind by a cancelled run", filepath.Dir(out))
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	var written []string
+	sum, err = Run(ctx, []string{root}, Options{OutDir: out, Jobs: 1, Record: func(r Record) {
+		if r.Output != "" {
+			written = append(written, r.Output)
+		}
+		cancel()
+	}})
+	if err != nil || sum.OK() {
+		t.Fatalf("run cancelled after a file: %+v, %v", sum, err)
+	}
+	for _, f := range written {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s was written, now: %v", f, err)
+		}
+	}
+	filepath.WalkDir(filepath.Dir(out), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if ents, _ := os.ReadDir(p); d.IsDir() && len(ents) == 0 {
+			t.Errorf("empty directory left: %s", p)
+		}
+		return nil
+	})
+	noTemp(t, filepath.Dir(out))
+}
+
+// TestDirMaker: the directories mkdirAll created and nobody filled are
+// removed; those that hold a file, and those that existed, stay.
+func TestDirMaker(t *testing.T) {
+	dir := t.TempDir()
+	var m dirMaker
+	for _, d := range []string{"a/b/c", "a/b/d", "a/e"} {
+		if err := m.mkdirAll(filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a", "b", "d", "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.mkdirAll(filepath.Join(dir, "a", "b", "d", "f", "g")); err == nil {
+		t.Errorf("mkdirAll below a file succeeded")
+	}
+	m.removeEmpty()
+	for d, want := range map[string]bool{"": true, "a": true, "a/b": true, "a/b/d": true, "a/b/c": false, "a/e": false} {
+		if _, err := os.Lstat(filepath.Join(dir, d)); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", d, err == nil, want)
+		}
+	}
+}
