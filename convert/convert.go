@@ -40,7 +40,8 @@ type Options struct {
 	// AppendSegment) with Result.Warning instead of failing.
 	FragileLayout bool
 	// SignalFrames: V3, a signal trampoline whose CFI cannot be described
-	// gets a signal FDE without FREs (translate.Options.SignalOutermost).
+	// gets a signal FDE whose one FRE says RA undefined
+	// (translate.Options.SignalOutermost).
 	SignalFrames bool
 }
 
