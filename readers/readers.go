@@ -128,6 +128,16 @@ func (r *Result) First() *Violation {
 	return &r.Violations[0]
 }
 
+// FirstReject returns the first violation kept that is a Reject, or nil.
+func (r *Result) FirstReject() *Violation {
+	for i := range r.Violations {
+		if r.Violations[i].Kind == Reject {
+			return &r.Violations[i]
+		}
+	}
+	return nil
+}
+
 type checker struct {
 	res *Result
 	sec *sframe.Section

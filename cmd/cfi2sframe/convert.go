@@ -179,8 +179,10 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		fmt.Fprintf(stderr, "%s: warning: %s\n", out, res.Warning)
 	}
 	if r := res.Reader; r != nil && !r.OK() {
-		// Written all the same: the rule may only matter at PCs a trace
-		// never reaches (verify --for lists them).
+		// Only lookups failing at some PCs get here (an output the
+		// reader drops whole is refused, convert.ErrRejected): written
+		// all the same, as a trace may never reach those PCs (verify
+		// --for lists them).
 		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", out, r.First(), r.Total, r.Reader, r.Reader)
 	}
 	return nil
