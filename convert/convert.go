@@ -40,7 +40,8 @@ type Options struct {
 	// AppendSegment) with Result.Warning instead of failing.
 	FragileLayout bool
 	// SignalFrames: V3, a signal trampoline whose CFI cannot be described
-	// gets a signal FDE without FREs (translate.Options.SignalOutermost).
+	// gets a signal FDE whose one FRE says RA undefined
+	// (translate.Options.SignalOutermost).
 	SignalFrames bool
 }
 
@@ -112,6 +113,13 @@ var ErrHasSFrame = errors.New("already has SFrame data (.sframe or PT_GNU_SFRAME
 // ErrUnsupported is wrapped by the error for an ELF file of a machine,
 // class or type that cannot be converted.
 var ErrUnsupported = errors.New("unsupported")
+
+// ErrRejected is wrapped by the error for a linked file whose output
+// Options.For's reader would drop whole (a readers.Reject violation, such
+// as the kernel's for a file whose functions lie in two executable
+// segments). It wraps ErrUnsupported: the tree form counts such files as
+// unsupported and leaves them alone.
+var ErrRejected = fmt.Errorf("%w by the reader", ErrUnsupported)
 
 // ErrLayout is wrapped by the error for a linked file in which the
 // program header table cannot grow where the standard tools expect it
@@ -283,6 +291,12 @@ func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrit
 	}
 	if o.For != "" {
 		res.Reader = readers.Check(o.For, readers.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(ef)})
+		// An output the reader drops whole is not written: --for
+		// promises what the reader takes. A lookup that fails at some
+		// PCs is only reported (Result.Reader).
+		if v := res.Reader.FirstReject(); v != nil {
+			return fail(fmt.Errorf("%w: %s; nothing written", ErrRejected, v))
+		}
 	}
 	return res, nil
 }

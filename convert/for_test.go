@@ -1,8 +1,14 @@
 package convert
 
 import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/readers"
@@ -77,4 +83,44 @@ func mustConvert(t *testing.T, in []byte, o Options) ([]byte, uint64) {
 		t.Fatal(err)
 	}
 	return res.SFrame, res.Addr
+}
+
+// TestForReaderRefuses: an output the reader would drop whole is not
+// written. The example with its data segment made executable has a second
+// executable segment above every function, and the kernel registers the
+// section for each: a lookup at that segment's start finds a function of
+// the text segment and removes the section.
+func TestForReaderRefuses(t *testing.T) {
+	in, err := os.ReadFile(filepath.Join("..", "testdata", "example", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched := false
+	for i, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W != 0 {
+			// Elf64_Phdr: p_type, then p_flags at byte 4.
+			off := 64 + i*56 + 4 // e_phoff is 64 in the example
+			binary.LittleEndian.PutUint32(in[off:], uint32(p.Flags|elf.PF_X))
+			patched = true
+			break
+		}
+	}
+	if !patched {
+		t.Fatal("no writable PT_LOAD in the example")
+	}
+	if _, err := Convert("hello", in, Options{}); err != nil {
+		t.Fatalf("without --for: %v", err)
+	}
+	o, err := ForReader(readers.Kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert("hello", in, o)
+	if !errors.Is(err, ErrRejected) || !errors.Is(err, ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "segment-start") {
+		t.Fatalf("--for kernel: %v (result %v), want ErrRejected naming segment-start", err, res)
+	}
 }

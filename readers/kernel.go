@@ -1,13 +1,33 @@
 package readers
 
-import "github.com/cfi2sframe/cfi2sframe/sframe"
+import (
+	"slices"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
 
 // kernel applies the rules of the Linux kernel's SFrame user unwinder
-// (kernel/unwind/sframe.c, patch series v13, January 2026). A section that
-// breaks any of them is not registered at exec (sframe_add_section fails),
-// or is removed at the first lookup that trips over it (sframe_find_user
-// drops a section on -EFAULT): either way the kernel has no SFrame for the
-// file, so every rule here is a Reject.
+// (kernel/unwind/sframe.c) as its revisions after the v13 posting (January
+// 2026) have them: linux-mm/linux-mm commits 5ce6138798d7, 07e15cb06bc9
+// and 7edb32403917, the newest states of the series in that tree (each
+// with flexible FDEs and CONFIG_SFRAME_VALIDATION). Where they differ the
+// strictest is taken: every FRE's data words are checked (07e15cb reads
+// only the looked-up FRE's, 5ce6138 every FRE it walks past), and a
+// function at address 0 is refused (7edb324 allows one).
+//
+// Each rule is a Reject. A section that breaks one is either not
+// registered at exec (sframe_add_section: sframe_read_header, and
+// sframe_validate_section when validation is configured), or removed from
+// the process at the first lookup that reads the broken part: sframe_find
+// removes the section on every lookup error but -ENOENT, which means only
+// "no function here" (no FDE at or below the PC, or the PC in a gap after
+// the function found). v13 removed it on -EFAULT only.
+//
+// The section is registered once per executable program header, with that
+// segment as its text range (elf_add_sframe in the series' binfmt_elf
+// patch, as posted up to v13; the linux-mm trees hold no revision of that
+// caller), and every FDE a lookup or the validation reads must lie inside
+// that range.
 func (c *checker) kernel(in Input) {
 	h := &c.sec.Header
 	// sframe_read_header: version, flags and auxiliary header.
@@ -43,14 +63,12 @@ func (c *checker) kernel(in Input) {
 	if h.Version != sframe.Version3 {
 		return // the FDE layout differs; nothing below applies
 	}
-	c.common()
+	segs := sortedRanges(in.Exec)
+	c.kernelSegments(segs)
 	var prev uint64
 	for i := range c.sec.FDEs {
 		d := &c.sec.FDEs[i]
-		// __read_fde: the function start lies in the registered text.
-		if in.Exec != nil && !inRanges(in.Exec, d.Start) {
-			c.add("text", Reject, i, -1, d.Start, "function start %#x is outside the executable segments", d.Start)
-		}
+		c.kernelFDE(i, d, in.Exec != nil, segs)
 		// sframe_validate_section: starts strictly increase (prev_ip
 		// starts at 0, so a function at address 0 fails too).
 		if d.Start <= prev {
@@ -61,14 +79,99 @@ func (c *checker) kernel(in Input) {
 	}
 }
 
+// kernelFDE applies __read_fde's checks and __find_fre's need for a row at
+// every PC of the function.
+func (c *checker) kernelFDE(i int, d *sframe.FDE, haveSegs bool, segs []Range) {
+	end := d.Start + uint64(d.Size)
+	// __read_fde: the function lies in the text range it is registered
+	// for (start at or above text_start, end at or below text_end).
+	if haveSegs {
+		if s := segmentOf(segs, d.Start); s < 0 {
+			c.add("text", Reject, i, -1, d.Start, "function start %#x is outside the executable segments", d.Start)
+		} else if end > segs[s].Hi || end < d.Start {
+			c.add("text-end", Reject, i, -1, d.Start, "function [%#x,%#x) runs past the end %#x of its executable segment", d.Start, end, segs[s].Hi)
+		}
+	}
+	// __read_fde: a PCMASK FDE needs a repeat size (whether or not it
+	// has FREs), and no more FREs than the function has bytes.
+	if d.PCType == sframe.PCMask && d.RepSize == 0 {
+		c.add("pcmask-rep-size", Reject, i, -1, d.Start, "PCMASK FDE with repeat size 0")
+	}
+	if uint64(len(d.FREs)) > uint64(d.Size) {
+		c.add("fres-num", Reject, i, -1, d.Start, "%d FREs for a function of %d bytes", len(d.FREs), d.Size)
+	}
+	// __find_fre: a lookup at a PC before the first FRE (or in a function
+	// without FREs) fails with -EINVAL, which removes the section.
+	if d.Size == 0 {
+		return // no PC is ever looked up in it
+	}
+	switch {
+	case len(d.FREs) == 0 && d.Signal:
+		c.add("no-fre", Reject, i, -1, d.Start, "signal FDE without FREs: a lookup in [%#x,%#x) fails (FRE-less signal FDEs are read only by the signal-frame RFC)", d.Start, end)
+	case len(d.FREs) == 0:
+		c.add("no-fre", Reject, i, -1, d.Start, "FDE without FREs: a lookup in [%#x,%#x) fails", d.Start, end)
+	case d.FREs[0].StartOff > 0 && !(d.PCType == sframe.PCMask && d.RepSize == 0):
+		c.add("first-fre", Reject, i, 0, d.Start, "the first FRE starts at +%#x: a lookup at %#x (or below the first FRE in any repeat block) fails", d.FREs[0].StartOff, d.Start)
+	}
+}
+
+// kernelSegments applies the text range check to the registration of each
+// executable segment as a whole: with CONFIG_SFRAME_VALIDATION every
+// registration reads every FDE, and without it a PC at the start of a
+// segment finds the last function below it, of another segment.
+func (c *checker) kernelSegments(segs []Range) {
+	if len(segs) < 2 {
+		return
+	}
+	first := -1 // segment of the first function inside a segment
+	for i := range c.sec.FDEs {
+		s := segmentOf(segs, c.sec.FDEs[i].Start)
+		if s < 0 {
+			continue // "text"
+		}
+		if first < 0 {
+			first = s
+		} else if s != first {
+			d := &c.sec.FDEs[i]
+			c.add("exec-segments", Reject, i, -1, d.Start,
+				"function %#x lies in executable segment [%#x,%#x), earlier ones in [%#x,%#x): the section is registered for each segment and validating one reads the functions of the others",
+				d.Start, segs[s].Lo, segs[s].Hi, segs[first].Lo, segs[first].Hi)
+			break
+		}
+	}
+	for _, sg := range segs {
+		// __find_fde: the last function starting at or below sg.Lo.
+		found := -1
+		for i := range c.sec.FDEs {
+			if c.sec.FDEs[i].Start <= sg.Lo {
+				found = i
+			}
+		}
+		if found < 0 {
+			continue
+		}
+		d := &c.sec.FDEs[found]
+		if d.Start == sg.Lo || segmentOf(segs, d.Start) < 0 {
+			continue // covered from its start, or reported as "text"
+		}
+		c.add("segment-start", Reject, found, -1, sg.Lo,
+			"a lookup at %#x, the start of executable segment [%#x,%#x), finds function %#x of another segment and fails",
+			sg.Lo, sg.Lo, sg.Hi, d.Start)
+	}
+}
+
 func (c *checker) kernelFREs(i int, d *sframe.FDE) {
 	h := &c.sec.Header
 	for j := range d.FREs {
 		f := &d.FREs[j]
 		pc := d.Start + uint64(f.StartOff)
-		// __read_fre: a PCINC FRE may not start beyond the function.
-		if d.PCType == sframe.PCInc && f.StartOff > d.Size {
-			c.add("fre-start", Reject, i, j, pc, "FRE start +%#x is beyond the function size %#x", f.StartOff, d.Size)
+		// __read_fre: an FRE starts inside the function (PCINC) or the
+		// repeat block (PCMASK; a zero repeat size is reported above).
+		switch {
+		case d.PCType == sframe.PCInc && f.StartOff >= d.Size:
+			c.add("fre-start", Reject, i, j, pc, "FRE start +%#x is not below the function size %#x", f.StartOff, d.Size)
+		case d.PCType == sframe.PCMask && d.RepSize != 0 && f.StartOff >= uint32(d.RepSize):
+			c.add("fre-start", Reject, i, j, pc, "FRE start +%#x is not below the repeat size %#x", f.StartOff, d.RepSize)
 		}
 		// __find_fre / sframe_validate_section: FRE starts strictly
 		// increase.
@@ -77,36 +180,10 @@ func (c *checker) kernelFREs(i int, d *sframe.FDE) {
 		}
 		n := int(f.NumWords)
 		if n == 0 {
-			continue // outermost frame: accepted (__read_fre_datawords)
+			continue // outermost frame: accepted (__read_fre)
 		}
 		if d.FDEType == sframe.FDETypeFlex {
-			// __read_flex_fde_fre_datawords: CFA control+offset, then
-			// RA and FP each as a control word, followed by an offset
-			// when the control word is not 0; nothing may be left.
-			if n < 2 {
-				c.add("flex-words", Reject, i, j, pc, "flexible FDE FRE with %d data word (at least 2)", n)
-				continue
-			}
-			left, k := n-2, 2
-			for range 2 {
-				if left >= 2 {
-					ctl := f.UWord(k)
-					left--
-					k++
-					if ctl != 0 {
-						left--
-						k++
-					}
-				}
-			}
-			if left != 0 {
-				c.add("extra-words", Reject, i, j, pc, "flexible FDE FRE has %d data words the kernel does not read", left)
-			}
-			// sframe_init_cfa_rule_data: the CFA control word must name
-			// a register (reg_p); otherwise the lookup fails (-EINVAL).
-			if f.UWord(0)&1 == 0 {
-				c.add("flex-cfa-reg", LookupFails, i, j, pc, "CFA control word %#x names no register", f.UWord(0))
-			}
+			c.kernelFlex(i, j, pc, f)
 			continue
 		}
 		// __read_default_fre_datawords: the CFA offset, then the RA
@@ -125,11 +202,87 @@ func (c *checker) kernelFREs(i int, d *sframe.FDE) {
 	}
 }
 
-func inRanges(rs []Range, a uint64) bool {
-	for _, r := range rs {
-		if a >= r.Lo && a < r.Hi {
-			return true
+// Flexible FDE control words (kernel/unwind/sframe.h): bit 0 reg_p, bit 1
+// deref_p, bit 2 reserved, the register number in the 5 bits above.
+const (
+	ctlRegP     = 1 << 0
+	ctlReserved = 1 << 2
+	ctlRegMax   = 31
+)
+
+// kernelFlex applies __read_flex_fde_fre_datawords and the rule decoding
+// of __find_fre (sframe_init_cfa_rule_data, sframe_init_rule_data) to a
+// flexible FDE's FRE.
+func (c *checker) kernelFlex(i, j int, pc uint64, f *sframe.FRE) {
+	n := int(f.NumWords)
+	// CFA control+offset, then RA and FP each as a control word followed
+	// by an offset when the control word is not 0 (0 is padding); each is
+	// read only while two words are left; nothing may be left.
+	if n < 2 {
+		c.add("flex-words", Reject, i, j, pc, "flexible FDE FRE with %d data word (at least 2)", n)
+		return
+	}
+	ctls := []struct {
+		what string
+		k    int
+	}{{"CFA", 0}}
+	left, k := n-2, 2
+	for _, what := range []string{"RA", "FP"} {
+		if left < 2 {
+			break
+		}
+		ctl := f.UWord(k)
+		left--
+		if ctl != 0 {
+			ctls = append(ctls, struct {
+				what string
+				k    int
+			}{what, k})
+			left--
+			k++
+		}
+		k++
+	}
+	if left != 0 {
+		c.add("extra-words", Reject, i, j, pc, "flexible FDE FRE has %d data words the kernel does not read", left)
+	}
+	for _, cw := range ctls {
+		ctl := f.UWord(cw.k)
+		if ctl&ctlReserved != 0 {
+			c.add("flex-reserved", Reject, i, j, pc, "%s control word %#x has the reserved bit set", cw.what, ctl)
+		}
+		if cw.what == "CFA" && ctl&ctlRegP == 0 {
+			c.add("flex-cfa-reg", Reject, i, j, pc, "CFA control word %#x names no register", ctl)
+		}
+		// The register number is read as 5 bits: a larger one names
+		// another register (a wrong answer, not a refusal).
+		if ctl&ctlRegP != 0 && ctl>>3 > ctlRegMax {
+			c.add("flex-regnum", LookupFails, i, j, pc, "%s control word names register %d, which the kernel reads as %d", cw.what, ctl>>3, (ctl>>3)&ctlRegMax)
 		}
 	}
-	return false
+}
+
+// sortedRanges returns rs ordered by start.
+func sortedRanges(rs []Range) []Range {
+	out := slices.Clone(rs)
+	slices.SortFunc(out, func(a, b Range) int {
+		switch {
+		case a.Lo < b.Lo:
+			return -1
+		case a.Lo > b.Lo:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// segmentOf returns the index of the range of rs holding a, or -1.
+func segmentOf(rs []Range, a uint64) int {
+	for i, r := range rs {
+		if a >= r.Lo && a < r.Hi {
+			return i
+		}
+	}
+	return -1
 }

@@ -2,9 +2,11 @@
 // the unwinders that read SFrame in the field, so that a user can tell,
 // before shipping a file, whether a given reader takes it:
 //
-//   - Kernel: the Linux kernel's SFrame user-space unwinder (patch series
-//     v13, January 2026; kernel/unwind/sframe.c in the maintainers' trees,
-//     not yet in a release). V3 only.
+//   - Kernel: the Linux kernel's SFrame user-space unwinder
+//     (kernel/unwind/sframe.c, not yet in a release) as the revisions after
+//     the v13 posting of January 2026 have it (linux-mm/linux-mm commits
+//     5ce6138798d7, 07e15cb06bc9, 7edb32403917), the strictest rule of
+//     each. V3 only.
 //   - Glibc: glibc 2.42–2.44 backtrace() built with --enable-sframe
 //     (sysdeps/generic/sframe-read.c, sysdeps/generic/sframe.c). V2 only.
 //   - Libsframe: GNU libsframe 2.47.50 (binutils libsframe/sframe.c,
@@ -96,8 +98,9 @@ type Input struct {
 	Section []byte // the .sframe section's bytes
 	Addr    uint64 // its address
 	// Exec lists the file's executable PT_LOAD segments (p_vaddr,
-	// p_vaddr+p_memsz). The kernel requires every function start inside
-	// the text range it registers. Nil skips that rule.
+	// p_vaddr+p_memsz). The kernel registers the section once for each,
+	// with that segment as its text range, and requires every function
+	// it reads to lie inside it. Nil skips those rules.
 	Exec []Range
 }
 
@@ -123,6 +126,16 @@ func (r *Result) First() *Violation {
 		return nil
 	}
 	return &r.Violations[0]
+}
+
+// FirstReject returns the first violation kept that is a Reject, or nil.
+func (r *Result) FirstReject() *Violation {
+	for i := range r.Violations {
+		if r.Violations[i].Kind == Reject {
+			return &r.Violations[i]
+		}
+	}
+	return nil
 }
 
 type checker struct {

@@ -80,11 +80,11 @@ func TestCheck(t *testing.T) {
 			f[1].Start = f[0].Start
 			return encode(t, f, amd64Opts(3, true, true))
 		}, rule: "fde-order", fde: 1, fre: -1, pc: 0x1000, total: 1},
-		{name: "v3 FRE past the function kernel", reader: Kernel, sec: func(t *testing.T) []byte {
+		{name: "v3 FRE at the function's end kernel", reader: Kernel, sec: func(t *testing.T) []byte {
 			f := amd64Funcs()
-			f[1].Rows[1].Start = 0x21
+			f[1].Rows[1].Start = 0x20 // v13 took an FRE starting at func_size
 			return encode(t, f, amd64Opts(3, true, true))
-		}, rule: "fre-start", fde: 1, fre: 1, pc: 0x1031, total: 1},
+		}, rule: "fre-start", fde: 1, fre: 1, pc: 0x1030, total: 1},
 		{name: "v3 FREs out of order kernel", reader: Kernel, sec: func(t *testing.T) []byte {
 			f := amd64Funcs()
 			f[1].Rows[1].Start = 0
@@ -150,4 +150,135 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKernelRules generates sections that break each rule of the kernel
+// unwinder's newest revisions (see kernel.go) and requires every violation
+// found, in order, with its FDE and FRE index and PC.
+func TestKernelRules(t *testing.T) {
+	opts := amd64Opts(3, true, true)
+	flexFunc := func(rows ...sframe.Row) sframe.Function {
+		return sframe.Function{Start: 0x1030, Size: 0x10, Flex: true, Rows: rows}
+	}
+	// DRAP-like: CFA = r10 + 0, RA at the fixed slot, FP at CFA-16; words
+	// CFA control, CFA offset, RA padding, FP control, FP offset.
+	drap := sframe.Row{CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 10}, RA: sframe.Loc{Kind: sframe.LocFixed, Offset: -8}, FP: fpC16}
+	withFlex := func(rows ...sframe.Row) []sframe.Function {
+		return append(amd64Funcs(), flexFunc(rows...))
+	}
+	type want struct {
+		rule     string
+		kind     Kind
+		fde, fre int
+		pc       uint64
+	}
+	reject := func(rule string, fde, fre int, pc uint64) want { return want{rule, Reject, fde, fre, pc} }
+	tests := []struct {
+		name  string
+		funcs func() []sframe.Function
+		patch func(t *testing.T, b []byte) // applied to the encoded section
+		exec  []Range
+		want  []want
+	}{
+		{name: "ok", funcs: amd64Funcs, exec: exec},
+		{name: "ok flex", funcs: func() []sframe.Function { return withFlex(drap) }, exec: exec},
+		{name: "function past its segment", funcs: amd64Funcs, exec: []Range{{0x1000, 0x1028}},
+			want: []want{reject("text-end", 1, -1, 0x1010)}},
+		{name: "functions in two executable segments", funcs: amd64Funcs, exec: []Range{{0x1010, 0x1100}, {0x1000, 0x1010}},
+			want: []want{reject("exec-segments", 1, -1, 0x1010)}},
+		{name: "segment above the functions without one at its start", funcs: amd64Funcs, exec: []Range{{0x1000, 0x1040}, {0x2000, 0x2100}},
+			want: []want{reject("segment-start", 1, -1, 0x2000)}},
+		{name: "more FREs than bytes", funcs: func() []sframe.Function {
+			f := amd64Funcs()
+			f[0].Size = 1
+			f[0].Rows = append(f[0].Rows, sframe.Row{Start: 1, CFA: sp16, RA: sframe.Loc{Kind: sframe.LocFixed, Offset: -8}})
+			return f
+		}, exec: exec, want: []want{reject("fres-num", 0, -1, 0x1000), reject("fre-start", 0, 1, 0x1001)}},
+		{name: "PCMASK without repeat size or FREs", funcs: func() []sframe.Function {
+			f := amd64Funcs()
+			f[0].PCType, f[0].Rows = sframe.PCMask, nil
+			return f
+		}, exec: exec, want: []want{reject("pcmask-rep-size", 0, -1, 0x1000), reject("no-fre", 0, -1, 0x1000)}},
+		{name: "PCMASK FRE at the repeat size", funcs: func() []sframe.Function {
+			f := amd64Funcs()
+			f[1].PCType, f[1].RepSize, f[1].Rows[1].Start = sframe.PCMask, 16, 16
+			return f
+		}, exec: exec, want: []want{reject("fre-start", 1, 1, 0x1020)}},
+		{name: "FDE without FREs", funcs: func() []sframe.Function {
+			f := amd64Funcs()
+			f[0].Rows = nil
+			return f
+		}, exec: exec, want: []want{reject("no-fre", 0, -1, 0x1000)}},
+		{name: "signal FDE without FREs", funcs: func() []sframe.Function {
+			f := amd64Funcs()
+			f[1].Rows, f[1].Signal = nil, true
+			return f
+		}, exec: exec, want: []want{reject("no-fre", 1, -1, 0x1010)}},
+		{name: "signal FDE with an outermost FRE", funcs: func() []sframe.Function {
+			f := amd64Funcs()
+			f[1].Rows, f[1].Signal = []sframe.Row{{RAUndefined: true}}, true
+			return f
+		}, exec: exec},
+		{name: "first FRE after the start", funcs: func() []sframe.Function {
+			f := amd64Funcs()
+			f[1].Rows = f[1].Rows[1:]
+			return f
+		}, exec: exec, want: []want{reject("first-fre", 1, 0, 0x1010)}},
+		{name: "flex CFA control word without a register", funcs: func() []sframe.Function { return withFlex(drap) },
+			patch: func(t *testing.T, b []byte) { b[wordOffset(t, b, 2, 0, 0)] &^= 1 },
+			exec:  exec, want: []want{reject("flex-cfa-reg", 2, 0, 0x1030)}},
+		{name: "flex CFA control word with the reserved bit", funcs: func() []sframe.Function { return withFlex(drap) },
+			patch: func(t *testing.T, b []byte) { b[wordOffset(t, b, 2, 0, 0)] |= 4 },
+			exec:  exec, want: []want{reject("flex-reserved", 2, 0, 0x1030)}},
+		{name: "flex FP control word with the reserved bit", funcs: func() []sframe.Function {
+			r := drap
+			r.Start = 2
+			return withFlex(drap, r)
+		}, patch: func(t *testing.T, b []byte) { b[wordOffset(t, b, 2, 1, 3)] |= 4 },
+			exec: exec, want: []want{reject("flex-reserved", 2, 1, 0x1032)}},
+		{name: "flex padding word never has the reserved bit checked", funcs: func() []sframe.Function { return withFlex(drap) }, exec: exec},
+		{name: "flex register above 31", funcs: func() []sframe.Function {
+			r := drap
+			r.CFA.Reg = 40
+			return withFlex(r)
+		}, exec: exec, want: []want{{"flex-regnum", LookupFails, 2, 0, 0x1030}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := encode(t, tt.funcs(), opts)
+			if tt.patch != nil {
+				tt.patch(t, b)
+			}
+			res := Check(Kernel, Input{Section: b, Addr: secAddr, Exec: tt.exec})
+			var got []want
+			for _, v := range res.Violations {
+				got = append(got, want{v.Rule, v.Kind, v.FDE, v.FRE, v.PC})
+			}
+			if len(got) != len(tt.want) || res.Total != len(tt.want) {
+				t.Fatalf("violations %v, want %v", res.Violations, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("violation %d: %v, want %+v", i, res.Violations[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// wordOffset returns the section offset of data word k of FDE i's FRE j
+// (V3).
+func wordOffset(t *testing.T, b []byte, i, j, k int) int {
+	t.Helper()
+	sec, err := sframe.Decode(b, secAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sec.FDEs[i]
+	off := sec.Header.Size() + int(sec.Header.FREOff) + int(d.FREOff) + 5 // past the V3 attribute
+	asz := 1 << d.FREType
+	for n := 0; n < j; n++ {
+		off += asz + 1 + int(d.FREs[n].NumWords)*int(d.FREs[n].WordSize)
+	}
+	return off + asz + 1 + k*int(d.FREs[j].WordSize)
 }

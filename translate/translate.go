@@ -36,8 +36,13 @@ type Options struct {
 	Version uint8
 	// SignalOutermost: with V3, a signal frame (CIE augmentation "S")
 	// whose CFI cannot be described still gets an FDE, with the signal
-	// bit and no FREs (the V3 outermost-frame marker), as GNU as 2.47
-	// does, so that a stack tracer stops there instead of guessing. Its
+	// bit and one FRE at its start without data words (RA undefined), so
+	// that a stack tracer that knows signal frames continues through the
+	// kernel's signal frame and one that does not stops there instead of
+	// guessing. GNU as 2.47 writes no FRE there (an FDE without FREs is
+	// the other V3 outermost-frame marker), but the kernel's unwinder
+	// (the core series after v13) removes the whole section at a lookup
+	// in an FDE without FREs; only its signal-frame RFC reads one. Its
 	// diagnostic stays (Skipped). Off by default: verify reads such an
 	// FDE as "RA undefined" and reports it against the CFI.
 	SignalOutermost bool
@@ -421,9 +426,10 @@ func (a *abi) functions(keep []int, table func(int) *cfi.Table, emit func(sframe
 		fn, d := a.function(t)
 		if d != nil {
 			d.Start, d.End, d.Symbol, d.Skipped = f.Start, f.End(), sym(f.Start), true
-			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize {
-				d.Detail += "; written as a signal FDE without FREs (outermost frame)"
-				if err := emit(sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true}); err != nil {
+			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize && f.Size > 0 {
+				d.Detail += "; written as a signal FDE whose one FRE says RA undefined (outermost frame)"
+				if err := emit(sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true,
+					Rows: []sframe.Row{{Start: 0, RAUndefined: true}}}); err != nil {
 					return err
 				}
 			}

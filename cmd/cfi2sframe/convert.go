@@ -37,7 +37,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.Uint8Var(&fl.version, "sframe-version", 3, "SFrame version to write: 3 or 2")
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
-	f.BoolVar(&fl.sigFrames, "signal-frames", false, "version 3: give signal trampolines whose CFI cannot be described a signal FDE without FREs, so unwinders continue through the kernel's signal frame (verify reports these against the CFI)")
+	f.BoolVar(&fl.sigFrames, "signal-frames", false, "version 3: give signal trampolines whose CFI cannot be described a signal FDE whose one FRE says RA undefined, so unwinders that know signal frames continue through the kernel's signal frame and others stop there (verify reports these against the CFI)")
 	f.BoolVar(&fl.fragile, "fragile-layout", false, "for a file where the program header table cannot grow in place, move it to the end of the file (with a warning) instead of refusing; strip, objcopy before 2.44, eu-strip and patchelf may break such files")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
 	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
@@ -179,8 +179,10 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		fmt.Fprintf(stderr, "%s: warning: %s\n", out, res.Warning)
 	}
 	if r := res.Reader; r != nil && !r.OK() {
-		// Written all the same: the rule may only matter at PCs a trace
-		// never reaches (verify --for lists them).
+		// Only lookups failing at some PCs get here (an output the
+		// reader drops whole is refused, convert.ErrRejected): written
+		// all the same, as a trace may never reach those PCs (verify
+		// --for lists them).
 		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", out, r.First(), r.Total, r.Reader, r.Reader)
 	}
 	return nil
