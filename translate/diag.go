@@ -56,6 +56,11 @@ const (
 	// such a function either (the pushed outgoing arguments may not be in
 	// the CFA rule).
 	ArgsSize Reason = "args-size"
+	// Outermost: the return address is undefined at every PC of the
+	// function (the outermost frame, such as _start), and
+	// Options.OutermostGap leaves such PCs without an FRE, so the
+	// function gets no FDE at all.
+	Outermost Reason = "outermost"
 	// BadCFI: the CFI itself could not be parsed or executed.
 	BadCFI Reason = "bad-cfi"
 	// Overlap: the FDE's range overlaps one already described.

@@ -208,23 +208,9 @@ func Translate(in Input, o Options) (*Result, error) {
 	}
 	emit := emitter(in.Emit, o, res)
 	// PLT sections first: their description replaces any CFI covering them.
-	var pltSpans []span
-	var pltNames []string
-	var pltFuncs []sframe.Function
-	for _, p := range in.PLTs {
-		funcs, diag := a.plt(p)
-		if diag != nil {
-			diag.Symbol = p.Name
-			res.Diags = append(res.Diags, *diag)
-		}
-		if len(funcs) == 0 {
-			continue
-		}
-		pltFuncs = append(pltFuncs, funcs...)
-		res.PLTFuncs += len(funcs)
-		pltSpans = append(pltSpans, span{p.Addr, p.Addr + uint64(len(p.Data))})
-		pltNames = append(pltNames, p.Name)
-	}
+	pltFuncs, pltSpans, pltNames, pltDiags := a.pltSections(in.PLTs)
+	res.Diags = append(res.Diags, pltDiags...)
+	res.PLTFuncs += len(pltFuncs)
 	for _, fn := range pltFuncs {
 		if err := emit(fn); err != nil {
 			return nil, err
@@ -282,7 +268,7 @@ func Translate(in Input, o Options) (*Result, error) {
 		if !ok {
 			continue
 		}
-		if size == 0 || start == 0 {
+		if ignored(start, size) {
 			if table(i) != nil {
 				res.Empty++
 			}
@@ -398,22 +384,25 @@ func cutPoint(keep []int, rangeOf func(int) (uint64, uint64, bool), on bool) int
 
 // functions translates the FDEs keep (sorted by start address) in order,
 // handing each function to emit and adding diagnostics and counts to res.
+// What it decides for each FDE, a Describer decides the same way (the
+// same sequence and describe).
 func (a *abi) functions(keep []int, table func(int) *cfi.Table, emit func(sframe.Function) error, sym func(uint64) string, o Options, res *Result) error {
-	var lastEnd uint64
-	for i, k := range keep {
+	var seq sequence
+	for _, k := range keep {
 		t := table(k)
 		if t == nil {
 			continue
 		}
 		f := t.FDE
-		if i > 0 && f.Start < lastEnd {
+		if overlaps, prev := seq.next(f.Start, f.End()); overlaps {
+			d := overlapDiag(f, prev)
+			d.Symbol = sym(f.Start)
 			res.Skipped++
-			res.Diags = append(res.Diags, Diagnostic{Start: f.Start, End: f.End(), Symbol: sym(f.Start), PC: f.Start, Reason: Overlap,
-				Detail: fmt.Sprintf("FDE at offset %d overlaps the function before it (ends at %#x)", f.Offset, lastEnd), Skipped: true})
+			res.Diags = append(res.Diags, *d)
 			continue
 		}
-		lastEnd = f.End()
-		if fns, ok := a.pltFromCFI(t); ok {
+		fn, fns, d := a.describe(t, o)
+		if fns != nil {
 			// A PLT known only from its CFI (no section headers).
 			for _, fn := range fns {
 				if err := emit(fn); err != nil {
@@ -423,10 +412,9 @@ func (a *abi) functions(keep []int, table func(int) *cfi.Table, emit func(sframe
 			res.PLTFuncs += len(fns)
 			continue
 		}
-		fn, d := a.function(t)
 		if d != nil {
-			d.Start, d.End, d.Symbol, d.Skipped = f.Start, f.End(), sym(f.Start), true
-			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize && f.Size > 0 {
+			d.Symbol = sym(f.Start)
+			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize && d.Reason != Outermost && f.Size > 0 {
 				d.Detail += "; written as a signal FDE whose one FRE says RA undefined (outermost frame)"
 				if err := emit(sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true,
 					Rows: []sframe.Row{{Start: 0, RAUndefined: true}}}); err != nil {
@@ -495,6 +483,84 @@ func hasOutermost(rows []sframe.Row) bool {
 		}
 	}
 	return false
+}
+
+// ignored says whether Translate passes over an FDE for its range alone:
+// an empty one, or one at address 0 (a function the linker discarded).
+// It counts them (Result.Empty) and reports nothing.
+func ignored(start, size uint64) bool { return size == 0 || start == 0 }
+
+// sequence is the one decision that links a function to those before it:
+// an FDE that overlaps the last one taken (in order of start address) is
+// skipped (Overlap). Only FDEs that can be executed take part.
+type sequence struct{ lastEnd uint64 }
+
+// next takes the next FDE's range [start, end) and says whether it is
+// skipped for overlapping the last one taken, which ends at prev.
+func (s *sequence) next(start, end uint64) (overlaps bool, prev uint64) {
+	if start < s.lastEnd {
+		return true, s.lastEnd
+	}
+	s.lastEnd = end
+	return false, 0
+}
+
+// overlapDiag is the diagnostic of an FDE skipped for overlapping a
+// function that ends at prev.
+func overlapDiag(f *cfi.FDE, prev uint64) *Diagnostic {
+	return &Diagnostic{Start: f.Start, End: f.End(), PC: f.Start, Reason: Overlap,
+		Detail: fmt.Sprintf("FDE at offset %d overlaps the function before it (ends at %#x)", f.Offset, prev), Skipped: true}
+}
+
+// describe is the decision about one FDE's function once its place has
+// been decided (ignored, a PLT section, sequence): a PLT known only from
+// its CFI gives plt, the functions of its description; any other function
+// gives fn, or the diagnostic (Skipped, without Symbol) when it is not
+// described.
+func (a *abi) describe(t *cfi.Table, o Options) (fn sframe.Function, plt []sframe.Function, d *Diagnostic) {
+	if fns, ok := a.pltFromCFI(t); ok {
+		return fn, fns, nil
+	}
+	f := t.FDE
+	fn, d = a.function(t)
+	if d == nil && o.OutermostGap && fn.PCType == sframe.PCInc && outermostOnly(fn.Rows) {
+		// splitOutermost would leave nothing of it: say so.
+		d = skip(f.Start, Outermost, "the return address is undefined at every PC (the outermost frame), and outermost PCs are left without an FRE")
+	}
+	if d != nil {
+		d.Start, d.End, d.Skipped = f.Start, f.End(), true
+	}
+	return fn, nil, d
+}
+
+// outermostOnly says whether every row has the return address undefined.
+func outermostOnly(rows []sframe.Row) bool {
+	for _, r := range rows {
+		if !r.RAUndefined {
+			return false
+		}
+	}
+	return len(rows) > 0
+}
+
+// pltSections describes the PLT sections from their instructions: the
+// functions, the ranges and names of the sections described, and a
+// diagnostic for each section that is not (which is left to its CFI).
+func (a *abi) pltSections(ps []PLT) (funcs []sframe.Function, spans []span, names []string, diags []Diagnostic) {
+	for _, p := range ps {
+		fns, diag := a.plt(p)
+		if diag != nil {
+			diag.Symbol = p.Name
+			diags = append(diags, *diag)
+		}
+		if len(fns) == 0 {
+			continue
+		}
+		funcs = append(funcs, fns...)
+		spans = append(spans, span{p.Addr, p.Addr + uint64(len(p.Data))})
+		names = append(names, p.Name)
+	}
+	return funcs, spans, names, diags
 }
 
 type span struct{ lo, hi uint64 }

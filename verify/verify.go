@@ -7,17 +7,23 @@
 // to one small vocabulary of locations ("saved at CFA-8", "in register
 // x30", "value is rsp+16", ...) and compared there, so a bug in translate
 // shows up here instead of being repeated.
+//
+// Every function the CFI describes must also be in .sframe, unless
+// translate would leave it out too: that decision, and its reason code,
+// are translate's own (translate.Describer), not a second copy of it.
 package verify
 
 import (
 	"cmp"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
 // Kind classifies a finding.
@@ -29,9 +35,17 @@ const (
 	// NoCFI: SFrame describes a PC no CFI covers (for instance a PLT
 	// described from its instructions); it cannot be checked here.
 	NoCFI Kind = "no-cfi"
-	// Missing: CFI describes a function that .sframe does not.
+	// Missing: CFI describes a function that .sframe does not, and
+	// translate would have described it.
 	Missing Kind = "missing"
+	// Skipped: CFI describes a function that .sframe does not, and
+	// translate skips it too (Finding.Reason says why): not a failure.
+	Skipped Kind = "skipped"
 )
+
+// DefaultList is how many Missing and how many Skipped findings Check
+// keeps when Input.List is 0; the others are only counted.
+const DefaultList = 10
 
 // Finding is one result of the check. For Disagree, PC is the first PC of
 // a run of PCs with the same disagreement and End the run's end.
@@ -49,6 +63,10 @@ type Finding struct {
 	// one period (see checkFDE).
 	Every uint64 `json:"every,omitempty"`
 	Until uint64 `json:"until,omitempty"`
+	// Reason and Detail (Skipped): translate's reason code, as
+	// cfi2sframe --diagnostics gives it, and its explanation.
+	Reason translate.Reason `json:"reason,omitempty"`
+	Detail string           `json:"detail,omitempty"`
 }
 
 func (f Finding) String() string {
@@ -60,6 +78,8 @@ func (f Finding) String() string {
 	switch f.Kind {
 	case Missing:
 		return fmt.Sprintf("%s [%#x,%#x): described by CFI, not by .sframe", name, f.PC, f.End)
+	case Skipped:
+		return fmt.Sprintf("%s [%#x,%#x): not in .sframe, skipped as cfi2sframe skips it: %s: %s", name, f.PC, f.End, f.Reason, f.Detail)
 	case NoCFI:
 		return fmt.Sprintf("%s [%#x,%#x): no CFI to check .sframe against", loc, f.PC, f.End)
 	}
@@ -72,10 +92,20 @@ func (f Finding) String() string {
 
 // Result is the outcome of Check.
 type Result struct {
+	// Findings: every Disagree and NoCFI finding; of the Missing and the
+	// Skipped ones, the first Input.List of each (by address).
 	Findings  []Finding `json:"findings"`
 	Functions int       `json:"functions"` // SFrame functions checked
 	Checked   uint64    `json:"checked_bytes"`
-	Agree     bool      `json:"agree"` // no Disagree finding and no Layout problem
+	// Missing counts the CFI functions .sframe does not describe that
+	// translate would have described: each makes the check fail.
+	Missing int `json:"missing"`
+	// Skipped counts, by translate's reason code, the CFI functions
+	// .sframe does not describe that translate skips too.
+	Skipped map[translate.Reason]int `json:"skipped,omitempty"`
+	// Agree: no Disagree finding, no Missing function and no Layout
+	// problem.
+	Agree bool `json:"agree"`
 	// Layout lists what is wrong with where the file puts .sframe and its
 	// segments (CheckLayout); the caller fills it.
 	Layout []LayoutProblem `json:"layout,omitempty"`
@@ -84,9 +114,13 @@ type Result struct {
 // Input is what Check compares.
 type Input struct {
 	Machine elf.Machine
+	Order   binary.ByteOrder // the file's (for AArch64); nil means little-endian
 	SFrame  *sframe.Section
 	// Reader, instead of SFrame: the section is read one function at a
-	// time, so memory does not grow with its rows.
+	// time, so memory does not grow with its rows. With neither, the file
+	// has no SFrame data (an empty or SHT_NOBITS section): every CFI
+	// function is checked for being missing, as against an SFrame V3
+	// section without functions.
 	Reader *sframe.Reader
 	Tables []*cfi.Table
 	// Stream, instead of Tables: the FDEs as cfi.Index keeps them (24
@@ -96,6 +130,13 @@ type Input struct {
 	// memory grows with the FDE list, not with every row of the file.
 	Stream *cfi.Stream
 	Symbol func(addr uint64) string // may be nil
+	// PLTs are the file's PLT sections, as translate takes them: CFI
+	// inside one that translate describes from its instructions is
+	// covered by that description.
+	PLTs []translate.PLT
+	// List is how many Missing and how many Skipped findings to keep
+	// (0: DefaultList; negative: all). All are counted.
+	List int
 }
 
 // Check compares the section with the CFI at every PC of every SFrame
@@ -125,22 +166,10 @@ func Check(in Input) *Result {
 		}
 		return cmp.Compare(a.hi, b.hi)
 	})
-	for k, f := range c.spans {
-		if f.Size == 0 || f.Start == 0 {
-			continue
-		}
-		i := sort.Search(len(covered), func(i int) bool { return covered[i].hi > f.Start })
-		if i < len(covered) && covered[i].lo < f.End() {
-			continue
-		}
-		if c.table(k) == nil {
-			continue
-		}
-		c.add(Finding{Kind: Missing, Func: f.Start, PC: f.Start, End: f.End()})
-	}
+	c.missing(res, covered)
 	res.Findings = c.findings
 	sort.SliceStable(res.Findings, func(i, j int) bool { return res.Findings[i].PC < res.Findings[j].PC })
-	res.Agree = true
+	res.Agree = res.Missing == 0
 	for _, f := range res.Findings {
 		if f.Kind == Disagree {
 			res.Agree = false
@@ -150,6 +179,83 @@ func Check(in Input) *Result {
 }
 
 type span struct{ lo, hi uint64 }
+
+// missing checks the CFI functions no SFrame function overlaps (in
+// covered, sorted). translate.Describer says what translate does with
+// each: describe it (then it is Missing, and the check fails), skip it
+// with a reason (Skipped), or pass over it (an empty FDE, one at address
+// 0, one that cannot be executed: not reported). The Describer sees every
+// CFI function in translate's order, covered ones too, as whether a
+// function overlaps depends on those before it; only uncovered ones are
+// executed here, once each and into one reused table, and only the first
+// Input.List of each kind are kept, so memory stays that of the FDE list
+// however many functions are missing.
+func (c *checker) missing(res *Result, covered []span) {
+	isCovered := func(f cfi.Entry) bool {
+		i := sort.Search(len(covered), func(i int) bool { return covered[i].hi > f.Start })
+		return i < len(covered) && covered[i].lo < f.End()
+	}
+	if !slices.ContainsFunc(c.spans, func(f cfi.Entry) bool { return !isCovered(f) }) {
+		return // nothing to decide
+	}
+	desc := c.describer()
+	limit, listed := c.in.List, map[Kind]int{}
+	if limit == 0 {
+		limit = DefaultList
+	}
+	list := func(f Finding) {
+		if limit < 0 || listed[f.Kind] < limit {
+			listed[f.Kind]++
+			c.add(f)
+		}
+	}
+	var scratch cfiTable
+	for k, f := range c.spans {
+		if isCovered(f) {
+			if desc != nil {
+				desc.Next(f.Start, f.Size, c.executable(k, &scratch))
+			}
+			continue
+		}
+		t := c.execute(k, &scratch)
+		v, d := translate.Described, (*translate.Diagnostic)(nil)
+		if desc != nil {
+			desc.Next(f.Start, f.Size, t != nil)
+			v, d = desc.Decide(t)
+		} else if t == nil || f.Start == 0 {
+			v = translate.Ignored // what translate does, for a machine it does not know
+		}
+		switch v {
+		case translate.Described:
+			res.Missing++
+			list(Finding{Kind: Missing, Func: f.Start, PC: f.Start, End: f.End()})
+		case translate.Skipped:
+			if res.Skipped == nil {
+				res.Skipped = map[translate.Reason]int{}
+			}
+			res.Skipped[d.Reason]++
+			list(Finding{Kind: Skipped, Func: f.Start, PC: f.Start, End: f.End(), Reason: d.Reason, Detail: d.Detail})
+		}
+	}
+}
+
+// describer returns translate's decision maker for this file, with the
+// options the section shows: flexible FDEs only in V3; in V1 and V2,
+// functions outermost throughout may be left out (OutermostGap: what
+// cfi2sframe --for glibc writes, in V2; an unwinder stops where no FDE
+// covers a PC as it does at an outermost one). Nil for a machine
+// translate does not convert: every uncovered function is then Missing.
+func (c *checker) describer() *translate.Describer {
+	o := translate.Options{Version: sframe.Version3}
+	if c.hdr.Version < sframe.Version3 {
+		o = translate.Options{Version: sframe.Version2, OutermostGap: true}
+	}
+	d, err := translate.NewDescriber(c.in.Machine, c.in.Order, c.in.PLTs, o)
+	if err != nil {
+		return nil
+	}
+	return d
+}
 
 type checker struct {
 	in       Input
@@ -162,6 +268,7 @@ type checker struct {
 	tables   []*cfi.Table // spans[i]'s table (Input.Tables), or nil: see table
 	cache    map[int]*cfiTable
 	free     []*cfiTable // tables dropped from cache, for reuse
+	ran, bad bitset      // spans executed (Stream), and those that failed
 	interp   cfi.Interpreter
 	pcs      []uint64 // checkFDE's boundaries, reused
 	findings []Finding
@@ -171,10 +278,13 @@ type checker struct {
 // numFDEs, fde and findFRE read the section from Input.Reader or
 // Input.SFrame.
 func (c *checker) numFDEs() int {
-	if c.in.Reader != nil {
+	switch {
+	case c.in.Reader != nil:
 		return c.in.Reader.NumFDEs()
+	case c.in.SFrame != nil:
+		return len(c.in.SFrame.FDEs)
 	}
-	return len(c.in.SFrame.FDEs)
+	return 0
 }
 
 // fde returns FDE i, decoded into buf when read from a Reader.
@@ -195,10 +305,15 @@ func (c *checker) findFRE(pc uint64) (sframe.Rule, bool) {
 
 func newChecker(in Input) *checker {
 	c := &checker{in: in, open: map[string]*Finding{}}
-	if in.Reader != nil {
+	switch {
+	case in.Reader != nil:
 		c.hdr = &in.Reader.Header
-	} else {
+	case in.SFrame != nil:
 		c.hdr = &in.SFrame.Header
+	default:
+		// No section: nothing is compared, so the header only decides
+		// what counts as describable.
+		c.hdr = &sframe.Header{Version: sframe.Version3}
 	}
 	c.abi = c.hdr.ABI
 	c.sp, c.fp = uint64(sframe.SPReg(c.abi)), uint64(sframe.FPReg(c.abi))
@@ -215,6 +330,7 @@ func newChecker(in Input) *checker {
 		}
 		slices.SortStableFunc(c.spans, func(a, b cfi.Entry) int { return cmp.Compare(a.Start, b.Start) })
 		c.cache = map[int]*cfiTable{}
+		c.ran, c.bad = newBitset(len(c.spans)), newBitset(len(c.spans))
 		return c
 	}
 	for _, t := range in.Tables {
@@ -254,11 +370,7 @@ func (c *checker) table(i int) *cfi.Table {
 	} else {
 		t = &cfiTable{}
 	}
-	err := c.in.Stream.ParseEntry(c.spans[i], &t.f)
-	if err == nil {
-		err = c.interp.Execute(&t.f, &t.t)
-	}
-	if err != nil || len(t.t.Rows) == 0 {
+	if !c.run(i, t) {
 		c.free = append(c.free, t)
 		c.cache[i] = nil
 		return nil
@@ -266,6 +378,62 @@ func (c *checker) table(i int) *cfi.Table {
 	c.cache[i] = t
 	return &t.t
 }
+
+// run parses and executes spans[i] into t (Stream), and records whether
+// that worked (a table without rows counts as failed).
+func (c *checker) run(i int, t *cfiTable) bool {
+	err := c.in.Stream.ParseEntry(c.spans[i], &t.f)
+	if err == nil {
+		err = c.interp.Execute(&t.f, &t.t)
+	}
+	ok := err == nil && len(t.t.Rows) > 0
+	c.ran.set(i)
+	if !ok {
+		c.bad.set(i)
+	}
+	return ok
+}
+
+// execute returns the table of spans[i] without keeping it: the cached
+// one, or one executed into scratch (valid until scratch is used again).
+// Nil when it cannot be executed.
+func (c *checker) execute(i int, scratch *cfiTable) *cfi.Table {
+	if c.cache == nil {
+		return c.tables[i]
+	}
+	if t, ok := c.cache[i]; ok {
+		if t == nil {
+			return nil
+		}
+		return &t.t
+	}
+	if c.ran.get(i) && c.bad.get(i) {
+		return nil
+	}
+	if !c.run(i, scratch) {
+		return nil
+	}
+	return &scratch.t
+}
+
+// executable says whether spans[i] can be executed, executing it into
+// scratch only when that is not known yet.
+func (c *checker) executable(i int, scratch *cfiTable) bool {
+	if c.cache == nil {
+		return c.tables[i] != nil
+	}
+	if c.ran.get(i) {
+		return !c.bad.get(i)
+	}
+	return c.execute(i, scratch) != nil
+}
+
+// bitset is one bit per CFI function.
+type bitset []uint64
+
+func newBitset(n int) bitset    { return make(bitset, (n+63)/64) }
+func (b bitset) set(i int)      { b[i/64] |= 1 << (i % 64) }
+func (b bitset) get(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 
 // forget drops the cached tables of FDEs that end at or before pc, keeping
 // their memory for the next ones.

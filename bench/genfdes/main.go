@@ -4,6 +4,10 @@
 // millions of FDEs. The file is never run; it only has to be well formed.
 //
 //	go run ./bench/genfdes -n 2100000 -o /tmp/many-fdes
+//
+// With -empty-sframe the file also gets a .sframe section (and
+// PT_GNU_SFRAME) that describes no function, placed as cfi2sframe places
+// one: the input on which verify finds every CFI function missing.
 package main
 
 import (
@@ -11,6 +15,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 const (
@@ -22,15 +29,34 @@ const (
 func main() {
 	n := flag.Int("n", 2100000, "number of functions (FDEs)")
 	out := flag.String("o", "many-fdes", "output file")
+	empty := flag.Bool("empty-sframe", false, "add a .sframe section without functions")
 	flag.Parse()
 	if *n <= 0 || *n > 1<<26 {
 		fmt.Fprintln(os.Stderr, "genfdes: -n must be in 1..67108864")
 		os.Exit(2)
 	}
-	if err := os.WriteFile(*out, build(*n), 0o755); err != nil {
+	b := build(*n)
+	if *empty {
+		var err error
+		if b, err = emptySFrame(b); err != nil {
+			fmt.Fprintln(os.Stderr, "genfdes:", err)
+			os.Exit(1)
+		}
+	}
+	if err := os.WriteFile(*out, b, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "genfdes:", err)
 		os.Exit(1)
 	}
+}
+
+// emptySFrame adds to the file an SFrame V3 section with no function.
+func emptySFrame(in []byte) ([]byte, error) {
+	fp, ra := sframe.DefaultFixedOffsets(sframe.ABIAMD64LE)
+	o := sframe.Options{Version: sframe.Version3, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, PCRel: true, Sort: true, CFAFixedFP: fp, CFAFixedRA: ra}
+	return elfwrite.Insert(in, elfwrite.Options{}, func(addr uint64) ([]byte, error) {
+		o.Addr = addr
+		return sframe.Encode(nil, o)
+	})
 }
 
 func align(x, a int) int { return (x + a - 1) / a * a }

@@ -4,6 +4,8 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,9 +27,18 @@ func newVerifyCmd() *cobra.Command {
 describes, the SFrame rule (CFA, return address, frame pointer, mangled RA,
 outermost frame) with what the file's .eh_frame/.debug_frame says there.
 Findings are printed as "file: func+off [range): what: sframe says X, CFI
-says Y". Functions the CFI describes and .sframe does not are listed too,
-as are .sframe ranges no CFI covers (PLTs described from their
-instructions); only disagreements make the exit status non-zero.
+says Y".
+
+Every function the CFI describes must be in .sframe too, unless SFrame
+cannot describe it: the decision cfi2sframe itself makes when converting,
+with the reason code --diagnostics gives (cfa-expression, overlap, ...;
+outermost for a function whose return address is undefined throughout,
+which --for glibc leaves out). A function missing for any other reason
+makes the exit status non-zero. An empty or SHT_NOBITS .sframe describes
+nothing. The first 10 functions of either kind are named ("and N more"
+after them); the summary line and --json count them all. .sframe ranges
+no CFI covers (PLTs described from their instructions) are listed and do
+not count against the file.
 
 A linked file's layout is checked too, and a problem with it makes the
 exit status non-zero: PT_LOADs that overlap or are out of order, a
@@ -61,20 +72,7 @@ count of the others; any violation makes the exit status non-zero.`,
 					all = append(all, fileResult{name, res})
 					continue
 				}
-				out := cmd.OutOrStdout()
-				counts := map[verify.Kind]int{}
-				for _, f := range res.Findings {
-					counts[f.Kind]++
-					if quiet && f.Kind != verify.Disagree {
-						continue
-					}
-					fmt.Fprintf(out, "%s: %s\n", name, f)
-				}
-				for _, l := range res.Layout {
-					fmt.Fprintf(out, "%s: %s\n", name, l)
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI, %d CFI functions not in .sframe, %d layout problems\n",
-					name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], counts[verify.Missing], len(res.Layout))
+				printVerify(cmd, name, res, quiet)
 			}
 			if asJSON {
 				if err := printJSON(cmd, all); err != nil {
@@ -82,15 +80,52 @@ count of the others; any violation makes the exit status non-zero.`,
 				}
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d of %d files disagree with their CFI or have a broken layout", bad, len(args))
+				return fmt.Errorf("%d of %d files disagree with their CFI, lack functions it describes or have a broken layout", bad, len(args))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the findings as JSON")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only disagreements")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only what fails the check: disagreements, missing functions, layout problems")
 	cmd.Flags().StringVar(&forReader, "for", "", "check the acceptance rules of `READER` (kernel, glibc, libsframe, libsframe-2.44) instead of the CFI")
 	return cmd
+}
+
+// printVerify prints one file's findings (with -q only those that fail
+// it), "and N more" after the listed missing and skipped functions, and
+// the summary line on stderr.
+func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool) {
+	out := cmd.OutOrStdout()
+	counts := map[verify.Kind]int{}
+	for _, f := range res.Findings {
+		counts[f.Kind]++
+		if quiet && f.Kind != verify.Disagree && f.Kind != verify.Missing {
+			continue
+		}
+		fmt.Fprintf(out, "%s: %s\n", name, f)
+	}
+	skipped := 0
+	var reasons []string
+	for r, n := range res.Skipped {
+		skipped += n
+		reasons = append(reasons, fmt.Sprintf("%d %s", n, r))
+	}
+	sort.Strings(reasons)
+	if n := res.Missing - counts[verify.Missing]; n > 0 {
+		fmt.Fprintf(out, "%s: and %d more CFI functions not in .sframe\n", name, n)
+	}
+	if n := skipped - counts[verify.Skipped]; n > 0 && !quiet {
+		fmt.Fprintf(out, "%s: and %d more CFI functions not in .sframe, skipped as cfi2sframe skips them\n", name, n)
+	}
+	for _, l := range res.Layout {
+		fmt.Fprintf(out, "%s: %s\n", name, l)
+	}
+	why := ""
+	if len(reasons) > 0 {
+		why = " (" + strings.Join(reasons, ", ") + ")"
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI, %d CFI functions missing from .sframe, %d skipped as cfi2sframe skips them%s, %d layout problems\n",
+		name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], res.Missing, skipped, why, len(res.Layout))
 }
 
 func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) error {
@@ -185,17 +220,22 @@ func verifyFile(name string) (*verify.Result, error) {
 	data, addr, where, ok := []byte(nil), uint64(0), "PT_GNU_SFRAME", false
 	if f.ELF.Type != elf.ET_REL {
 		data, addr, ok = verify.LoaderSFrame(f.ELF, in.Data)
+		ok = ok && len(data) > 0
 	}
-	if !ok {
+	if !ok && !noSFrameData(f.ELF) {
 		es, err := sframeSection(f, in.Data)
 		if err != nil {
 			return nil, err
 		}
 		data, addr, where = es.Data, es.Addr, es.Name
 	}
-	sec, err := sframe.NewReader(data, addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %v", name, where, err)
+	// No bytes (an empty or SHT_NOBITS .sframe): no function is
+	// described, and every CFI function is checked for being missing.
+	var sec *sframe.Reader
+	if len(data) > 0 {
+		if sec, err = sframe.NewReader(data, addr); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", name, where, err)
+		}
 	}
 	// The CFI is executed one FDE at a time as verify reaches its code.
 	st, err := cfi.Index(f)
@@ -210,10 +250,23 @@ func verifyFile(name string) (*verify.Result, error) {
 		}
 		return sym(addr)
 	}
-	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Reader: sec, Stream: st, Symbol: symbol})
+	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, Reader: sec, Stream: st, Symbol: symbol,
+		PLTs: convert.PLTSections(f.ELF)})
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
 	return res, nil
+}
+
+// noSFrameData says whether the file's .sframe section holds no bytes:
+// SHT_NOBITS (objcopy --only-keep-debug makes allocated sections so) or
+// empty.
+func noSFrameData(ef *elf.File) bool {
+	for _, s := range ef.Sections {
+		if s.Name == ".sframe" || s.Type == elf.SectionType(elfread.SHTGNUSFrame) {
+			return s.Type == elf.SHT_NOBITS || s.Size == 0
+		}
+	}
+	return false
 }
 
 // printJSON writes v to the command's standard output as indented JSON.
