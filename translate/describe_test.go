@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"debug/elf"
 	"encoding/binary"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -77,29 +75,8 @@ func skippedDiags(res *Result) []Diagnostic {
 // skips for its rows is not), for every linked GNU fixture and two system
 // files, both versions and both outermost forms.
 func TestDescriberMatchesTranslate(t *testing.T) {
-	paths, err := filepath.Glob("../testdata/sframe/v*-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	paths = append(paths, "/usr/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6")
-	files, skipped := 0, map[Reason]int{}
-	for _, p := range paths {
-		name := filepath.Base(p)
-		if strings.HasSuffix(name, ".objdump") || strings.Contains(name, "s390x") {
-			continue
-		}
-		f, err := elfread.Open(p)
-		if err != nil {
-			if strings.HasPrefix(p, "/usr/") {
-				continue // not on this machine
-			}
-			t.Fatal(err)
-		}
-		if f.ELF.Type == elf.ET_REL {
-			f.Close()
-			continue
-		}
-		files++
+	skipped := map[Reason]int{}
+	files := eachLinked(t, true, func(name string, f *elfread.File) {
 		plts := pltSections(t, f.ELF)
 		for _, v := range []uint8{sframe.Version2, sframe.Version3} {
 			for _, gap := range []bool{false, true} {
@@ -138,8 +115,7 @@ func TestDescriberMatchesTranslate(t *testing.T) {
 				}
 			}
 		}
-		f.Close()
-	}
+	})
 	if files == 0 {
 		t.Fatal("no linked fixtures")
 	}

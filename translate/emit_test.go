@@ -1,10 +1,7 @@
 package translate
 
 import (
-	"debug/elf"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,25 +17,7 @@ import (
 // fixture, both versions and both outermost forms; so does translating
 // from cfi.Index's entries instead of parsed FDEs.
 func TestEmitMatchesFuncs(t *testing.T) {
-	paths, err := filepath.Glob("../testdata/sframe/v*-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, p := range paths {
-		name := filepath.Base(p)
-		if strings.HasSuffix(name, ".objdump") || strings.Contains(name, "s390x") {
-			continue
-		}
-		f, err := elfread.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.ELF.Type == elf.ET_REL {
-			f.Close()
-			continue
-		}
-		n++
+	n := eachLinked(t, false, func(name string, f *elfread.File) {
 		for _, v := range []uint8{sframe.Version2, sframe.Version3} {
 			for _, gap := range []bool{false, true} {
 				o := Options{Version: v, OutermostGap: gap, SignalOutermost: true}
@@ -84,8 +63,7 @@ func TestEmitMatchesFuncs(t *testing.T) {
 				}
 			}
 		}
-		f.Close()
-	}
+	})
 	if n == 0 {
 		t.Fatal("no linked fixtures")
 	}

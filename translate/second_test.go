@@ -1,10 +1,7 @@
 package translate
 
 import (
-	"debug/elf"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,29 +21,8 @@ func TestSecondMatchesOne(t *testing.T) {
 	old := minSplit
 	minSplit = 2
 	defer func() { minSplit = old }()
-	paths, err := filepath.Glob("../testdata/sframe/v*-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	paths = append(paths, "/usr/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6")
-	n, split := 0, 0
-	for _, p := range paths {
-		name := filepath.Base(p)
-		if strings.HasSuffix(name, ".objdump") || strings.Contains(name, "s390x") {
-			continue
-		}
-		f, err := elfread.Open(p)
-		if err != nil {
-			if strings.HasPrefix(p, "/usr/") {
-				continue // not on this machine
-			}
-			t.Fatal(err)
-		}
-		if f.ELF.Type == elf.ET_REL {
-			f.Close()
-			continue
-		}
-		n++
+	split := 0
+	n := eachLinked(t, true, func(name string, f *elfread.File) {
 		for _, v := range []uint8{sframe.Version2, sframe.Version3} {
 			for _, gap := range []bool{false, true} {
 				o := Options{Version: v, OutermostGap: gap, SignalOutermost: true}
@@ -99,8 +75,7 @@ func TestSecondMatchesOne(t *testing.T) {
 				}
 			}
 		}
-		f.Close()
-	}
+	})
 	if n == 0 || split == 0 {
 		t.Fatalf("%d linked files, %d translations split", n, split)
 	}

@@ -355,14 +355,8 @@ type cfiTable struct {
 // table returns the executed table of spans[i], or nil when it cannot be
 // executed or has no rows (such an FDE counts as absent).
 func (c *checker) table(i int) *cfi.Table {
-	if c.cache == nil {
-		return c.tables[i]
-	}
-	if t, ok := c.cache[i]; ok {
-		if t == nil {
-			return nil
-		}
-		return &t.t
+	if t, ok := c.cached(i); ok {
+		return t
 	}
 	var t *cfiTable
 	if k := len(c.free); k > 0 {
@@ -377,6 +371,20 @@ func (c *checker) table(i int) *cfi.Table {
 	}
 	c.cache[i] = t
 	return &t.t
+}
+
+// cached returns the table of spans[i] when it is known without executing
+// anything: all tables kept, or this one cached (nil when it could not be
+// executed).
+func (c *checker) cached(i int) (*cfi.Table, bool) {
+	if c.cache == nil {
+		return c.tables[i], true
+	}
+	t, ok := c.cache[i]
+	if !ok || t == nil {
+		return nil, ok
+	}
+	return &t.t, true
 }
 
 // run parses and executes spans[i] into t (Stream), and records whether
@@ -398,14 +406,8 @@ func (c *checker) run(i int, t *cfiTable) bool {
 // one, or one executed into scratch (valid until scratch is used again).
 // Nil when it cannot be executed.
 func (c *checker) execute(i int, scratch *cfiTable) *cfi.Table {
-	if c.cache == nil {
-		return c.tables[i]
-	}
-	if t, ok := c.cache[i]; ok {
-		if t == nil {
-			return nil
-		}
-		return &t.t
+	if t, ok := c.cached(i); ok {
+		return t
 	}
 	if c.ran.get(i) && c.bad.get(i) {
 		return nil
