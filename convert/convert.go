@@ -1,6 +1,8 @@
-// Package convert is the whole conversion of one linked ELF file: read its
-// call-frame information, execute it, translate the rows to SFrame, encode
-// the section and write it into a copy of the file.
+// Package convert is the whole conversion of one file, a linked ELF file,
+// a relocatable object or a static archive: read its call-frame
+// information, execute it, translate the rows to SFrame, encode the
+// section and write it into a copy of the file (for objects, with the
+// relocations GNU ld merges; for archives, in every member).
 //
 // It only strings the other packages together, in the one direction data
 // flows: elfread → cfi → translate → sframe → elfwrite.
