@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/trace"
 )
 
@@ -97,12 +99,12 @@ built it with .sframe). x86-64 only.`,
 			res.WriteSummary(cmd.ErrOrStderr())
 			if pprofOut != "" {
 				p := res.Profile(opt.Freq, res.Start, res.Elapsed)
-				if err := writeAtomic(pprofOut, func(f *os.File) error { return p.Write(f) }); err != nil {
+				if err := writeOutput(pprofOut, func(w io.Writer) error { return p.Write(w) }); err != nil {
 					return err
 				}
 			}
 			if foldedOut != "" {
-				if err := writeAtomic(foldedOut, func(f *os.File) error { return res.WriteFolded(f) }); err != nil {
+				if err := writeOutput(foldedOut, func(w io.Writer) error { return res.WriteFolded(w) }); err != nil {
 					return err
 				}
 			}
@@ -119,23 +121,12 @@ built it with .sframe). x86-64 only.`,
 	return cmd
 }
 
-// writeAtomic writes name through a temporary file in its directory,
-// renamed into place only when write succeeds.
-func writeAtomic(name string, write func(*os.File) error) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		os.Chmod(f.Name(), 0o644)
-		err = os.Rename(f.Name(), name)
-	}
-	if err != nil {
-		os.Remove(f.Name())
+// writeOutput writes a profile file through the one atomic writer every
+// command uses (elfwrite.WriteFileAtomic): a temporary file in its
+// directory renamed into place only when write succeeds, a symbolic link
+// written through, a device or FIFO refused.
+func writeOutput(name string, write func(io.Writer) error) error {
+	if err := elfwrite.WriteFileAtomic(name, 0o644, write); err != nil {
 		return fmt.Errorf("%s: %v", name, err)
 	}
 	return nil
