@@ -1,5 +1,11 @@
 package sframe
 
+import (
+	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
+	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
+)
+
 // LocKind says how a tracked entity (CFA, RA or FP) is recovered.
 type LocKind uint8
 
@@ -54,22 +60,22 @@ type Rule struct {
 func SPReg(abi uint8) uint32 {
 	switch abi {
 	case ABIAMD64LE:
-		return 7
+		return amd64.SP
 	case ABIS390XBE:
-		return 15
+		return s390x.SP
 	}
-	return 31
+	return arm64.SP
 }
 
 // FPReg returns the DWARF number of the frame pointer register of an ABI.
 func FPReg(abi uint8) uint32 {
 	switch abi {
 	case ABIAMD64LE:
-		return 6
+		return amd64.FP
 	case ABIS390XBE:
-		return 11
+		return s390x.FP
 	}
-	return 29
+	return arm64.X29
 }
 
 func flexLoc(ctrl uint32, off int32) Loc {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
@@ -42,8 +43,8 @@ func (a dwarfAnswer) String() string {
 }
 
 const (
-	regFP = unwind.AMD64RBP
-	regSP = unwind.AMD64RSP
+	regFP = amd64.RBP
+	regSP = amd64.RSP
 )
 
 // step computes f's caller with DWARF CFI; addr is the looked-up address
@@ -95,7 +96,7 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 			}
 		} else if p, ok := cfi.ParsePLTExpr(row.CFA.Expr); ok {
 			sp, ok1 := reg(p.SPReg)
-			if !ok1 || p.PCReg != unwind.AMD64RIP {
+			if !ok1 || p.PCReg != amd64.RIP {
 				return fail("PLT CFA register unknown")
 			}
 			cfa = sp + uint64(p.SPOffset)

@@ -23,6 +23,8 @@ package unwind
 import (
 	"math/bits"
 
+	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
+	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -34,14 +36,15 @@ const (
 	ARM64
 )
 
-// DWARF register numbers used by the unwinder.
+// DWARF register numbers used by the unwinder (the ABI facts of
+// arch/amd64 and arch/arm64, under the names this package has exported).
 const (
-	AMD64RBP = 6
-	AMD64RSP = 7
-	AMD64RIP = 16
-	ARM64FP  = 29
-	ARM64LR  = 30
-	ARM64SP  = 31
+	AMD64RBP = amd64.RBP
+	AMD64RSP = amd64.RSP
+	AMD64RIP = amd64.RIP
+	ARM64FP  = arm64.X29
+	ARM64LR  = arm64.X30
+	ARM64SP  = arm64.SP
 )
 
 // NumRegs is the number of registers a Frame tracks (DWARF 0..31).
