@@ -46,8 +46,11 @@ type File struct {
 
 // Section is a section's contents (relocated for ET_REL inputs).
 type Section struct {
-	Name    string
-	Addr    uint64
+	Name string
+	Addr uint64
+	// Offset is where the contents lie in the file (for a compressed
+	// section, its compressed bytes; for a segment, the segment's).
+	Offset  uint64
 	Data    []byte
 	Order   binary.ByteOrder
 	Machine elf.Machine
@@ -99,6 +102,14 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 	return f, nil
 }
 
+// FromELF is a File for an ELF file already opened with debug/elf, named
+// name in errors ("" names none). Its size is not known (Size is -1), so
+// only MaxInflate bounds compressed sections and sections are not checked
+// against the file's end before they are read. Close does not close f.
+func FromELF(f *elf.File, name string) *File {
+	return &File{ELF: f, Name: name, Size: -1}
+}
+
 // NewFileBytes is NewFile on a file held in memory (a mapping, say). The
 // Data of an uncompressed section of a linked file is then a slice of b,
 // not a copy: read-only, valid as long as b is.
@@ -121,7 +132,7 @@ func (f *File) checkTables(r io.ReaderAt) error {
 	var h [64]byte
 	n, _ := r.ReadAt(h[:], 0)
 	if n < 16 {
-		return fmt.Errorf("%s: truncated ELF header (%d bytes)", f.Name, n)
+		return f.errorf("truncated ELF header (%d bytes)", n)
 	}
 	var bo binary.ByteOrder = binary.LittleEndian
 	if h[elf.EI_DATA] == byte(elf.ELFDATA2MSB) {
@@ -132,13 +143,13 @@ func (f *File) checkTables(r io.ReaderAt) error {
 	switch elf.Class(h[elf.EI_CLASS]) {
 	case elf.ELFCLASS64:
 		if n < 64 {
-			return fmt.Errorf("%s: truncated ELF header (%d of 64 bytes)", f.Name, n)
+			return f.errorf("truncated ELF header (%d of 64 bytes)", n)
 		}
 		phoff, shoff = bo.Uint64(h[32:]), bo.Uint64(h[40:])
 		phentsize, phnum, shentsize, shnum, shstrndx = bo.Uint16(h[54:]), bo.Uint16(h[56:]), bo.Uint16(h[58:]), bo.Uint16(h[60:]), bo.Uint16(h[62:])
 	case elf.ELFCLASS32:
 		if n < 52 {
-			return fmt.Errorf("%s: truncated ELF header (%d of 52 bytes)", f.Name, n)
+			return f.errorf("truncated ELF header (%d of 52 bytes)", n)
 		}
 		phoff, shoff = uint64(bo.Uint32(h[28:])), uint64(bo.Uint32(h[32:]))
 		phentsize, phnum, shentsize, shnum, shstrndx = bo.Uint16(h[42:]), bo.Uint16(h[44:]), bo.Uint16(h[46:]), bo.Uint16(h[48:]), bo.Uint16(h[50:])
@@ -181,14 +192,23 @@ func (f *File) checkTables(r io.ReaderAt) error {
 func (f *File) InFile(what string, off, n uint64) error {
 	if f.Size < 0 {
 		if n > 1<<31 {
-			return fmt.Errorf("%s: %s at file offset %#x: %d bytes is too large", f.Name, what, off, n)
+			return f.errorf("%s at file offset %#x: %d bytes is too large", what, off, n)
 		}
 		return nil
 	}
 	if off > uint64(f.Size) || n > uint64(f.Size)-off {
-		return fmt.Errorf("%s: %s at file offset %#x: %d bytes run past the end of the file (%d bytes)", f.Name, what, off, n, f.Size)
+		return f.errorf("%s at file offset %#x: %d bytes run past the end of the file (%d bytes)", what, off, n, f.Size)
 	}
 	return nil
+}
+
+// errorf formats an error about the file, naming it first when it has a
+// name.
+func (f *File) errorf(format string, args ...any) error {
+	if f.Name == "" {
+		return fmt.Errorf(format, args...)
+	}
+	return fmt.Errorf("%s: "+format, append([]any{f.Name}, args...)...)
 }
 
 // inflateLimit is the most bytes a compressed section of this file may
@@ -212,7 +232,7 @@ func (f *File) Close() error {
 func (f *File) Section(name string) (*Section, error) {
 	s := f.ELF.Section(name)
 	if s == nil {
-		return nil, fmt.Errorf("%s: no %s section: %w", f.Name, name, ErrNotFound)
+		return nil, f.errorf("no %s section: %w", name, ErrNotFound)
 	}
 	return f.load(s)
 }
@@ -224,7 +244,7 @@ func (f *File) SectionByType(t elf.SectionType) (*Section, error) {
 			return f.load(s)
 		}
 	}
-	return nil, fmt.Errorf("%s: no section of type %#x: %w", f.Name, uint32(t), ErrNotFound)
+	return nil, f.errorf("no section of type %#x: %w", uint32(t), ErrNotFound)
 }
 
 // Segment returns the contents of the first program header of type t.
@@ -238,11 +258,11 @@ func (f *File) Segment(t elf.ProgType) (*Section, error) {
 		}
 		data := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(data, 0); err != nil {
-			return nil, fmt.Errorf("%s: reading segment of type %#x: %v", f.Name, uint32(t), err)
+			return nil, f.errorf("reading segment of type %#x: %v", uint32(t), err)
 		}
-		return &Section{Addr: p.Vaddr, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}, nil
+		return &Section{Addr: p.Vaddr, Offset: p.Off, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}, nil
 	}
-	return nil, fmt.Errorf("%s: no segment of type %#x: %w", f.Name, uint32(t), ErrNotFound)
+	return nil, f.errorf("no segment of type %#x: %w", uint32(t), ErrNotFound)
 }
 
 // SFrame returns the .sframe section: by type SHT_GNU_SFRAME, by name, or
@@ -260,18 +280,18 @@ func (f *File) SFrame() (*Section, error) {
 		}
 		return s, err
 	}
-	return nil, fmt.Errorf("%s: no .sframe section: %w", f.Name, ErrNotFound)
+	return nil, f.errorf("no .sframe section: %w", ErrNotFound)
 }
 
 func (f *File) load(s *elf.Section) (*Section, error) {
 	if s.Type == elf.SHT_NOBITS {
-		return nil, fmt.Errorf("%s: section %s has no contents", f.Name, s.Name)
+		return nil, f.errorf("section %s has no contents", s.Name)
 	}
 	data, err := f.sectionData(s)
 	if err != nil {
 		return nil, err
 	}
-	out := &Section{Name: s.Name, Addr: s.Addr, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}
+	out := &Section{Name: s.Name, Addr: s.Addr, Offset: s.Offset, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}
 	if f.ELF.Type == elf.ET_REL {
 		if err := f.relocate(s, out); err != nil {
 			return nil, err
@@ -293,22 +313,22 @@ func (f *File) sectionData(s *elf.Section) ([]byte, error) {
 		}
 		data, err := s.Data()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s at file offset %#x: %v", f.Name, what, s.Offset, err)
+			return nil, f.errorf("%s at file offset %#x: %v", what, s.Offset, err)
 		}
 		return data, nil
 	}
 	limit := f.inflateLimit()
 	if s.Size > uint64(limit) {
-		return nil, fmt.Errorf("%s: %s at file offset %#x: compressed contents claim %d bytes, more than the %d allowed (%d times the file's size, at most %d; see --max-inflate)",
-			f.Name, what, s.Offset, s.Size, limit, MaxInflateRatio, MaxInflate)
+		return nil, f.errorf("%s at file offset %#x: compressed contents claim %d bytes, more than the %d allowed (%d times the file's size, at most %d; see --max-inflate)",
+			what, s.Offset, s.Size, limit, MaxInflateRatio, MaxInflate)
 	}
 	rc := s.Open()
 	data, err := io.ReadAll(io.LimitReader(rc, int64(s.Size)+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s at file offset %#x: inflating: %v", f.Name, what, s.Offset, err)
+		return nil, f.errorf("%s at file offset %#x: inflating: %v", what, s.Offset, err)
 	}
 	if uint64(len(data)) != s.Size {
-		return nil, fmt.Errorf("%s: %s at file offset %#x: inflates to %s bytes, its header claims %d", f.Name, what, s.Offset, moreThan(len(data), s.Size), s.Size)
+		return nil, f.errorf("%s at file offset %#x: inflates to %s bytes, its header claims %d", what, s.Offset, moreThan(len(data), s.Size), s.Size)
 	}
 	return data, nil
 }
@@ -339,7 +359,7 @@ func (f *File) relocate(s *elf.Section, out *Section) error {
 		}
 		syms, err := f.ELF.Symbols()
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			return fmt.Errorf("%s: reading symbols for %s: %v", f.Name, rs.Name, err)
+			return f.errorf("reading symbols for %s: %v", rs.Name, err)
 		}
 		entsize := 24
 		if f.ELF.Class == elf.ELFCLASS32 {
@@ -364,19 +384,19 @@ func (f *File) relocate(s *elf.Section, out *Section) error {
 			var sym uint64
 			if symIdx > 0 {
 				if int(symIdx) > len(syms) {
-					return fmt.Errorf("%s: %s entry at offset %#x: symbol index %d out of range", f.Name, rs.Name, off, symIdx)
+					return f.errorf("%s entry at offset %#x: symbol index %d out of range", rs.Name, off, symIdx)
 				}
 				sym = syms[symIdx-1].Value
 			}
 			size, pcrel, ok := relocKind(f.ELF.Machine, typ)
 			if !ok {
-				return fmt.Errorf("%s: %s entry at offset %#x: unsupported relocation type %d for %v", f.Name, rs.Name, off, typ, f.ELF.Machine)
+				return f.errorf("%s entry at offset %#x: unsupported relocation type %d for %v", rs.Name, off, typ, f.ELF.Machine)
 			}
 			if size == 0 {
 				continue
 			}
 			if roff > uint64(len(out.Data)) || uint64(size) > uint64(len(out.Data))-roff {
-				return fmt.Errorf("%s: %s entry at offset %#x: relocation at %#x outside %s (%d bytes)", f.Name, rs.Name, off, roff, s.Name, len(out.Data))
+				return f.errorf("%s entry at offset %#x: relocation at %#x outside %s (%d bytes)", rs.Name, off, roff, s.Name, len(out.Data))
 			}
 			v := sym + uint64(addend)
 			if pcrel {

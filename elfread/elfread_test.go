@@ -160,3 +160,56 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFromELF: a file opened with debug/elf gives the section Open gives,
+// with the offset its section header (or, without section headers, its
+// PT_GNU_SFRAME header) names; errors name the file only when it has a
+// name.
+func TestFromELF(t *testing.T) {
+	for _, name := range []string{fixture(t, "v3-x86_64-exe"), "testdata/v3-x86_64-lib-lazy-nosections.so"} {
+		f, err := elfread.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := f.SFrame()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ef, err := elf.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ef.Close()
+		got, err := elfread.FromELF(ef, "").SFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := uint64(0)
+		if s := ef.Section(".sframe"); s != nil {
+			off = s.Offset
+		}
+		for _, p := range ef.Progs {
+			if p.Type == elfread.PTGNUSFrame && len(ef.Sections) == 0 {
+				off = p.Off
+			}
+		}
+		if got.Addr != want.Addr || got.Offset != want.Offset || got.Offset != off || off == 0 || !bytes.Equal(got.Data, want.Data) {
+			t.Errorf("%s: FromELF gives %#x at file offset %#x (%d bytes), Open %#x at %#x (%d bytes), header %#x",
+				name, got.Addr, got.Offset, len(got.Data), want.Addr, want.Offset, len(want.Data), off)
+		}
+	}
+	self, err := elf.Open(os.Args[0]) // a Go binary: ELF without .sframe
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	_, err = elfread.FromELF(self, "").SFrame()
+	if !errors.Is(err, elfread.ErrNotFound) || strings.HasPrefix(err.Error(), ":") {
+		t.Errorf("FromELF without a name, no .sframe: %v", err)
+	}
+	_, err = elfread.FromELF(self, "prog").SFrame()
+	if err == nil || !strings.HasPrefix(err.Error(), "prog: ") {
+		t.Errorf("FromELF named prog, no .sframe: %v", err)
+	}
+}

@@ -94,7 +94,7 @@ func sframeSection(f *elfread.File, data []byte) (*elfread.Section, error) {
 	if s == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || s.Offset > uint64(len(data)) || s.Size > uint64(len(data))-s.Offset {
 		return f.SFrame() // its errors, or its copy
 	}
-	return &elfread.Section{Name: s.Name, Addr: s.Addr, Data: data[s.Offset : s.Offset+s.Size : s.Offset+s.Size],
+	return &elfread.Section{Name: s.Name, Addr: s.Addr, Offset: s.Offset, Data: data[s.Offset : s.Offset+s.Size : s.Offset+s.Size],
 		Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}, nil
 }
 
