@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // SHT_GNU_SFRAME and PT_GNU_SFRAME are the SFrame section and segment types.
@@ -60,11 +61,23 @@ type Section struct {
 // ErrNotFound is wrapped by errors for a missing section.
 var ErrNotFound = errors.New("section not found")
 
-// Open opens the named ELF file.
+// Open opens the named ELF file, which must be a regular file (a symbolic
+// link is followed to one): it is opened without blocking and checked with
+// fstat, so a FIFO without a writer or a device is refused rather than
+// waited on or read without end.
 func Open(name string) (*File, error) {
-	fh, err := os.Open(name)
+	fh, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		fh.Close()
+		return nil, fmt.Errorf("%s: %s, not a regular file", name, KindOf(st.Mode()))
 	}
 	f, err := NewFile(fh, name)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -140,10 +141,16 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		path string
 		want string
 	}{
+		{fifo, "a FIFO, not a regular file"}, // refused, not waited on
+		{dir, "a directory, not a regular file"},
 		{notELF, "not an ELF file"},
 		{truncated, "truncated"},
 		{filepath.Join(dir, "missing"), "no such file"},
