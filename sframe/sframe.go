@@ -7,6 +7,13 @@
 // Every count, offset and length is checked against the input before
 // anything is allocated; errors are *Error values with the byte offset.
 //
+// Lookups: Open(b, addr) checks a section's header and index and returns a
+// Table, whose Lookup gives the Rule at a PC, decoding only that
+// function's rows (what an unwinder needs; package unwind walks stacks
+// with it). OpenFile (a path), OpenELF (a debug/elf *elf.File) and
+// OpenELFFile (an elfread.File) find an ELF file's SFrame section and
+// open it; see ExampleOpenELF.
+//
 // Streaming: NewReader(b, addr) makes the same checks as Decode, with the
 // same errors, but keeps no per-function memory; (*Reader).ReadFDE decodes
 // one function into a reused FDE, and the Reader dumps and looks PCs up as
