@@ -88,16 +88,17 @@ func readObject(r io.ReaderAt, path string, dwarf bool) (*Object, error) {
 			o.loads = append(o.loads, p.ProgHeader)
 		}
 	}
-	if s, err := f.SFrame(); err != nil {
-		if errors.Is(err, elfread.ErrNotFound) {
-			o.NoSFrame = "no .sframe"
-		} else {
-			o.NoSFrame = err.Error()
-		}
-	} else if t, err := sframe.Open(s.Data, s.Addr); err != nil {
-		o.NoSFrame = fmt.Sprintf("bad .sframe: %v", err)
-	} else {
+	// NoSFrame is shown after the object's path: it does not name it.
+	var bad *sframe.ELFError
+	switch t, err := sframe.OpenELFFile(f); {
+	case err == nil:
 		o.Table = t
+	case errors.Is(err, sframe.ErrNoSection):
+		o.NoSFrame = "no .sframe"
+	case errors.As(err, &bad):
+		o.NoSFrame = fmt.Sprintf("bad .sframe at file offset %#x: %v", bad.Offset, bad.Err)
+	default:
+		o.NoSFrame = err.Error()
 	}
 	o.BuildID = buildID(f.ELF)
 	o.readSymbols(f.ELF)

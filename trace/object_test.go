@@ -1,6 +1,10 @@
 package trace
 
 import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,5 +83,30 @@ func TestEntryNamedStart(t *testing.T) {
 func TestLoadObjectRefusesNonRegular(t *testing.T) {
 	if _, err := loadObject(t.TempDir(), "dir", false); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("directory: %v", err)
+	}
+}
+
+// An object whose .sframe is malformed is kept without a table, and the
+// reason (shown after the object's path) says where the section is.
+func TestLoadObjectBadSFrame(t *testing.T) {
+	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := ef.Section(".sframe").Offset
+	ef.Close()
+	b[off], b[off+1] = 0, 0
+	o, err := readObject(bytes.NewReader(b), "/bin/bad", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("bad .sframe at file offset %#x: sframe: bad magic 0x0000 at offset 0x0", off)
+	if o.Table != nil || o.NoSFrame != want {
+		t.Errorf("table %v, no-SFrame reason %q, want %q", o.Table, o.NoSFrame, want)
 	}
 }
