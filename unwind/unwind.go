@@ -18,6 +18,11 @@
 // Non-topmost frames are looked up at PC-1: their PC is a return address,
 // which may be the first instruction after the end of the calling
 // function (a call to a noreturn function) or of a different row.
+//
+// A sampler makes a Space from the executable mappings of the process,
+// each with the Table of its file (sframe.OpenFile) and its load bias, a
+// Memory over the stack it read, and walks from the registers it
+// sampled; see ExampleUnwinder_Walk.
 package unwind
 
 import (
