@@ -6,6 +6,9 @@
 //
 // It only strings the other packages together, in the one direction data
 // flows: elfread → cfi → translate → sframe → elfwrite.
+//
+// OpenInput, then ConvertWrite, is what the command does for one file;
+// see ExampleConvertWrite.
 package convert
 
 import (

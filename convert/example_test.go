@@ -1,0 +1,57 @@
+package convert_test
+
+import (
+	"context"
+	"debug/elf"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// Convert a program built without --gsframe (testdata/example/hello.c) as
+// the cfi2sframe command does, then look at the output: the segment a
+// loader finds the section by, and the section itself.
+func ExampleConvertWrite() {
+	dir, err := os.MkdirTemp("", "cfi2sframe-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "hello")
+
+	in, err := convert.OpenInput("../testdata/example/hello")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer in.Close()
+	res, err := convert.ConvertWrite(context.Background(), in, convert.Options{}, out, in.Mode)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Translate.Summary())
+
+	f, err := elf.Open(out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elfread.PTGNUSFrame {
+			fmt.Printf("PT_GNU_SFRAME at %#x, %d bytes\n", p.Vaddr, p.Filesz)
+		}
+	}
+	t, err := sframe.OpenELF(f)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("SFrame version %d, %d functions\n", t.Header.Version, t.Header.NumFDEs)
+	// Output:
+	// 3 functions converted (+3 PLT), 0 skipped
+	// PT_GNU_SFRAME at 0x5310, 259 bytes
+	// SFrame version 3, 6 functions
+}
