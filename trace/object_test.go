@@ -8,7 +8,7 @@ import (
 
 func TestLoadObject(t *testing.T) {
 	hello := filepath.Join("..", "testdata", "example", "hello")
-	o, err := loadObject(hello, "/usr/bin/hello", true)
+	o, err := loadObject(hello, "/usr/bin/hello", true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestLoadObject(t *testing.T) {
 	}
 
 	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
-	o, err = loadObject(exe, exe, false)
+	o, err = loadObject(exe, exe, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestLoadObject(t *testing.T) {
 // entry point.
 func TestEntryNamedStart(t *testing.T) {
 	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
-	o, err := loadObject(exe, exe, false)
+	o, err := loadObject(exe, exe, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestEntryNamedStart(t *testing.T) {
 }
 
 func TestLoadObjectRefusesNonRegular(t *testing.T) {
-	if _, err := loadObject(t.TempDir(), "dir", false); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := loadObject(t.TempDir(), "dir", false, nil); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("directory: %v", err)
 	}
 }
