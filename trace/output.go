@@ -263,7 +263,11 @@ func (c *Collector) writeConversions(w io.Writer) {
 		}
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-	fmt.Fprintf(w, "SFrame built in memory from CFI for %d objects without .sframe", n)
+	objects := "objects"
+	if n == 1 {
+		objects = "object"
+	}
+	fmt.Fprintf(w, "SFrame built in memory from CFI for %d %s without .sframe", n, objects)
 	if failed := len(c.Conversions) - n; failed > 0 {
 		fmt.Fprintf(w, " (%d more failed)", failed)
 	}
