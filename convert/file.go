@@ -72,18 +72,25 @@ func OpenInput(name string) (*Input, error) {
 	case st.Size() > maxInput:
 		return nil, fmt.Errorf("%s: %d bytes: larger than the %d bytes accepted", name, st.Size(), int64(maxInput))
 	}
-	data, err := syscall.Mmap(int(fh.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		// Some file systems cannot map: read it instead.
-		data = make([]byte, st.Size())
-		if _, err := io.ReadFull(fh, data); err != nil {
-			return nil, fmt.Errorf("%s: %v", name, err)
-		}
-		in.Data = data
-		return in, nil
+	if in.Data, in.mapped, err = mapFile(fh, st.Size()); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	in.Data, in.mapped = data, true
 	return in, nil
+}
+
+// mapFile maps size bytes of fh read-only, or, on a file system that
+// cannot map, reads them; mapped says which (a mapping is released with
+// syscall.Munmap).
+func mapFile(fh *os.File, size int64) (data []byte, mapped bool, err error) {
+	data, err = syscall.Mmap(int(fh.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err == nil {
+		return data, true, nil
+	}
+	data = make([]byte, size)
+	if _, err := fh.ReadAt(data, 0); err != nil {
+		return nil, false, err
+	}
+	return data, false, nil
 }
 
 // Close releases the mapping and the file; Data must not be used

@@ -15,24 +15,22 @@ import (
 	"time"
 )
 
-// traceSetup builds testdata/trace (a CPU-bound program with a DRAP/alloca
-// function, PLT calls into an -fomit-frame-pointer library, a SIGPROF
-// handler spinning in the library, optional threads), converts it, the
-// library and libc, and returns the command, the converted program and
-// the environment that loads the converted libraries.
-func traceSetup(t *testing.T) (c2s, prog string, env []string) {
+// traceBuild builds the command and testdata/trace (a CPU-bound program
+// with a DRAP/alloca function, PLT calls into an -fomit-frame-pointer
+// library, a SIGPROF handler spinning in the library, optional threads)
+// into the directory plain, neither converted.
+func traceBuild(t *testing.T) (c2s, plain, tmp string) {
 	t.Helper()
 	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
 		t.Skip("traces x86-64 Linux processes")
 	}
 	need(t, "gcc")
-	tmp := t.TempDir()
+	tmp = t.TempDir()
 	os.Chmod(tmp, 0o755)
 	c2s = buildCommand(t, tmp)
 	src, _ := filepath.Abs("testdata/trace")
-	plain, ours := filepath.Join(tmp, "plain"), filepath.Join(tmp, "ours")
+	plain = filepath.Join(tmp, "plain")
 	os.MkdirAll(plain, 0o755)
-	os.MkdirAll(ours, 0o755)
 	gcc := func(args ...string) {
 		if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 			t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
@@ -40,6 +38,17 @@ func traceSetup(t *testing.T) (c2s, prog string, env []string) {
 	}
 	gcc("-O2", "-fomit-frame-pointer", "-fPIC", "-shared", "-o", filepath.Join(plain, "libtr.so"), filepath.Join(src, "lib.c"))
 	gcc("-O2", "-mstackrealign", "-pthread", "-o", filepath.Join(plain, "prog"), filepath.Join(src, "prog.c"), "-L"+plain, "-ltr")
+	return c2s, plain, tmp
+}
+
+// traceSetup builds the test program (traceBuild), converts it, the
+// library and libc, and returns the command, the converted program and
+// the environment that loads the converted libraries.
+func traceSetup(t *testing.T) (c2s, prog string, env []string) {
+	t.Helper()
+	c2s, plain, tmp := traceBuild(t)
+	ours := filepath.Join(tmp, "ours")
+	os.MkdirAll(ours, 0o755)
 	libc, err := filepath.EvalSymlinks("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {
 		t.Skip("no x86-64 libc.so.6")
@@ -115,8 +124,81 @@ func readFolded(t *testing.T, name string) map[string]int {
 // and traced to its exit, and running, sampled with -p.
 func TestTrace(t *testing.T) {
 	c2s, prog, env := traceSetup(t)
-	t.Run("program", func(t *testing.T) { traceProgram(t, c2s, prog, env) })
+	skipWithoutPtrace(t, c2s)
+	t.Run("program", func(t *testing.T) { _ = traceProgram(t, c2s, prog, env) })
 	t.Run("running process", func(t *testing.T) { traceRunningProcess(t, c2s, prog, env) })
+}
+
+// skipWithoutPtrace skips the test when this process may not trace its
+// own child (a container without CAP_SYS_PTRACE whose seccomp profile
+// refuses ptrace, say): trace then fails with one line saying so.
+func skipWithoutPtrace(t *testing.T, c2s string) {
+	t.Helper()
+	out, err := exec.Command(c2s, "trace", "--", "true").CombinedOutput()
+	if err != nil && strings.Contains(string(out), "cannot trace process") {
+		t.Skipf("ptrace is not allowed here: %s", strings.TrimSpace(string(out)))
+	}
+}
+
+// TestTraceUnconverted traces the test program and its library as gcc
+// built them, neither converted, with the system's libc (not converted
+// either): trace converts each in memory at attach, and the walks must
+// reach _start through every hard place as with converted files
+// (traceProgram), agree with DWARF at every frame compared, and the
+// summary must list the conversions with their sizes and times. With
+// --no-convert the walks stop at the program, as before.
+func TestTraceUnconverted(t *testing.T) {
+	c2s, plain, _ := traceBuild(t)
+	skipWithoutPtrace(t, c2s)
+	prog, env := filepath.Join(plain, "prog"), append(os.Environ(), "LD_LIBRARY_PATH="+plain)
+	for _, f := range []string{prog, filepath.Join(plain, "libtr.so"), "/lib/x86_64-linux-gnu/libc.so.6"} {
+		if out, err := exec.Command(c2s, "dump", f).CombinedOutput(); err == nil || !strings.Contains(string(out), "sframe") {
+			t.Fatalf("%s has SFrame already (dump: %v, %.200s): nothing would be converted", f, err, out)
+		}
+	}
+	s := traceProgram(t, c2s, prog, env)
+	if s.agree != s.compared {
+		t.Errorf("DWARF agreement %d of %d frames, want every frame", s.agree, s.compared)
+	}
+	// One line per object converted: its path, the section's size and the time.
+	reConv := regexp.MustCompile(`(?m)^  (\S+) +(\d+) bytes +([0-9.]+) ms \(([0-9.]+) ms CPU\) (at attach|when first seen)$`)
+	conv := map[string]string{}
+	for _, m := range reConv.FindAllStringSubmatch(s.text, -1) {
+		conv[filepath.Base(m[1])] = m[0]
+		if n, _ := strconv.Atoi(m[2]); n < 64 {
+			t.Errorf("conversion of %s: %s bytes", m[1], m[2])
+		}
+	}
+	for _, f := range []string{"prog", "libtr.so", "libc.so.6", "[vdso]"} {
+		if conv[f] == "" {
+			t.Errorf("the summary lists no conversion of %s", f)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^SFrame built in memory from CFI for \d+ objects? without \.sframe: \d+ bytes in [0-9.]+ ms`).MatchString(s.text) {
+		t.Errorf("no total of the conversions in the summary")
+	}
+
+	// --no-convert: only files with .sframe are walked (the vDSO is still
+	// converted), so every walk stops in the unconverted program or library.
+	cmd := exec.Command(c2s, "trace", "--no-convert", "--", prog, "1")
+	cmd.Env = env
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("trace --no-convert: %v\n%s", err, b)
+	}
+	t.Logf("--no-convert:\n%s", b)
+	ns := parseTraceSummary(t, string(b))
+	if ns.samples == 0 || ns.outermost != 0 {
+		t.Errorf("--no-convert: %d of %d samples walked to the outermost frame, want none", ns.outermost, ns.samples)
+	}
+	if !strings.Contains(ns.text, "object without .sframe: "+prog+" (no .sframe)") {
+		t.Errorf("--no-convert: the walks do not stop in the program for want of .sframe")
+	}
+	for _, m := range reConv.FindAllStringSubmatch(ns.text, -1) {
+		if m[1] != "[vdso]" {
+			t.Errorf("--no-convert converted %s", m[1])
+		}
+	}
 }
 
 // traceProgram traces the test program started by trace (-- PROG) to its
@@ -126,7 +208,7 @@ func TestTrace(t *testing.T) {
 // signal handler, the DRAP/alloca function, a PLT stub, the
 // -fomit-frame-pointer library, the vDSO) walked through the expected
 // callers to _start.
-func traceProgram(t *testing.T, c2s, prog string, env []string) {
+func traceProgram(t *testing.T, c2s, prog string, env []string) traceSummary {
 	dir := t.TempDir()
 	folded, pprof := filepath.Join(dir, "out.folded"), filepath.Join(dir, "cpu.pb.gz")
 	const hz, secs = 499, 3
@@ -216,6 +298,7 @@ func traceProgram(t *testing.T, c2s, prog string, env []string) {
 			t.Errorf("pprof's table does not name %s:\n%s", f, top)
 		}
 	}
+	return s
 }
 
 // pprofFuncs returns the functions of go tool pprof -top's table.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,26 @@ type Object struct {
 	secs     []section        // executable sections, for unnamed code
 	fdes     []*cfi.FDE       // sorted by Start; only with DWARF loading
 	cfiErr   string           // why fdes is empty, when it is
+	// Conversion, when set, says that the object has no .sframe and
+	// what building one from its CFI cost (Table is that one, unless
+	// the conversion failed).
+	Conversion *Conversion
+}
+
+// Converter builds an SFrame section in memory from the call-frame
+// information of the ELF image in r (size bytes, named name in errors):
+// the section's bytes and the address they are encoded for. The command
+// passes one that runs convert.SFrame.
+type Converter func(name string, r io.ReaderAt, size int64) (section []byte, addr uint64, err error)
+
+// Conversion is what building one object's SFrame in memory cost.
+type Conversion struct {
+	Path   string
+	Bytes  int           // the section's size
+	Time   time.Duration // wall clock
+	CPU    time.Duration // CPU time of the whole tracer (translation runs on two goroutines)
+	Attach bool          // converted when trace attached, not when the object was first seen later
+	Err    string        // why it failed ("" when it did not)
 }
 
 type symbol struct {
@@ -45,39 +66,43 @@ type section struct {
 }
 
 // openFile opens a file for reading without blocking on FIFOs or devices
-// and accepts only a regular file.
-func openFile(name string) (*os.File, error) {
+// and accepts only a regular file; it returns the file's size too.
+func openFile(name string) (*os.File, int64, error) {
 	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		return nil, 0, &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), name)
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s: is %s, not a regular file", name, elfread.KindOf(st.Mode()))
+		return nil, 0, fmt.Errorf("%s: is %s, not a regular file", name, elfread.KindOf(st.Mode()))
 	}
-	return f, nil
+	return f, st.Size(), nil
 }
 
 // loadObject reads what the sampler needs from the file opened as open
 // (a /proc/PID/map_files entry or the path) and names it path. With dwarf
-// it also parses the file's call-frame sections.
-func loadObject(open, path string, dwarf bool) (*Object, error) {
-	fh, err := openFile(open)
+// it also parses the file's call-frame sections; with conv, a file
+// without .sframe gets one converted from its CFI.
+func loadObject(open, path string, dwarf bool, conv Converter) (*Object, error) {
+	fh, size, err := openFile(open)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close() // everything kept is copied out of the file
-	return readObject(fh, path, dwarf)
+	return readObject(fh, size, path, dwarf, conv)
 }
 
-// readObject reads an object's ELF image from r.
-func readObject(r io.ReaderAt, path string, dwarf bool) (*Object, error) {
+// readObject reads an object's ELF image, the size bytes of r. With conv,
+// an image without .sframe (none at all: a bad one is reported, not
+// replaced) gets one converted from its CFI, before the symbols are read
+// (a stripped executable's _start is named from it).
+func readObject(r io.ReaderAt, size int64, path string, dwarf bool, conv Converter) (*Object, error) {
 	f, err := elfread.NewFile(r, path)
 	if err != nil {
 		return nil, err
@@ -95,6 +120,9 @@ func readObject(r io.ReaderAt, path string, dwarf bool) (*Object, error) {
 		o.Table = t
 	case errors.Is(err, sframe.ErrNoSection):
 		o.NoSFrame = "no .sframe"
+		if conv != nil {
+			o.convert(conv, r, size)
+		}
 	case errors.As(err, &bad):
 		o.NoSFrame = fmt.Sprintf("bad .sframe at file offset %#x: %v", bad.Offset, bad.Err)
 	default:
@@ -106,6 +134,26 @@ func readObject(r io.ReaderAt, path string, dwarf bool) (*Object, error) {
 		o.loadCFI(f)
 	}
 	return o, nil
+}
+
+// convert gives an object without .sframe the section conv builds from
+// its CFI, and records what that cost.
+func (o *Object) convert(conv Converter, r io.ReaderAt, size int64) {
+	t0, c0 := time.Now(), processCPU()
+	sec, addr, err := conv(o.Path, r, size)
+	if err == nil {
+		o.Table, err = sframe.Open(sec, addr)
+	}
+	c := &Conversion{Path: o.Path, Time: time.Since(t0), CPU: processCPU() - c0}
+	if err != nil {
+		// The converter's errors name the file: the object is named
+		// beside the message already.
+		c.Err = strings.TrimPrefix(err.Error(), o.Path+": ")
+		o.Table, o.NoSFrame = nil, "no .sframe, and converting its CFI failed: "+c.Err
+	} else {
+		c.Bytes, o.NoSFrame = len(sec), ""
+	}
+	o.Conversion = c
 }
 
 func buildID(f *elf.File) string {

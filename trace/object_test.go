@@ -12,7 +12,7 @@ import (
 
 func TestLoadObject(t *testing.T) {
 	hello := filepath.Join("..", "testdata", "example", "hello")
-	o, err := loadObject(hello, "/usr/bin/hello", true)
+	o, err := loadObject(hello, "/usr/bin/hello", true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestLoadObject(t *testing.T) {
 	}
 
 	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
-	o, err = loadObject(exe, exe, false)
+	o, err = loadObject(exe, exe, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestLoadObject(t *testing.T) {
 // entry point.
 func TestEntryNamedStart(t *testing.T) {
 	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
-	o, err := loadObject(exe, exe, false)
+	o, err := loadObject(exe, exe, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestEntryNamedStart(t *testing.T) {
 }
 
 func TestLoadObjectRefusesNonRegular(t *testing.T) {
-	if _, err := loadObject(t.TempDir(), "dir", false); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := loadObject(t.TempDir(), "dir", false, nil); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("directory: %v", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestLoadObjectBadSFrame(t *testing.T) {
 	off := ef.Section(".sframe").Offset
 	ef.Close()
 	b[off], b[off+1] = 0, 0
-	o, err := readObject(bytes.NewReader(b), "/bin/bad", false)
+	o, err := readObject(bytes.NewReader(b), int64(len(b)), "/bin/bad", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

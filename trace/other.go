@@ -12,12 +12,13 @@ var errLinux = errors.New("trace samples Linux processes only")
 
 // Options says what to sample and how (see the Linux build).
 type Options struct {
-	Freq      int
-	Duration  time.Duration
-	PID       int
-	Argv      []string
-	Dwarf     bool
-	SFrameFor func(name string, image []byte) ([]byte, uint64, error)
+	Freq         int
+	Duration     time.Duration
+	PID          int
+	Argv         []string
+	Dwarf        bool
+	Convert      Converter
+	ConvertFiles bool
 }
 
 // Result is what a run collected (see the Linux build).
@@ -41,3 +42,5 @@ func Run(ctx context.Context, opt Options) (*Result, error) { return nil, errLin
 func processRead(pid int, dst []byte, addr uint64) (int, error) { return 0, errLinux }
 
 func threadCPU() time.Duration { return 0 }
+
+func processCPU() time.Duration { return 0 }

@@ -141,6 +141,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "; %s", r.Exit)
 	}
 	fmt.Fprintf(w, " (%s)\n", r.StopReason)
+	c.writeConversions(w)
 	if c.Samples == 0 {
 		return
 	}
@@ -149,9 +150,6 @@ func (r *Result) WriteSummary(w io.Writer) {
 			return 0
 		}
 		return 100 * float64(n) / float64(d)
-	}
-	for _, name := range c.Converted {
-		fmt.Fprintf(w, "%s: no .sframe in memory; walked with SFrame converted from its CFI at attach\n", name)
 	}
 	fmt.Fprintf(w, "walked to the outermost frame: %d (%.2f%%), %.1f frames per sample\n",
 		c.Outermost, pct(c.Outermost, c.Samples), float64(c.Frames)/float64(c.Samples))
@@ -240,6 +238,54 @@ func (r *Result) WriteSummary(w io.Writer) {
 			break
 		}
 		fmt.Fprintf(w, "  disagree %d× at %s %#x (%s): SFrame %s; DWARF %s\n", g.n, g.obj, g.pc, g.fn, g.ex.SFrame, g.ex.DWARF)
+	}
+}
+
+// writeConversions lists the objects without .sframe that were given
+// SFrame converted from their CFI in memory, with what each cost, and the
+// total.
+func (c *Collector) writeConversions(w io.Writer) {
+	if len(c.Conversions) == 0 {
+		return
+	}
+	var n, bytes, attach int
+	var wall, cpu, attachWall time.Duration
+	for _, cv := range c.Conversions {
+		wall += cv.Time
+		cpu += cv.CPU
+		if cv.Attach {
+			attach++
+			attachWall += cv.Time
+		}
+		if cv.Err == "" {
+			n++
+			bytes += cv.Bytes
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	objects := "objects"
+	if n == 1 {
+		objects = "object"
+	}
+	fmt.Fprintf(w, "SFrame built in memory from CFI for %d %s without .sframe", n, objects)
+	if failed := len(c.Conversions) - n; failed > 0 {
+		fmt.Fprintf(w, " (%d more failed)", failed)
+	}
+	fmt.Fprintf(w, ": %d bytes in %.1f ms (%.1f ms CPU)", bytes, ms(wall), ms(cpu))
+	if attach < len(c.Conversions) {
+		fmt.Fprintf(w, "; %d at attach in %.1f ms, %d when first seen later", attach, ms(attachWall), len(c.Conversions)-attach)
+	}
+	fmt.Fprintln(w)
+	for _, cv := range c.Conversions {
+		when := "at attach"
+		if !cv.Attach {
+			when = "when first seen"
+		}
+		if cv.Err != "" {
+			fmt.Fprintf(w, "  %-50s failed %s after %.1f ms: %s\n", cv.Path, when, ms(cv.Time), cv.Err)
+			continue
+		}
+		fmt.Fprintf(w, "  %-50s %9d bytes %8.1f ms (%.1f ms CPU) %s\n", cv.Path, cv.Bytes, ms(cv.Time), ms(cv.CPU), when)
 	}
 }
 

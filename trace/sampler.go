@@ -25,9 +25,11 @@ type Options struct {
 	PID      int           // sample this process ...
 	Argv     []string      // ... or start this program and trace it to its exit
 	Dwarf    bool          // also step every frame with DWARF CFI
-	// SFrameFor builds SFrame for the vDSO (see Collector.SFrameFor);
-	// nil leaves it without.
-	SFrameFor func(name string, image []byte) ([]byte, uint64, error)
+	// Convert builds SFrame in memory for the vDSO and, with
+	// ConvertFiles, for every ELF file mapped without .sframe (see
+	// Collector.Convert); nil leaves them without.
+	Convert      Converter
+	ConvertFiles bool
 }
 
 // Result is what a run collected.
@@ -108,7 +110,7 @@ func run(ctx context.Context, opt Options) (*Result, error) {
 		}
 	}
 	s.col = NewCollector(s.pid, opt.Dwarf)
-	s.col.SFrameFor = opt.SFrameFor
+	s.col.Convert, s.col.ConvertFiles = opt.Convert, opt.ConvertFiles
 	s.res = &Result{Collector: s.col, PID: s.pid}
 	if err := s.col.Refresh(); err != nil && !s.gone() {
 		s.detachAll()

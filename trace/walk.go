@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
 
@@ -92,12 +91,15 @@ type Collector struct {
 	// objects during samples (included in WalkCPU).
 	RefreshTime time.Duration
 
-	// SFrameFor, when set, builds an SFrame section for an object mapped
-	// from memory without one (the vDSO, which no file holds): the
-	// section's bytes and address.
-	SFrameFor func(name string, image []byte) ([]byte, uint64, error)
-	// Converted lists the objects SFrameFor gave SFrame.
-	Converted []string
+	// Convert, when set, builds an SFrame section in memory for the
+	// vDSO when it has none (no file holds it) and, with ConvertFiles,
+	// for every ELF file mapped without .sframe, once per object, when
+	// the maps show it first (at attach, or when a walk reaches code the
+	// maps read before did not hold).
+	Convert      Converter
+	ConvertFiles bool
+	// Conversions lists the objects Convert was run for, in that order.
+	Conversions []*Conversion
 
 	stopAddr uint64              // address where the last walk stopped
 	unknown  map[uint64]struct{} // pages of code in no object after a fresh read of the maps
@@ -191,19 +193,33 @@ func (c *Collector) object(e *MapEntry) (*Object, string) {
 	if msg, ok := c.objErr[key]; ok {
 		return nil, msg
 	}
+	var conv Converter
+	if c.ConvertFiles {
+		conv = c.Convert
+	}
 	// map_files names the mapped file even when its path was replaced or
 	// deleted; it needs privileges the path does not.
-	o, err := loadObject(fmt.Sprintf("/proc/%d/map_files/%x-%x", c.pid, e.Lo, e.Hi), path, c.dwarf)
+	o, err := loadObject(fmt.Sprintf("/proc/%d/map_files/%x-%x", c.pid, e.Lo, e.Hi), path, c.dwarf, conv)
 	if err != nil && path == e.Path {
-		o, err = loadObject(path, path, c.dwarf)
+		o, err = loadObject(path, path, c.dwarf, conv)
 	}
 	if err != nil {
 		msg := err.Error()
 		c.objErr[key] = msg
 		return nil, msg
 	}
+	c.converted(o)
 	c.objs[key] = o
 	return o, ""
+}
+
+// converted records an object's conversion, if it had one: at attach
+// when the maps are read for the first time.
+func (c *Collector) converted(o *Object) {
+	if o.Conversion != nil {
+		o.Conversion.Attach = c.MapsReads <= 1
+		c.Conversions = append(c.Conversions, o.Conversion)
+	}
 }
 
 // maxVDSO bounds the vDSO image read from the process (a few pages).
@@ -237,24 +253,13 @@ func (c *Collector) vdso(e *MapEntry) (*Object, string) {
 		copy(img[off:], p.bytes[:p.n])
 	}
 	c.mem.Reset()
-	o, err := readObject(bytes.NewReader(img), "[vdso]", c.dwarf)
+	// No file to convert beforehand: without .sframe, its SFrame is
+	// built from its CFI now (with or without ConvertFiles).
+	o, err := readObject(bytes.NewReader(img), int64(len(img)), "[vdso]", c.dwarf, c.Convert)
 	if err != nil {
 		return fail(err.Error())
 	}
-	if o.Table == nil && c.SFrameFor != nil {
-		// No file to convert beforehand: build its SFrame from its CFI
-		// now (the same conversion as the files').
-		sec, addr, err := c.SFrameFor("[vdso]", img)
-		if err == nil {
-			o.Table, err = sframe.Open(sec, addr)
-		}
-		if err != nil {
-			o.NoSFrame = fmt.Sprintf("no .sframe, and converting its CFI failed: %v", err)
-		} else {
-			o.NoSFrame = ""
-			c.Converted = append(c.Converted, "[vdso]")
-		}
-	}
+	c.converted(o)
 	c.objs[key] = o
 	return o, ""
 }

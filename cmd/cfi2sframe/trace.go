@@ -22,9 +22,10 @@ func newTraceCmd() *cobra.Command {
 		pprofOut  string
 		foldedOut string
 		check     string
+		noConvert bool
 	)
 	cmd := &cobra.Command{
-		Use:   "trace [-F HZ] [-d DURATION] [--pprof FILE] [--folded FILE] [--check dwarf] (-p PID | -- PROG ARGS...)",
+		Use:   "trace [-F HZ] [-d DURATION] [--pprof FILE] [--folded FILE] [--check dwarf] [--no-convert] (-p PID | -- PROG ARGS...)",
 		Short: "Sample a process's stacks with ptrace and walk them with SFrame alone",
 		Long: `trace samples every thread of a process HZ times a second with ptrace
 (seize, interrupt, read the registers, resume) and walks each stack with
@@ -43,11 +44,18 @@ With -p PID it samples a running process for DURATION (default: until it
 exits or Ctrl-C); with -- PROG ARGS it starts the program and traces it to
 its exit (or for DURATION, then lets it run on). Ctrl-C or SIGTERM
 detaches from every thread, leaving the process running (or stopped, if
-job control had stopped it). The vDSO, which no file holds, is walked
-with SFrame converted from its CFI when trace attaches (unless the kernel
-built it with .sframe). x86-64 only.`,
+job control had stopped it). x86-64 only.
+
+An ELF file mapped without .sframe is walked with SFrame converted from
+its CFI in memory (convert.SFrame, the conversion cfi2sframe IN -o OUT
+writes), once per file, when trace attaches or when a walk first reaches
+a file mapped later; the summary lists each with the section's size and
+the time it took. Nothing is written. --no-convert walks only the files
+that have .sframe (a walk stops at the others). The vDSO, which no file
+holds, is converted either way (unless the kernel built it with .sframe).`,
 		Example: `  cfi2sframe trace -p 1234 -d 10s --pprof cpu.pb.gz
-  LD_LIBRARY_PATH=converted cfi2sframe trace --check dwarf --folded out.folded -- ./prog args`,
+  cfi2sframe trace --check dwarf --folded out.folded -- ./prog args
+  LD_LIBRARY_PATH=converted cfi2sframe trace --no-convert -- ./prog args`,
 		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -81,15 +89,20 @@ built it with .sframe). x86-64 only.`,
 					return fmt.Errorf("trace: %s: no such directory", filepath.Dir(out))
 				}
 			}
-			// The vDSO is no file that could be converted beforehand:
-			// convert its CFI in memory, as convert does a file's.
-			opt.SFrameFor = func(name string, image []byte) ([]byte, uint64, error) {
-				res, err := convert.Convert(name, image, convert.Options{FragileLayout: true, SignalFrames: true})
+			// Objects without .sframe (the vDSO always, files unless
+			// --no-convert) are converted in memory as the command
+			// converts files: signal trampolines get a signal FDE, and
+			// a file whose program headers cannot grow in place is
+			// planned with the layout --fragile-layout writes, which only
+			// decides the section's address here.
+			opt.Convert = func(name string, r io.ReaderAt, size int64) ([]byte, uint64, error) {
+				res, err := convert.SFrame(name, r, size, convert.Options{FragileLayout: true, SignalFrames: true})
 				if err != nil {
 					return nil, 0, err
 				}
 				return res.SFrame, res.Addr, nil
 			}
+			opt.ConvertFiles = !noConvert
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := trace.Run(ctx, opt)
@@ -118,6 +131,7 @@ built it with .sframe). x86-64 only.`,
 	fl.StringVar(&pprofOut, "pprof", "", "write a pprof profile to `FILE`")
 	fl.StringVar(&foldedOut, "folded", "", "write folded stacks (flame-graph input) to `FILE`")
 	fl.StringVar(&check, "check", "", "also walk every frame with `dwarf` CFI and report agreement")
+	fl.BoolVar(&noConvert, "no-convert", false, "walk only files that have .sframe; do not convert the CFI of the others in memory (the vDSO still is)")
 	return cmd
 }
 

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// TestInMemoryMatchesCommand: convert.SFrameFile returns the .sframe the
+// command writes into the converted file (bytes and address) and the
+// diagnostics it prints with --diagnostics json, for the committed example
+// and, where it is installed, libc (which has skipped functions).
+func TestInMemoryMatchesCommand(t *testing.T) {
+	files := []string{"../../testdata/example/hello", "/usr/lib/x86_64-linux-gnu/libc.so.6"}
+	cases := []struct {
+		args []string
+		opts convert.Options
+	}{
+		{nil, convert.Options{}},
+		{[]string{"--sframe-version", "2", "--pcrel"}, convert.Options{Version: sframe.Version2, PCRel: true}},
+		{[]string{"--signal-frames"}, convert.Options{SignalFrames: true}},
+	}
+	for _, name := range files {
+		if _, err := os.Stat(name); err != nil {
+			continue
+		}
+		for _, c := range cases {
+			out := filepath.Join(t.TempDir(), "out")
+			stdout, stderr, err := runCmd(append(append([]string{"--diagnostics", "json"}, c.args...), name, "-o", out)...)
+			if err != nil {
+				t.Fatalf("%s %v: %v\n%s", name, c.args, err, stderr)
+			}
+			f, err := elfread.Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sec, err := f.SFrame()
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := convert.SFrameFile(name, c.opts)
+			if err != nil {
+				t.Fatalf("%s %v: %v", name, c.args, err)
+			}
+			if !bytes.Equal(res.SFrame, sec.Data) || res.Addr != sec.Addr {
+				t.Errorf("%s %v: in memory %d bytes at %#x; the command wrote %d at %#x", name, c.args, len(res.SFrame), res.Addr, len(sec.Data), sec.Addr)
+			}
+			errs := make([]string, len(res.CFIErrors))
+			for i, e := range res.CFIErrors {
+				errs[i] = e.Error()
+			}
+			want, _ := json.Marshal(struct {
+				File        string   `json:"file"`
+				CFIErrors   []string `json:"cfi_errors"`
+				Diagnostics any      `json:"diagnostics"`
+			}{name, errs, res.Translate.Diags})
+			var got bytes.Buffer
+			if err := json.Compact(&got, []byte(stdout)); err != nil {
+				t.Fatalf("%s %v: --diagnostics json: %v\n%s", name, c.args, err, stdout)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("%s %v: the command's diagnostics\n%s\nin memory\n%s", name, c.args, stdout, want)
+			}
+		}
+	}
+}

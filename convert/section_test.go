@@ -1,0 +1,195 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/relobj"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// TestSFrameInMemory: the section SFrame returns, from a file, any other
+// reader or a path, is the one the command's path (ConvertWrite) writes
+// into the converted file, at the same address, with the same
+// diagnostics and CFI errors; and SFrame writes nothing.
+func TestSFrameInMemory(t *testing.T) {
+	files := []string{
+		filepath.Join("..", "testdata", "example", "hello"),
+		filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe"),
+		filepath.Join("..", "testdata", "sframe", "v3-aarch64-lib.so"),
+		"/usr/lib/x86_64-linux-gnu/libc.so.6", // skipped functions: diagnostics to compare
+	}
+	opts := []Options{
+		{Force: true},
+		{Force: true, Version: sframe.Version2},
+		{Force: true, Version: sframe.Version2, PCRel: true},
+		{Force: true, SignalFrames: true},
+	}
+	for _, name := range files {
+		st, err := os.Stat(name)
+		if err != nil {
+			continue // a system file that is not there
+		}
+		dir := t.TempDir()
+		for _, o := range opts {
+			out := filepath.Join(dir, "out")
+			in, err := OpenInput(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ConvertWrite(context.Background(), in, o, out, 0o755)
+			in.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			f, err := elfread.Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sec, err := f.SFrame()
+			f.Close()
+			if err != nil {
+				t.Fatalf("%s: converted file: %v", name, err)
+			}
+
+			fh, err := os.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readers := map[string]func() (*Result, error){
+				"*os.File":      func() (*Result, error) { return SFrame(name, fh, st.Size(), o) },
+				"*bytes.Reader": func() (*Result, error) { return SFrame(name, bytes.NewReader(b), int64(len(b)), o) },
+				"io.ReaderAt":   func() (*Result, error) { return SFrame(name, onlyReaderAt{bytes.NewReader(b)}, int64(len(b)), o) },
+				"path":          func() (*Result, error) { return SFrameFile(name, o) },
+			}
+			for how, conv := range readers {
+				res, err := conv()
+				if err != nil {
+					t.Errorf("%s %+v from %s: %v", name, o, how, err)
+					continue
+				}
+				if !bytes.Equal(res.SFrame, sec.Data) || res.Addr != sec.Addr {
+					t.Errorf("%s %+v from %s: .sframe of %d bytes at %#x; the converted file's has %d at %#x",
+						name, o, how, len(res.SFrame), res.Addr, len(sec.Data), sec.Addr)
+				}
+				if d := cmp.Diff(want.Translate, res.Translate); d != "" {
+					t.Errorf("%s %+v from %s: translation differs from the command's (-command +SFrame):\n%s", name, o, how, d)
+				}
+				if errText(res.CFIErrors) != errText(want.CFIErrors) || res.FDEs != want.FDEs {
+					t.Errorf("%s %+v from %s: CFI errors %v, %d FDEs; the command's: %v, %d", name, o, how, res.CFIErrors, res.FDEs, want.CFIErrors, want.FDEs)
+				}
+				if res.Output != nil || res.plan != nil {
+					t.Errorf("%s from %s: the result keeps an output", name, how)
+				}
+			}
+			fh.Close()
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("SFrame left files behind: %v", ents)
+			}
+		}
+	}
+}
+
+// onlyReaderAt hides everything but ReadAt (and says io.EOF with the
+// last byte, as a ReaderAt may).
+type onlyReaderAt struct{ r *bytes.Reader }
+
+func (o onlyReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := o.r.ReadAt(p, off)
+	if err == nil && off+int64(n) == o.r.Size() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func errText(errs []error) string {
+	var s []string
+	for _, e := range errs {
+		s = append(s, e.Error())
+	}
+	return strings.Join(s, "\n")
+}
+
+// TestSFrameErrors: every error of SFrame and SFrameFile is an *Error
+// naming the file once, wrapping the kinds the tree form classifies by;
+// objects and archives are refused.
+func TestSFrameErrors(t *testing.T) {
+	dir := t.TempDir()
+	exe := fixture(t, "v3-x86_64-exe")
+	obj := fixture(t, "v3-x86_64-O2.o")
+	files := map[string][]byte{
+		"has-sframe": exe,
+		"object.o":   obj,
+		"lib.a":      append([]byte(relobj.ArchiveMagic), arMember("a.o/", obj)...),
+		"script":     []byte("#!/bin/sh\n"),
+		"truncated":  exe[:100],
+		"empty":      nil,
+		"s390x":      fixture(t, "v3-s390x-lib.so"),
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		file string
+		opts Options
+		is   error
+		want string
+	}{
+		{"has-sframe", Options{}, ErrHasSFrame, "already has SFrame data"},
+		{"object.o", Options{}, ErrUnsupported, "relocatable object"},
+		{"lib.a", Options{}, ErrUnsupported, "static archive"},
+		{"script", Options{}, nil, "not an ELF file"},
+		{"truncated", Options{}, nil, "truncated"},
+		{"empty", Options{}, nil, "not an ELF file"},
+		{"s390x", Options{Force: true}, ErrUnsupported, "unsupported machine"},
+		{"has-sframe", Options{Force: true, Version: 4}, nil, "SFrame version 4"},
+		{"missing", Options{}, fs.ErrNotExist, "open: no such file"},
+		{".", Options{}, nil, "not a regular file"},
+	}
+	for _, tc := range tests {
+		name := filepath.Join(dir, tc.file)
+		b := files[tc.file]
+		calls := map[string]func() (*Result, error){
+			"SFrameFile": func() (*Result, error) { return SFrameFile(name, tc.opts) },
+		}
+		if _, ok := files[tc.file]; ok {
+			calls["SFrame"] = func() (*Result, error) { return SFrame(name, bytes.NewReader(b), int64(len(b)), tc.opts) }
+		}
+		for how, call := range calls {
+			_, err := call()
+			var e *Error
+			switch {
+			case err == nil:
+				t.Errorf("%s(%s): no error", how, tc.file)
+				continue
+			case !errors.As(err, &e) || e.File != name:
+				t.Errorf("%s(%s): error %v (%T) is not an *Error for the file", how, tc.file, err, err)
+			case tc.is != nil && !errors.Is(err, tc.is):
+				t.Errorf("%s(%s): error %v does not wrap %v", how, tc.file, err, tc.is)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, name+": ") || strings.Count(msg, name) != 1 || !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("%s(%s): error %q: want one line naming the file once and saying %q", how, tc.file, msg, tc.want)
+			}
+		}
+	}
+	if _, err := SFrame("x", bytes.NewReader(exe), int64(len(exe))+1, Options{Force: true}); err == nil || !strings.HasPrefix(err.Error(), "x: reading") {
+		t.Errorf("size past the reader's end: %v", err)
+	}
+}
