@@ -135,7 +135,8 @@ func (f *file) findBlock(phs []phdr, oldEnd, newEnd uint64, tables bool) ([]int,
 		// Nothing named follows; the bytes are simply not free (non-zero).
 		return nil, 0, 0, layoutErr("the bytes after the program header table are in use but belong to no section")
 	}
-	if bEnd = f.takeTables(bStart, bEnd, tables); bEnd == 0 {
+	dynAddrs := f.dynamicAddrs()
+	if bEnd = f.takeTables(bStart, bEnd, tables, dynAddrs); bEnd == 0 {
 		return nil, 0, 0, layoutErr("the program header table would grow into the dynamic tables")
 	}
 	for changed := true; changed; {
@@ -155,13 +156,14 @@ func (f *file) findBlock(phs []phdr, oldEnd, newEnd uint64, tables bool) ([]int,
 			}
 		}
 	}
-	return f.blockSections(bStart, bEnd, tables)
+	return f.blockSections(bStart, bEnd, tables, dynAddrs)
 }
 
 // takeTables extends a block [bStart, bEnd) that holds a dynamic table by
 // every movable section that follows it up to the first one that cannot
 // move (the code, usually), and returns its new end; 0 when it holds one
-// and tables is false. The dynamic tables keep their order among
+// and tables is false. dynAddrs are the .dynamic address entries
+// (movable needs them). The dynamic tables keep their order among
 // themselves (.dynsym before .dynstr and the relocations that name it).
 // BFD numbers the sections of a file it rewrites by following sh_link
 // from the relocation and symbol tables, and leaves .dynsym's section
@@ -174,7 +176,7 @@ func (f *file) findBlock(phs []phdr, oldEnd, newEnd uint64, tables bool) ([]int,
 // there, read-only, when the first page has room: the program then
 // crashes as ld.so writes DT_DEBUG; patchelf's master makes that segment
 // writable).
-func (f *file) takeTables(bStart, bEnd uint64, tables bool) uint64 {
+func (f *file) takeTables(bStart, bEnd uint64, tables bool, dynAddrs map[uint64]bool) uint64 {
 	held := false
 	for i := 1; i < len(f.shs); i++ {
 		s := f.shs[i]
@@ -188,7 +190,6 @@ func (f *file) takeTables(bStart, bEnd uint64, tables bool) uint64 {
 	if !tables {
 		return 0
 	}
-	dynAddrs := f.dynamicAddrs()
 	var after []int
 	for i := 1; i < len(f.shs); i++ {
 		s := f.shs[i]
@@ -209,8 +210,7 @@ func (f *file) takeTables(bStart, bEnd uint64, tables bool) uint64 {
 
 // blockSections returns the sections in [bStart, bEnd), in offset order,
 // once each is known to be movable (and, without tables, small).
-func (f *file) blockSections(bStart, bEnd uint64, tables bool) ([]int, uint64, uint64, error) {
-	dynAddrs := f.dynamicAddrs()
+func (f *file) blockSections(bStart, bEnd uint64, tables bool, dynAddrs map[uint64]bool) ([]int, uint64, uint64, error) {
 	var block []int
 	for i := 1; i < len(f.shs); i++ {
 		s := f.shs[i]
