@@ -47,6 +47,10 @@ __attribute__((noinline)) long work_alloca(long n)
 		for (int i = 0; i < 300; i++)
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 		r += ts.tv_nsec & 1;
+		/* Work in this function's own frame (the alloca'd buffer), so
+		   samples land in it whatever the PLT stubs cost. */
+		for (int i = 0; i < 20000; i++)
+			r += p[(r + i) & (n - 1)] ^ (r >> 7);
 		v[r & 3] += 1;
 	}
 	return r + p[0] + (long)v[0];
