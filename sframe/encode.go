@@ -251,6 +251,7 @@ type Encoder struct {
 	sorted  bool   // ents are in index order
 	out     []byte // the last Section; its FRE part is final once built
 	freAt   int    // offset of the FRE sub-section in out (0: not built)
+	stats   Stats  // what Add wrote (see Stats)
 }
 
 // encEntry is what the FDE index needs of one function.
@@ -350,6 +351,7 @@ func (e *Encoder) Add(fn *Function) error {
 		fre = app16(o.Order, fre, uint16(len(fn.Rows)))
 		fre = append(fre, info, info2, fn.RepSize)
 	}
+	var sizes [3]int // FREs by data-word size
 	for ri := range fn.Rows {
 		r := &fn.Rows[ri]
 		n, base, err := rowWords(o, fn, r, &words, &ctrl)
@@ -384,6 +386,7 @@ func (e *Encoder) Add(fn *Function) error {
 			fre = app32(o.Order, fre, r.Start)
 		}
 		sizeCode := uint8(size >> 1) // 1->0, 2->1, 4->2
+		sizes[sizeCode]++
 		fi := base | uint8(n)<<1 | sizeCode<<5
 		if r.MangledRA {
 			fi |= freInfoMangledRABit
@@ -406,6 +409,7 @@ func (e *Encoder) Add(fn *Function) error {
 	e.freLen += len(fre) - len(e.fre)
 	e.fre = fre
 	e.numFREs += len(fn.Rows)
+	e.stats.add(int(freType), sizes)
 	e.ents = append(e.ents, encEntry{start: fn.Start, size: fn.Size, freOff: uint32(freOff), nfre: uint32(len(fn.Rows)),
 		info: info, info2: info2, rep: fn.RepSize})
 	return nil
@@ -439,6 +443,7 @@ func (e *Encoder) Append(other *Encoder) error {
 	e.fre = other.fre
 	e.freLen += other.freLen
 	e.numFREs += other.numFREs
+	e.stats.merge(&other.stats)
 	e.sorted = false
 	*other = Encoder{}
 	return nil

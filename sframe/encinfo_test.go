@@ -1,0 +1,129 @@
+package sframe_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// encinfoFuncs are functions of every FRE type (by size) and every
+// data-word size (by CFA offset), not in address order.
+func encinfoFuncs() []sframe.Function {
+	ra := sframe.Loc{Kind: sframe.LocFixed, Offset: -8}
+	row := func(start uint32, cfa int32) sframe.Row {
+		return sframe.Row{Start: start, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 7, Offset: cfa}, RA: ra}
+	}
+	return []sframe.Function{
+		{Start: 0x5000, Size: 0x10, Rows: []sframe.Row{row(0, 8), row(1, 16)}},                           // 1-byte starts, 1-byte words
+		{Start: 0x1000, Size: 0x300, Rows: []sframe.Row{row(0, 8), row(0x200, 0x1000)}},                  // 2-byte starts, 1- and 2-byte words
+		{Start: 0x20000, Size: 0x20000, Rows: []sframe.Row{row(0, 0x12345), row(0x10000, 8), row(1, 8)}}, // 4-byte starts
+		{Start: 0x3000, Size: 0x10, Rows: []sframe.Row{{Start: 0, RAUndefined: true}}},                   // no data words
+	}
+}
+
+// TestEncoderStats: the encoder's counts are those of the section decoded
+// again, in both versions, and survive Append.
+func TestEncoderStats(t *testing.T) {
+	funcs := encinfoFuncs()
+	for _, v := range []uint8{sframe.Version2, sframe.Version3} {
+		o := sframe.Options{Version: v, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, CFAFixedRA: -8, Sort: true}
+		for cut := 0; cut <= len(funcs); cut++ {
+			a, _ := sframe.NewEncoder(o)
+			b, _ := sframe.NewEncoder(o)
+			for i := range funcs {
+				e := a
+				if i >= cut {
+					e = b
+				}
+				if err := e.Add(&funcs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Append(b); err != nil {
+				t.Fatal(err)
+			}
+			got := a.Stats()
+			sec, err := a.Section(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec, err := sframe.Decode(sec, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := sframe.Stats{Functions: len(dec.FDEs)}
+			for _, d := range dec.FDEs {
+				want.FREType[d.FREType]++
+				for _, f := range d.FREs {
+					want.FREs++
+					if f.NumWords > 0 {
+						want.WordSize[f.WordSize/2]++
+					} else {
+						want.WordSize[0]++ // no words: encoded with the 1-byte size code
+					}
+				}
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("V%d cut %d: (-decoded +Stats)\n%s", v, cut, d)
+			}
+			if got.FREType != [3]int{1 + 1, 1, 1} || got.WordSize[0] == 0 || got.WordSize[1] == 0 || got.WordSize[2] == 0 {
+				t.Errorf("V%d cut %d: %+v: the functions do not cover every type and size", v, cut, got)
+			}
+		}
+	}
+}
+
+// TestEncoderStartField: the start fields are where StartField says, in
+// both versions, with and without an auxiliary header, sorted or in the
+// order added: each holds its function's start (absolute, with the
+// section at address 0), in the field's size.
+func TestEncoderStartField(t *testing.T) {
+	funcs := encinfoFuncs()
+	for _, v := range []uint8{sframe.Version2, sframe.Version3} {
+		for _, aux := range [][]byte{nil, {1, 2, 3}} {
+			for _, sorted := range []bool{false, true} {
+				name := fmt.Sprintf("V%d aux=%d sorted=%v", v, len(aux), sorted)
+				o := sframe.Options{Version: v, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, CFAFixedRA: -8, Sort: sorted, AuxHdr: aux}
+				e, err := sframe.NewEncoder(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range funcs {
+					if err := e.Add(&funcs[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sec, err := e.Section(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dec, err := sframe.Decode(sec, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, d := range dec.FDEs {
+					off, size := e.StartField(i)
+					var got uint64
+					switch size {
+					case 4:
+						got = uint64(binary.LittleEndian.Uint32(sec[off:]))
+					case 8:
+						got = binary.LittleEndian.Uint64(sec[off:])
+					default:
+						t.Fatalf("%s: field size %d", name, size)
+					}
+					if want := map[uint8]int{2: 4, 3: 8}[v]; size != want {
+						t.Errorf("%s: field size %d, want %d", name, size, want)
+					}
+					if got != d.Start {
+						t.Errorf("%s: FDE %d: field at %d holds %#x, the FDE starts at %#x", name, i, off, got, d.Start)
+					}
+				}
+			}
+		}
+	}
+}
