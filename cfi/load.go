@@ -1,8 +1,11 @@
 package cfi
 
 import (
+	"cmp"
 	"fmt"
+	"io"
 	"maps"
+	"slices"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
@@ -167,6 +170,42 @@ func (s *Stream) ExecuteEntry(e Entry) (*Table, error) {
 		return nil, err
 	}
 	return s.Execute(&s.fde)
+}
+
+// SortEntries sorts entries by start address, keeping the order of
+// entries with the same start: the order translate takes functions in.
+func SortEntries(entries []Entry) {
+	if !slices.IsSortedFunc(entries, byStart) {
+		slices.SortStableFunc(entries, byStart)
+	}
+}
+
+func byStart(a, b Entry) int { return cmp.Compare(a.Start, b.Start) }
+
+// A Cursor executes a list of a stream's entries one at a time, in the
+// list's order, into the stream's one reused table (a translate.Source).
+type Cursor struct {
+	s       *Stream
+	entries []Entry
+}
+
+// Cursor returns a cursor over entries, which must be s's (or those of
+// the stream s was cloned from).
+func (s *Stream) Cursor(entries []Entry) *Cursor { return &Cursor{s: s, entries: entries} }
+
+// Next executes the next entry that can be executed and returns its
+// table, valid until the next call; io.EOF after the last. Entries that
+// cannot be parsed again or executed are passed over, their errors added
+// to the stream's Errors.
+func (c *Cursor) Next() (*Table, error) {
+	for len(c.entries) > 0 {
+		e := c.entries[0]
+		c.entries = c.entries[1:]
+		if t, err := c.s.ExecuteEntry(e); err == nil {
+			return t, nil
+		}
+	}
+	return nil, io.EOF
 }
 
 // Execute runs fde into the stream's table and returns it; the table and
