@@ -29,11 +29,7 @@ func convertArchive(name string, in []byte, o Options) (*Result, error) {
 		members++
 		t := res.Translate
 		t.ABI, t.CFAFixedFP, t.CFAFixedRA = r.Translate.ABI, r.Translate.CFAFixedFP, r.Translate.CFAFixedRA
-		t.Funcs = append(t.Funcs, r.Translate.Funcs...)
-		t.Diags = append(t.Diags, r.Translate.Diags...)
-		t.Converted += r.Translate.Converted
-		t.Skipped += r.Translate.Skipped
-		t.Empty += r.Translate.Empty
+		t.Add(r.Translate)
 		res.CFIErrors = append(res.CFIErrors, r.CFIErrors...)
 		res.FDEs += r.FDEs
 		res.SFrame = append(res.SFrame, r.SFrame...)

@@ -13,6 +13,7 @@ package convert
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -198,59 +199,9 @@ func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrit
 		return fail(err)
 	}
 	res := &Result{FDEs: st.Parsed}
-
-	// Each function goes straight into the encoder: translate keeps
-	// none of them, and the encoder keeps its FREs as bytes.
-	abiID, fixedFP, fixedRA, err := translate.ABI(ef.Machine, ef.ByteOrder)
+	tr, enc, err := translateLinked(f, st, o)
 	if err != nil {
 		return fail(err)
-	}
-	encOpts := sframe.Options{
-		Version:    o.Version,
-		ABI:        abiID,
-		Order:      ef.ByteOrder,
-		PCRel:      o.Version == sframe.Version3 || o.PCRel,
-		Sort:       true,
-		CFAFixedFP: fixedFP,
-		CFAFixedRA: fixedRA,
-	}
-	enc, err := sframe.NewEncoder(encOpts)
-	if err != nil {
-		return fail(err)
-	}
-	// Room for every function (PLT entries are a few more).
-	enc.Grow(len(st.Entries) + 64)
-	tin := translate.Input{
-		Machine:   ef.Machine,
-		Order:     ef.ByteOrder,
-		Entries:   st.Entries,
-		ExecEntry: st.ExecuteEntry,
-		PLTs:      PLTSections(ef),
-		Symbol:    lazySymbolizer(f),
-		Emit:      enc.Add,
-	}
-	// On a machine with a second CPU, translate may hand the second half
-	// of the functions to another goroutine, with its own execution
-	// context and encoder, appended to the first when both are done.
-	var st2 *cfi.Stream
-	var enc2 *sframe.Encoder
-	if runtime.GOMAXPROCS(0) > 1 {
-		tin.Second = func(n int) (func(cfi.Entry) (*cfi.Table, error), func(*sframe.Function) error) {
-			st2 = st.Clone()
-			enc2, _ = sframe.NewEncoder(encOpts) // the options are enc's, already accepted
-			enc2.Grow(n + 64)
-			return st2.ExecuteEntry, enc2.Add
-		}
-	}
-	tr, err := translate.Translate(tin, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
-	if err != nil {
-		return fail(err)
-	}
-	if st2 != nil {
-		st.Errors = append(st.Errors, st2.Errors...)
-		if err := enc.Append(enc2); err != nil {
-			return fail(err)
-		}
 	}
 	res.Translate = tr
 	res.CFIErrors = st.Errors
@@ -304,6 +255,102 @@ func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrit
 		}
 	}
 	return res, nil
+}
+
+// translateLinked translates a linked file's CFI functions, executed one
+// at a time (st), and its PLTs into an encoder: translate keeps none of
+// the functions, and the encoder keeps only their FREs, as bytes. On a
+// machine with a second CPU the second half of the functions goes to
+// another goroutine, with its own execution context and encoder,
+// appended to the first when both are done; the functions, their order
+// and the diagnostics are those of one pass. The execution errors are
+// added to st.Errors.
+func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Result, *sframe.Encoder, error) {
+	ef := f.ELF
+	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: PLTSections(ef), Symbol: lazySymbolizer(f)},
+		translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
+	if err != nil {
+		return nil, nil, err
+	}
+	abiID, fixedFP, fixedRA := t.ABI()
+	encOpts := sframe.Options{
+		Version:    o.Version,
+		ABI:        abiID,
+		Order:      ef.ByteOrder,
+		PCRel:      o.Version == sframe.Version3 || o.PCRel,
+		Sort:       true,
+		CFAFixedFP: fixedFP,
+		CFAFixedRA: fixedRA,
+	}
+	newEncoder := func(n int) (*sframe.Encoder, error) {
+		enc, err := sframe.NewEncoder(encOpts)
+		if err == nil {
+			enc.Grow(n + 64) // room for every function (PLT entries are a few more)
+		}
+		return enc, err
+	}
+	enc, err := newEncoder(len(st.Entries))
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := t.PLTs(enc.Add)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfi.SortEntries(st.Entries)
+	all := st.Entries
+	c := splitAt(all)
+	if c == len(all) {
+		r, err := t.Functions(st.Cursor(all), enc.Add)
+		if err != nil {
+			return nil, nil, err
+		}
+		res.Add(r)
+		return res, enc, nil
+	}
+	st2 := st.Clone()
+	enc2, err := newEncoder(len(all) - c)
+	if err != nil {
+		return nil, nil, err
+	}
+	var r2 *translate.Result
+	var err2 error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r2, err2 = t.Functions(st2.Cursor(all[c:]), enc2.Add)
+	}()
+	r1, err1 := t.Functions(st.Cursor(all[:c]), enc.Add)
+	<-done
+	st.Errors = append(st.Errors, st2.Errors...)
+	if err := cmp.Or(err1, err2); err != nil {
+		return nil, nil, err
+	}
+	res.Add(r1)
+	res.Add(r2)
+	if err := enc.Append(enc2); err != nil {
+		return nil, nil, err
+	}
+	return res, enc, nil
+}
+
+// minSplit is the fewest FDEs translateLinked splits between two
+// goroutines: fewer are not worth a goroutine. A variable for the tests.
+var minSplit = 4096
+
+// splitAt returns where translateLinked cuts the sorted entries in two
+// parts, one per goroutine: the first point from the middle on that
+// translate.Cut allows, unless that leaves the second part less than an
+// eighth, or there is one CPU or few entries; len(entries) for no cut.
+func splitAt(entries []cfi.Entry) int {
+	n := len(entries)
+	if runtime.GOMAXPROCS(0) < 2 || n < minSplit {
+		return n
+	}
+	if c := translate.Cut(entries, n/2); c < n-n/8 {
+		return c
+	}
+	return n
 }
 
 // noFDE is the error for call-frame sections that hold no FDE: empty

@@ -89,10 +89,12 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 	}
 
 	names := relSymbolizer(ef)
+	var funcs []sframe.Function
 	tr, err := translate.Translate(translate.Input{
-		Machine: ef.Machine, Order: ef.ByteOrder, Tables: tables,
+		Machine: ef.Machine, Order: ef.ByteOrder,
 		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&(1<<sectionShift-1)) },
-	}, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
+	}, translate.Tables(tables), translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames},
+		translate.Collect(&funcs))
 	if err != nil {
 		return fail(err)
 	}
@@ -103,7 +105,7 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 		d.Start, d.End, d.PC = d.Start&mask, d.End&mask, d.PC&mask
 	}
 	res.Translate = tr
-	funcs := tr.Funcs
+	sort.SliceStable(funcs, func(i, j int) bool { return funcs[i].Start < funcs[j].Start })
 	// A function split around outermost rows (Options.OutermostGap)
 	// starts inside its FDE: it takes that FDE's relocation target, with
 	// the distance added to the addend.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -46,12 +47,13 @@ func TestStreamingMatchesTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			ef := f.ELF
-			tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, Tables: l.Tables, PLTs: PLTSections(ef), Symbol: f.Symbolizer()},
-				translate.Options{Version: v})
+			var funcs []sframe.Function
+			tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: PLTSections(ef), Symbol: f.Symbolizer()},
+				translate.Tables(l.Tables), translate.Options{Version: v}, translate.Collect(&funcs))
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := sframe.Encode(tr.Funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true,
+			b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true,
 				CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA, Addr: res.Addr})
 			if err != nil {
 				t.Fatal(err)
@@ -70,6 +72,105 @@ func TestStreamingMatchesTables(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("only %d conversions compared", n)
+	}
+}
+
+// TestSplitMatchesOne: translating on two goroutines (the functions cut
+// in two, each part with its own execution context and encoder) gives
+// the section, the diagnostics and the CFI errors of one goroutine, for
+// the fixtures and two system files, cut as small files allow.
+func TestSplitMatchesOne(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one CPU: no second goroutine")
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "sframe", "v3-*"))
+	files = append(files, "/usr/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6")
+	split := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, ".objdump") || strings.HasSuffix(name, ".o") || strings.Contains(name, "s390x") {
+			continue
+		}
+		in, err := os.ReadFile(name)
+		if err != nil {
+			continue // a system file that is not there
+		}
+		for _, o := range []Options{{Force: true}, {Version: 2, Force: true, OutermostGap: true}} {
+			convertWith := func(min int) *Result {
+				defer func(old int) { minSplit = old }(minSplit)
+				minSplit = min
+				res, err := Convert(name, in, o)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				return res
+			}
+			one, two := convertWith(1<<62), convertWith(2)
+			if !bytes.Equal(one.SFrame, two.SFrame) || !bytes.Equal(one.Output, two.Output) {
+				t.Errorf("%s %+v: the output differs on two goroutines", name, o)
+			}
+			if d := cmp.Diff(one.Translate, two.Translate); d != "" {
+				t.Errorf("%s %+v: results differ (-one +two goroutines)\n%s", name, o, d)
+			}
+			if len(one.CFIErrors) != len(two.CFIErrors) {
+				t.Errorf("%s %+v: %d CFI errors, %d on two goroutines", name, o, len(one.CFIErrors), len(two.CFIErrors))
+			}
+		}
+		if splits(t, name, in) {
+			split++
+		}
+	}
+	if split < 3 {
+		t.Fatalf("only %d files split", split)
+	}
+	t.Logf("%d files split", split)
+}
+
+// splits says whether the file's functions are cut in two with minSplit 2.
+func splits(t *testing.T, name string, in []byte) bool {
+	t.Helper()
+	defer func(old int) { minSplit = old }(minSplit)
+	minSplit = 2
+	f, err := elfread.NewFile(bytes.NewReader(in), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cfi.Index(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfi.SortEntries(st.Entries)
+	return splitAt(st.Entries) < len(st.Entries)
+}
+
+// TestSplitAt: where the functions are cut between two goroutines: the
+// first point from the middle that translate.Cut allows, not at all when
+// that is in the last eighth or there are too few functions.
+func TestSplitAt(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one CPU: never split")
+	}
+	defer func(old int) { minSplit = old }(minSplit)
+	minSplit = 4
+	type r struct{ start, size uint64 }
+	for _, tc := range []struct {
+		name   string
+		ranges []r
+		want   int // len(ranges): no cut
+	}{
+		{"disjoint", []r{{10, 10}, {20, 10}, {30, 10}, {40, 10}, {50, 10}, {60, 10}, {70, 10}, {80, 10}}, 4},
+		{"too few", []r{{10, 10}, {20, 10}, {30, 10}}, 3},
+		{"overlap at the middle", []r{{10, 10}, {20, 10}, {30, 10}, {40, 25}, {50, 10}, {60, 10}, {70, 10}, {80, 10}}, 6},
+		{"a long one before", []r{{10, 100}, {20, 10}, {30, 10}, {40, 10}, {50, 10}, {60, 10}, {70, 10}, {80, 10}}, 8},
+		{"only the last eighth", []r{{10, 10}, {20, 10}, {30, 10}, {40, 10}, {45, 100}, {50, 10}, {60, 10}, {70, 10},
+			{80, 10}, {90, 10}, {100, 10}, {110, 10}, {120, 10}, {130, 10}, {150, 10}, {160, 10}}, 16},
+	} {
+		es := make([]cfi.Entry, len(tc.ranges))
+		for i, x := range tc.ranges {
+			es[i] = cfi.Entry{Start: x.start, Size: x.size}
+		}
+		if got := splitAt(es); got != tc.want {
+			t.Errorf("%s: cut at %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -112,8 +112,10 @@ func Analyze(path string) (*File, error) {
 		}
 	}
 	r.FDEs, r.CFIErrors = st.Parsed, len(st.Errors)
+	cfi.SortEntries(st.Entries) // the order translate takes them in
 	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-		e, err := translateEncode(path, ef, st, plts, v)
+		e, err := translateEncode(path, ef, st.Cursor(st.Entries), plts, v)
+		st.Errors = st.Errors[:r.CFIErrors] // counted above
 		if err != nil {
 			return nil, err
 		}

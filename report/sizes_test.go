@@ -19,21 +19,18 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
-// whole is translateEncode done the direct way: one Translate and one
-// Encode of the whole file, then the section decoded.
-func whole(t *testing.T, ef *elf.File, st *cfi.Stream, plts []translate.PLT, v uint8) *encoded {
+// whole is translateEncode done another way: every table executed at
+// once (tables), the functions kept and encoded with sframe.Encode, the
+// figures read back from the decoded section.
+func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) *encoded {
 	t.Helper()
-	errs := len(st.Errors)
-	in := translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, FDEs: st.FDEs, Exec: st.Execute, PLTs: plts}
-	if st.FDEs == nil {
-		in.FDEs, in.Exec, in.Entries, in.ExecEntry = nil, nil, st.Entries, st.ExecuteEntry
-	}
-	tr, err := translate.Translate(in, translate.Options{Version: v})
-	st.Errors = st.Errors[:errs]
+	var funcs []sframe.Function
+	tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Tables(tables),
+		translate.Options{Version: v}, translate.Collect(&funcs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := sframe.Encode(tr.Funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA})
+	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +44,7 @@ func whole(t *testing.T, ef *elf.File, st *cfi.Stream, plts []translate.PLT, v u
 			e.skipped[string(d.Reason)]++
 		}
 	}
-	for _, fn := range tr.Funcs {
+	for _, fn := range funcs {
 		if !inPLT(fn.Start, plts) {
 			e.codeBytes += uint64(fn.Size)
 		}
@@ -62,35 +59,11 @@ func whole(t *testing.T, ef *elf.File, st *cfi.Stream, plts []translate.PLT, v u
 	return e
 }
 
-// checkPieces compares translateEncode cut into pieces of 1, 3 and the
-// default number of FDEs with the whole-file computation.
-// It returns the whole-file V3 figures.
-func checkPieces(t *testing.T, name string, ef *elf.File, st *cfi.Stream, plts []translate.PLT) (v3 *encoded) {
-	t.Helper()
-	defer func(n int) { chunkFDEs = n }(chunkFDEs)
-	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-		want := whole(t, ef, st, plts, v)
-		if v == sframe.Version3 {
-			v3 = want
-		}
-		for _, n := range []int{1, 3, 4096} {
-			chunkFDEs = n
-			got, err := translateEncode(name, ef, st, plts, v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, got, cmp.AllowUnexported(encoded{})); diff != "" {
-				t.Errorf("%s V%d in pieces of %d FDEs (-whole +pieces):\n%s", name, v, n, diff)
-			}
-		}
-	}
-	return v3
-}
-
-// TestPiecesMatchWhole: sizes, counts and histograms do not depend on
-// the pieces the file is translated in, on the fixtures (PLTs, AArch64,
-// both byte orders) and the system's libc.
-func TestPiecesMatchWhole(t *testing.T) {
+// TestFiguresMatchWhole: the figures Analyze takes from the encoder, the
+// FDEs executed one at a time, are those of the decoded section of the
+// whole file, on the fixtures (PLTs, AArch64, both byte orders) and the
+// system's libc, in both versions.
+func TestFiguresMatchWhole(t *testing.T) {
 	names, err := filepath.Glob("../testdata/sframe/v[23]-*")
 	if err != nil {
 		t.Fatal(err)
@@ -115,19 +88,24 @@ func TestPiecesMatchWhole(t *testing.T) {
 		if m := f.ELF.Machine; m != elf.EM_X86_64 && m != elf.EM_AARCH64 {
 			continue // translate does not convert it
 		}
-		st, err := cfi.Scan(f)
+		l, err := cfi.Load(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		v3 := checkPieces(t, name, f.ELF, st, convert.PLTSections(f.ELF))
-		// The same with the FDEs as cfi.Index keeps them (as Analyze reads
-		// them): the same figures.
-		ix, err := cfi.Index(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(v3, checkPieces(t, name+" (indexed)", f.ELF, ix, convert.PLTSections(f.ELF)), cmp.AllowUnexported(encoded{})); diff != "" {
-			t.Errorf("%s: indexed FDEs (-parsed +indexed):\n%s", name, diff)
+		plts := convert.PLTSections(f.ELF)
+		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
+			st, err := cfi.Index(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfi.SortEntries(st.Entries)
+			got, err := translateEncode(name, f.ELF, st.Cursor(st.Entries), plts, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(whole(t, f.ELF, l.Tables, plts, v), got, cmp.AllowUnexported(encoded{})); diff != "" {
+				t.Errorf("%s V%d (-whole +encoder's figures):\n%s", name, v, diff)
+			}
 		}
 		n++
 	}
@@ -136,9 +114,10 @@ func TestPiecesMatchWhole(t *testing.T) {
 	}
 }
 
-// TestPiecesOverlaps: FDEs that overlap, nest, share a start, have no
-// size or no address, in any order, give the same figures in pieces.
-func TestPiecesOverlaps(t *testing.T) {
+// TestFiguresOverlaps: FDEs that overlap, nest, share a start, have no
+// size or no address, in any order, give the figures of the decoded
+// section.
+func TestFiguresOverlaps(t *testing.T) {
 	// CFA rsp+8, RA at CFA-8; then (advance 1) CFA rsp+16; then
 	// (advance 300) CFA rsp+0x12345, which needs 4-byte data words.
 	cie := &cfi.CIE{CodeAlign: 1, DataAlign: -8, RAColumn: 16, Initial: []byte{0x0c, 7, 8, 0x90, 1}}
@@ -147,7 +126,7 @@ func TestPiecesOverlaps(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	overlaps, funcs := 0, 0
 	for round := 0; round < 20; round++ {
-		st := &cfi.Stream{}
+		var tables []*cfi.Table
 		for i := 0; i < 40; i++ {
 			start := uint64(0x1000 + rng.Intn(0x3000))
 			size := uint64(rng.Intn(0x400))
@@ -157,11 +136,24 @@ func TestPiecesOverlaps(t *testing.T) {
 			case 1:
 				size = 0
 			}
-			st.FDEs = append(st.FDEs, &cfi.FDE{CIE: cie, Start: start, Size: size, Program: prog})
+			tab, err := cfi.Execute(&cfi.FDE{CIE: cie, Start: start, Size: size, Program: prog})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tables = append(tables, tab)
 		}
-		e := checkPieces(t, "random", ef, st, nil)
-		overlaps += e.skipped[string(translate.Overlap)]
-		funcs += e.funcs
+		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
+			want := whole(t, ef, tables, nil, v)
+			got, err := translateEncode("random", ef, translate.Tables(tables), nil, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(encoded{})); diff != "" {
+				t.Errorf("round %d V%d (-whole +encoder's figures):\n%s", round, v, diff)
+			}
+			overlaps += got.skipped[string(translate.Overlap)]
+			funcs += got.funcs
+		}
 	}
 	if overlaps == 0 || funcs == 0 {
 		t.Fatalf("%d overlaps, %d functions: the FDEs test nothing", overlaps, funcs)

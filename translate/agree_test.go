@@ -295,11 +295,11 @@ func agree(t *testing.T, path string) *agreeStats {
 	sort.Ints(secs)
 	var sums []string
 	for _, sec := range secs {
-		in := Input{Machine: ef.Machine, Order: ef.ByteOrder, Tables: ourGroup[sec]}
+		in := Input{Machine: ef.Machine, Order: ef.ByteOrder}
 		if !rel {
 			in.PLTs = pltSections(t, ef)
 		}
-		res, err := Translate(in, Options{Version: version})
+		res, err := translateAll(in, ourGroup[sec], Options{Version: version})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 // Verdict is what Translate does with one CFI function.
@@ -29,7 +28,8 @@ const (
 // describe (package verify): whether Translate gives the function an
 // SFrame description and, when not, the diagnostic it reports. The
 // decisions are taken by the code Translate itself runs (ignored,
-// pltSections, sequence, describe), so the two cannot drift apart.
+// pltSections, sequence, describe: Translator.function), so the two
+// cannot drift apart.
 //
 // Every CFI function goes to Next, in the order Translate takes them (by
 // start address; FDEs with the same start in the order of cfi.Index's
@@ -52,19 +52,11 @@ type Describer struct {
 // byte order order, with the file's PLT sections (as Input.PLTs) and the
 // options Translate would be given.
 func NewDescriber(m elf.Machine, order binary.ByteOrder, plts []PLT, o Options) (*Describer, error) {
-	if o.Version == 0 {
-		o.Version = sframe.Version3
-	}
-	a, err := newABI(m, order)
+	t, err := New(Input{Machine: m, Order: order, PLTs: plts}, o)
 	if err != nil {
 		return nil, err
 	}
-	a.version = o.Version
-	a.flexOK = a.amd64 && o.Version >= sframe.Version3
-	a.reuse = true // the functions are not kept
-	d := &Describer{a: a, o: o}
-	_, d.plts, _, _ = a.pltSections(plts)
-	return d, nil
+	return &Describer{a: t.a, o: t.o, plts: t.pltSpans}, nil
 }
 
 // Next takes the next CFI function: its range, and whether its FDE can be

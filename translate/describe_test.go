@@ -86,11 +86,12 @@ func TestDescriberMatchesTranslate(t *testing.T) {
 					t.Fatal(err)
 				}
 				var emitted []span
-				res, err := Translate(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, Entries: idx.Entries, ExecEntry: idx.ExecuteEntry, PLTs: plts,
-					Emit: func(fn *sframe.Function) error {
+				cfi.SortEntries(idx.Entries)
+				res, err := Translate(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: plts}, idx.Cursor(idx.Entries), o,
+					func(fn *sframe.Function) error {
 						emitted = append(emitted, span{fn.Start, fn.Start + uint64(fn.Size)})
 						return nil
-					}}, o)
+					})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -189,11 +190,11 @@ func TestDescriberCases(t *testing.T) {
 		if diff := gocmp.Diff(tt.want, have); diff != "" {
 			t.Errorf("V%d gap=%v (-want +got):\n%s", tt.o.Version, tt.o.OutermostGap, diff)
 		}
-		res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, Tables: tables, PLTs: plts}, tt.o)
+		res, err := translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: plts}, tables, tt.o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := gocmp.Diff(skippedDiags(res), got.diags); diff != "" {
+		if diff := gocmp.Diff(skippedDiags(res.Result), got.diags); diff != "" {
 			t.Errorf("V%d gap=%v: skipped (-Translate +Describer):\n%s", tt.o.Version, tt.o.OutermostGap, diff)
 		}
 	}

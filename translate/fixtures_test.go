@@ -1,12 +1,16 @@
 package translate
 
 import (
+	"cmp"
 	"debug/elf"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 // eachLinked calls fn with every linked (not ET_REL) x86-64 and AArch64
@@ -42,4 +46,27 @@ func eachLinked(t *testing.T, system bool, fn func(name string, f *elfread.File)
 		f.Close()
 	}
 	return n
+}
+
+// translated is a translation with every function it emitted kept.
+type translated struct {
+	*Result
+	Funcs   []sframe.Function // sorted by start address (stably), as an encoder's index has them
+	emitted []uint64          // their starts in the order emitted
+}
+
+// translateAll translates tables (in any order: Tables sorts them) and
+// keeps every function.
+func translateAll(in Input, tables []*cfi.Table, o Options) (*translated, error) {
+	var funcs []sframe.Function
+	res, err := Translate(in, Tables(tables), o, Collect(&funcs))
+	if err != nil {
+		return nil, err
+	}
+	tr := &translated{Result: res, Funcs: funcs}
+	for _, fn := range funcs {
+		tr.emitted = append(tr.emitted, fn.Start)
+	}
+	slices.SortStableFunc(tr.Funcs, func(a, b sframe.Function) int { return cmp.Compare(a.Start, b.Start) })
+	return tr, nil
 }

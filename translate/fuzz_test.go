@@ -1,11 +1,13 @@
 package translate
 
 import (
+	stdcmp "cmp"
 	"debug/elf"
 	"encoding/binary"
+	"io"
 	"math"
 	"path/filepath"
-	"sort"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,9 +20,9 @@ import (
 
 // FuzzTranslate runs arbitrary .eh_frame bytes (and the same bytes as a PLT
 // section) through parse, execute, translate, encode and decode: nothing
-// may panic, whatever Translate returns must encode and decode again
-// with every function present, and streaming (FDEs executed one at a
-// time, functions handed to Emit) must give the same result.
+// may panic, whatever Translate emits must encode and decode again with
+// every function present, and streaming (FDEs executed one at a time
+// into one reused table) must give the same result.
 func FuzzTranslate(f *testing.F) {
 	files, _ := filepath.Glob("../testdata/sframe/v3-*")
 	for _, name := range files {
@@ -59,50 +61,45 @@ func FuzzTranslate(f *testing.F) {
 		}
 		sec := &cfi.Section{Kind: cfi.EHFrame, Data: data[1:], Addr: 0x10000, Order: in.Order, PtrSize: 8}
 		fdes, _ := cfi.Parse(sec)
+		var tables []*cfi.Table
 		for _, fde := range fdes {
 			if tb, err := cfi.Execute(fde); err == nil {
-				in.Tables = append(in.Tables, tb)
+				tables = append(tables, tb)
 			}
 		}
 		if m&16 != 0 {
 			names := []string{".plt", ".plt.sec", ".plt.got"}
 			in.PLTs = []PLT{{Name: names[int(m>>5)%3], Addr: 0x1000, Data: data[1:], EntSize: uint64(m >> 5)}}
 		}
-		res, err := Translate(in, o)
+		var all []sframe.Function
+		res, err := Translate(in, Tables(tables), o, Collect(&all))
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Streamed (one FDE executed at a time, functions handed to Emit)
+		// Streamed (one FDE executed at a time into one reused table)
 		// must give the same.
-		st := in
-		st.Tables = nil
-		st.FDEs = fdes
 		var ip cfi.Interpreter
 		var tab cfi.Table
-		st.Exec = func(f *cfi.FDE) (*cfi.Table, error) { return &tab, ip.Execute(f, &tab) }
+		sorted := slices.Clone(fdes)
+		slices.SortStableFunc(sorted, func(a, b *cfi.FDE) int { return stdcmp.Compare(a.Start, b.Start) })
 		var got []sframe.Function
-		st.Emit = func(fn *sframe.Function) error {
-			c := *fn
-			c.Rows = append([]sframe.Row(nil), fn.Rows...)
-			got = append(got, c)
-			return nil
-		}
-		sres, err := Translate(st, o)
+		sres, err := Translate(in, &fdeSource{fdes: sorted, ip: &ip, tab: &tab}, o, Collect(&got))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sort.SliceStable(got, func(i, j int) bool { return got[i].Start < got[j].Start })
-		sres.Funcs = got
+		if diff := cmp.Diff(all, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("streamed functions differ (-tables +streamed):\n%s", diff)
+		}
 		if diff := cmp.Diff(res, sres, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("streamed translation differs (-tables +streamed):\n%s", diff)
 		}
-		funcs := res.Funcs
+		funcs := all
 		if o.Version == sframe.Version2 {
 			// V2 start fields are 32-bit offsets from the section, which
 			// the caller places; keep the functions this test's address
 			// can reach.
 			funcs = nil
-			for _, fn := range res.Funcs {
+			for _, fn := range all {
 				if d := int64(fn.Start) - 0x400000; d >= math.MinInt32/2 && d <= math.MaxInt32/2 {
 					funcs = append(funcs, fn)
 				}
@@ -121,4 +118,22 @@ func FuzzTranslate(f *testing.F) {
 			t.Fatalf("%d functions encoded, %d decoded", len(funcs), len(dec.FDEs))
 		}
 	})
+}
+
+// fdeSource executes parsed FDEs one at a time into one reused table.
+type fdeSource struct {
+	fdes []*cfi.FDE
+	ip   *cfi.Interpreter
+	tab  *cfi.Table
+}
+
+func (s *fdeSource) Next() (*cfi.Table, error) {
+	for len(s.fdes) > 0 {
+		f := s.fdes[0]
+		s.fdes = s.fdes[1:]
+		if err := s.ip.Execute(f, s.tab); err == nil {
+			return s.tab, nil
+		}
+	}
+	return nil, io.EOF
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
+// TestSplitOutermost: with Options.OutermostGap, what the emitter hands
+// over of each function.
 func TestSplitOutermost(t *testing.T) {
 	cfa := func(off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocReg, Reg: 7, Offset: off} }
 	row := func(start uint32, off int32) sframe.Row { return sframe.Row{Start: start, CFA: cfa(off)} }
@@ -33,7 +35,13 @@ func TestSplitOutermost(t *testing.T) {
 			[]sframe.Function{{Start: 0x100, Size: 0x20, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{undef(0)}}}},
 	}
 	for _, tt := range tests {
-		got := splitOutermost(tt.in)
+		var got []sframe.Function
+		emit := emitter(Collect(&got), Options{OutermostGap: true})
+		for _, fn := range tt.in {
+			if err := emit(fn); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b []sframe.Function) bool {
 			return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b)
 		})); diff != "" {

@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sort"
@@ -63,61 +64,76 @@ type PLT struct {
 	EntSize uint64 // sh_entsize (0 when unset)
 }
 
-// Input is what Translate works from.
+// Input is what Translate knows of a file besides its CFI: the machine,
+// the PLT sections, which are described from their instructions, and the
+// symbols.
 type Input struct {
 	Machine elf.Machine // EM_X86_64 or EM_AARCH64
 	Order   binary.ByteOrder
-	Tables  []*cfi.Table
-	// FDEs with Exec, instead of Tables, stream: Translate executes one
-	// FDE at a time through Exec (cfi.Stream.Execute) and keeps nothing of
-	// its table, so memory grows with one function's rows. An FDE whose
-	// execution fails is left out, as a table Load could not make is.
-	FDEs []*cfi.FDE
-	Exec func(*cfi.FDE) (*cfi.Table, error)
-	// Entries with ExecEntry, instead of FDEs and Exec, stream the same
-	// way from compact entries (cfi.Index, cfi.Stream.ExecuteEntry); the
-	// FDE of the table ExecEntry returns may be reused by the next call.
-	// ExecEntry is used when set, else Exec, else Tables.
-	Entries   []cfi.Entry
-	ExecEntry func(cfi.Entry) (*cfi.Table, error)
-	PLTs      []PLT
-	Symbol    func(addr uint64) string // may be nil; called only for functions with a diagnostic
-	// Emit, when set, receives every function instead of Result.Funcs
-	// (which stays empty): the PLT functions first, then the others by
-	// start address, each already split for Options.OutermostGap, in the
-	// order Result.Funcs would have them before its final stable sort by
-	// start address. The function and its rows are valid only during the
-	// call (the rows' memory is reused). An error stops the translation.
-	Emit func(*sframe.Function) error
-	// Second, when set together with ExecEntry and Emit, lets Translate
-	// work on two goroutines: it may call Second once, with the number of
-	// FDEs of the second part, to get an execution
-	// function (independent of ExecEntry, for use on another goroutine)
-	// and an Emit for the second part of the functions, which then go to
-	// that Emit instead of Emit. Every function given to it comes after
-	// every function given to Emit, in the order above; the caller joins
-	// the two streams after Translate returns. The Symbol function must
-	// then be safe for concurrent use. Diagnostics and counts are the
-	// same as without Second.
-	Second func(n int) (exec func(cfi.Entry) (*cfi.Table, error), emit func(*sframe.Function) error)
+	PLTs    []PLT
+	Symbol  func(addr uint64) string // may be nil; called only for functions with a diagnostic
 }
 
-// minSplit is the fewest FDEs Translate splits between two goroutines
-// (Input.Second): fewer are not worth a goroutine. A variable for the
-// tests.
-var minSplit = 4096
+// A Source gives Translate a file's CFI functions one at a time, as
+// gimli's UnwindTable::next_row gives rows: each function's executed
+// table, in order of start address (functions with the same start in the
+// order of their FDEs in the file). cfi.Stream.Cursor is one over a
+// file's FDEs, executed when reached; Tables is one over tables already
+// executed.
+type Source interface {
+	// Next returns the next function's table, or io.EOF after the last.
+	// The table and its FDE need be valid only until the next call. An
+	// FDE that cannot be executed is not returned (the source keeps its
+	// error, as cfi.Stream.Errors does); any other error stops the
+	// translation.
+	Next() (*cfi.Table, error)
+}
 
-// Result is the translation of one file.
+// Tables is a Source over tables already executed (cfi.Load), in any
+// order: it gives them by start address, keeping the order of tables
+// with the same start. Nil tables and tables without an FDE are left out.
+func Tables(ts []*cfi.Table) Source {
+	s := &tableSource{ts: make([]*cfi.Table, 0, len(ts))}
+	for _, t := range ts {
+		if t != nil && t.FDE != nil {
+			s.ts = append(s.ts, t)
+		}
+	}
+	slices.SortStableFunc(s.ts, func(a, b *cfi.Table) int { return cmp.Compare(a.FDE.Start, b.FDE.Start) })
+	return s
+}
+
+type tableSource struct{ ts []*cfi.Table }
+
+func (s *tableSource) Next() (*cfi.Table, error) {
+	if len(s.ts) == 0 {
+		return nil, io.EOF
+	}
+	t := s.ts[0]
+	s.ts = s.ts[1:]
+	return t, nil
+}
+
+// Result is what the translation of a file (or a part of it) found.
 type Result struct {
 	ABI        uint8
 	CFAFixedFP int8
 	CFAFixedRA int8
-	Funcs      []sframe.Function // sorted by start address; empty with Input.Emit
-	Diags      []Diagnostic      // functions skipped or described differently from their CFI
-	Converted  int               // functions in Funcs that came from CFI
-	PLTFuncs   int               // functions in Funcs described from PLT instructions
-	Skipped    int               // CFI functions with a diagnostic and no SFrame
-	Empty      int               // zero-size or discarded (address 0) FDEs, ignored
+	Diags      []Diagnostic // functions skipped or described differently from their CFI
+	Converted  int          // functions emitted from CFI
+	PLTFuncs   int          // functions emitted from PLT instructions
+	Skipped    int          // CFI functions with a diagnostic and no SFrame
+	Empty      int          // zero-size or discarded (address 0) FDEs, ignored
+}
+
+// Add adds the diagnostics and counts of r2, the translation of another
+// part of the same file, to r's.
+func (r *Result) Add(r2 *Result) {
+	r.Diags = append(r.Diags, r2.Diags...)
+	r.Converted += r2.Converted
+	r.PLTFuncs += r2.PLTFuncs
+	r.Skipped += r2.Skipped
+	r.Empty += r2.Empty
 }
 
 // Summary is a one-line account of the translation.
@@ -154,14 +170,13 @@ type abi struct {
 	fixedFP int8
 	flexOK  bool // flexible FDEs allowed (V3 on AMD64, as gas does)
 	version uint8
-	reuse   bool         // function's rows go into rows, reused (Input.Emit)
-	rows    []sframe.Row // the reused rows
+	rows    []sframe.Row // a function's rows, reused from function to function
 }
 
 // ErrMachine is wrapped by the error for an unsupported machine.
 var ErrMachine = errors.New("unsupported machine")
 
-func newABI(m elf.Machine, order binary.ByteOrder) (abi, error) {
+func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	var a abi
 	switch m {
 	case elf.EM_X86_64:
@@ -175,256 +190,187 @@ func newABI(m elf.Machine, order binary.ByteOrder) (abi, error) {
 		return a, fmt.Errorf("%w %v", ErrMachine, m)
 	}
 	a.fixedFP, a.fixedRA = sframe.DefaultFixedOffsets(a.id)
+	a.version = o.Version
+	a.flexOK = a.amd64 && o.Version >= sframe.Version3
 	return a, nil
 }
 
-// ABI returns the SFrame ABI and the header's fixed FP and RA offsets
-// Translate uses for a machine (Result.ABI, CFAFixedFP, CFAFixedRA), for
-// a caller that starts an encoder before translating (Input.Emit).
-func ABI(m elf.Machine, order binary.ByteOrder) (id uint8, fixedFP, fixedRA int8, err error) {
-	a, err := newABI(m, order)
-	return a.id, a.fixedFP, a.fixedRA, err
+// A Translator translates the functions of one file. Translate uses one
+// for the whole file; a caller that spreads the work over goroutines
+// makes one and calls PLTs once and Functions once per part, each part
+// with its own Source and emit function, and adds the parts' Results
+// (Result.Add) in the order of their functions. A Translator is not
+// changed by its methods: Functions may run on several goroutines at
+// once (Input.Symbol must then be safe for concurrent use).
+type Translator struct {
+	a   abi
+	o   Options
+	sym func(uint64) string
+	// The PLT sections described from their instructions: their
+	// functions, ranges and names, and the diagnostics of those that
+	// are not.
+	pltFuncs []sframe.Function
+	pltSpans []span
+	pltNames []string
+	pltDiags []Diagnostic
 }
 
-// Translate converts every table (and PLT section) of one file.
-func Translate(in Input, o Options) (*Result, error) {
+// New returns the Translator for a file; it describes the PLT sections.
+func New(in Input, o Options) (*Translator, error) {
 	if o.Version == 0 {
 		o.Version = sframe.Version3
 	}
 	if o.Version != sframe.Version2 && o.Version != sframe.Version3 {
 		return nil, fmt.Errorf("SFrame version %d cannot be written", o.Version)
 	}
-	a, err := newABI(in.Machine, in.Order)
+	a, err := newABI(in.Machine, in.Order, o)
 	if err != nil {
 		return nil, err
 	}
-	a.version = o.Version
-	a.flexOK = a.amd64 && o.Version >= sframe.Version3
-	a.reuse = in.Emit != nil
-	res := &Result{ABI: a.id, CFAFixedFP: a.fixedFP, CFAFixedRA: a.fixedRA}
-	sym := in.Symbol
-	if sym == nil {
-		sym = func(uint64) string { return "" }
+	t := &Translator{a: a, o: o, sym: in.Symbol}
+	if t.sym == nil {
+		t.sym = func(uint64) string { return "" }
 	}
-	emit := emitter(in.Emit, o, res)
-	// PLT sections first: their description replaces any CFI covering them.
-	pltFuncs, pltSpans, pltNames, pltDiags := a.pltSections(in.PLTs)
-	res.Diags = append(res.Diags, pltDiags...)
-	res.PLTFuncs += len(pltFuncs)
-	for _, fn := range pltFuncs {
-		if err := emit(fn); err != nil {
-			return nil, err
-		}
-	}
+	t.pltFuncs, t.pltSpans, t.pltNames, t.pltDiags = a.pltSections(in.PLTs)
+	return t, nil
+}
 
-	// The FDEs: given with their tables, or executed on demand. Only
-	// indices are sorted and kept.
-	var (
-		count   int
-		rangeOf func(i int) (start, size uint64, ok bool)
-		table   func(i int) *cfi.Table
-	)
-	switch {
-	case in.ExecEntry != nil:
-		count = len(in.Entries)
-		rangeOf = func(i int) (uint64, uint64, bool) { e := &in.Entries[i]; return e.Start, e.Size, true }
-		table = func(i int) *cfi.Table {
-			t, err := in.ExecEntry(in.Entries[i])
-			if err != nil {
-				return nil
-			}
-			return t
-		}
-	case in.Exec != nil:
-		count = len(in.FDEs)
-		rangeOf = func(i int) (uint64, uint64, bool) {
-			f := in.FDEs[i]
-			if f == nil {
-				return 0, 0, false
-			}
-			return f.Start, f.Size, true
-		}
-		table = func(i int) *cfi.Table {
-			t, err := in.Exec(in.FDEs[i])
-			if err != nil {
-				return nil
-			}
-			return t
-		}
-	default:
-		count = len(in.Tables)
-		rangeOf = func(i int) (uint64, uint64, bool) {
-			t := in.Tables[i]
-			if t == nil || t.FDE == nil {
-				return 0, 0, false
-			}
-			return t.FDE.Start, t.FDE.Size, true
-		}
-		table = func(i int) *cfi.Table { return in.Tables[i] }
-	}
-	keep := make([]int, 0, count)
-	for i := range count {
-		start, size, ok := rangeOf(i)
-		if !ok {
-			continue
-		}
-		if ignored(start, size) {
-			if table(i) != nil {
-				res.Empty++
-			}
-			continue
-		}
-		if j := spanIndex(pltSpans, start, start+size); j >= 0 {
-			// CFI for a PLT described from its instructions: say so
-			// when the two disagree.
-			if t := table(i); t != nil {
-				if d := a.checkPLTCFI(t, pltFuncs); d != nil {
-					d.Symbol = pltNames[j]
-					res.Diags = append(res.Diags, *d)
-				}
-			}
-			continue
-		}
-		keep = append(keep, i)
-	}
-	startOf := func(i int) uint64 { s, _, _ := rangeOf(i); return s }
-	slices.SortStableFunc(keep, func(x, y int) int { return cmp.Compare(startOf(x), startOf(y)) })
-	if c := cutPoint(keep, rangeOf, in.ExecEntry != nil && in.Emit != nil && in.Second != nil); c > 0 {
-		exec2, emit2 := in.Second(len(keep) - c)
-		b, err := newABI(in.Machine, in.Order)
-		if err != nil {
-			return nil, err
-		}
-		b.version, b.flexOK, b.reuse = a.version, a.flexOK, a.reuse
-		res2 := &Result{}
-		table2 := func(i int) *cfi.Table {
-			t, err := exec2(in.Entries[i])
-			if err != nil {
-				return nil
-			}
-			return t
-		}
-		done := make(chan error, 1)
-		go func() { done <- b.functions(keep[c:], table2, emitter(emit2, o, res2), sym, o, res2) }()
-		errA := a.functions(keep[:c], table, emit, sym, o, res)
-		errB := <-done
-		if errA != nil {
-			return nil, errA
-		}
-		if errB != nil {
-			return nil, errB
-		}
-		res.Diags = append(res.Diags, res2.Diags...)
-		res.Skipped += res2.Skipped
-		res.Converted += res2.Converted
-		res.PLTFuncs += res2.PLTFuncs
-		return res, nil
-	}
-	if err := a.functions(keep, table, emit, sym, o, res); err != nil {
+// ABI returns the SFrame ABI and the header's fixed FP and RA offsets of
+// the translation (Result.ABI, CFAFixedFP, CFAFixedRA), for a caller that
+// starts an encoder before translating.
+func (t *Translator) ABI() (id uint8, fixedFP, fixedRA int8) {
+	return t.a.id, t.a.fixedFP, t.a.fixedRA
+}
+
+func (t *Translator) result() *Result {
+	return &Result{ABI: t.a.id, CFAFixedFP: t.a.fixedFP, CFAFixedRA: t.a.fixedRA}
+}
+
+// Translate translates a file's functions on one goroutine: the PLT
+// sections described from their instructions, then every function src
+// gives, in that order, each handed to emit as it is made. The function
+// and its rows are valid only during the call (their memory is reused);
+// with Options.OutermostGap a function is handed over in its parts. An
+// error from emit or src stops the translation.
+func Translate(in Input, src Source, o Options, emit func(*sframe.Function) error) (*Result, error) {
+	t, err := New(in, o)
+	if err != nil {
 		return nil, err
 	}
-	if in.Emit != nil {
-		return res, nil
+	return t.Translate(src, emit)
+}
+
+// Translate is the package's Translate with t's file and options: PLTs,
+// then Functions.
+func (t *Translator) Translate(src Source, emit func(*sframe.Function) error) (*Result, error) {
+	res, err := t.PLTs(emit)
+	if err != nil {
+		return nil, err
 	}
-	if o.OutermostGap {
-		res.Funcs = splitOutermost(res.Funcs)
+	fres, err := t.Functions(src, emit)
+	if err != nil {
+		return nil, err
 	}
-	sort.SliceStable(res.Funcs, func(i, j int) bool { return res.Funcs[i].Start < res.Funcs[j].Start })
+	res.Add(fres)
 	return res, nil
 }
 
-// emitter returns the function Translate hands each function to: to
-// Emit (split for Options.OutermostGap), or into res.Funcs without Emit.
-func emitter(to func(*sframe.Function) error, o Options, res *Result) func(sframe.Function) error {
-	var cur sframe.Function // what emit hands over, not reallocated per call
-	var one [1]sframe.Function
-	return func(fn sframe.Function) error {
-		if to == nil {
-			res.Funcs = append(res.Funcs, fn)
-			return nil
+// PLTs hands the functions of the PLT sections described from their
+// instructions to emit (as Translate does first), and reports the PLT
+// sections that are not (left to their CFI).
+func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
+	res := t.result()
+	res.Diags = append(res.Diags, t.pltDiags...)
+	res.PLTFuncs = len(t.pltFuncs)
+	out := emitter(emit, t.o)
+	for _, fn := range t.pltFuncs {
+		if err := out(fn); err != nil {
+			return nil, err
 		}
-		if o.OutermostGap && fn.PCType == sframe.PCInc && hasOutermost(fn.Rows) {
-			one[0] = fn
-			for _, part := range splitOutermost(one[:]) {
-				cur = part
-				if err := to(&cur); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		cur = fn
-		return to(&cur)
 	}
+	return res, nil
 }
 
-// cutPoint returns where keep (sorted by start) can be cut in two parts
-// that translate alone as they do together: no FDE before the cut reaches
-// the first one after it, so the overlap check, the only link between
-// functions, sees the same. 0 when there is no such point near the middle
-// or splitting is off.
-func cutPoint(keep []int, rangeOf func(int) (uint64, uint64, bool), on bool) int {
-	if !on || len(keep) < minSplit {
-		return 0
+// Functions translates every function src gives, in order, handing each
+// to emit as Translate does. src may be a part of a file's functions:
+// two parts translate apart as they do together when they are cut where
+// Cut says.
+func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*Result, error) {
+	res := t.result()
+	if src == nil {
+		return res, nil
 	}
-	var reach uint64 // the furthest end before index i
-	mid := len(keep) / 2
-	for i, k := range keep {
-		start, size, _ := rangeOf(k)
-		if i >= mid && start >= reach {
-			if i >= len(keep)-len(keep)/8 {
-				return 0 // too lopsided to be worth it
-			}
-			return i
-		}
-		reach = max(reach, start+size)
-	}
-	return 0
-}
-
-// functions translates the FDEs keep (sorted by start address) in order,
-// handing each function to emit and adding diagnostics and counts to res.
-// What it decides for each FDE, a Describer decides the same way (the
-// same sequence and describe).
-func (a *abi) functions(keep []int, table func(int) *cfi.Table, emit func(sframe.Function) error, sym func(uint64) string, o Options, res *Result) error {
+	a := t.a // its rows are this call's
+	out := emitter(emit, t.o)
 	var seq sequence
-	for _, k := range keep {
-		t := table(k)
-		if t == nil {
-			continue
+	var last uint64
+	for n := 0; ; n++ {
+		tab, err := src.Next()
+		if err == io.EOF {
+			return res, nil
 		}
-		f := t.FDE
-		if overlaps, prev := seq.next(f.Start, f.End()); overlaps {
-			d := overlapDiag(f, prev)
-			d.Symbol = sym(f.Start)
-			res.Skipped++
+		if err != nil {
+			return nil, err
+		}
+		f := tab.FDE
+		if n > 0 && f.Start < last {
+			return nil, fmt.Errorf("translate: functions out of order: %#x after %#x", f.Start, last)
+		}
+		last = f.Start
+		if err := t.function(&a, tab, &seq, out, res); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// function decides about one CFI function, in the order of the checks
+// Describer makes too: ignored for its range, inside a PLT section
+// described from its instructions, overlapping the function before it,
+// then describe.
+func (t *Translator) function(a *abi, tab *cfi.Table, seq *sequence, emit func(sframe.Function) error, res *Result) error {
+	f := tab.FDE
+	if ignored(f.Start, f.Size) {
+		res.Empty++
+		return nil
+	}
+	if j := spanIndex(t.pltSpans, f.Start, f.End()); j >= 0 {
+		// CFI for a PLT described from its instructions: say so when
+		// the two disagree.
+		if d := a.checkPLTCFI(tab, t.pltFuncs); d != nil {
+			d.Symbol = t.pltNames[j]
 			res.Diags = append(res.Diags, *d)
-			continue
 		}
-		fn, fns, d := a.describe(t, o)
-		if fns != nil {
-			// A PLT known only from its CFI (no section headers).
-			for _, fn := range fns {
-				if err := emit(fn); err != nil {
-					return err
-				}
+		return nil
+	}
+	if overlaps, prev := seq.next(f.Start, f.End()); overlaps {
+		d := overlapDiag(f, prev)
+		d.Symbol = t.sym(f.Start)
+		res.Skipped++
+		res.Diags = append(res.Diags, *d)
+		return nil
+	}
+	fn, fns, d := a.describe(tab, t.o)
+	switch {
+	case fns != nil:
+		// A PLT known only from its CFI (no section headers).
+		for _, fn := range fns {
+			if err := emit(fn); err != nil {
+				return err
 			}
-			res.PLTFuncs += len(fns)
-			continue
 		}
-		if d != nil {
-			d.Symbol = sym(f.Start)
-			if o.SignalOutermost && o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize && d.Reason != Outermost && f.Size > 0 {
-				d.Detail += "; written as a signal FDE whose one FRE says RA undefined (outermost frame)"
-				if err := emit(sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true,
-					Rows: []sframe.Row{{Start: 0, RAUndefined: true}}}); err != nil {
-					return err
-				}
+		res.PLTFuncs += len(fns)
+	case d != nil:
+		d.Symbol = t.sym(f.Start)
+		if t.o.SignalOutermost && t.o.Version >= sframe.Version3 && f.CIE.Signal && d.Reason != FunctionSize && d.Reason != Outermost && f.Size > 0 {
+			d.Detail += "; written as a signal FDE whose one FRE says RA undefined (outermost frame)"
+			if err := emit(sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: true,
+				Rows: []sframe.Row{{Start: 0, RAUndefined: true}}}); err != nil {
+				return err
 			}
-			res.Diags = append(res.Diags, *d)
-			res.Skipped++
-			continue
 		}
+		res.Diags = append(res.Diags, *d)
+		res.Skipped++
+	default:
 		if err := emit(fn); err != nil {
 			return err
 		}
@@ -433,47 +379,88 @@ func (a *abi) functions(keep []int, table func(int) *cfi.Table, emit func(sframe
 	return nil
 }
 
-// splitOutermost rewrites every PCInc function with RA-undefined rows as
-// the runs of its other rows, each a function of its own that ends where
-// the next RA-undefined row starts. A function that is outermost
-// throughout disappears.
-func splitOutermost(funcs []sframe.Function) []sframe.Function {
-	out := funcs[:0:0]
-	for _, fn := range funcs {
-		if fn.PCType != sframe.PCInc || !hasOutermost(fn.Rows) {
-			out = append(out, fn)
-			continue
+// emitter returns the function a translation hands each function to: to,
+// after splitting it for Options.OutermostGap.
+func emitter(to func(*sframe.Function) error, o Options) func(sframe.Function) error {
+	var cur sframe.Function // what is handed over, not reallocated per call
+	return func(fn sframe.Function) error {
+		if o.OutermostGap && fn.PCType == sframe.PCInc && hasOutermost(fn.Rows) {
+			return splitOutermost(fn, func(part sframe.Function) error {
+				cur = part
+				return to(&cur)
+			})
 		}
-		rows := fn.Rows
-		for i := 0; i < len(rows); {
-			if rows[i].RAUndefined {
-				i++
-				continue
-			}
-			j := i
-			for j < len(rows) && !rows[j].RAUndefined {
-				j++
-			}
-			lo, hi := rows[i].Start, fn.Size
-			if j < len(rows) {
-				hi = rows[j].Start
-			}
-			if hi > lo {
-				part := fn
-				part.Start = fn.Start + uint64(lo)
-				part.Size = hi - lo
-				part.Rows = make([]sframe.Row, j-i)
-				for k := i; k < j; k++ {
-					r := rows[k]
-					r.Start -= lo
-					part.Rows[k-i] = r
-				}
-				out = append(out, part)
-			}
-			i = j
+		cur = fn
+		return to(&cur)
+	}
+}
+
+// Cut returns where functions sorted by start address (entries, as a
+// Source gives them) can be cut into two parts that Functions translates
+// apart as it does together: the first index at or after from that no
+// function before it reaches. Overlap with the functions before is the
+// only link between functions; functions Translate ignores for their
+// range do not count. len(entries) when there is no such index.
+func Cut(entries []cfi.Entry, from int) int {
+	var reach uint64 // the furthest end before index i
+	for i, e := range entries {
+		if i >= from && e.Start >= reach {
+			return i
+		}
+		if !ignored(e.Start, e.Size) {
+			reach = max(reach, e.End())
 		}
 	}
-	return out
+	return len(entries)
+}
+
+// Collect returns an emit function that appends a copy of every function
+// (its rows included) to *funcs, for a caller that keeps them all.
+func Collect(funcs *[]sframe.Function) func(*sframe.Function) error {
+	return func(fn *sframe.Function) error {
+		c := *fn
+		c.Rows = slices.Clone(fn.Rows)
+		*funcs = append(*funcs, c)
+		return nil
+	}
+}
+
+// splitOutermost hands the runs of fn's rows between RA-undefined rows
+// to emit, each as a function of its own that ends where the next
+// RA-undefined row starts. A function that is outermost throughout gives
+// none.
+func splitOutermost(fn sframe.Function, emit func(sframe.Function) error) error {
+	rows := fn.Rows
+	for i := 0; i < len(rows); {
+		if rows[i].RAUndefined {
+			i++
+			continue
+		}
+		j := i
+		for j < len(rows) && !rows[j].RAUndefined {
+			j++
+		}
+		lo, hi := rows[i].Start, fn.Size
+		if j < len(rows) {
+			hi = rows[j].Start
+		}
+		if hi > lo {
+			part := fn
+			part.Start = fn.Start + uint64(lo)
+			part.Size = hi - lo
+			part.Rows = make([]sframe.Row, j-i)
+			for k := i; k < j; k++ {
+				r := rows[k]
+				r.Start -= lo
+				part.Rows[k-i] = r
+			}
+			if err := emit(part); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
 }
 
 func hasOutermost(rows []sframe.Row) bool {
@@ -594,13 +581,8 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 	if f.CIE.RAColumn != a.ra {
 		return fn, skip(f.Start, ReturnColumn, "CIE at offset %d names register %d as the return address", f.CIE.Offset, f.CIE.RAColumn)
 	}
-	var rows []sframe.Row
-	if a.reuse {
-		rows = a.rows[:0]
-		defer func() { a.rows = rows[:0] }()
-	} else {
-		rows = make([]sframe.Row, 0, len(t.Rows))
-	}
+	rows := a.rows[:0]
+	defer func() { a.rows = rows[:0] }()
 	for i := range t.Rows {
 		cr := &t.Rows[i]
 		if cr.Loc >= f.End() {

@@ -3,6 +3,8 @@ package translate
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -142,7 +144,7 @@ func TestTranslateFunctions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := Translate(Input{Machine: tc.machine, Order: tc.order, Tables: []*cfi.Table{tc.table}}, Options{Version: tc.version})
+			res, err := translateAll(Input{Machine: tc.machine, Order: tc.order}, []*cfi.Table{tc.table}, Options{Version: tc.version})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,27 +173,118 @@ func TestTranslateFunctions(t *testing.T) {
 
 func TestTranslateFileLevel(t *testing.T) {
 	row := cfi.Row{Loc: 0x1000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}
-	res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, Tables: []*cfi.Table{
+	res, err := translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian,
+		Symbol: func(a uint64) string { return map[uint64]string{0x1008: "dup"}[a] }}, []*cfi.Table{
 		table(x86CIE, 0x3000, 0x10, cfi.Row{Loc: 0x3000, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}),
 		table(x86CIE, 0x1000, 0x10, row),
 		table(x86CIE, 0x1008, 0x10, cfi.Row{Loc: 0x1008, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}), // overlaps the one before
 		table(x86CIE, 0x2000, 0, cfi.Row{Loc: 0x2000, CFA: cfaSP8}),                                   // empty
 		table(x86CIE, 0, 0x10, cfi.Row{Loc: 0, CFA: cfaSP8}),                                          // discarded
-	}, Symbol: func(a uint64) string { return map[uint64]string{0x1008: "dup"}[a] }}, Options{})
+		nil, // not executed: left out
+	}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.ABI != sframe.ABIAMD64LE || res.CFAFixedRA != -8 || res.Converted != 2 || res.Skipped != 1 || res.Empty != 2 {
 		t.Fatalf("got %+v", res)
 	}
-	if res.Funcs[0].Start != 0x1000 || res.Funcs[1].Start != 0x3000 {
-		t.Errorf("functions not sorted: %#x %#x", res.Funcs[0].Start, res.Funcs[1].Start)
+	if res.emitted[0] != 0x1000 || res.emitted[1] != 0x3000 {
+		t.Errorf("functions not emitted by start: %#x", res.emitted)
 	}
 	if d := res.Diags[0]; d.Reason != Overlap || d.Symbol != "dup" {
 		t.Errorf("diag %+v", d)
 	}
-	if _, err := Translate(Input{Machine: elf.EM_RISCV}, Options{}); err == nil {
-		t.Error("RISC-V: no error")
+}
+
+// orderless is a Source that gives its tables in the order given.
+type orderless []*cfi.Table
+
+func (o *orderless) Next() (*cfi.Table, error) {
+	if len(*o) == 0 {
+		return nil, io.EOF
+	}
+	t := (*o)[0]
+	*o = (*o)[1:]
+	return t, nil
+}
+
+// failing is a Source whose Next fails after its tables.
+type failing struct{ orderless }
+
+var errSource = errors.New("source failed")
+
+func (f *failing) Next() (*cfi.Table, error) {
+	if len(f.orderless) == 0 {
+		return nil, errSource
+	}
+	return f.orderless.Next()
+}
+
+// TestTranslateErrors: what stops a translation, and the error it gives.
+func TestTranslateErrors(t *testing.T) {
+	ok := func(start uint64) *cfi.Table {
+		return table(x86CIE, start, 0x10, cfi.Row{Loc: start, CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}})
+	}
+	x86 := Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian}
+	errEmit := errors.New("emit failed")
+	tests := []struct {
+		name string
+		in   Input
+		src  Source
+		o    Options
+		emit func(*sframe.Function) error
+		is   error  // errors.Is, when set
+		want string // in the message
+	}{
+		{"unsupported machine", Input{Machine: elf.EM_RISCV}, nil, Options{}, nil, ErrMachine, "EM_RISCV"},
+		{"version 4", x86, nil, Options{Version: 4}, nil, nil, "SFrame version 4"},
+		{"out of order", x86, &orderless{ok(0x2000), ok(0x1000)}, Options{}, nil, nil, "out of order: 0x1000 after 0x2000"},
+		{"source fails", x86, &failing{orderless{ok(0x1000)}}, Options{}, nil, errSource, "source failed"},
+		{"emit fails", x86, &orderless{ok(0x1000)}, Options{}, func(*sframe.Function) error { return errEmit }, errEmit, "emit failed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			emit := tc.emit
+			if emit == nil {
+				emit = func(*sframe.Function) error { return nil }
+			}
+			res, err := Translate(tc.in, tc.src, tc.o, emit)
+			if err == nil {
+				t.Fatalf("no error; result %+v", res)
+			}
+			if (tc.is != nil && !errors.Is(err, tc.is)) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q: want %q (wrapping %v)", err, tc.want, tc.is)
+			}
+		})
+	}
+}
+
+// TestCut: the cut falls at the first function from the given index on
+// that no earlier function reaches; functions Translate ignores for their
+// range do not count.
+func TestCut(t *testing.T) {
+	type r struct{ start, size uint64 }
+	for _, tc := range []struct {
+		name   string
+		ranges []r
+		from   int
+		want   int
+	}{
+		{"disjoint", []r{{10, 10}, {20, 10}, {30, 10}, {40, 10}}, 2, 2},
+		{"from 0", []r{{10, 10}, {20, 10}}, 0, 0},
+		{"overlap at the cut", []r{{10, 10}, {20, 25}, {40, 10}, {50, 10}}, 2, 3},
+		{"a long one before", []r{{10, 100}, {20, 10}, {30, 10}, {40, 10}}, 2, 4},
+		{"a discarded one (address 0) does not reach", []r{{0, 100}, {20, 10}, {30, 10}, {40, 10}}, 2, 2},
+		{"nested", []r{{10, 40}, {20, 10}, {30, 10}, {50, 10}}, 1, 3},
+		{"empty", nil, 0, 0},
+	} {
+		es := make([]cfi.Entry, len(tc.ranges))
+		for i, x := range tc.ranges {
+			es[i] = cfi.Entry{Start: x.start, Size: x.size}
+		}
+		if got := Cut(es, tc.from); got != tc.want {
+			t.Errorf("%s: cut at %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -201,7 +294,7 @@ func TestPLT(t *testing.T) {
 	plt0 := []byte{0xff, 0x35, 0xe2, 0x2f, 0, 0, 0xff, 0x25, 0xe4, 0x2f, 0, 0, 0x0f, 0x1f, 0x40, 0}
 	entry := []byte{0xff, 0x25, 0xe2, 0x2f, 0, 0, 0x68, 0, 0, 0, 0, 0xe9, 0xe0, 0xff, 0xff, 0xff}
 	data := append(append(append([]byte{}, plt0...), entry...), entry...)
-	res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, Options{})
+	res, err := translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +313,7 @@ func TestPLT(t *testing.T) {
 	// rsp+8 at +10: wrong, the push has run).
 	tlsdesc := []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xff, 0x35, 0x06, 0xa0, 0x03, 0, 0xff, 0x25, 0xe0, 0x9f, 0x03, 0}
 	data = append(append(append(append([]byte{}, plt0...), entry...), entry...), tlsdesc...)
-	res, err = Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, Options{})
+	res, err = translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +323,7 @@ func TestPLT(t *testing.T) {
 	}
 	// Entries unlike each other on both sides: no PCMASK of one.
 	data = append(append(append(append([]byte{}, plt0...), entry...), tlsdesc...), entry...)
-	res, err = Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, Options{})
+	res, err = translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x1020, Data: data, EntSize: 16}}}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +347,7 @@ func TestPLT(t *testing.T) {
 	// PLTn: adrp x16; ldr x17,[x16]; add x16; br x17
 	a0 := le(0xa9bf7bf0, 0x90000090, 0xf947fe11, 0x913fe210, 0xd61f0220, 0xd503201f, 0xd503201f, 0xd503201f)
 	an := le(0x90000090, 0xf9400211, 0x91000210, 0xd61f0220)
-	res, err = Translate(Input{Machine: elf.EM_AARCH64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x400, Data: append(append(a0, an...), an...)}}}, Options{})
+	res, err = translateAll(Input{Machine: elf.EM_AARCH64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x400, Data: append(append(a0, an...), an...)}}}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +363,7 @@ func TestPLT(t *testing.T) {
 	// leaves it): two entries are 48 bytes, which 16 divides too.
 	b0 := le(0xd503245f, 0xa9bf7bf0, 0xf00000f0, 0xf947fe11, 0x913fe210, 0xd61f0220, 0xd503201f, 0xd503201f)
 	pac := le(0x90000110, 0xf9400211, 0xd503201f, 0xd503219f, 0xd61f0220, 0xd503201f)
-	res, err = Translate(Input{Machine: elf.EM_AARCH64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x540, Data: append(append(b0, pac...), pac...)}}}, Options{})
+	res, err = translateAll(Input{Machine: elf.EM_AARCH64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x540, Data: append(append(b0, pac...), pac...)}}}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +376,7 @@ func TestPLT(t *testing.T) {
 	}
 
 	// Unknown instructions: a diagnostic, no description.
-	res, _ = Translate(Input{Machine: elf.EM_X86_64, PLTs: []PLT{{Name: ".plt.sec", Addr: 0x5000, Data: make([]byte, 16)}}}, Options{})
+	res, _ = translateAll(Input{Machine: elf.EM_X86_64, PLTs: []PLT{{Name: ".plt.sec", Addr: 0x5000, Data: make([]byte, 16)}}}, nil, Options{})
 	if len(res.Funcs) != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != PLTUnknown {
 		t.Errorf("zeroed .plt.sec: funcs %+v diags %+v", res.Funcs, res.Diags)
 	}
@@ -297,7 +390,7 @@ func TestPLTFromCFI(t *testing.T) {
 		cfi.Row{Loc: 0x1020, CFA: cfaReg(7, 16), Regs: []cfi.RegRule{ripSaved}},
 		cfi.Row{Loc: 0x1026, CFA: cfaReg(7, 24), Regs: []cfi.RegRule{ripSaved}},
 		cfi.Row{Loc: 0x1030, CFA: cfi.CFA{Kind: cfi.CFAExpression, Expr: expr}, Regs: []cfi.RegRule{ripSaved}})
-	res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, Tables: []*cfi.Table{tab}}, Options{})
+	res, err := translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian}, []*cfi.Table{tab}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +403,7 @@ func TestPLTFromCFI(t *testing.T) {
 	}
 	// Misaligned: not a PLT shape we can map to PCMASK; skipped as an expression.
 	tab.Rows[2].Loc = 0x1031
-	res, _ = Translate(Input{Machine: elf.EM_X86_64, Tables: []*cfi.Table{tab}}, Options{})
+	res, _ = translateAll(Input{Machine: elf.EM_X86_64}, []*cfi.Table{tab}, Options{})
 	if len(res.Funcs) != 0 || res.Diags[0].Reason != CFAExpression {
 		t.Errorf("misaligned PLT expression: %+v %+v", res.Funcs, res.Diags)
 	}
@@ -339,8 +432,8 @@ func TestPLTCFIDisagrees(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: plts,
-				Tables: []*cfi.Table{table(x86CIE, 0x2000, 16, tc.rows...)}}, Options{})
+			res, err := translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: plts},
+				[]*cfi.Table{table(x86CIE, 0x2000, 16, tc.rows...)}, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -389,8 +482,8 @@ func TestSignalOutermost(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := Translate(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian,
-				Tables: []*cfi.Table{table(tc.cie, 0x3000, 0x10, cfi.Row{Loc: 0x3000, CFA: cfaExpr, Regs: []cfi.RegRule{ripSaved}})}},
+			res, err := translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian},
+				[]*cfi.Table{table(tc.cie, 0x3000, 0x10, cfi.Row{Loc: 0x3000, CFA: cfaExpr, Regs: []cfi.RegRule{ripSaved}})},
 				Options{Version: tc.version, SignalOutermost: tc.on})
 			if err != nil {
 				t.Fatal(err)
