@@ -3,28 +3,30 @@ package convert
 import (
 	"bytes"
 	"errors"
-	"strings"
 
 	"github.com/cfi2sframe/cfi2sframe/relobj"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
 // convertArchive converts every relocatable ELF member of a static
-// archive; other members (and objects without CFI) stay as they are.
-func convertArchive(name string, in []byte, o Options) (*Result, error) {
+// archive; other members (and objects without CFI) stay as they are. An
+// error names the member (relobj), not the archive.
+func convertArchive(in []byte, o Options) (*Result, error) {
 	res := &Result{Translate: &translate.Result{}}
 	members := 0
 	out, err := relobj.ConvertArchive(in, func(m *relobj.Member) ([]byte, error) {
 		if !bytes.HasPrefix(m.Data, []byte("\x7fELF")) {
 			return m.Data, nil
 		}
-		r, err := Convert(name+"("+m.Name+")", m.Data, o)
+		r, err := convertBytes(m.Data, o, nil)
 		if errors.Is(err, ErrNoCFI) || (err == nil && r.Unchanged) {
 			return m.Data, nil
 		}
+		if err == nil && r.plan != nil { // a linked file: built in memory
+			r.Output, err = r.plan.Bytes(r.SFrame)
+		}
 		if err != nil {
-			// relobj names the member; say the archive once.
-			return nil, &trimmedError{strings.TrimPrefix(err.Error(), name+"("+m.Name+"): "), err}
+			return nil, err
 		}
 		members++
 		t := res.Translate
@@ -36,7 +38,7 @@ func convertArchive(name string, in []byte, o Options) (*Result, error) {
 		return r.Output, nil
 	})
 	if err != nil {
-		return nil, &Error{File: name, Err: err}
+		return nil, err
 	}
 	if members == 0 {
 		// Only objects without CFI (or no objects): nothing to add, as
@@ -48,13 +50,3 @@ func convertArchive(name string, in []byte, o Options) (*Result, error) {
 	res.Members = members
 	return res, nil
 }
-
-// trimmedError is err with a shorter message; errors.Is still sees err
-// (ErrHasSFrame, say, so that a tree conversion counts the archive right).
-type trimmedError struct {
-	msg string
-	err error
-}
-
-func (e *trimmedError) Error() string { return e.msg }
-func (e *trimmedError) Unwrap() error { return e.err }

@@ -8,7 +8,10 @@
 // flows: elfread → cfi → translate → sframe → elfwrite.
 //
 // OpenInput, then ConvertWrite, is what the command does for one file;
-// see ExampleConvertWrite.
+// see ExampleConvertWrite. SFrame builds a linked file's section in
+// memory and writes nothing. Options are checked once, by
+// Options.Validate, at each entry point; errors are typed (errors.go) and
+// name the file once, in no command's words.
 package convert
 
 import (
@@ -18,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -42,7 +44,7 @@ type Options struct {
 	// acceptance rules (Result.Reader); ForReader fills it.
 	For readers.Reader
 	// FragileLayout: for a file where no layout the standard tools keep
-	// can be made (ErrLayout), write the old one (elfwrite's
+	// can be made (*LayoutError), write the old one (elfwrite's
 	// AppendSegment) with Result.Warning instead of failing.
 	FragileLayout bool
 	// SignalFrames: V3, a signal trampoline whose CFI cannot be described
@@ -73,6 +75,29 @@ func ForReader(r readers.Reader) (Options, error) {
 	return Options{}, fmt.Errorf("no output options for reader %q", r)
 }
 
+// Validate reports options that cannot be used, as an *OptionError: a
+// version other than 2 or 3 (0 means 3), PCRel with version 3. Every
+// entry point checks its options once, before it reads the input.
+func (o Options) Validate() error {
+	_, err := o.normalize()
+	return err
+}
+
+// normalize is Validate, returning the options with the version's
+// default filled in.
+func (o Options) normalize() (Options, error) {
+	if o.Version == 0 {
+		o.Version = sframe.Version3
+	}
+	switch {
+	case o.Version != sframe.Version2 && o.Version != sframe.Version3:
+		return o, &OptionError{Option: "Version", Msg: fmt.Sprintf("SFrame version %d cannot be written (2 or 3)", o.Version)}
+	case o.PCRel && o.Version != sframe.Version2:
+		return o, &OptionError{Option: "PCRel", Msg: "applies to SFrame version 2 only (version 3 start addresses are always PC-relative)"}
+	}
+	return o, nil
+}
+
 // Result is a converted file and what the conversion found.
 type Result struct {
 	// Output is the new ELF file. ConvertInput leaves it nil for a
@@ -80,7 +105,7 @@ type Result struct {
 	Output    []byte
 	SFrame    []byte            // the encoded .sframe section
 	Addr      uint64            // its address
-	Translate *translate.Result // functions, diagnostics, counts
+	Translate *translate.Result // diagnostics, counts
 	CFIErrors []error           // malformed CIEs/FDEs, skipped
 	FDEs      int               // FDEs read (all sections)
 	Members   int               // archives: members converted
@@ -97,115 +122,126 @@ type Result struct {
 	plan *elfwrite.Plan // the output's layout, when Output is not built
 }
 
-// Error is a conversion failure of one file.
-type Error struct {
-	File string
-	Err  error
-}
-
-func (e *Error) Error() string {
-	// Errors from elfread and cfi already name the file: name it once.
-	if msg := e.Err.Error(); strings.HasPrefix(msg, e.File+": ") {
-		return msg
-	}
-	return e.File + ": " + e.Err.Error()
-}
-func (e *Error) Unwrap() error { return e.Err }
-
-// ErrHasSFrame is wrapped by the error for an input that already has
-// SFrame data when Options.Force is not set.
-var ErrHasSFrame = errors.New("already has SFrame data (.sframe or PT_GNU_SFRAME); use --force to replace it")
-
-// ErrUnsupported is wrapped by the error for an ELF file of a machine,
-// class or type that cannot be converted.
-var ErrUnsupported = errors.New("unsupported")
-
-// ErrRejected is wrapped by the error for a linked file whose output
-// Options.For's reader would drop whole (a readers.Reject violation, such
-// as the kernel's for a file whose functions lie in two executable
-// segments). It wraps ErrUnsupported: the tree form counts such files as
-// unsupported and leaves them alone.
-var ErrRejected = fmt.Errorf("%w by the reader", ErrUnsupported)
-
-// ErrLayout is wrapped by the error for a linked file in which the
-// program header table cannot grow where the standard tools expect it
-// (elfwrite.LayoutError) and Options.FragileLayout is not set.
-var ErrLayout = errors.New("no layout that strip, objcopy, eu-strip and patchelf keep")
-
-// ErrNoCFI is wrapped by the error for an input without call-frame
-// information.
-var ErrNoCFI = errors.New("no call-frame information (.eh_frame or .debug_frame) to convert")
-
-// Convert converts the ELF file in (named name in errors).
+// Convert converts the ELF file or archive in (named name in errors).
 func Convert(name string, in []byte, o Options) (*Result, error) {
-	return convert(name, in, o, false, nil)
+	o, err := o.normalize()
+	if err != nil {
+		return nil, err
+	}
+	res, err := convertBytes(in, o, nil)
+	if err == nil && res.plan != nil {
+		res.Output, err = res.plan.Bytes(res.SFrame)
+		res.plan = nil
+	}
+	if err != nil {
+		return nil, &Error{File: name, Err: err}
+	}
+	return res, nil
 }
 
-// convert is Convert; with lazy, a linked file's output is only planned
-// (Result.plan), for WriteResult to write without a copy in memory. first,
-// when not nil, is a plan already made for in (elfwrite.NewPlan, any
-// size), which saves parsing and planning it again; it is called only
-// when the plan is needed, and may return nil.
-func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrite.Plan) (*Result, error) {
-	fail := func(err error) (*Result, error) { return nil, &Error{File: name, Err: err} }
-	if o.Version == 0 {
-		o.Version = sframe.Version3
+// convertBytes converts the file in, of whichever kind it is; a linked
+// file's output is only planned (Result.plan). early, when not nil,
+// gives a plan already made for in (elfwrite.NewPlan, any size), which
+// saves parsing and planning it again; it is called only when the plan
+// is needed, and may return nil. The options are normalized; errors do
+// not name the file.
+func convertBytes(in []byte, o Options, early func() *elfwrite.Plan) (*Result, error) {
+	if isArchive(in) {
+		return convertArchive(in, o)
 	}
-	if o.Version != sframe.Version2 && o.Version != sframe.Version3 {
-		return fail(fmt.Errorf("SFrame version %d cannot be written (2 or 3)", o.Version))
-	}
-	if o.PCRel && o.Version != sframe.Version2 {
-		return fail(errors.New("--pcrel applies to SFrame version 2 only (version 3 start addresses are always PC-relative)"))
-	}
-	if bytes.HasPrefix(in, []byte(relobj.ArchiveMagic)) || bytes.HasPrefix(in, []byte("!<thin>\n")) {
-		return convertArchive(name, in, o)
-	}
-	f, err := elfread.NewFileBytes(in, name)
+	f, err := elfread.NewFileBytes(in, "")
 	if err != nil {
-		return nil, err // elfread's errors name the file
+		return nil, err
 	}
-	ef := f.ELF
+	if err := supported(f.ELF); err != nil {
+		return nil, err
+	}
+	if f.ELF.Type == elf.ET_REL {
+		return convertRelocatable(in, f, o)
+	}
+	return convertLinked(in, f, o, early)
+}
+
+// isArchive says whether in is an ar archive (thin or not).
+func isArchive(in []byte) bool {
+	return bytes.HasPrefix(in, []byte(relobj.ArchiveMagic)) || bytes.HasPrefix(in, []byte("!<thin>\n"))
+}
+
+// supported refuses the ELF files that are not converted: machines other
+// than x86-64 and AArch64, ELF32, and types other than executables,
+// shared libraries and objects.
+func supported(ef *elf.File) error {
 	switch ef.Machine {
 	case elf.EM_X86_64, elf.EM_AARCH64:
 	default:
-		return fail(fmt.Errorf("%w machine %v (x86-64 and AArch64 are supported)", ErrUnsupported, ef.Machine))
+		return &UnsupportedError{What: "machine " + ef.Machine.String(), Detail: "x86-64 and AArch64 are supported"}
 	}
 	if ef.Class != elf.ELFCLASS64 {
-		return fail(fmt.Errorf("%w class %v (ELF64 only)", ErrUnsupported, ef.Class))
+		return &UnsupportedError{What: "class " + ef.Class.String(), Detail: "ELF64 only"}
 	}
 	switch ef.Type {
-	case elf.ET_EXEC, elf.ET_DYN:
-	case elf.ET_REL:
-		return convertRelocatable(name, in, f, o)
-	default:
-		return fail(fmt.Errorf("%w ELF type %v (executables, shared libraries, objects and archives)", ErrUnsupported, ef.Type))
+	case elf.ET_EXEC, elf.ET_DYN, elf.ET_REL:
+		return nil
 	}
+	return &UnsupportedError{What: "ELF type " + ef.Type.String(), Detail: "executables, shared libraries, objects and archives"}
+}
+
+// convertLinked converts an executable or shared library: its CFI,
+// translated one FDE at a time into an encoder, is placed where the
+// output's layout puts the section, and checked against Options.For's
+// reader.
+func convertLinked(in []byte, f *elfread.File, o Options, early func() *elfwrite.Plan) (*Result, error) {
 	if !o.Force {
 		if _, err := f.SFrame(); err == nil {
-			return fail(ErrHasSFrame)
+			return nil, ErrHasSFrame
 		}
 	}
-
-	// One pass per FDE: translate executes each into the stream's one
-	// reused table and keeps only the SFrame function.
-	st, err := cfi.Index(f)
+	st, err := indexCFI(f)
 	if err != nil {
-		return fail(err)
-	}
-	if st.Sections == 0 {
-		return fail(ErrNoCFI)
-	}
-	if err := noFDE(st.Parsed, st.Errors); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	res := &Result{FDEs: st.Parsed}
 	tr, enc, err := translateLinked(f, st, o)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	res.Translate = tr
-	res.CFIErrors = st.Errors
+	res.Translate, res.CFIErrors = tr, st.Errors
+	if err := res.place(in, enc, o, early); err != nil {
+		return nil, err
+	}
+	if o.For != "" {
+		res.Reader = readers.Check(o.For, readers.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(f.ELF)})
+		// An output the reader drops whole is not written: For promises
+		// what the reader takes. A lookup that fails at some PCs is only
+		// reported (Result.Reader).
+		if v := res.Reader.FirstReject(); v != nil {
+			return nil, &RejectedError{Violation: *v}
+		}
+	}
+	return res, nil
+}
 
+// indexCFI finds a linked file's FDEs (cfi.Index: one pass, each kept as
+// a small entry), refusing a file without any.
+func indexCFI(f *elfread.File) (*cfi.Stream, error) {
+	st, err := cfi.Index(f)
+	if err != nil {
+		return nil, err
+	}
+	if st.Sections == 0 {
+		return nil, ErrNoCFI
+	}
+	if err := noFDE(st.Parsed, st.Errors); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// place encodes the section for the address the output's layout gives it
+// (V3's start fields are relative to it) and keeps the plan: the
+// standard layout, or, where elfwrite refuses it and
+// Options.FragileLayout allows, the fragile one, with a warning.
+func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early func() *elfwrite.Plan) error {
 	encode := func(addr uint64) ([]byte, error) {
 		b, err := enc.Section(addr)
 		if err == nil {
@@ -213,48 +249,34 @@ func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrit
 		}
 		return b, err
 	}
-	place := func(opts elfwrite.Options) (*elfwrite.Plan, []byte, error) {
-		if first != nil {
-			if p := first(); p != nil && p.Options() == opts {
+	plan := func(opts elfwrite.Options) (*elfwrite.Plan, []byte, error) {
+		if early != nil {
+			if p := early(); p != nil && p.Options() == opts {
 				return elfwrite.PlaceFrom(p, encode)
 			}
 		}
 		return elfwrite.Place(in, opts, encode)
 	}
-	plan, data, err := place(elfwrite.Options{Replace: o.Force})
+	p, data, err := plan(elfwrite.Options{Replace: o.Force})
 	var le *elfwrite.LayoutError
 	if errors.As(err, &le) {
 		if !o.FragileLayout {
-			return fail(fmt.Errorf("%w: %s (--fragile-layout writes one that strip, eu-strip and patchelf may break)", ErrLayout, le.Msg))
+			return &LayoutError{Reason: le.Msg}
 		}
-		plan, data, err = place(elfwrite.Options{Replace: o.Force, AppendSegment: true})
+		p, data, err = plan(elfwrite.Options{Replace: o.Force, AppendSegment: true})
 		if err == nil {
 			res.Warning = fmt.Sprintf("fragile layout (%s): strip, objcopy before 2.44, eu-strip and patchelf may break this file; run verify after them", le.Msg)
 		}
 	}
+	var hs *elfwrite.HasSFrameError
+	if errors.As(err, &hs) {
+		return ErrHasSFrame
+	}
 	if err != nil {
-		var hs *elfwrite.HasSFrameError
-		if errors.As(err, &hs) {
-			return fail(ErrHasSFrame)
-		}
-		return fail(err)
+		return err
 	}
-	res.SFrame = data
-	if lazy {
-		res.plan = plan
-	} else if res.Output, err = plan.Bytes(res.SFrame); err != nil {
-		return fail(err)
-	}
-	if o.For != "" {
-		res.Reader = readers.Check(o.For, readers.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(ef)})
-		// An output the reader drops whole is not written: --for
-		// promises what the reader takes. A lookup that fails at some
-		// PCs is only reported (Result.Reader).
-		if v := res.Reader.FirstReject(); v != nil {
-			return fail(fmt.Errorf("%w: %s; nothing written", ErrRejected, v))
-		}
-	}
-	return res, nil
+	res.SFrame, res.plan = data, p
+	return nil
 }
 
 // translateLinked translates a linked file's CFI functions, executed one

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -24,21 +25,56 @@ func fixture(t *testing.T, name string) []byte {
 	return b
 }
 
+// noSectionHeaders is the example program with its section header table
+// cut off (e_shoff, e_shnum, e_shstrndx zero), as objcopy
+// --strip-section-headers leaves it: the dynamic tables after the
+// program header table cannot be sized, so no layout can move them.
+func noSectionHeaders(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "example", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(b[40:48]) // e_shoff
+	clear(b[60:64]) // e_shnum, e_shstrndx
+	return b
+}
+
+// TestErrors: every way a conversion fails gives a typed error (errors.As,
+// errors.Is), named by the file once, in one line without a word of the
+// command line; options that cannot be used give an *OptionError, about
+// no file.
 func TestErrors(t *testing.T) {
 	exe := fixture(t, "v3-x86_64-exe")
+	obj := fixture(t, "v3-x86_64-O2.o")
+	hello, err := os.ReadFile(filepath.Join("..", "testdata", "example", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		layout  *LayoutError
+		unsupp  *UnsupportedError
+		option  *OptionError
+		anyElse error
+	)
 	tests := []struct {
 		name string
 		in   []byte
 		opts Options
+		as   any   // a pointer to the type errors.As must find
+		is   error // errors.Is, when set
 		want string
 	}{
-		{"not ELF", []byte("#!/bin/sh\necho hi\n"), Options{}, "not an ELF file"},
-		{"empty", nil, Options{}, "not an ELF file"},
-		{"truncated", exe[:100], Options{}, "in.elf"},
-		{"has sframe", exe, Options{}, "already has SFrame data"},
-		{"s390x", fixture(t, "v3-s390x-lib.so"), Options{Force: true}, "unsupported machine"},
-		{"bad version", exe, Options{Version: 4, Force: true}, "SFrame version 4"},
-		{"pcrel v3", exe, Options{Version: 3, PCRel: true, Force: true}, "--pcrel"},
+		{"not ELF", []byte("#!/bin/sh\necho hi\n"), Options{}, &anyElse, nil, "not an ELF file"},
+		{"empty", nil, Options{}, &anyElse, nil, "not an ELF file"},
+		{"truncated", exe[:100], Options{}, &anyElse, nil, "run past the end of the file"},
+		{"has sframe", exe, Options{}, &anyElse, ErrHasSFrame, "already has SFrame data"},
+		{"object with sframe", obj, Options{}, &anyElse, ErrHasSFrame, "already has SFrame data"},
+		{"s390x", fixture(t, "v3-s390x-lib.so"), Options{Force: true}, &unsupp, ErrUnsupported, "unsupported machine EM_S390"},
+		{"no layout", noSectionHeaders(t), Options{}, &layout, nil, "no layout that strip, objcopy, eu-strip and patchelf keep"},
+		{"no CFI", hostile.EHFrameOnly(nil), Options{}, &anyElse, ErrNoCFI, "hold no FDE"},
+		{"bad version", hello, Options{Version: 4}, &option, nil, "SFrame version 4 cannot be written"},
+		{"pcrel v3", hello, Options{Version: 3, PCRel: true}, &option, nil, "PCRel: applies to SFrame version 2 only"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,15 +82,35 @@ func TestErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error; result %+v", res)
 			}
+			if !errors.As(err, tc.as) || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Errorf("error %v (%T): not a %T (wrapping %v)", err, err, tc.as, tc.is)
+			}
 			msg := err.Error()
-			if !strings.Contains(msg, tc.want) || !strings.HasPrefix(msg, "in.elf") || strings.Contains(msg, "\n") {
-				t.Errorf("error %q: want one line starting with the file name and containing %q", msg, tc.want)
+			if strings.Contains(msg, "\n") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "--") {
+				t.Errorf("error %q: want one line containing %q and no command-line flag", msg, tc.want)
+			}
+			var e *Error
+			if _, opt := tc.as.(**OptionError); opt {
+				if errors.As(err, &e) || strings.Contains(msg, "in.elf") {
+					t.Errorf("error %q: an option error names a file", msg)
+				}
+				if err := tc.opts.Validate(); err == nil || err.Error() != msg {
+					t.Errorf("Validate: %v, want Convert's error %q", err, msg)
+				}
+				return
+			}
+			if !errors.As(err, &e) || e.File != "in.elf" || !strings.HasPrefix(msg, "in.elf: ") || strings.Count(msg, "in.elf") != 1 {
+				t.Errorf("error %q (%T): want an *Error naming the file once, first", msg, err)
 			}
 		})
 	}
-	var e *Error
-	if _, err := Convert("x", exe, Options{}); !errors.As(err, &e) || !errors.Is(err, ErrHasSFrame) {
-		t.Errorf("existing .sframe: error %v is not an *Error wrapping ErrHasSFrame", err)
+	if err := (Options{Version: 2, PCRel: true}).Validate(); err != nil {
+		t.Errorf("V2 with PCRel: %v", err)
+	}
+	// The fragile layout is taken when asked for.
+	res, err := Convert("in.elf", noSectionHeaders(t), Options{FragileLayout: true})
+	if err != nil || !strings.Contains(res.Warning, "fragile layout") {
+		t.Errorf("FragileLayout: %v, warning %q", err, res.Warning)
 	}
 }
 

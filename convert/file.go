@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"runtime/debug"
@@ -41,7 +40,8 @@ const maxInput = 1 << 40
 // one). It refuses anything else: a FIFO with no writer would block, and
 // /dev/zero would grow until out of memory. The file is opened without
 // blocking and checked with fstat, so what is checked is what is read.
-// Close releases the mapping.
+// Close releases the mapping. An error names the file once: the
+// *fs.PathError of opening it, or an *Error.
 func OpenInput(name string) (*Input, error) {
 	fh, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -58,7 +58,7 @@ func OpenInput(name string) (*Input, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %s, not a regular file", name, elfread.KindOf(st.Mode()))
+		return nil, &Error{File: name, Err: fmt.Errorf("%s, not a regular file", elfread.KindOf(st.Mode()))}
 	}
 	in := &Input{Name: name, Mode: st.Mode(), Size: st.Size(), Info: st}
 	keep = true
@@ -70,10 +70,10 @@ func OpenInput(name string) (*Input, error) {
 	case st.Size() == 0:
 		return in, nil
 	case st.Size() > maxInput:
-		return nil, fmt.Errorf("%s: %d bytes: larger than the %d bytes accepted", name, st.Size(), int64(maxInput))
+		return nil, &Error{File: name, Err: fmt.Errorf("%d bytes: larger than the %d bytes accepted", st.Size(), int64(maxInput))}
 	}
 	if in.Data, in.mapped, err = mapFile(fh, st.Size()); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, &Error{File: name, Err: err}
 	}
 	return in, nil
 }
@@ -113,81 +113,47 @@ func (in *Input) Close() error {
 	return err
 }
 
-// ErrChanged is wrapped by the error for an input that shrank while it
-// was read (a fault on its mapping).
-var ErrChanged = errors.New("input file changed (truncated) while it was being read")
-
 // ConvertInput converts a mapped input. A fault on the mapping (another
 // process truncated the file) becomes an error wrapping ErrChanged
-// instead of a crash.
-func ConvertInput(in *Input, o Options) (res *Result, err error) {
+// instead of a crash. Errors about the file are *Error naming in.Name.
+func ConvertInput(in *Input, o Options) (*Result, error) {
+	o, err := o.normalize()
+	if err != nil {
+		return nil, err
+	}
 	return convertInput(in, o, nil)
 }
 
-// convertInput is ConvertInput starting from the plan first (see convert).
-func convertInput(in *Input, o Options, first func() *elfwrite.Plan) (res *Result, err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			if _, ok := r.(interface{ Addr() uintptr }); ok {
-				res, err = nil, &Error{File: in.Name, Err: ErrChanged}
-				return
-			}
-			panic(r)
-		}
-	}()
-	return convert(in.Name, in.Data, o, true, first)
-}
-
-// WriteOutput writes data to dst through a temporary file in dst's
-// directory that is renamed over dst (see elfwrite.WriteFileAtomic), with
-// mode perm. When ctx is cancelled before the rename, the temporary file
-// is removed and dst is untouched.
-func WriteOutput(ctx context.Context, dst string, perm fs.FileMode, data []byte) error {
-	err := elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if _, err := w.Write(data); err != nil {
-			return err
-		}
-		return ctx.Err()
-	})
-	if err != nil {
-		return fmt.Errorf("%s: %w", dst, err)
+// convertInput is ConvertInput with normalized options, starting from
+// the plan early (see convertBytes).
+func convertInput(in *Input, o Options, early func() *elfwrite.Plan) (res *Result, err error) {
+	if faulted(func() { res, err = convertBytes(in.Data, o, early) }) {
+		res, err = nil, ErrChanged
 	}
-	return nil
+	if err != nil {
+		return nil, &Error{File: in.Name, Err: err}
+	}
+	return res, nil
 }
 
-// WriteResult writes a conversion's output to dst as WriteOutput does.
-// An output ConvertInput left unbuilt (a linked file) is written straight
-// from the plan: the input's unchanged bytes are copied from in's file to
-// the temporary file (copy_file_range), the rest assembled in a small
-// buffer.
+// WriteResult writes a conversion's output to dst through
+// elfwrite.WriteFileAtomic, with mode perm. An output ConvertInput left
+// unbuilt (a linked file) is written straight from the plan: the input's
+// unchanged bytes are copied from in's file to the temporary file
+// (copy_file_range), the rest assembled in a small buffer. When ctx is
+// cancelled before the rename, the temporary file is removed and dst is
+// untouched.
 func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, res *Result) error {
-	if res.plan == nil {
-		return WriteOutput(ctx, dst, perm, res.Output)
-	}
-	err := elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) error {
-		if err := ctx.Err(); err != nil {
+	return elfwrite.WriteFileAtomic(ctx, dst, perm, func(f *os.File) error {
+		switch {
+		case res.plan == nil:
+			_, err := f.Write(res.Output)
 			return err
+		case in.file != nil:
+			return res.plan.WriteFile(f, in.file, res.SFrame)
 		}
-		var err error
-		if f, ok := w.(*os.File); ok && in.file != nil {
-			err = res.plan.WriteFile(f, in.file, res.SFrame)
-		} else {
-			err = res.plan.Write(w, res.SFrame)
-		}
-		if err != nil {
-			return err
-		}
-		return ctx.Err()
+		return res.plan.Write(f, res.SFrame)
 	})
-	if err != nil {
-		return fmt.Errorf("%s: %w", dst, err)
-	}
-	return nil
 }
 
 // ConvertWrite is ConvertInput followed by WriteResult(ctx, dst, perm,
@@ -201,6 +167,10 @@ func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, r
 // ConvertInput returns it; a conversion error leaves no file behind and
 // is returned as ConvertInput returns it, before any write error.
 func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
+	o, err := o.normalize()
+	if err != nil {
+		return nil, err
+	}
 	if !in.mapped || in.file == nil || !bytes.HasPrefix(in.Data, []byte(elf.ELFMAG)) {
 		return convertThenWrite(ctx, in, o, dst, perm)
 	}
@@ -210,46 +180,7 @@ func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs
 	planned := make(chan *elfwrite.Plan, 1) // nil: no plan, nothing copied early
 	final := make(chan *Result, 1)          // nil: the conversion failed
 	written := make(chan error, 1)          // errNoEarly: nothing was written
-	go func() {
-		var p *elfwrite.Plan
-		var runs []elfwrite.Run
-		if !faulted(func() { p, runs = earlyPlan(in.Data, o) }) && len(runs) > 0 {
-			planned <- p
-		} else {
-			planned <- nil
-			written <- errNoEarly
-			return
-		}
-		written <- elfwrite.WriteFileAtomic(dst, perm, func(w io.Writer) error {
-			f, ok := w.(*os.File)
-			if !ok {
-				return fmt.Errorf("elfwrite gave a %T, not a file", w)
-			}
-			if err := elfwrite.CopyRuns(f, in.file, runs); err != nil {
-				return err
-			}
-			res := <-final
-			if res == nil {
-				return errors.New("conversion failed")
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if res.plan == nil { // cannot happen for a linked file
-				return fmt.Errorf("no output plan for %s", in.Name)
-			}
-			// The unchanged bytes come from the mapping too: a fault on
-			// it is an error here as in ConvertInput.
-			var err error
-			if faulted(func() { err = res.plan.WriteFileAfter(f, in.file, res.SFrame, runs) }) {
-				return ErrChanged
-			}
-			if err != nil {
-				return err
-			}
-			return ctx.Err()
-		})
-	}()
+	go func() { written <- writeEarly(ctx, in, o, dst, perm, planned, final) }()
 	res, err := convertInput(in, o, sync.OnceValue(func() *elfwrite.Plan { return <-planned }))
 	if err != nil || res.Unchanged {
 		final <- nil
@@ -257,13 +188,44 @@ func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs
 		return res, err
 	}
 	final <- res
-	switch werr := <-written; {
-	case werr == errNoEarly:
-		return res, WriteResult(ctx, dst, perm, in, res)
-	case werr != nil:
-		return res, fmt.Errorf("%s: %w", dst, werr)
+	if werr := <-written; werr != errNoEarly {
+		return res, werr
 	}
-	return res, nil
+	return res, WriteResult(ctx, dst, perm, in, res)
+}
+
+// writeEarly is ConvertWrite's writer: it plans in's output for an empty
+// section and sends the plan on planned (nil when there is none, and
+// then returns errNoEarly), copies the runs in front of the section to a
+// temporary file, waits for the conversion's result on final (nil: it
+// failed) and writes the rest.
+func writeEarly(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode, planned chan<- *elfwrite.Plan, final <-chan *Result) error {
+	var p *elfwrite.Plan
+	var runs []elfwrite.Run
+	if faulted(func() { p, runs = earlyPlan(in.Data, o) }) || len(runs) == 0 {
+		planned <- nil
+		return errNoEarly
+	}
+	planned <- p
+	return elfwrite.WriteFileAtomic(ctx, dst, perm, func(f *os.File) error {
+		if err := elfwrite.CopyRuns(f, in.file, runs); err != nil {
+			return err
+		}
+		res := <-final
+		if res == nil {
+			return errors.New("conversion failed")
+		}
+		if res.plan == nil { // cannot happen for a linked file
+			return errors.New("no output plan")
+		}
+		// The unchanged bytes come from the mapping too: a fault on it
+		// is an error here as in ConvertInput.
+		var err error
+		if faulted(func() { err = res.plan.WriteFileAfter(f, in.file, res.SFrame, runs) }) {
+			return ErrChanged
+		}
+		return err
+	})
 }
 
 // errNoEarly: ConvertWrite's writer found nothing to copy early.
@@ -272,7 +234,7 @@ var errNoEarly = errors.New("nothing to copy early")
 // convertThenWrite is ConvertInput, then WriteResult unless there is
 // nothing to write.
 func convertThenWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
-	res, err := ConvertInput(in, o)
+	res, err := convertInput(in, o, nil)
 	if err != nil || res.Unchanged {
 		return res, err
 	}

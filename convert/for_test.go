@@ -120,7 +120,9 @@ func TestForReaderRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := Convert("hello", in, o)
-	if !errors.Is(err, ErrRejected) || !errors.Is(err, ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "segment-start") {
-		t.Fatalf("--for kernel: %v (result %v), want ErrRejected naming segment-start", err, res)
+	var re *RejectedError
+	if !errors.As(err, &re) || re.Violation.Rule != "segment-start" || re.Violation.Reader != readers.Kernel ||
+		!errors.Is(err, ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "segment-start") {
+		t.Fatalf("For kernel: %v (result %v), want a *RejectedError naming segment-start", err, res)
 	}
 }

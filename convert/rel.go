@@ -18,58 +18,102 @@ import (
 // sections never overlap in the translator.
 const sectionShift = 36
 
+// sectionMask keeps the offset in its section of a synthetic address.
+const sectionMask = uint64(1)<<sectionShift - 1
+
 // convertRelocatable adds what as --gsframe would have added to an ET_REL
 // object: one .sframe section (FDEs in .eh_frame order, not sorted, start
 // addresses PC-relative) and .rela.sframe relocating each start field
 // against the symbol .rela.eh_frame uses for the same function.
-func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Result, error) {
-	fail := func(err error) (*Result, error) { return nil, &Error{File: name, Err: err} }
-	ef := f.ELF
-	if _, err := f.SFrame(); err == nil {
-		if !o.Force {
-			return fail(ErrHasSFrame)
-		}
-		return fail(errors.New("replacing .sframe in a relocatable object is not supported; assemble it again without --gsframe"))
-	}
-	if ef.Section(".eh_frame") == nil {
-		if _, err := cfi.Sections(f); err != nil {
-			return fail(err) // e.g. unnamed section headers: .eh_frame cannot be looked for
-		}
-		// No function with CFI (data only, or assembled without CFI
-		// directives): as --gsframe writes no .sframe for such an object,
-		// so a build that converts every object gets it back unchanged.
-		return &Result{Output: in, Translate: &translate.Result{}, Unchanged: true,
-			Note: "relocatable object without .eh_frame (no functions with CFI): copied unchanged, as as --gsframe writes no .sframe for it"}, nil
+func convertRelocatable(in []byte, f *elfread.File, o Options) (*Result, error) {
+	if res, err := relUnchanged(in, f, o); res != nil || err != nil {
+		return res, err
 	}
 	loaded, err := cfi.Load(f)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if loaded.Sections == 0 {
-		return fail(ErrNoCFI)
+		return nil, ErrNoCFI
 	}
 	if err := noFDE(loaded.FDEs, loaded.Errors); err != nil {
-		return fail(err)
+		return nil, err
 	}
-	targets, err := relobj.FDETargets(ef)
+	targets, err := relobj.FDETargets(f.ELF)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	res := &Result{CFIErrors: loaded.Errors, FDEs: loaded.FDEs}
-
-	type fdeInfo struct {
-		tgt   relobj.Target
-		order int64 // .eh_frame offset: gas keeps input order
+	tables, origins, errs := placeTables(loaded.Tables, targets)
+	res.CFIErrors = append(res.CFIErrors, errs...)
+	funcs, tr, err := translateRel(f.ELF, tables, o)
+	if err != nil {
+		return nil, err
 	}
-	info := map[uint64]fdeInfo{}
-	var tables []*cfi.Table
-	for _, t := range loaded.Tables {
+	res.Translate = tr
+	origins.sort(funcs)
+	b, relocs, err := encodeRel(f.ELF, funcs, origins, tr, o)
+	if err != nil {
+		return nil, err
+	}
+	out, err := relobj.Append(in, relobj.Section{
+		Name: ".sframe", Type: elf.SectionType(elfread.SHTGNUSFrame), Flags: elf.SHF_ALLOC, Align: 8,
+		Data: b, Relocs: relocs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Output, res.SFrame = out, b
+	return res, nil
+}
+
+// relUnchanged decides about an object before its CFI is read: one with
+// SFrame data is refused; one without .eh_frame gets a Result with the
+// object unchanged. Both nil: convert it.
+func relUnchanged(in []byte, f *elfread.File, o Options) (*Result, error) {
+	if _, err := f.SFrame(); err == nil {
+		if !o.Force {
+			return nil, ErrHasSFrame
+		}
+		return nil, errors.New("replacing .sframe in a relocatable object is not supported; assemble it again without --gsframe")
+	}
+	if f.ELF.Section(".eh_frame") != nil {
+		return nil, nil
+	}
+	if _, err := cfi.Sections(f); err != nil {
+		return nil, err // e.g. unnamed section headers: .eh_frame cannot be looked for
+	}
+	// No function with CFI (data only, or assembled without CFI
+	// directives): as --gsframe writes no .sframe for such an object, so
+	// a build that converts every object gets it back unchanged.
+	return &Result{Output: in, Translate: &translate.Result{}, Unchanged: true,
+		Note: "relocatable object without .eh_frame (no functions with CFI): copied unchanged, as as --gsframe writes no .sframe for it"}, nil
+}
+
+// origin is where a function's FDE came from: the relocation target of
+// its start field, and its place in .eh_frame (gas keeps input order).
+type origin struct {
+	tgt   relobj.Target
+	order int64 // .eh_frame offset
+}
+
+// origins maps each FDE's synthetic start address to its origin.
+type origins map[uint64]origin
+
+// placeTables moves each FDE's table to its synthetic address: its target
+// section's base plus its offset there. An FDE whose start field has no
+// relocation is left out, with an error.
+func placeTables(tables []*cfi.Table, targets map[int64]relobj.Target) ([]*cfi.Table, origins, []error) {
+	var out []*cfi.Table
+	var errs []error
+	ors := origins{}
+	for _, t := range tables {
 		if t.FDE.Size == 0 {
 			continue
 		}
 		tgt, ok := targets[t.FDE.StartField]
 		if !ok {
-			res.CFIErrors = append(res.CFIErrors, fmt.Errorf(".eh_frame: FDE at offset %d: no relocation for its start address", t.FDE.Offset))
+			errs = append(errs, &cfi.Error{Kind: cfi.EHFrame, Off: t.FDE.Offset, Msg: "FDE: no relocation for its start address"})
 			continue
 		}
 		base := uint64(tgt.Section)<<sectionShift + tgt.Offset
@@ -84,96 +128,109 @@ func convertRelocatable(name string, in []byte, f *elfread.File, o Options) (*Re
 		if t.LastAdvance != 0 {
 			nt.LastAdvance = t.LastAdvance - t.FDE.Start + base
 		}
-		tables = append(tables, nt)
-		info[base] = fdeInfo{tgt, t.FDE.Offset}
+		out = append(out, nt)
+		ors[base] = origin{tgt, t.FDE.Offset}
 	}
+	return out, ors, errs
+}
 
+// translateRel translates an object's placed tables and keeps every
+// function, by start address. Diagnostics speak of section offsets, as
+// objdump does for objects.
+func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Function, *translate.Result, error) {
 	names := relSymbolizer(ef)
 	var funcs []sframe.Function
 	tr, err := translate.Translate(translate.Input{
 		Machine: ef.Machine, Order: ef.ByteOrder,
-		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&(1<<sectionShift-1)) },
+		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&sectionMask) },
 	}, translate.Tables(tables), translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames},
 		translate.Collect(&funcs))
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
-	// Diagnostics speak of section offsets, as objdump does for objects.
 	for i := range tr.Diags {
 		d := &tr.Diags[i]
-		mask := uint64(1)<<sectionShift - 1
-		d.Start, d.End, d.PC = d.Start&mask, d.End&mask, d.PC&mask
+		d.Start, d.End, d.PC = d.Start&sectionMask, d.End&sectionMask, d.PC&sectionMask
 	}
-	res.Translate = tr
 	sort.SliceStable(funcs, func(i, j int) bool { return funcs[i].Start < funcs[j].Start })
-	// A function split around outermost rows (Options.OutermostGap)
-	// starts inside its FDE: it takes that FDE's relocation target, with
-	// the distance added to the addend.
-	bases := make([]uint64, 0, len(info))
-	for b := range info {
+	return funcs, tr, nil
+}
+
+// of returns the origin of a function starting at start and its distance
+// from the FDE's start: a function split around outermost rows
+// (Options.OutermostGap) starts inside its FDE, whose relocation target
+// it takes, with the distance added to the addend.
+func (ors origins) of(start uint64, bases []uint64) (origin, uint64) {
+	if o, ok := ors[start]; ok {
+		return o, 0
+	}
+	i := sort.Search(len(bases), func(i int) bool { return bases[i] > start }) - 1
+	if i < 0 {
+		return origin{}, 0
+	}
+	return ors[bases[i]], start - bases[i]
+}
+
+// bases returns the FDEs' synthetic start addresses, sorted.
+func (ors origins) bases() []uint64 {
+	bases := make([]uint64, 0, len(ors))
+	for b := range ors {
 		bases = append(bases, b)
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	origin := func(start uint64) (fdeInfo, uint64) {
-		if fi, ok := info[start]; ok {
-			return fi, 0
-		}
-		i := sort.Search(len(bases), func(i int) bool { return bases[i] > start }) - 1
-		if i < 0 {
-			return fdeInfo{}, 0
-		}
-		return info[bases[i]], start - bases[i]
-	}
+	return bases
+}
+
+// sort puts funcs in the order of their FDEs in .eh_frame (the parts of
+// one FDE in address order), which is the order gas writes.
+func (ors origins) sort(funcs []sframe.Function) {
+	bases := ors.bases()
 	sort.SliceStable(funcs, func(i, j int) bool {
-		a, da := origin(funcs[i].Start)
-		b, db := origin(funcs[j].Start)
+		a, da := ors.of(funcs[i].Start, bases)
+		b, db := ors.of(funcs[j].Start, bases)
 		return a.order < b.order || a.order == b.order && da < db
 	})
+}
 
-	enc := sframe.Options{
+// encodeRel encodes an object's section, its functions in their order,
+// and the relocations of their start fields, which the encoder locates
+// and which are left zero (RELA: the relocation supplies the value). The
+// functions are encoded with every start at 0: FDE order and FRE data do
+// not depend on it, and the synthetic per-section addresses would not fit
+// V2's 32-bit field.
+func encodeRel(ef *elf.File, funcs []sframe.Function, ors origins, tr *translate.Result, o Options) ([]byte, []relobj.Reloc, error) {
+	enc, err := sframe.NewEncoder(sframe.Options{
 		Version: o.Version, ABI: tr.ABI, Order: ef.ByteOrder,
 		PCRel:      o.Version == sframe.Version3 || o.PCRel,
 		CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA,
-	}
-	// Start fields are left to the relocations: encode with every start at
-	// 0 (FDE order and FRE data do not depend on it; the synthetic
-	// per-section addresses would not fit V2's 32-bit field).
-	zeroed := make([]sframe.Function, len(funcs))
-	for i, fn := range funcs {
-		zeroed[i] = fn
-		zeroed[i].Start = 0
-	}
-	b, err := sframe.Encode(zeroed, enc)
-	if err != nil {
-		return fail(err)
-	}
-	fieldSize, fdeSize := 8, 16
-	if o.Version == sframe.Version2 {
-		fieldSize, fdeSize = 4, 20
-	}
-	rtype, err := relobj.RelocType(ef.Machine, fieldSize)
-	if err != nil {
-		return fail(err)
-	}
-	relocs := make([]relobj.Reloc, len(funcs))
-	for i, fn := range funcs {
-		off := sframe.HeaderSize + i*fdeSize
-		for k := 0; k < fieldSize; k++ {
-			b[off+k] = 0 // the relocation supplies the value (RELA)
-		}
-		fi, delta := origin(fn.Start)
-		t := fi.tgt
-		relocs[i] = relobj.Reloc{Off: uint64(off), Sym: t.Sym, Type: rtype, Addend: t.Addend + int64(delta)}
-	}
-	out, err := relobj.Append(in, relobj.Section{
-		Name: ".sframe", Type: elf.SectionType(elfread.SHTGNUSFrame), Flags: elf.SHF_ALLOC, Align: 8,
-		Data: b, Relocs: relocs,
 	})
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
-	res.Output, res.SFrame = out, b
-	return res, nil
+	for _, fn := range funcs {
+		fn.Start = 0
+		if err := enc.Add(&fn); err != nil {
+			return nil, nil, err
+		}
+	}
+	b, err := enc.Section(0)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, size := enc.StartField(0) // every start field's size
+	rtype, err := relobj.RelocType(ef.Machine, size)
+	if err != nil {
+		return nil, nil, err
+	}
+	bases := ors.bases()
+	relocs := make([]relobj.Reloc, len(funcs))
+	for i, fn := range funcs {
+		off, _ := enc.StartField(i)
+		clear(b[off : off+size])
+		or, delta := ors.of(fn.Start, bases)
+		relocs[i] = relobj.Reloc{Off: uint64(off), Sym: or.tgt.Sym, Type: rtype, Addend: or.tgt.Addend + int64(delta)}
+	}
+	return b, relocs, nil
 }
 
 // relSymbolizer names the function symbol at an offset of a section.

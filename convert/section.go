@@ -8,8 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-
-	"github.com/cfi2sframe/cfi2sframe/relobj"
 )
 
 // SFrame converts a linked ELF file (an executable or shared library) in
@@ -30,75 +28,86 @@ import (
 // the file as bytes). For an *elf.File, pass the reader it was opened
 // from.
 //
-// Every error is an *Error naming the file once. Relocatable objects and
-// archives are refused (wrapping ErrUnsupported): their .sframe means
-// nothing without the relocations in the file (use Convert). A file
-// that already has SFrame data is refused (ErrHasSFrame) unless
-// o.Force; one where the program header table cannot grow in place
-// (ErrLayout) unless o.FragileLayout, whose layout then gives the
-// address.
+// Options that cannot be used give an *OptionError; every other error is
+// an *Error naming the file once. Relocatable objects and archives are
+// refused (an *UnsupportedError): their .sframe means nothing without
+// the relocations in the file (use Convert). A file that already has
+// SFrame data is refused (ErrHasSFrame) unless o.Force; one where the
+// program header table cannot grow in place (*LayoutError) unless
+// o.FragileLayout, whose layout then gives the address.
 func SFrame(name string, r io.ReaderAt, size int64, o Options) (*Result, error) {
-	fail := func(err error) (*Result, error) { return nil, &Error{File: name, Err: err} }
+	o, err := o.normalize()
+	if err != nil {
+		return nil, err
+	}
+	in, err := readInput(r, size)
+	if err != nil {
+		return nil, &Error{File: name, Err: err}
+	}
+	in.Name = name
+	defer in.Close() // the mapping; an *os.File is the caller's
+	return sframeOf(in, o)
+}
+
+// readInput maps the size bytes of r when r is an *os.File holding a
+// regular file at least that long, and reads them otherwise.
+func readInput(r io.ReaderAt, size int64) (*Input, error) {
 	switch {
 	case size < 0:
-		return fail(fmt.Errorf("negative size %d", size))
+		return nil, fmt.Errorf("negative size %d", size)
 	case size > maxInput:
-		return fail(fmt.Errorf("%d bytes: larger than the %d bytes accepted", size, int64(maxInput)))
+		return nil, fmt.Errorf("%d bytes: larger than the %d bytes accepted", size, int64(maxInput))
 	}
-	in := &Input{Name: name, Size: size}
+	in := &Input{Size: size}
 	if fh, ok := r.(*os.File); ok && size > 0 {
 		if st, err := fh.Stat(); err == nil && st.Mode().IsRegular() && st.Size() >= size {
 			data, mapped, err := mapFile(fh, size)
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
 			in.Data, in.mapped = data, mapped
-			defer in.Close() // the mapping; the file is the caller's
+			return in, nil
 		}
 	}
-	if in.Data == nil {
-		in.Data = make([]byte, size)
-		// A reader may say io.EOF with the last byte.
-		if n, err := r.ReadAt(in.Data, 0); err != nil && !(err == io.EOF && int64(n) == size) {
-			return fail(fmt.Errorf("reading %d bytes: %w", size, err))
-		}
+	in.Data = make([]byte, size)
+	// A reader may say io.EOF with the last byte.
+	if n, err := r.ReadAt(in.Data, 0); err != nil && !(err == io.EOF && int64(n) == size) {
+		return nil, fmt.Errorf("reading %d bytes: %w", size, err)
 	}
-	return sframeOf(in, o)
+	return in, nil
 }
 
 // SFrameFile is SFrame on the named file, which must be a regular file
 // (a symbolic link is followed to one); it is mapped as OpenInput maps
 // the command's inputs.
 func SFrameFile(name string, o Options) (*Result, error) {
+	o, err := o.normalize()
+	if err != nil {
+		return nil, err
+	}
 	in, err := OpenInput(name)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
-			err = fmt.Errorf("%s: %w", pe.Op, pe.Err) // the name once, from Error
+			err = &Error{File: name, Err: fmt.Errorf("%s: %w", pe.Op, pe.Err)} // the name once
 		}
-		return nil, &Error{File: name, Err: err}
+		return nil, err
 	}
 	defer in.Close()
 	return sframeOf(in, o)
 }
 
-// sframeOf is SFrame on an input in memory: the linked-file conversion
-// of convert, planned and not built (lazy), its plan dropped, as it
-// refers to the input.
+// sframeOf is SFrame on an input in memory: the linked-file conversion,
+// planned and not built, its plan dropped, as it refers to the input.
 func sframeOf(in *Input, o Options) (*Result, error) {
-	fail := func(err error) (*Result, error) { return nil, &Error{File: in.Name, Err: err} }
-	if bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)) || bytes.HasPrefix(in.Data, []byte("!<thin>\n")) {
-		return fail(fmt.Errorf("%w: a static archive has no .sframe of its own (its members' need their relocations; convert the archive)", ErrUnsupported))
+	if isArchive(in.Data) {
+		return nil, &Error{File: in.Name, Err: &UnsupportedError{What: "static archive", Detail: "it has no .sframe of its own: its members' need their relocations; convert the archive"}}
 	}
 	if t, ok := elfType(in.Data); ok && t == elf.ET_REL {
-		return fail(fmt.Errorf("%w: a relocatable object's .sframe needs its relocations (convert the object)", ErrUnsupported))
+		return nil, &Error{File: in.Name, Err: &UnsupportedError{What: "relocatable object", Detail: "its .sframe needs its relocations; convert the object"}}
 	}
 	res, err := convertInput(in, o, nil)
 	if err != nil {
-		var ce *Error
-		if !errors.As(err, &ce) {
-			err = &Error{File: in.Name, Err: err} // elfread's errors name the file already
-		}
 		return nil, err
 	}
 	res.plan, res.Output = nil, nil

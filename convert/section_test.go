@@ -158,7 +158,6 @@ func TestSFrameErrors(t *testing.T) {
 		{"truncated", Options{}, nil, "truncated"},
 		{"empty", Options{}, nil, "not an ELF file"},
 		{"s390x", Options{Force: true}, ErrUnsupported, "unsupported machine"},
-		{"has-sframe", Options{Force: true, Version: 4}, nil, "SFrame version 4"},
 		{"missing", Options{}, fs.ErrNotExist, "open: no such file"},
 		{".", Options{}, nil, "not a regular file"},
 	}
@@ -191,5 +190,18 @@ func TestSFrameErrors(t *testing.T) {
 	}
 	if _, err := SFrame("x", bytes.NewReader(exe), int64(len(exe))+1, Options{Force: true}); err == nil || !strings.HasPrefix(err.Error(), "x: reading") {
 		t.Errorf("size past the reader's end: %v", err)
+	}
+	// Options are checked before the file is read, and the error is
+	// about no file.
+	for how, call := range map[string]func() (*Result, error){
+		"SFrameFile": func() (*Result, error) { return SFrameFile(filepath.Join(dir, "missing"), Options{Version: 4}) },
+		"SFrame": func() (*Result, error) {
+			return SFrame("x", bytes.NewReader(exe), int64(len(exe)), Options{Version: 4})
+		},
+	} {
+		var oe *OptionError
+		if _, err := call(); !errors.As(err, &oe) || oe.Option != "Version" || !strings.Contains(err.Error(), "SFrame version 4") {
+			t.Errorf("%s, version 4: error %v, want an *OptionError for Version", how, err)
+		}
 	}
 }

@@ -1,9 +1,9 @@
 package elfwrite
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -48,20 +48,31 @@ func ResolveOutput(dst string) (string, error) {
 	}
 }
 
-// WriteFileAtomic replaces dst with what write produces, atomically: it
-// writes to a temporary file in dst's directory, gives it mode perm
-// (permission bits plus setuid, setgid and sticky), and renames it over
-// dst. When dst exists, the new contents are synced before the rename
-// and the directory after it, so that a crash leaves either the old file
-// or the new one; a new dst is not synced, as cp, ld and objcopy do not
-// (a crash can then leave it empty, but nothing is lost). If dst is a symbolic link, the file it points to is replaced
-// (or created, for a dangling link) and the link is kept. If dst exists and
+// WriteFileAtomic replaces dst with what write writes to the file it is
+// given, atomically: write fills a temporary file in dst's directory,
+// which gets mode perm (permission bits plus setuid, setgid and sticky)
+// and is renamed over dst. It is the one writer of every command's
+// outputs. When dst exists, the new contents are synced before the
+// rename and the directory after it, so that a crash leaves either the
+// old file or the new one; a new dst is not synced, as cp, ld and
+// objcopy do not (a crash can then leave it empty, but nothing is lost).
+// If dst is a symbolic link, the file it points to is replaced (or
+// created, for a dangling link) and the link is kept. If dst exists and
 // is not a regular file (a device, FIFO, directory or socket) nothing is
-// written and an error says so. On any error the temporary file is removed and dst
-// is left untouched. dst may be the file the input was read from
-// (in-place conversion). Callers preserving the input's mode pass
-// os.Stat(input).Mode().
-func WriteFileAtomic(dst string, perm fs.FileMode, write func(w io.Writer) error) (err error) {
+// written and an error says so. When ctx is done before write is called
+// or before the rename, nothing is renamed and the error wraps
+// ctx.Err(). On any error the temporary file is removed and dst is left
+// untouched; the error names dst once ("dst: what went wrong"). dst may
+// be the file the input was read from (in-place conversion). Callers
+// preserving the input's mode pass os.Stat(input).Mode().
+func WriteFileAtomic(ctx context.Context, dst string, perm fs.FileMode, write func(f *os.File) error) error {
+	if err := writeFileAtomic(ctx, dst, perm, write); err != nil {
+		return fmt.Errorf("%s: %w", dst, err)
+	}
+	return nil
+}
+
+func writeFileAtomic(ctx context.Context, dst string, perm fs.FileMode, write func(f *os.File) error) (err error) {
 	if dst, err = ResolveOutput(dst); err != nil {
 		return err
 	}
@@ -78,7 +89,13 @@ func WriteFileAtomic(dst string, perm fs.FileMode, write func(w io.Writer) error
 			os.Remove(name)
 		}
 	}()
+	if err = ctx.Err(); err != nil {
+		return err
+	}
 	if err = write(tmp); err != nil {
+		return err
+	}
+	if err = ctx.Err(); err != nil {
 		return err
 	}
 	if err = tmp.Chmod(perm & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {

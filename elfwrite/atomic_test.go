@@ -1,6 +1,7 @@
 package elfwrite
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -12,21 +13,30 @@ import (
 
 func TestWriteFileAtomic(t *testing.T) {
 	failing := errors.New("write failed")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	later, cancelLater := context.WithCancel(context.Background())
 	tests := []struct {
 		name     string
+		ctx      context.Context
 		existing string // "" = no destination file
 		perm     os.FileMode
-		write    func(io.Writer) error
+		write    func(*os.File) error
 		want     string // content expected afterwards
 		wantErr  error
 	}{
 		{name: "new file", perm: 0o755, write: writeStr("new"), want: "new"},
 		{name: "replace, in place", existing: "old", perm: 0o750, write: writeStr("new"), want: "new"},
-		{name: "failure keeps old", existing: "old", perm: 0o644, write: func(w io.Writer) error {
-			io.WriteString(w, "partial")
+		{name: "failure keeps old", existing: "old", perm: 0o644, write: func(f *os.File) error {
+			io.WriteString(f, "partial")
 			return failing
 		}, want: "old", wantErr: failing},
-		{name: "failure, no destination", perm: 0o644, write: func(io.Writer) error { return failing }, wantErr: failing},
+		{name: "failure, no destination", perm: 0o644, write: func(*os.File) error { return failing }, wantErr: failing},
+		{name: "cancelled before", ctx: ctx, existing: "old", perm: 0o644, write: writeStr("new"), want: "old", wantErr: context.Canceled},
+		{name: "cancelled while writing", ctx: later, perm: 0o644, write: func(f *os.File) error {
+			cancelLater()
+			return writeStr("new")(f)
+		}, wantErr: context.Canceled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,9 +47,16 @@ func TestWriteFileAtomic(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := WriteFileAtomic(dst, tc.perm, tc.write)
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			err := WriteFileAtomic(ctx, dst, tc.perm, tc.write)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if err != nil && (!strings.HasPrefix(err.Error(), dst+": ") || strings.Count(err.Error(), dst) != 1) {
+				t.Errorf("error %q does not name %s once, first", err, dst)
 			}
 			ents, _ := os.ReadDir(dir)
 			wantFiles := 0
@@ -81,7 +98,7 @@ func TestWriteFileAtomicSymlink(t *testing.T) {
 	if err := os.Symlink("real", link); err != nil {
 		t.Skip("symlinks unsupported:", err)
 	}
-	if err := WriteFileAtomic(link, 0o644, writeStr("new")); err != nil {
+	if err := WriteFileAtomic(context.Background(), link, 0o644, writeStr("new")); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -92,9 +109,9 @@ func TestWriteFileAtomicSymlink(t *testing.T) {
 	}
 }
 
-func writeStr(s string) func(io.Writer) error {
-	return func(w io.Writer) error {
-		_, err := io.WriteString(w, s)
+func writeStr(s string) func(*os.File) error {
+	return func(f *os.File) error {
+		_, err := io.WriteString(f, s)
 		return err
 	}
 }
@@ -110,7 +127,7 @@ func TestWriteFileAtomicDanglingSymlink(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(link, 0o644, writeStr("new")); err != nil {
+	if err := WriteFileAtomic(context.Background(), link, 0o644, writeStr("new")); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -142,7 +159,7 @@ func TestWriteFileAtomicRefusesSpecial(t *testing.T) {
 		{fifo, "a FIFO"}, {sub, "a directory"}, {devLink, "a character device"},
 	} {
 		before, _ := os.Lstat(tc.path)
-		err := WriteFileAtomic(tc.path, 0o644, writeStr("new"))
+		err := WriteFileAtomic(context.Background(), tc.path, 0o644, writeStr("new"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "refusing") {
 			t.Errorf("%s: error %v, want refusal naming %s", tc.path, err, tc.want)
 		}

@@ -36,7 +36,7 @@ func ExampleInsert() {
 	fmt.Printf(".sframe at %#x (file offset %#x), program headers moved: %v, %d -> %d bytes\n",
 		p.Addr, p.Offset, p.PHDRMoved, len(data), len(out))
 	// The CLI would then do:
-	// elfwrite.WriteFileAtomic(dst, inputMode, func(w io.Writer) error { _, err := w.Write(out); return err })
+	// elfwrite.WriteFileAtomic(ctx, dst, inputMode, func(f *os.File) error { _, err := f.Write(out); return err })
 
 	// Output: .sframe at 0x403008 (file offset 0x2008), program headers moved: false, 8944 -> 9048 bytes
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -276,7 +275,7 @@ func checkRealFiles(t *testing.T, bin string, libs []string, sf []byte, runArgs 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteFileAtomic(f, st.Mode(), func(w io.Writer) error { _, err := w.Write(out); return err }); err != nil {
+		if err := WriteFileAtomic(context.Background(), f, st.Mode(), func(w *os.File) error { _, err := w.Write(out); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -393,7 +392,7 @@ func TestRealReplace(t *testing.T) {
 			}
 			checkOutput(t, in, out, p, tc.data)
 			dst := filepath.Join(dir, "out-"+tc.name)
-			if err := WriteFileAtomic(dst, 0o755, func(w io.Writer) error { _, err := w.Write(out); return err }); err != nil {
+			if err := WriteFileAtomic(context.Background(), dst, 0o755, func(w *os.File) error { _, err := w.Write(out); return err }); err != nil {
 				t.Fatal(err)
 			}
 			if got := run(t, nil, dst); got != want {

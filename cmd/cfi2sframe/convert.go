@@ -12,6 +12,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/convert/tree"
+	"github.com/cfi2sframe/cfi2sframe/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/readers"
 )
 
@@ -88,6 +89,9 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 	opts.Force = fl.force
 	opts.SignalFrames = fl.sigFrames
 	opts.FragileLayout = fl.fragile
+	if err := opts.Validate(); err != nil {
+		return flagError(err)
+	}
 	if treeMode {
 		if fl.diagnostics != "" {
 			return errors.New("--diagnostics applies to one input file; use --json for several")
@@ -127,12 +131,15 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	// the CFI is translated.
 	res, err := convert.ConvertWrite(ctx, in, opts, out, in.Mode)
 	if err != nil {
-		return interrupted(err)
+		return interrupted(withHint(err))
 	}
 	stderr := cmd.ErrOrStderr()
 	if res.Unchanged {
 		if !fl.inPlace {
-			if err := convert.WriteOutput(ctx, out, in.Mode, res.Output); err != nil {
+			if err := elfwrite.WriteFileAtomic(ctx, out, in.Mode, func(f *os.File) error {
+				_, err := f.Write(res.Output)
+				return err
+			}); err != nil {
 				return interrupted(err)
 			}
 		}
@@ -180,7 +187,7 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	}
 	if r := res.Reader; r != nil && !r.OK() {
 		// Only lookups failing at some PCs get here (an output the
-		// reader drops whole is refused, convert.ErrRejected): written
+		// reader drops whole is refused, convert.RejectedError): written
 		// all the same, as a trace may never reach those PCs (verify
 		// --for lists them).
 		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", out, r.First(), r.Total, r.Reader, r.Reader)
@@ -209,6 +216,7 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 		tty = true
 	}
 	to.Record = func(r tree.Record) {
+		r.Error += hint(r.Err)
 		if tty {
 			fmt.Fprint(stderr, "\r\033[K")
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -67,8 +66,8 @@ self-contained page with charts. A progress line is shown on a terminal.`,
 				return err
 			}
 			if htmlFile != "" {
-				if err := elfwrite.WriteFileAtomic(htmlFile, 0o644, func(w io.Writer) error { return report.WriteHTML(w, files) }); err != nil {
-					return fmt.Errorf("%s: %v", htmlFile, err)
+				if err := elfwrite.WriteFileAtomic(cmd.Context(), htmlFile, 0o644, func(f *os.File) error { return report.WriteHTML(f, files) }); err != nil {
+					return err
 				}
 			}
 			if len(errs) > 0 {

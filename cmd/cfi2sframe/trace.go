@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -112,12 +113,12 @@ holds, is converted either way (unless the kernel built it with .sframe).`,
 			res.WriteSummary(cmd.ErrOrStderr())
 			if pprofOut != "" {
 				p := res.Profile(opt.Freq, res.Start, res.Elapsed)
-				if err := writeOutput(pprofOut, func(w io.Writer) error { return p.Write(w) }); err != nil {
+				if err := writeOutput(cmd.Context(), pprofOut, func(w io.Writer) error { return p.Write(w) }); err != nil {
 					return err
 				}
 			}
 			if foldedOut != "" {
-				if err := writeOutput(foldedOut, func(w io.Writer) error { return res.WriteFolded(w) }); err != nil {
+				if err := writeOutput(cmd.Context(), foldedOut, func(w io.Writer) error { return res.WriteFolded(w) }); err != nil {
 					return err
 				}
 			}
@@ -139,9 +140,6 @@ holds, is converted either way (unless the kernel built it with .sframe).`,
 // command uses (elfwrite.WriteFileAtomic): a temporary file in its
 // directory renamed into place only when write succeeds, a symbolic link
 // written through, a device or FIFO refused.
-func writeOutput(name string, write func(io.Writer) error) error {
-	if err := elfwrite.WriteFileAtomic(name, 0o644, write); err != nil {
-		return fmt.Errorf("%s: %v", name, err)
-	}
-	return nil
+func writeOutput(ctx context.Context, name string, write func(io.Writer) error) error {
+	return elfwrite.WriteFileAtomic(ctx, name, 0o644, func(f *os.File) error { return write(f) })
 }

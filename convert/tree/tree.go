@@ -24,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/relobj"
 )
 
@@ -37,7 +38,7 @@ const (
 	NoCFI       Outcome = "no-cfi"      // no call-frame information (objects without functions included)
 	NotELF      Outcome = "not-elf"     // neither an ELF file nor an ar archive
 	Unsupported Outcome = "unsupported" // an ELF machine, class or type SFrame or we do not cover
-	NoLayout    Outcome = "no-layout"   // no layout the standard tools keep (convert.ErrLayout); left alone
+	NoLayout    Outcome = "no-layout"   // no layout the standard tools keep (*convert.LayoutError); left alone
 	Failed      Outcome = "failed"      // malformed input, write error, interrupted
 )
 
@@ -50,6 +51,7 @@ type Record struct {
 	Output      string  `json:"output,omitempty"` // where the result went ("" when nothing was written)
 	Outcome     Outcome `json:"outcome"`
 	Error       string  `json:"error,omitempty"` // for every outcome but Converted: why
+	Err         error   `json:"-"`               // the error Error says, for errors.Is and errors.As
 	Functions   int     `json:"functions,omitempty"`
 	Skipped     int     `json:"skipped,omitempty"` // functions the CFI describes that SFrame cannot
 	SFrameBytes int     `json:"sframe_bytes,omitempty"`
@@ -172,11 +174,15 @@ func collect(paths []string, outDir string) (jobs []job, special int, err error)
 // Run converts every regular file under paths. The error is for problems
 // found before anything is created or touched (a missing argument, an
 // unreadable directory, colliding outputs: see checkOutputs); per-file
-// problems are in the records and the summary. With OutDir, it creates
+// problems are in the records and the summary; options that cannot be
+// used are an error (a *convert.OptionError) before anything. With OutDir, it creates
 // OutDir and the directories below it as outputs need them; a run that
 // does not succeed (a file failed, or ctx was cancelled) removes those it
 // created and left empty.
 func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
+	if err := o.Convert.Validate(); err != nil {
+		return nil, err
+	}
 	jobs, special, err := collect(paths, o.OutDir)
 	if err != nil {
 		return nil, err
@@ -252,7 +258,7 @@ feed:
 func one(ctx context.Context, j job, o Options, mk *dirMaker) Record {
 	rec := Record{File: j.in}
 	fail := func(oc Outcome, err error) Record {
-		rec.Outcome, rec.Error = oc, err.Error()
+		rec.Outcome, rec.Error, rec.Err = oc, err.Error(), err
 		return rec
 	}
 	if err := ctx.Err(); err != nil {
@@ -265,7 +271,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) Record {
 	defer in.Close()
 	// Nothing to do: copy it when writing elsewhere, leave it otherwise.
 	leave := func(oc Outcome, why error) Record {
-		rec.Outcome, rec.Error = oc, why.Error()
+		rec.Outcome, rec.Error, rec.Err = oc, why.Error(), why
 		if o.OutDir == "" || j.out == j.in {
 			return rec
 		}
@@ -283,6 +289,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) Record {
 		return leave(NotELF, fmt.Errorf("%s: not an ELF file or archive", j.in))
 	}
 	res, err := convert.ConvertInput(in, o.Convert)
+	var layout *convert.LayoutError
 	switch {
 	case errors.Is(err, convert.ErrHasSFrame):
 		return leave(HasSFrame, err)
@@ -290,7 +297,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) Record {
 		return leave(NoCFI, err)
 	case errors.Is(err, convert.ErrUnsupported):
 		return leave(Unsupported, err)
-	case errors.Is(err, convert.ErrLayout):
+	case errors.As(err, &layout):
 		return leave(NoLayout, err)
 	case err != nil:
 		return fail(Failed, err)
@@ -302,7 +309,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) Record {
 	}
 	if err := convert.WriteResult(ctx, j.out, in.Mode, in, res); err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%s: interrupted; left as it was", j.in)
+			err = &convert.Error{File: j.in, Err: errInterrupted}
 		}
 		return fail(Failed, err)
 	}
@@ -319,8 +326,15 @@ func write(ctx context.Context, mk *dirMaker, dst string, mode fs.FileMode, data
 	if err := mk.mkdirAll(filepath.Dir(dst)); err != nil {
 		return err
 	}
-	return convert.WriteOutput(ctx, dst, mode, data)
+	return elfwrite.WriteFileAtomic(ctx, dst, mode, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
 }
+
+// errInterrupted is the error of a file left as it was because the run
+// was cancelled.
+var errInterrupted = errors.New("interrupted; left as it was")
 
 // relink gives the other name l of a file converted in place the new
 // file, as a hard link again (link to a temporary name, then rename over
