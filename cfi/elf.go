@@ -62,7 +62,7 @@ func Sections(f *elfread.File) ([]*Section, error) {
 		return nil, err
 	}
 	if len(out) == 0 && unnamed(ef) {
-		return nil, fmt.Errorf("%s: the section headers have no names (e_shstrndx is 0), so .eh_frame and .debug_frame cannot be found", f.Name)
+		return nil, errors.New("the section headers have no names (e_shstrndx is 0), so .eh_frame and .debug_frame cannot be found")
 	}
 	return out, nil
 }
@@ -80,13 +80,13 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 		return nil, err
 	}
 	if len(hdr.Data) < 4 || hdr.Data[0] != 1 {
-		return nil, fmt.Errorf("%s: PT_GNU_EH_FRAME: unsupported .eh_frame_hdr (%d bytes, version %d)", f.Name, len(hdr.Data), first(hdr.Data))
+		return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: unsupported .eh_frame_hdr (%d bytes, version %d)", hdr.Offset, len(hdr.Data), first(hdr.Data))
 	}
 	hs := &Section{Kind: EHFrame, Data: hdr.Data, Addr: hdr.Addr, Order: hdr.Order, PtrSize: ptr, DataRel: hdr.Addr}
 	r := &reader{b: hdr.Data, off: 4, order: hdr.Order}
 	addr, err := readEncoded(r, hdr.Data[1], ptrCtx{sec: hs, ptrSize: ptr})
 	if err != nil {
-		return nil, fmt.Errorf("%s: .eh_frame_hdr: eh_frame_ptr: %v", f.Name, err)
+		return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: .eh_frame_hdr: eh_frame_ptr: %v", hdr.Offset, err)
 	}
 	for _, p := range f.ELF.Progs {
 		if p.Type != elf.PT_LOAD || addr < p.Vaddr || addr >= p.Vaddr+p.Filesz {
@@ -98,11 +98,11 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 		}
 		data := make([]byte, n)
 		if _, err := p.ReadAt(data, int64(addr-p.Vaddr)); err != nil {
-			return nil, fmt.Errorf("%s: reading .eh_frame at %#x: %v", f.Name, addr, err)
+			return nil, fmt.Errorf("reading .eh_frame at %#x: %v", addr, err)
 		}
 		return &Section{Kind: EHFrame, Data: data, Addr: addr, Order: hdr.Order, PtrSize: ptr, UntilTerminator: true}, nil
 	}
-	return nil, fmt.Errorf("%s: .eh_frame_hdr points to %#x, outside every loaded segment", f.Name, addr)
+	return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: .eh_frame_hdr points to %#x, outside every loaded segment", hdr.Offset, addr)
 }
 
 // unnamed reports section headers without names: e_shstrndx 0 (or

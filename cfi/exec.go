@@ -419,7 +419,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			err = fmt.Errorf("truncated operand of DW_CFA opcode %#x", op)
 		}
 		if err != nil {
-			return &Error{Kind: x.sec.Kind, Off: int64(at), Msg: fmt.Sprintf("FDE at offset %d: %v", x.f.Offset, err)}
+			return &Error{Kind: x.sec.Kind, Off: int64(at), Msg: fmt.Sprintf("FDE at offset %#x: %v", x.f.Offset, err)}
 		}
 	}
 	return nil

@@ -86,7 +86,7 @@ func Index(f *elfread.File) (*Stream, error) {
 		hasDebug = hasDebug || sec.Kind == DebugFrame
 	}
 	if len(secs) > 1<<refSecBits {
-		return nil, fmt.Errorf("%s: %d call-frame sections", f.Name, len(secs))
+		return nil, fmt.Errorf("%d call-frame sections", len(secs))
 	}
 	// About one FDE per 40 bytes in real files: room for them, grown if
 	// need be (zeroing room for the most FDEs a section could hold costs

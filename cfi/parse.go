@@ -386,10 +386,10 @@ func (p *parser) fde(rec record, f *FDE) error {
 	cie, err := p.cie(ciePos)
 	if err != nil {
 		if isReported(err) {
-			return p.errorf(rec.off, "FDE uses the malformed CIE at offset %d", ciePos)
+			return p.errorf(rec.off, "FDE uses the malformed CIE at offset %#x", ciePos)
 		}
 		p.errs = append(p.errs, err)
-		return p.errorf(rec.off, "FDE uses the malformed CIE at offset %d", ciePos)
+		return p.errorf(rec.off, "FDE uses the malformed CIE at offset %#x", ciePos)
 	}
 	r := &reader{b: p.s.Data[:rec.end], off: rec.body, order: p.s.Order}
 	*f = FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}

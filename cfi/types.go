@@ -6,7 +6,10 @@
 // Data flows one way: ELF bytes (elfread) → cfi → translate → sframe.
 package cfi
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"strconv"
+)
 
 // Kind says which flavour of call-frame section a Section holds.
 type Kind uint8
@@ -207,23 +210,15 @@ type Error struct {
 	Msg  string
 }
 
+// Error formats it as readelf prints offsets, in hex: ".eh_frame: offset
+// 0x1c: what".
 func (e *Error) Error() string {
-	return e.Kind.String() + ": offset " + itoa(e.Off) + ": " + e.Msg
+	return e.Kind.String() + ": offset " + hex(e.Off) + ": " + e.Msg
 }
 
-func itoa(v int64) string {
+func hex(v int64) string {
 	if v < 0 {
-		return "-" + itoa(-v)
+		return "-0x" + strconv.FormatUint(uint64(-v), 16)
 	}
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			break
-		}
-	}
-	return string(b[i:])
+	return "0x" + strconv.FormatInt(v, 16)
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"syscall"
 )
@@ -36,7 +37,9 @@ var (
 
 // File is an opened ELF file.
 type File struct {
-	ELF  *elf.File
+	ELF *elf.File
+	// Name is the name the file was opened or made with, for the
+	// caller's messages; elfread's errors do not name the file.
 	Name string
 	// Size is the file's size in bytes, or -1 when the reader gave no way
 	// to learn it (then only MaxInflate bounds compressed sections).
@@ -61,38 +64,80 @@ type Section struct {
 // ErrNotFound is wrapped by errors for a missing section.
 var ErrNotFound = errors.New("section not found")
 
+// ErrInflateLimit is wrapped by the error for a compressed section that
+// claims to inflate to more than MaxInflate or MaxInflateRatio allow.
+var ErrInflateLimit = errors.New("compressed section larger than allowed")
+
+// Error is a problem with an ELF file's contents: what is wrong and,
+// when it lies in one part of the file, where (the section, segment or
+// table, and its offset in the file, which readelf prints in hex). It
+// does not name the file: the caller that names it adds the name once,
+// as os.PathError does. Err, when set, is what it wraps (ErrNotFound,
+// ErrInflateLimit, an error of debug/elf or of reading).
+type Error struct {
+	Where  string // "section .debug_frame", "program header table (9 entries of 56 bytes)"; "" for none
+	Offset uint64 // Where's offset in the file
+	Msg    string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Where == "" {
+		return e.Msg
+	}
+	return fmt.Sprintf("%s at file offset %#x: %s", e.Where, e.Offset, e.Msg)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// errorf is an *Error about the file as a whole (or a place its message
+// says), wrapping err (which may be nil).
+func errorf(err error, format string, args ...any) *Error {
+	return &Error{Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// errorAt is an *Error about where, at file offset off.
+func errorAt(where string, off uint64, err error, format string, args ...any) *Error {
+	return &Error{Where: where, Offset: off, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
 // Open opens the named ELF file, which must be a regular file (a symbolic
 // link is followed to one): it is opened without blocking and checked with
 // fstat, so a FIFO without a writer or a device is refused rather than
-// waited on or read without end.
+// waited on or read without end. Its errors name the file, as os.Open's
+// do (an *fs.PathError whose Op is "open").
 func Open(name string) (*File, error) {
 	fh, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
-	st, err := fh.Stat()
+	f, err := openFile(fh, name)
 	if err != nil {
 		fh.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		fh.Close()
-		return nil, fmt.Errorf("%s: %s, not a regular file", name, KindOf(st.Mode()))
-	}
-	f, err := NewFile(fh, name)
-	if err != nil {
-		fh.Close()
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	f.closer = fh
 	return f, nil
 }
 
-// NewFile reads an ELF file from r; name is used in error messages.
+// openFile is Open on the file opened, without naming it in errors.
+func openFile(fh *os.File, name string) (*File, error) {
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errorf(nil, "%s, not a regular file", KindOf(st.Mode()))
+	}
+	return NewFile(fh, name)
+}
+
+// NewFile reads an ELF file from r. name is kept as File.Name, for the
+// caller's messages: errors do not name the file (*Error).
 func NewFile(r io.ReaderAt, name string) (*File, error) {
 	var ident [4]byte
 	if _, err := r.ReadAt(ident[:], 0); err != nil || string(ident[:]) != elf.ELFMAG {
-		return nil, fmt.Errorf("%s: not an ELF file", name)
+		return nil, errorf(nil, "not an ELF file")
 	}
 	size := int64(-1)
 	switch r := r.(type) {
@@ -109,14 +154,14 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 	}
 	ef, err := elf.NewFile(r)
 	if err != nil {
-		return nil, fmt.Errorf("%s: malformed ELF file: %v", name, err)
+		return nil, errorf(err, "malformed ELF file: %v", err)
 	}
 	f.ELF = ef
 	return f, nil
 }
 
-// FromELF is a File for an ELF file already opened with debug/elf, named
-// name in errors ("" names none). Its size is not known (Size is -1), so
+// FromELF is a File for an ELF file already opened with debug/elf; name
+// is kept as File.Name. Its size is not known (Size is -1), so
 // only MaxInflate bounds compressed sections and sections are not checked
 // against the file's end before they are read. Close does not close f.
 func FromELF(f *elf.File, name string) *File {
@@ -145,7 +190,7 @@ func (f *File) checkTables(r io.ReaderAt) error {
 	var h [64]byte
 	n, _ := r.ReadAt(h[:], 0)
 	if n < 16 {
-		return f.errorf("truncated ELF header (%d bytes)", n)
+		return errorf(nil, "truncated ELF header (%d bytes)", n)
 	}
 	var bo binary.ByteOrder = binary.LittleEndian
 	if h[elf.EI_DATA] == byte(elf.ELFDATA2MSB) {
@@ -156,13 +201,13 @@ func (f *File) checkTables(r io.ReaderAt) error {
 	switch elf.Class(h[elf.EI_CLASS]) {
 	case elf.ELFCLASS64:
 		if n < 64 {
-			return f.errorf("truncated ELF header (%d of 64 bytes)", n)
+			return errorf(nil, "truncated ELF header (%d of 64 bytes)", n)
 		}
 		phoff, shoff = bo.Uint64(h[32:]), bo.Uint64(h[40:])
 		phentsize, phnum, shentsize, shnum, shstrndx = bo.Uint16(h[54:]), bo.Uint16(h[56:]), bo.Uint16(h[58:]), bo.Uint16(h[60:]), bo.Uint16(h[62:])
 	case elf.ELFCLASS32:
 		if n < 52 {
-			return f.errorf("truncated ELF header (%d of 52 bytes)", n)
+			return errorf(nil, "truncated ELF header (%d of 52 bytes)", n)
 		}
 		phoff, shoff = uint64(bo.Uint32(h[28:])), uint64(bo.Uint32(h[32:]))
 		phentsize, phnum, shentsize, shnum, shstrndx = bo.Uint16(h[42:]), bo.Uint16(h[44:]), bo.Uint16(h[46:]), bo.Uint16(h[48:]), bo.Uint16(h[50:])
@@ -205,23 +250,14 @@ func (f *File) checkTables(r io.ReaderAt) error {
 func (f *File) InFile(what string, off, n uint64) error {
 	if f.Size < 0 {
 		if n > 1<<31 {
-			return f.errorf("%s at file offset %#x: %d bytes is too large", what, off, n)
+			return errorAt(what, off, nil, "%d bytes is too large", n)
 		}
 		return nil
 	}
 	if off > uint64(f.Size) || n > uint64(f.Size)-off {
-		return f.errorf("%s at file offset %#x: %d bytes run past the end of the file (%d bytes)", what, off, n, f.Size)
+		return errorAt(what, off, nil, "%d bytes run past the end of the file (%d bytes)", n, f.Size)
 	}
 	return nil
-}
-
-// errorf formats an error about the file, naming it first when it has a
-// name.
-func (f *File) errorf(format string, args ...any) error {
-	if f.Name == "" {
-		return fmt.Errorf(format, args...)
-	}
-	return fmt.Errorf("%s: "+format, append([]any{f.Name}, args...)...)
 }
 
 // inflateLimit is the most bytes a compressed section of this file may
@@ -245,7 +281,7 @@ func (f *File) Close() error {
 func (f *File) Section(name string) (*Section, error) {
 	s := f.ELF.Section(name)
 	if s == nil {
-		return nil, f.errorf("no %s section: %w", name, ErrNotFound)
+		return nil, errorf(ErrNotFound, "no %s section: %v", name, ErrNotFound)
 	}
 	return f.load(s)
 }
@@ -257,7 +293,7 @@ func (f *File) SectionByType(t elf.SectionType) (*Section, error) {
 			return f.load(s)
 		}
 	}
-	return nil, f.errorf("no section of type %#x: %w", uint32(t), ErrNotFound)
+	return nil, errorf(ErrNotFound, "no section of type %#x: %v", uint32(t), ErrNotFound)
 }
 
 // Segment returns the contents of the first program header of type t.
@@ -271,11 +307,11 @@ func (f *File) Segment(t elf.ProgType) (*Section, error) {
 		}
 		data := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(data, 0); err != nil {
-			return nil, f.errorf("reading segment of type %#x: %v", uint32(t), err)
+			return nil, errorf(err, "reading segment of type %#x: %v", uint32(t), err)
 		}
 		return &Section{Addr: p.Vaddr, Offset: p.Off, Data: data, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}, nil
 	}
-	return nil, f.errorf("no segment of type %#x: %w", uint32(t), ErrNotFound)
+	return nil, errorf(ErrNotFound, "no segment of type %#x: %v", uint32(t), ErrNotFound)
 }
 
 // SFrame returns the .sframe section: by type SHT_GNU_SFRAME, by name, or
@@ -293,12 +329,12 @@ func (f *File) SFrame() (*Section, error) {
 		}
 		return s, err
 	}
-	return nil, f.errorf("no .sframe section: %w", ErrNotFound)
+	return nil, errorf(ErrNotFound, "no .sframe section: %v", ErrNotFound)
 }
 
 func (f *File) load(s *elf.Section) (*Section, error) {
 	if s.Type == elf.SHT_NOBITS {
-		return nil, f.errorf("section %s has no contents", s.Name)
+		return nil, errorf(nil, "section %s has no contents", s.Name)
 	}
 	data, err := f.sectionData(s)
 	if err != nil {
@@ -326,22 +362,22 @@ func (f *File) sectionData(s *elf.Section) ([]byte, error) {
 		}
 		data, err := s.Data()
 		if err != nil {
-			return nil, f.errorf("%s at file offset %#x: %v", what, s.Offset, err)
+			return nil, errorAt(what, s.Offset, err, "%v", err)
 		}
 		return data, nil
 	}
 	limit := f.inflateLimit()
 	if s.Size > uint64(limit) {
-		return nil, f.errorf("%s at file offset %#x: compressed contents claim %d bytes, more than the %d allowed (%d times the file's size, at most %d; see --max-inflate)",
-			what, s.Offset, s.Size, limit, MaxInflateRatio, MaxInflate)
+		return nil, errorAt(what, s.Offset, ErrInflateLimit, "compressed contents claim %d bytes, more than the %d allowed (%d times the file's size, at most %d)",
+			s.Size, limit, MaxInflateRatio, MaxInflate)
 	}
 	rc := s.Open()
 	data, err := io.ReadAll(io.LimitReader(rc, int64(s.Size)+1))
 	if err != nil {
-		return nil, f.errorf("%s at file offset %#x: inflating: %v", what, s.Offset, err)
+		return nil, errorAt(what, s.Offset, err, "inflating: %v", err)
 	}
 	if uint64(len(data)) != s.Size {
-		return nil, f.errorf("%s at file offset %#x: inflates to %s bytes, its header claims %d", what, s.Offset, moreThan(len(data), s.Size), s.Size)
+		return nil, errorAt(what, s.Offset, nil, "inflates to %s bytes, its header claims %d", moreThan(len(data), s.Size), s.Size)
 	}
 	return data, nil
 }
@@ -372,7 +408,7 @@ func (f *File) relocate(s *elf.Section, out *Section) error {
 		}
 		syms, err := f.ELF.Symbols()
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			return f.errorf("reading symbols for %s: %v", rs.Name, err)
+			return errorf(err, "reading symbols for %s: %v", rs.Name, err)
 		}
 		entsize := 24
 		if f.ELF.Class == elf.ELFCLASS32 {
@@ -397,19 +433,19 @@ func (f *File) relocate(s *elf.Section, out *Section) error {
 			var sym uint64
 			if symIdx > 0 {
 				if int(symIdx) > len(syms) {
-					return f.errorf("%s entry at offset %#x: symbol index %d out of range", rs.Name, off, symIdx)
+					return errorf(nil, "%s entry at offset %#x: symbol index %d out of range", rs.Name, off, symIdx)
 				}
 				sym = syms[symIdx-1].Value
 			}
 			size, pcrel, ok := relocKind(f.ELF.Machine, typ)
 			if !ok {
-				return f.errorf("%s entry at offset %#x: unsupported relocation type %d for %v", rs.Name, off, typ, f.ELF.Machine)
+				return errorf(nil, "%s entry at offset %#x: unsupported relocation type %d for %v", rs.Name, off, typ, f.ELF.Machine)
 			}
 			if size == 0 {
 				continue
 			}
 			if roff > uint64(len(out.Data)) || uint64(size) > uint64(len(out.Data))-roff {
-				return f.errorf("%s entry at offset %#x: relocation at %#x outside %s (%d bytes)", rs.Name, off, roff, s.Name, len(out.Data))
+				return errorf(nil, "%s entry at offset %#x: relocation at %#x outside %s (%d bytes)", rs.Name, off, roff, s.Name, len(out.Data))
 			}
 			v := sym + uint64(addend)
 			if pcrel {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"debug/elf"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -146,15 +149,16 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		path string
-		want string
+		path  string
+		want  string
+		named bool // by Open (an *fs.PathError); errors of File's methods name no file
 	}{
-		{fifo, "a FIFO, not a regular file"}, // refused, not waited on
-		{dir, "a directory, not a regular file"},
-		{notELF, "not an ELF file"},
-		{truncated, "truncated"},
-		{filepath.Join(dir, "missing"), "no such file"},
-		{self, "no .sframe section"},
+		{fifo, "a FIFO, not a regular file", true}, // refused, not waited on
+		{dir, "a directory, not a regular file", true},
+		{notELF, "not an ELF file", true},
+		{truncated, "truncated", true},
+		{filepath.Join(dir, "missing"), "no such file", true},
+		{self, "no .sframe section", false},
 	}
 	for _, tt := range tests {
 		f, err := elfread.Open(tt.path)
@@ -162,16 +166,54 @@ func TestErrors(t *testing.T) {
 			_, err = f.SFrame()
 			f.Close()
 		}
-		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.path) {
-			t.Errorf("%s: error %v, want one naming the file and saying %q", tt.path, err, tt.want)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line saying %q", tt.path, err, tt.want)
+			continue
 		}
+		var pe *fs.PathError
+		if named := errors.As(err, &pe); named != tt.named || strings.Count(err.Error(), tt.path) != map[bool]int{true: 1, false: 0}[tt.named] {
+			t.Errorf("%s: error %q (%T): want the file named %v", tt.path, err, err, map[bool]string{true: "once", false: "not at all"}[tt.named])
+		}
+		var ee *elfread.Error
+		if !tt.named && !errors.As(err, &ee) {
+			t.Errorf("%s: error %v is not an *elfread.Error", tt.path, err)
+		}
+	}
+}
+
+// TestErrorWhere: errors about a part of the file say which part and its
+// file offset, in hex, and wrap what tells them apart.
+func TestErrorWhere(t *testing.T) {
+	exe, err := os.ReadFile(fixture(t, "v3-x86_64-exe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = elfread.NewFileBytes(exe[:300], "x")
+	var ee *elfread.Error
+	if !errors.As(err, &ee) || !strings.HasPrefix(ee.Where, "program header table") || ee.Offset == 0 ||
+		err.Error() != fmt.Sprintf("%s at file offset %#x: %s", ee.Where, ee.Offset, ee.Msg) || strings.Contains(err.Error(), "x:") {
+		t.Errorf("truncated: %v (%+v), want the program header table at a hex offset, no file name", err, ee)
+	}
+	f, err := elfread.NewFileBytes(exe, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Section(".nope"); !errors.Is(err, elfread.ErrNotFound) || err.Error() != "no .nope section: section not found" {
+		t.Errorf("missing section: %v", err)
+	}
+	z, err := elfread.NewFileBytes(hostile.Bomb(".debug_frame", hostile.Zlib, 8<<30, 4<<10), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := z.Section(".debug_frame"); !errors.Is(err, elfread.ErrInflateLimit) || !strings.Contains(err.Error(), "compressed contents claim") ||
+		strings.Contains(err.Error(), "--") {
+		t.Errorf("bomb: %v, want ErrInflateLimit and no command-line flag", err)
 	}
 }
 
 // TestFromELF: a file opened with debug/elf gives the section Open gives,
 // with the offset its section header (or, without section headers, its
-// PT_GNU_SFRAME header) names; errors name the file only when it has a
-// name.
+// PT_GNU_SFRAME header) names; errors do not name the file.
 func TestFromELF(t *testing.T) {
 	for _, name := range []string{fixture(t, "v3-x86_64-exe"), "testdata/v3-x86_64-lib-lazy-nosections.so"} {
 		f, err := elfread.Open(name)
@@ -215,8 +257,8 @@ func TestFromELF(t *testing.T) {
 	if !errors.Is(err, elfread.ErrNotFound) || strings.HasPrefix(err.Error(), ":") {
 		t.Errorf("FromELF without a name, no .sframe: %v", err)
 	}
-	_, err = elfread.FromELF(self, "prog").SFrame()
-	if err == nil || !strings.HasPrefix(err.Error(), "prog: ") {
-		t.Errorf("FromELF named prog, no .sframe: %v", err)
+	f := elfread.FromELF(self, "prog")
+	if _, err = f.SFrame(); err == nil || strings.Contains(err.Error(), "prog") || f.Name != "prog" {
+		t.Errorf("FromELF named prog, no .sframe: %v (Name %q): want the name kept, not in errors", err, f.Name)
 	}
 }

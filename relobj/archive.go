@@ -41,15 +41,15 @@ func ConvertArchive(in []byte, conv func(m *Member) ([]byte, error)) ([]byte, er
 	var longNames []byte
 	for off := len(ArchiveMagic); off < len(in); {
 		if len(in)-off < 60 {
-			return nil, errorf("archive: truncated member header at offset %d", off)
+			return nil, errorf("archive: truncated member header at offset %#x", off)
 		}
 		h := in[off : off+60]
 		if string(h[58:60]) != "`\n" {
-			return nil, errorf("archive: bad member header at offset %d", off)
+			return nil, errorf("archive: bad member header at offset %#x", off)
 		}
 		size, err := strconv.ParseUint(strings.TrimSpace(string(h[48:58])), 10, 63)
 		if err != nil || size > uint64(len(in)-off-60) {
-			return nil, errorf("archive: bad member size at offset %d", off)
+			return nil, errorf("archive: bad member size at offset %#x", off)
 		}
 		m := &Member{header: h, Data: in[off+60 : off+60+int(size)], off: off}
 		name := strings.TrimRight(string(h[:16]), " ")
@@ -59,11 +59,11 @@ func ConvertArchive(in []byte, conv func(m *Member) ([]byte, error)) ([]byte, er
 		case strings.HasPrefix(name, "/") && name != "/" && name != "/SYM64/":
 			i, err := strconv.Atoi(name[1:])
 			if err != nil || i < 0 || i >= len(longNames) {
-				return nil, errorf("archive: bad long name %q at offset %d", name, off)
+				return nil, errorf("archive: bad long name %q at offset %#x", name, off)
 			}
 			end := bytes.Index(longNames[i:], []byte("/\n"))
 			if end < 0 {
-				return nil, errorf("archive: unterminated long name at offset %d", off)
+				return nil, errorf("archive: unterminated long name at offset %#x", off)
 			}
 			m.Name = string(longNames[i : i+end])
 		default:
@@ -143,7 +143,7 @@ func remapSymtab(d []byte, wide bool, newOff map[int]int) ([]byte, error) {
 		p := out[i*uint64(w):]
 		o, ok := newOff[int(get(p))]
 		if !ok {
-			return nil, errorf("archive: symbol table points at offset %d, where no member starts", get(p))
+			return nil, errorf("archive: symbol table points at offset %#x, where no member starts", get(p))
 		}
 		if wide {
 			binary.BigEndian.PutUint64(p, uint64(o))

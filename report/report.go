@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -59,18 +60,26 @@ func (f *File) Ratio() float64 {
 // unsupported machine or type).
 var ErrSkip = errors.New("skipped")
 
-// Analyze reports on one file.
+// Analyze reports on one file. Its errors name the file once.
 func Analyze(path string) (*File, error) {
 	in, err := convert.OpenInput(path)
 	if err != nil {
-		return nil, err
+		return nil, err // names the file
 	}
 	defer in.Close()
-	data := in.Data
-	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
+	if !bytes.HasPrefix(in.Data, []byte("\x7fELF")) {
 		return nil, ErrSkip
 	}
-	f, err := elfread.NewFile(bytes.NewReader(data), path)
+	r, err := analyze(path, in.Data)
+	if err != nil && err != ErrSkip {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, err
+}
+
+// analyze is Analyze on the file's bytes; its errors do not name it.
+func analyze(path string, data []byte) (*File, error) {
+	f, err := elfread.NewFileBytes(data, path)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +123,7 @@ func Analyze(path string) (*File, error) {
 	r.FDEs, r.CFIErrors = st.Parsed, len(st.Errors)
 	cfi.SortEntries(st.Entries) // the order translate takes them in
 	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-		e, err := translateEncode(path, ef, st.Cursor(st.Entries), plts, v)
+		e, err := translateEncode(ef, st.Cursor(st.Entries), plts, v)
 		st.Errors = st.Errors[:r.CFIErrors] // counted above
 		if err != nil {
 			return nil, err

@@ -26,7 +26,7 @@ type encoded struct {
 // the section: its size, and the counts and histograms from the encoder's
 // own figures (sframe.Stats). Memory holds one function's rows and the
 // section's bytes, as in a conversion.
-func translateEncode(path string, ef *elf.File, src translate.Source, plts []translate.PLT, v uint8) (*encoded, error) {
+func translateEncode(ef *elf.File, src translate.Source, plts []translate.PLT, v uint8) (*encoded, error) {
 	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v})
 	if err != nil {
 		return nil, err
@@ -45,11 +45,11 @@ func translateEncode(path string, ef *elf.File, src translate.Source, plts []tra
 		return enc.Add(fn)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: encoding V%d: %v", path, v, err)
+		return nil, fmt.Errorf("encoding V%d: %w", v, err)
 	}
 	b, err := enc.Section(0)
 	if err != nil {
-		return nil, fmt.Errorf("%s: encoding V%d: %v", path, v, err)
+		return nil, fmt.Errorf("encoding V%d: %w", v, err)
 	}
 	for _, d := range tr.Diags {
 		if d.Skipped {

@@ -99,7 +99,7 @@ func TestFiguresMatchWhole(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfi.SortEntries(st.Entries)
-			got, err := translateEncode(name, f.ELF, st.Cursor(st.Entries), plts, v)
+			got, err := translateEncode(f.ELF, st.Cursor(st.Entries), plts, v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func TestFiguresOverlaps(t *testing.T) {
 		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
 			want := whole(t, ef, tables, nil, v)
-			got, err := translateEncode("random", ef, translate.Tables(tables), nil, v)
+			got, err := translateEncode(ef, translate.Tables(tables), nil, v)
 			if err != nil {
 				t.Fatal(err)
 			}

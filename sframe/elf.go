@@ -15,11 +15,12 @@ import (
 var ErrNoSection = elfread.ErrNotFound
 
 // ELFError is the error of OpenFile, OpenELF and OpenELFFile for an ELF
-// file that has no SFrame section (Err wraps ErrNoSection) or whose
+// file that has no SFrame section (Err wraps ErrNoSection), whose
 // section Open refuses (Err is Open's *Error, whose Off is an offset in
-// the section).
+// the section) or that cannot be read (Err is elfread's error; Section
+// is empty). It names the file once, as os.PathError does.
 type ELFError struct {
-	File    string // the file's name; "" for OpenELF
+	File    string // the file's name (elfread.File.Name); "" for OpenELF
 	Section string // the section's name (".sframe" also for PT_GNU_SFRAME)
 	Offset  uint64 // the section's offset in the file
 	Err     error
@@ -33,6 +34,9 @@ func (e *ELFError) Error() string {
 	if errors.Is(e.Err, ErrNoSection) {
 		return p + "no .sframe section"
 	}
+	if e.Section == "" {
+		return p + e.Err.Error()
+	}
 	return fmt.Sprintf("%ssection %s at file offset %#x: %v", p, e.Section, e.Offset, e.Err)
 }
 
@@ -40,7 +44,8 @@ func (e *ELFError) Unwrap() error { return e.Err }
 
 // OpenFile reads the SFrame section of the named ELF file and opens it
 // for lookups (see Open). The file is closed on return: the Table holds a
-// copy of the section. The file must be a regular file (elfread.Open).
+// copy of the section. The file must be a regular file (elfread.Open,
+// whose errors name the file).
 func OpenFile(name string) (*Table, error) {
 	f, err := elfread.Open(name)
 	if err != nil {
@@ -64,16 +69,16 @@ func OpenELF(f *elf.File) (*Table, error) {
 // section headers; in a relocatable object it is relocated with every
 // section at address 0. The Table's Addr is the section's address.
 //
-// A file without SFrame data and a section Open refuses give an *ELFError;
-// an error reading the file is elfread's, which names the file, the
-// section and its offset in the file.
+// Every error is an *ELFError naming f.Name: for a file without SFrame
+// data, a section Open refuses, or an error reading the file (elfread's,
+// which says which part of the file and its offset).
 func OpenELFFile(f *elfread.File) (*Table, error) {
 	s, err := f.SFrame()
 	if errors.Is(err, ErrNoSection) {
 		return nil, &ELFError{File: f.Name, Section: ".sframe", Err: ErrNoSection}
 	}
 	if err != nil {
-		return nil, err
+		return nil, &ELFError{File: f.Name, Err: err}
 	}
 	t, err := Open(s.Data, s.Addr)
 	if err != nil {

@@ -2,6 +2,7 @@ package sframe_test
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -102,7 +103,31 @@ func TestOpenFileErrors(t *testing.T) {
 		t.Errorf("OpenELF, bad magic: %v", err)
 	}
 
-	if _, err := sframe.OpenFile(t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	dir := t.TempDir()
+	if _, err := sframe.OpenFile(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") || strings.Count(err.Error(), dir) != 1 {
 		t.Errorf("a directory: %v", err)
+	}
+
+	// A file elfread cannot read: an *ELFError naming it once, with
+	// elfread's account of where.
+	huge, err := os.ReadFile(filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range ef.Sections {
+		if s.Name == ".sframe" { // sh_size of its 64-byte section header
+			shoff := binary.LittleEndian.Uint64(huge[40:])
+			binary.LittleEndian.PutUint64(huge[shoff+uint64(i)*64+32:], 1<<30)
+		}
+	}
+	f, err := elfread.NewFileBytes(huge, "huge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sframe.OpenELFFile(f)
+	var re *elfread.Error
+	if !errors.As(err, &ee) || !errors.As(err, &re) || ee.File != "huge" || ee.Section != "" ||
+		!strings.HasPrefix(err.Error(), "huge: section .sframe at file offset 0x") || strings.Count(err.Error(), "huge") != 1 {
+		t.Errorf("unreadable section: %v (%+v)", err, ee)
 	}
 }

@@ -59,7 +59,7 @@ func TestLoadObjectConverts(t *testing.T) {
 	calls := 0
 	fail := func(name string, r io.ReaderAt, size int64) ([]byte, uint64, error) {
 		calls++
-		return nil, 0, &convert.Error{File: name, Err: errors.New("no luck")}
+		return nil, 0, errors.New("no luck") // a Converter's errors do not name the file
 	}
 	o, err = loadObject(hello, "/usr/bin/hello", false, fail)
 	if err != nil {

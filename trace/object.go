@@ -40,9 +40,10 @@ type Object struct {
 }
 
 // Converter builds an SFrame section in memory from the call-frame
-// information of the ELF image in r (size bytes, named name in errors):
-// the section's bytes and the address they are encoded for. The command
-// passes one that runs convert.SFrame.
+// information of the ELF image in r (size bytes, of the file name): the
+// section's bytes and the address they are encoded for. Its errors do not
+// name the file: the object is named beside them. The command passes one
+// that runs convert.SFrame.
 type Converter func(name string, r io.ReaderAt, size int64) (section []byte, addr uint64, err error)
 
 // Conversion is what building one object's SFrame in memory cost.
@@ -123,8 +124,10 @@ func readObject(r io.ReaderAt, size int64, path string, dwarf bool, conv Convert
 		if conv != nil {
 			o.convert(conv, r, size)
 		}
-	case errors.As(err, &bad):
+	case errors.As(err, &bad) && bad.Section != "":
 		o.NoSFrame = fmt.Sprintf("bad .sframe at file offset %#x: %v", bad.Offset, bad.Err)
+	case errors.As(err, &bad):
+		o.NoSFrame = bad.Err.Error() // the file could not be read
 	default:
 		o.NoSFrame = err.Error()
 	}
@@ -146,9 +149,7 @@ func (o *Object) convert(conv Converter, r io.ReaderAt, size int64) {
 	}
 	c := &Conversion{Path: o.Path, Time: time.Since(t0), CPU: processCPU() - c0}
 	if err != nil {
-		// The converter's errors name the file: the object is named
-		// beside the message already.
-		c.Err = strings.TrimPrefix(err.Error(), o.Path+": ")
+		c.Err = err.Error()
 		o.Table, o.NoSFrame = nil, "no .sframe, and converting its CFI failed: "+c.Err
 	} else {
 		c.Bytes, o.NoSFrame = len(sec), ""

@@ -302,6 +302,6 @@ func (a *abi) checkPLTCFI(t *cfi.Table, funcs []sframe.Function) *Diagnostic {
 		return fmt.Sprintf("CFA=%s%+d", a.regName(a.sp), r.cfa)
 	}
 	return &Diagnostic{Start: f.Start, End: f.End(), PC: first, Reason: PLTCFIDisagrees,
-		Detail: fmt.Sprintf("FDE at offset %d says %s, the instructions %s (%d of %d PCs differ); the instructions are used",
+		Detail: fmt.Sprintf("FDE at offset %#x says %s, the instructions %s (%d of %d PCs differ); the instructions are used",
 			f.Offset, say(cfiRule), say(ours), bad, n)}
 }

@@ -496,7 +496,7 @@ func (s *sequence) next(start, end uint64) (overlaps bool, prev uint64) {
 // function that ends at prev.
 func overlapDiag(f *cfi.FDE, prev uint64) *Diagnostic {
 	return &Diagnostic{Start: f.Start, End: f.End(), PC: f.Start, Reason: Overlap,
-		Detail: fmt.Sprintf("FDE at offset %d overlaps the function before it (ends at %#x)", f.Offset, prev), Skipped: true}
+		Detail: fmt.Sprintf("FDE at offset %#x overlaps the function before it (ends at %#x)", f.Offset, prev), Skipped: true}
 }
 
 // describe is the decision about one FDE's function once its place has
@@ -579,7 +579,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		fn.PauthKeyB = f.CIE.BKey
 	}
 	if f.CIE.RAColumn != a.ra {
-		return fn, skip(f.Start, ReturnColumn, "CIE at offset %d names register %d as the return address", f.CIE.Offset, f.CIE.RAColumn)
+		return fn, skip(f.Start, ReturnColumn, "CIE at offset %#x names register %d as the return address", f.CIE.Offset, f.CIE.RAColumn)
 	}
 	rows := a.rows[:0]
 	defer func() { a.rows = rows[:0] }()

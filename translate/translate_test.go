@@ -191,7 +191,7 @@ func TestTranslateFileLevel(t *testing.T) {
 	if res.emitted[0] != 0x1000 || res.emitted[1] != 0x3000 {
 		t.Errorf("functions not emitted by start: %#x", res.emitted)
 	}
-	if d := res.Diags[0]; d.Reason != Overlap || d.Symbol != "dup" {
+	if d := res.Diags[0]; d.Reason != Overlap || d.Symbol != "dup" || !strings.Contains(d.Detail, "FDE at offset 0x") {
 		t.Errorf("diag %+v", d)
 	}
 }

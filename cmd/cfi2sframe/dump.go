@@ -59,11 +59,11 @@ func loadSFrame(name string) (r *sframe.Reader, secName, format string, done fun
 	}
 	f, err := elfread.NewFile(bytesReaderAt(data), name)
 	if err != nil {
-		return nil, "", "", nil, err
+		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
 	es, err := sframeSection(f, data)
 	if err != nil {
-		return nil, "", "", nil, err
+		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
 	r, err = sframe.NewReader(es.Data, es.Addr)
 	if err != nil {

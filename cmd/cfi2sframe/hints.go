@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 )
 
 // The convert package's errors say what is wrong with a file or with the
@@ -21,6 +22,8 @@ func hint(err error) string {
 		return "; use --force to replace it"
 	case errors.As(err, &layout):
 		return " (--fragile-layout writes one that strip, eu-strip and patchelf may break)"
+	case errors.Is(err, elfread.ErrInflateLimit):
+		return "; see --max-inflate"
 	}
 	return ""
 }
@@ -34,10 +37,15 @@ type hinted struct {
 func (e *hinted) Error() string { return e.err.Error() + e.hint }
 func (e *hinted) Unwrap() error { return e.err }
 
-// withHint returns err with its hint, if it has one.
+// withHint returns err with its hint, if it has one and has not got it
+// yet.
 func withHint(err error) error {
-	if h := hint(err); h != "" {
-		return &hinted{err, h}
+	var h *hinted
+	if errors.As(err, &h) {
+		return err
+	}
+	if s := hint(err); s != "" {
+		return &hinted{err, s}
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/elfread"
 )
 
 // TestHints: the command's words for convert's typed errors: the flag
@@ -28,6 +29,9 @@ func TestHints(t *testing.T) {
 		{"has SFrame, wrapped again", fmt.Errorf("x: %w", has), "x: f: already has SFrame data (.sframe or PT_GNU_SFRAME); use --force to replace it"},
 		{"layout", layout, "f: no layout that strip, objcopy, eu-strip and patchelf keep: no room (--fragile-layout writes one that strip, eu-strip and patchelf may break)"},
 		{"no hint", other, "f: bad"},
+		{"hinted already", withHint(has), "f: already has SFrame data (.sframe or PT_GNU_SFRAME); use --force to replace it"},
+		{"inflate limit", fmt.Errorf("f: %w", &elfread.Error{Where: "section .debug_frame", Offset: 0x40, Msg: "compressed contents claim 8 bytes", Err: elfread.ErrInflateLimit}),
+			"f: section .debug_frame at file offset 0x40: compressed contents claim 8 bytes; see --max-inflate"},
 		{"unsupported", &convert.Error{File: "f", Err: &convert.UnsupportedError{What: "machine EM_S390", Detail: "x86-64 and AArch64 are supported"}},
 			"f: unsupported machine EM_S390 (x86-64 and AArch64 are supported)"},
 	}

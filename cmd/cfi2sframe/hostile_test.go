@@ -289,7 +289,7 @@ func TestHostileInputs(t *testing.T) {
 	all("truncated-elf", 1, "section header table (31 entries of 64 bytes) at file offset 0x36e8", "convert", "dump", "verify", "report")
 	// 10. Messages.
 	all("empty-eh", 1, "the call-frame sections hold no FDE", "convert")
-	all("garbage-eh", 1, "no FDE could be read (1 malformed records; the first: .eh_frame: offset 0: record length", "convert")
+	all("garbage-eh", 1, "no FDE could be read (1 malformed records; the first: .eh_frame: offset 0x0: record length", "convert")
 	all("noshstrtab.o", 1, "section headers have no names (e_shstrndx is 0)", "convert")
 
 	for _, c := range cases {

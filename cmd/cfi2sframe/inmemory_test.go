@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
@@ -69,5 +71,29 @@ func TestInMemoryMatchesCommand(t *testing.T) {
 				t.Errorf("%s %v: the command's diagnostics\n%s\nin memory\n%s", name, c.args, stdout, want)
 			}
 		}
+	}
+}
+
+// TestConvertInMemory: trace's converter gives the section convert.SFrame
+// gives, and errors that do not name the file (trace names the object
+// beside them) but keep their type.
+func TestConvertInMemory(t *testing.T) {
+	hello, err := os.ReadFile("../../testdata/example/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, addr, err := convertInMemory("hello", bytes.NewReader(hello), int64(len(hello)))
+	want, werr := convert.SFrame("hello", bytes.NewReader(hello), int64(len(hello)), convert.Options{FragileLayout: true, SignalFrames: true})
+	if err != nil || werr != nil || !bytes.Equal(sec, want.SFrame) || addr != want.Addr {
+		t.Errorf("hello: %d bytes at %#x, %v; convert.SFrame: %v", len(sec), addr, err, werr)
+	}
+	exe, err := os.ReadFile("../../testdata/sframe/v3-s390x-lib.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = convertInMemory("lib.so", bytes.NewReader(exe), int64(len(exe)))
+	var ue *convert.UnsupportedError
+	if !errors.As(err, &ue) || strings.Contains(err.Error(), "lib.so") {
+		t.Errorf("s390x: %v, want an *UnsupportedError not naming the file", err)
 	}
 }

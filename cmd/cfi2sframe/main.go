@@ -35,7 +35,7 @@ func tuneGC() {
 // run executes the command line and returns the exit status.
 func run() int {
 	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "cfi2sframe:", err)
+		fmt.Fprintln(os.Stderr, "cfi2sframe:", withHint(err))
 		var ee *exitError
 		if errors.As(err, &ee) {
 			return ee.code

@@ -50,7 +50,7 @@ self-contained page with charts. A progress line is shown on a terminal.`,
 			}
 			files, errs := report.Collect(args, progress)
 			for _, e := range errs {
-				fmt.Fprintf(stderr, "cfi2sframe: %v\n", e)
+				fmt.Fprintf(stderr, "cfi2sframe: %v\n", withHint(e))
 			}
 			out := cmd.OutOrStdout()
 			var err error

@@ -96,13 +96,7 @@ holds, is converted either way (unless the kernel built it with .sframe).`,
 			// a file whose program headers cannot grow in place is
 			// planned with the layout --fragile-layout writes, which only
 			// decides the section's address here.
-			opt.Convert = func(name string, r io.ReaderAt, size int64) ([]byte, uint64, error) {
-				res, err := convert.SFrame(name, r, size, convert.Options{FragileLayout: true, SignalFrames: true})
-				if err != nil {
-					return nil, 0, err
-				}
-				return res.SFrame, res.Addr, nil
-			}
+			opt.Convert = convertInMemory
 			opt.ConvertFiles = !noConvert
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -134,6 +128,23 @@ holds, is converted either way (unless the kernel built it with .sframe).`,
 	fl.StringVar(&check, "check", "", "also walk every frame with `dwarf` CFI and report agreement")
 	fl.BoolVar(&noConvert, "no-convert", false, "walk only files that have .sframe; do not convert the CFI of the others in memory (the vDSO still is)")
 	return cmd
+}
+
+// convertInMemory is trace's Converter: convert.SFrame as the command
+// converts files, with signal FDEs and, for a file whose program headers
+// cannot grow in place, the layout --fragile-layout writes (which only
+// decides the section's address here). Its errors do not name the file,
+// which trace names beside them.
+func convertInMemory(name string, r io.ReaderAt, size int64) ([]byte, uint64, error) {
+	res, err := convert.SFrame(name, r, size, convert.Options{FragileLayout: true, SignalFrames: true})
+	var ce *convert.Error
+	if errors.As(err, &ce) {
+		err = ce.Err
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return res.SFrame, res.Addr, nil
 }
 
 // writeOutput writes a profile file through the one atomic writer every

@@ -184,11 +184,11 @@ func readerInput(name string) (readers.Input, error) {
 	defer data.Close()
 	f, err := elfread.NewFile(bytesReaderAt(data.Data), name)
 	if err != nil {
-		return readers.Input{}, err
+		return readers.Input{}, fmt.Errorf("%s: %w", name, err)
 	}
 	es, err := f.SFrame()
 	if err != nil {
-		return readers.Input{}, err
+		return readers.Input{}, fmt.Errorf("%s: %w", name, err)
 	}
 	// A copy: the mapping is released on return.
 	in := readers.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
@@ -211,7 +211,7 @@ func verifyFile(name string) (*verify.Result, error) {
 	defer in.Close()
 	f, err := elfread.NewFile(bytesReaderAt(in.Data), name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	// A loader finds .sframe through PT_GNU_SFRAME: check those bytes
 	// when they can be found, the section otherwise; the layout check
@@ -225,7 +225,7 @@ func verifyFile(name string) (*verify.Result, error) {
 	if !ok && !noSFrameData(f.ELF) {
 		es, err := sframeSection(f, in.Data)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		data, addr, where = es.Data, es.Addr, es.Name
 	}
@@ -240,7 +240,7 @@ func verifyFile(name string) (*verify.Result, error) {
 	// The CFI is executed one FDE at a time as verify reaches its code.
 	st, err := cfi.Index(f)
 	if err != nil {
-		return nil, err // cfi and elfread errors name the file
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	// Symbols are read only when a finding needs a name.
 	var sym func(uint64) string

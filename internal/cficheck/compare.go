@@ -132,7 +132,7 @@ func CompareFile(readelf, name string) *Summary {
 	defer f.Close()
 	secs, err := cfi.Sections(f)
 	if err != nil {
-		s.FileErrors = append(s.FileErrors, err.Error())
+		s.FileErrors = append(s.FileErrors, fmt.Sprintf("%s: %v", name, err))
 		return s
 	}
 	names := regNames(f.ELF.Machine)

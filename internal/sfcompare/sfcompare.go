@@ -47,7 +47,7 @@ func Load(file string) (*sframe.Section, *elf.File, error) {
 	}
 	s, err := f.SFrame()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", file, err)
 	}
 	sec, err := sframe.Decode(s.Data, s.Addr)
 	if err != nil {
