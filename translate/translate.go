@@ -10,6 +10,13 @@
 // or behind a dereference). PLT stubs, which have no CFI of their own or
 // a PC-dependent expression, are described from their instructions
 // (arch/amd64, arch/arm64).
+//
+// It has one kind of input and one output: Translate pulls the file's
+// functions from a Source one at a time (cfi.Stream.Cursor executes each
+// FDE when it is reached) and hands each SFrame function to an emit
+// function (sframe.Encoder.Add, or Collect), keeping none. A caller that
+// spreads the work over goroutines cuts the functions where Cut allows
+// and gives each part to a Translator's Functions.
 package translate
 
 import (

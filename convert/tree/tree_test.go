@@ -3,12 +3,14 @@ package tree
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
@@ -109,8 +111,11 @@ func TestInPlace(t *testing.T) {
 			if !bytes.Equal(b, before[f]) {
 				t.Errorf("%s (%s): changed", f, oc)
 			}
-			if oc != Converted && (r.Error == "" || !strings.HasPrefix(r.Error, f)) {
-				t.Errorf("%s: error %q does not start with the file name", f, r.Error)
+			if oc != Converted && (r.Error == "" || !strings.HasPrefix(r.Error, f) || strings.Count(r.Error, f) != 1) {
+				t.Errorf("%s: error %q does not start with the file name, once", f, r.Error)
+			}
+			if r.Err == nil || r.Err.Error() != r.Error {
+				t.Errorf("%s: Err %v, want the error Error says", f, r.Err)
 			}
 			continue
 		}
@@ -133,6 +138,23 @@ func TestInPlace(t *testing.T) {
 	sum, err = Run(context.Background(), []string{root}, Options{})
 	if err != nil || !sum.OK() || sum.Counts[Converted] != 0 || sum.Counts[HasSFrame] != 2 {
 		t.Errorf("second run: %+v, %v", sum, err)
+	}
+}
+
+// TestBadOptions: options that cannot be used are refused before any
+// file is looked at or any directory created, by an *OptionError.
+func TestBadOptions(t *testing.T) {
+	root, _ := sampleTree(t)
+	out := filepath.Join(t.TempDir(), "out")
+	calls := 0
+	_, err := Run(context.Background(), []string{root}, Options{Convert: convert.Options{Version: 3, PCRel: true}, OutDir: out,
+		Record: func(Record) { calls++ }})
+	var oe *convert.OptionError
+	if !errors.As(err, &oe) || oe.Option != "PCRel" || calls != 0 {
+		t.Errorf("error %v, %d records: want an *OptionError for PCRel and no file looked at", err, calls)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s created", out)
 	}
 }
 
