@@ -60,7 +60,7 @@ func NewDescriber(m elf.Machine, order binary.ByteOrder, plts []PLT, o Options) 
 		return nil, err
 	}
 	a.version = o.Version
-	a.flexOK = a.amd64 && o.Version >= sframe.Version3
+	a.flexOK = a.flexABI && o.Version >= sframe.Version3
 	a.reuse = true // the functions are not kept
 	d := &Describer{a: a, o: o}
 	_, d.plts, _, _ = a.pltSections(plts)

@@ -5,11 +5,12 @@
 // It follows what GNU as (gas/gen-sframe.c) decides for the same CFI, so
 // that a converted file agrees with one assembled with --gsframe: CFA on
 // the stack or frame pointer, return address and frame pointer on the
-// stack; on AMD64 with SFrame V3 also the flexible forms (CFA on another
-// register or loaded from memory as in DRAP code, RA or FP in a register
-// or behind a dereference). PLT stubs, which have no CFI of their own or
-// a PC-dependent expression, are described from their instructions
-// (arch/amd64, arch/arm64).
+// stack; on AMD64 and s390x with SFrame V3 also the flexible forms (CFA on
+// another register or loaded from memory as in DRAP code, RA or FP in a
+// register or behind a dereference; on s390x V2, RA or FP in a register
+// take the V2 register-number form instead). PLT stubs, which have no CFI
+// of their own or a PC-dependent expression, are described from their
+// instructions (arch/amd64, arch/arm64, arch/s390x).
 package translate
 
 import (
@@ -25,6 +26,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -65,7 +67,7 @@ type PLT struct {
 
 // Input is what Translate works from.
 type Input struct {
-	Machine elf.Machine // EM_X86_64 or EM_AARCH64
+	Machine elf.Machine // EM_X86_64, EM_AARCH64 or EM_S390
 	Order   binary.ByteOrder
 	Tables  []*cfi.Table
 	// FDEs with Exec, instead of Tables, stream: Translate executes one
@@ -150,9 +152,12 @@ type abi struct {
 	sp, fp  uint64
 	ra      uint64
 	amd64   bool
+	arm64   bool
+	s390x   bool
+	flexABI bool // the ABI has flexible FDEs (AMD64 and s390x, as gas writes them)
 	fixedRA int8
 	fixedFP int8
-	flexOK  bool // flexible FDEs allowed (V3 on AMD64, as gas does)
+	flexOK  bool // flexible FDEs allowed (V3 on a flexABI)
 	version uint8
 	reuse   bool         // function's rows go into rows, reused (Input.Emit)
 	rows    []sframe.Row // the reused rows
@@ -165,12 +170,14 @@ func newABI(m elf.Machine, order binary.ByteOrder) (abi, error) {
 	var a abi
 	switch m {
 	case elf.EM_X86_64:
-		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
+		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true, flexABI: true}
 	case elf.EM_AARCH64:
-		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
+		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA, arm64: true}
 		if order == binary.BigEndian {
 			a.id = arm64.SFrameABIBigEndian
 		}
+	case elf.EM_S390:
+		a = abi{id: s390x.SFrameABI, sp: s390x.SP, fp: s390x.FP, ra: s390x.RA, s390x: true, flexABI: true}
 	default:
 		return a, fmt.Errorf("%w %v", ErrMachine, m)
 	}
@@ -199,7 +206,7 @@ func Translate(in Input, o Options) (*Result, error) {
 		return nil, err
 	}
 	a.version = o.Version
-	a.flexOK = a.amd64 && o.Version >= sframe.Version3
+	a.flexOK = a.flexABI && o.Version >= sframe.Version3
 	a.reuse = in.Emit != nil
 	res := &Result{ABI: a.id, CFAFixedFP: a.fixedFP, CFAFixedRA: a.fixedRA}
 	sym := in.Symbol
@@ -588,7 +595,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		return fn, skip(f.Start, FunctionSize, "%d bytes", f.Size)
 	}
 	fn.Size = uint32(f.Size)
-	if !a.amd64 {
+	if a.arm64 {
 		fn.PauthKeyB = f.CIE.BKey
 	}
 	if f.CIE.RAColumn != a.ra {
@@ -613,7 +620,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		}
 		if flexWhy != nil {
 			if !a.flexOK {
-				if a.amd64 {
+				if a.flexABI {
 					flexWhy.Detail += " (needs an SFrame V3 flexible FDE)"
 				}
 				return fn, flexWhy
