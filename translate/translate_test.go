@@ -40,7 +40,7 @@ var (
 
 func s390SP(off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocReg, Reg: 15, Offset: off} }
 func s390FP(off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocReg, Reg: 11, Offset: off} }
-func inReg(r uint32) sframe.Loc    { return sframe.Loc{Kind: sframe.LocReg, Reg: r} }
+func inReg(r uint32) sframe.Loc   { return sframe.Loc{Kind: sframe.LocReg, Reg: r} }
 
 func spLoc(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocReg, Reg: 7, Offset: off} }
 func fpLoc(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocReg, Reg: 6, Offset: off} }
