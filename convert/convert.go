@@ -165,9 +165,9 @@ func convert(name string, in []byte, o Options, lazy bool, first func() *elfwrit
 	}
 	ef := f.ELF
 	switch ef.Machine {
-	case elf.EM_X86_64, elf.EM_AARCH64:
+	case elf.EM_X86_64, elf.EM_AARCH64, elf.EM_S390:
 	default:
-		return fail(fmt.Errorf("%w machine %v (x86-64 and AArch64 are supported)", ErrUnsupported, ef.Machine))
+		return fail(fmt.Errorf("%w machine %v (x86-64, AArch64 and s390x are supported)", ErrUnsupported, ef.Machine))
 	}
 	if ef.Class != elf.ELFCLASS64 {
 		return fail(fmt.Errorf("%w class %v (ELF64 only)", ErrUnsupported, ef.Class))
