@@ -68,6 +68,15 @@ var CalleeSaved = []int{6, 7, 8, 9, 10, 11, 12, 13, R15}
 // fprOrder maps DWARF numbers 16-31 to floating-point register numbers.
 var fprOrder = [16]int{0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15}
 
+// FPRNumber returns the floating-point register number (0-15) of a DWARF
+// register 16-31, or -1.
+func FPRNumber(r int) int {
+	if r < F0 || r > F15 {
+		return -1
+	}
+	return fprOrder[r-F0]
+}
+
 // RegName returns the conventional name of a DWARF register number, or ""
 // when there is none.
 func RegName(r int) string {
@@ -75,7 +84,7 @@ func RegName(r int) string {
 	case r >= 0 && r <= 15:
 		return "r" + itoa(r)
 	case r >= F0 && r <= F15:
-		return "f" + itoa(fprOrder[r-F0])
+		return "f" + itoa(FPRNumber(r))
 	}
 	return ""
 }
