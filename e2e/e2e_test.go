@@ -9,6 +9,7 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -446,6 +447,9 @@ func TestRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A machine cfi2sframe does not convert: RISC-V in the ELF header.
+	riscv := append([]byte(nil), exe...)
+	binary.LittleEndian.PutUint16(riscv[18:], uint16(elf.EM_RISCV))
 	write := func(name string, b []byte) string {
 		p := filepath.Join(tmp, name)
 		if err := os.WriteFile(p, b, 0o755); err != nil {
@@ -461,7 +465,7 @@ func TestRefusals(t *testing.T) {
 		{"existing sframe", write("has-sframe", exe), nil, "already has SFrame data"},
 		{"truncated", write("truncated", exe[:200]), []string{"--force"}, "truncated"},
 		{"not ELF", write("script.sh", []byte("#!/bin/sh\necho hi\n")), nil, "not an ELF file"},
-		{"unsupported machine", "../testdata/sframe/v3-s390x-lib.so", []string{"--force"}, "unsupported machine"},
+		{"unsupported machine", write("riscv", riscv), []string{"--force"}, "unsupported machine"},
 		{"garbage CFI", write("garbage", corruptEHFrame(t, exe)), []string{"--force"}, ""},
 		{"missing file", filepath.Join(tmp, "nope"), nil, "no such file"},
 	}
