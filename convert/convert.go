@@ -168,13 +168,13 @@ func isArchive(in []byte) bool {
 }
 
 // supported refuses the ELF files that are not converted: machines other
-// than x86-64 and AArch64, ELF32, and types other than executables,
+// than x86-64, AArch64 and s390x, ELF32, and types other than executables,
 // shared libraries and objects.
 func supported(ef *elf.File) error {
 	switch ef.Machine {
-	case elf.EM_X86_64, elf.EM_AARCH64:
+	case elf.EM_X86_64, elf.EM_AARCH64, elf.EM_S390:
 	default:
-		return &UnsupportedError{What: "machine " + ef.Machine.String(), Detail: "x86-64 and AArch64 are supported"}
+		return &UnsupportedError{What: "machine " + ef.Machine.String(), Detail: "x86-64, AArch64 and s390x are supported"}
 	}
 	if ef.Class != elf.ELFCLASS64 {
 		return &UnsupportedError{What: "class " + ef.Class.String(), Detail: "ELF64 only"}

@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -22,6 +23,14 @@ func fixture(t *testing.T, name string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// otherMachine is a fixture whose ELF header names a machine cfi2sframe
+// does not convert (RISC-V).
+func otherMachine(t *testing.T) []byte {
+	b := fixture(t, "v3-x86_64-exe")
+	binary.LittleEndian.PutUint16(b[18:], uint16(elf.EM_RISCV))
 	return b
 }
 
@@ -70,7 +79,7 @@ func TestErrors(t *testing.T) {
 		{"truncated", exe[:100], Options{}, &anyElse, nil, "run past the end of the file"},
 		{"has sframe", exe, Options{}, &anyElse, ErrHasSFrame, "already has SFrame data"},
 		{"object with sframe", obj, Options{}, &anyElse, ErrHasSFrame, "already has SFrame data"},
-		{"s390x", fixture(t, "v3-s390x-lib.so"), Options{Force: true}, &unsupp, ErrUnsupported, "unsupported machine EM_S390"},
+		{"RISC-V", otherMachine(t), Options{Force: true}, &unsupp, ErrUnsupported, "unsupported machine EM_RISCV"},
 		{"no layout", noSectionHeaders(t), Options{}, &layout, nil, "no layout that strip, objcopy, eu-strip and patchelf keep"},
 		{"no CFI", hostile.EHFrameOnly(nil), Options{}, &anyElse, ErrNoCFI, "hold no FDE"},
 		{"bad version", hello, Options{Version: 4}, &option, nil, "SFrame version 4 cannot be written"},
@@ -121,6 +130,7 @@ func TestReplaceAgreesWithGNU(t *testing.T) {
 	for _, name := range []string{
 		"v3-x86_64-exe", "v3-x86_64-lib-lazy.so", "v3-x86_64-lib-now.so", "v3-x86_64-lib-ibt.so",
 		"v3-aarch64-exe", "v3-aarch64-lib.so", "v3-aarch64be-exe", "v3-aarch64be-lib.so",
+		"v3-s390x-lib.so",
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := fixture(t, name)

@@ -36,7 +36,7 @@ func (e *OptionError) Error() string { return "option " + e.Option + ": " + e.Ms
 // class or type, or a kind of file a function does not take. It matches
 // ErrUnsupported.
 type UnsupportedError struct {
-	What   string // "machine EM_S390", "static archive"
+	What   string // "machine EM_RISCV", "static archive"
 	Detail string // what is taken instead, or why not
 }
 

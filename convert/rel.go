@@ -56,8 +56,17 @@ func convertRelocatable(in []byte, f *elfread.File, o Options) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
+	const align = 8
+	if f.ELF.Machine == elf.EM_S390 {
+		// GNU as for s390x rounds every section's size up to its
+		// alignment (.text to 4, .sframe to 8 bytes, zeros after the
+		// data): so does the section gas would write.
+		for len(b)%align != 0 {
+			b = append(b, 0)
+		}
+	}
 	out, err := relobj.Append(in, relobj.Section{
-		Name: ".sframe", Type: elf.SectionType(elfread.SHTGNUSFrame), Flags: elf.SHF_ALLOC, Align: 8,
+		Name: ".sframe", Type: elf.SectionType(elfread.SHTGNUSFrame), Flags: elf.SHF_ALLOC, Align: align,
 		Data: b, Relocs: relocs,
 	})
 	if err != nil {

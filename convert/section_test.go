@@ -138,7 +138,7 @@ func TestSFrameErrors(t *testing.T) {
 		"script":     []byte("#!/bin/sh\n"),
 		"truncated":  exe[:100],
 		"empty":      nil,
-		"s390x":      fixture(t, "v3-s390x-lib.so"),
+		"riscv":      otherMachine(t),
 	}
 	for n, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
@@ -157,7 +157,7 @@ func TestSFrameErrors(t *testing.T) {
 		{"script", Options{}, nil, "not an ELF file"},
 		{"truncated", Options{}, nil, "truncated"},
 		{"empty", Options{}, nil, "not an ELF file"},
-		{"s390x", Options{Force: true}, ErrUnsupported, "unsupported machine"},
+		{"riscv", Options{Force: true}, ErrUnsupported, "unsupported machine"},
 		{"missing", Options{}, fs.ErrNotExist, "open: no such file"},
 		{".", Options{}, nil, "not a regular file"},
 	}

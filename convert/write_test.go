@@ -25,7 +25,7 @@ func TestConvertWriteMatchesConvert(t *testing.T) {
 	dir := t.TempDir()
 	n := 0
 	for _, name := range files {
-		if strings.HasSuffix(name, ".objdump") || strings.Contains(name, "s390x") {
+		if strings.HasSuffix(name, ".objdump") {
 			continue
 		}
 		data, err := os.ReadFile(name)
@@ -85,7 +85,7 @@ func TestConvertWriteFailureLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	n := 0
 	for _, name := range files {
-		if strings.HasSuffix(name, ".objdump") || strings.Contains(name, "s390x") || strings.HasSuffix(name, ".o") {
+		if strings.HasSuffix(name, ".objdump") || strings.HasSuffix(name, ".o") {
 			continue
 		}
 		in, err := OpenInput(name)

@@ -9,6 +9,7 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/libsframecheck"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -25,7 +27,7 @@ import (
 // variant is one build of one program.
 type variant struct {
 	name  string
-	arch  string // "x86_64" or "aarch64"
+	arch  string // "x86_64", "aarch64" or "s390x"
 	src   string // file in testdata
 	flags []string
 	lib   string // variant name of the shared library it links, or ""
@@ -47,6 +49,27 @@ var variants = []variant{
 	{name: "O2-pac", arch: "aarch64", src: "prog.c", flags: []string{"-O2", "-mbranch-protection=standard"}, lib: "lib"},
 	{name: "O2-pac-bkey", arch: "aarch64", src: "prog.c", flags: []string{"-O2", "-mbranch-protection=pac-ret+b-key"}, lib: "lib"},
 	{name: "cxx-O2-pac", arch: "aarch64", src: "exc.cc", flags: []string{"-O2", "-mbranch-protection=standard"}},
+	// s390x: gcc keeps RA, FP and SP in floating-point registers in
+	// leaves at -O2 and -Os (flexible FDEs), frames on r11 with
+	// -fno-omit-frame-pointer and at -O0 around alloca; ld's PLT.
+	{name: "lib", arch: "s390x", src: "lib.c", flags: []string{"-O2", "-fPIC"}, so: true},
+	{name: "O0", arch: "s390x", src: "prog.c", flags: []string{"-O0"}, lib: "lib"},
+	{name: "O2", arch: "s390x", src: "prog.c", flags: []string{"-O2"}, lib: "lib"},
+	{name: "Os", arch: "s390x", src: "prog.c", flags: []string{"-Os"}, lib: "lib"},
+	{name: "O2-fp", arch: "s390x", src: "prog.c", flags: []string{"-O2", "-fno-omit-frame-pointer"}, lib: "lib"},
+	{name: "cxx-O2", arch: "s390x", src: "exc.cc", flags: []string{"-O2"}},
+}
+
+// crossArch is how the tests build and run programs of another
+// architecture: Debian's cross compilers (assembling and linking with the
+// reference toolchain's binutils, -B) and qemu-user with the cross libc.
+type crossArch struct {
+	cc, cxx, qemu, sysroot string
+}
+
+var crossArchs = map[string]crossArch{
+	"aarch64": {"aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64-static", "/usr/aarch64-linux-gnu"},
+	"s390x":   {"s390x-linux-gnu-gcc", "s390x-linux-gnu-g++", "qemu-s390x-static", "/usr/s390x-linux-gnu"},
 }
 
 // buildCommand builds cfi2sframe into dir and returns its path.
@@ -95,13 +118,32 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 	src, _ := filepath.Abs("testdata")
 	totals := map[string]*counts{}
 	gnuFindings := 0
+	// libsframe 2.47.50, a reader of its own, must read our V3 output as
+	// we do at every PC (internal/libsframecheck).
+	var libsframe *libsframecheck.Reader
+	if m := libsframecheck.Missing(toolchain.Root()); len(m) == 0 {
+		rs, err := libsframecheck.Build(need(t, "gcc"), toolchain.Root(), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rs {
+			if !rs[i].Is244() {
+				libsframe = &rs[i]
+			}
+		}
+	} else if toolchain.Required() {
+		t.Fatalf("libsframe not found: %v", m)
+	} else {
+		t.Logf("libsframe not found (%v): its reading is not compared", m)
+	}
+	libTotals := map[string]*libsframecheck.Result{}
 	for _, v := range variants {
 		v := v
 		t.Run(v.arch+"/"+v.name, func(t *testing.T) {
-			cc, cxx, qemu := "gcc", "g++", ""
-			if v.arch == "aarch64" {
-				cc, cxx = need(t, "aarch64-linux-gnu-gcc"), need(t, "aarch64-linux-gnu-g++")
-				qemu = need(t, "qemu-aarch64-static")
+			cc, cxx, qemu, sysroot := "gcc", "g++", "", ""
+			if x, ok := crossArchs[v.arch]; ok {
+				cc, cxx = need(t, x.cc), need(t, x.cxx)
+				qemu, sysroot = need(t, x.qemu), x.sysroot
 			}
 			if strings.HasSuffix(v.src, ".cc") {
 				cc = cxx
@@ -148,6 +190,28 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 			t.Logf("agreement with GNU: %s", c)
 			if c.Differ > 0 || c.Missing > 0 {
 				t.Errorf("%d PCs differ from GNU, %d GNU functions missing: %v", c.Differ, c.Missing, c.Examples)
+			}
+
+			// (a') libsframe 2.47.50 reads it as we do at every PC.
+			if libsframe != nil {
+				s, _ := load(t, ours)
+				raw, err := os.ReadFile(ours)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sec := sframeBytes(t, raw)
+				res, err := libsframecheck.Check(*libsframe, sec, s.Addr, t.TempDir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s", res)
+				if res.DecodeErr != "" || res.Other != 0 || res.Agree != res.PCs || res.PCs == 0 {
+					t.Errorf("libsframe 2.47.50 reads our section otherwise: %s %v", res, res.Examples)
+				}
+				if libTotals[v.arch] == nil {
+					libTotals[v.arch] = &libsframecheck.Result{Reader: libsframe.Name}
+				}
+				libTotals[v.arch].Add(res)
 			}
 
 			// (b) sid objdump decodes it; readelf shows GNU_SFRAME in a LOAD.
@@ -218,15 +282,28 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 				for i := range s3.FDEs {
 					d := &s3.FDEs[i]
 					if d.FDEType == sframe.FDETypeFlex {
-						if _, ok := s2.FindFRE(d.Start); ok {
+						// s390x V2 has its own form for RA and FP in a
+						// register: only a CFA on another register needs V3.
+						if _, ok := s2.FindFRE(d.Start); ok && (v.arch != "s390x" || !s390xV2Carries(s3, d)) {
 							t.Errorf("V2 describes flex function at %#x", d.Start)
 						}
-						continue
+						if v.arch != "s390x" || !s390xV2Carries(s3, d) {
+							continue
+						}
 					}
 					for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
 						a, _ := s3.FindFRE(pc)
 						b, ok := s2.FindFRE(pc)
 						a.Signal = false // V2 has no signal bit
+						if a.Flex && v.arch == "s390x" {
+							// RA/FP in a register in a default FDE; a
+							// flexible FDE's RA padding (RA in r14) is
+							// V2's RA not saved.
+							a.Flex = false
+							if a.RA.Kind == sframe.LocDefault {
+								a.RA = sframe.Loc{Kind: sframe.LocUnsaved}
+							}
+						}
 						if !ok || !same(a, b) {
 							t.Fatalf("V2 differs from V3 at %#x: %+v / %+v", pc, b, a)
 						}
@@ -236,12 +313,15 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 
 			// (d) the converted program runs and prints the same.
 			if !v.so {
-				runBoth(t, qemu, dir, out)
+				runBoth(t, qemu, sysroot, dir, out)
 			}
 		})
 	}
 	for arch, c := range totals {
 		t.Logf("%s total: %s", arch, c)
+	}
+	for arch, r := range libTotals {
+		t.Logf("%s total, our V3 read by %s", arch, r)
 	}
 	t.Logf("verify on GNU's builds: %d disagreements, all in GNU ld's .plt.got description", gnuFindings)
 }
@@ -258,7 +338,20 @@ func lintLines(elflint, file string) map[string]bool {
 	return m
 }
 
-func runBoth(t *testing.T, qemu, dir, out string) {
+// s390xV2Carries says whether SFrame V2 can say what a V3 flexible FDE
+// of an s390x section says: every row's CFA is on r15 or r11 (RA and FP in
+// a register have V2's register-number form).
+func s390xV2Carries(s *sframe.Section, d *sframe.FDE) bool {
+	for i := range d.FREs {
+		r := s.Interpret(d, &d.FREs[i])
+		if !r.RAUndefined && (r.CFA.Kind != sframe.LocReg || (r.CFA.Reg != sframe.SPReg(sframe.ABIS390XBE) && r.CFA.Reg != sframe.FPReg(sframe.ABIS390XBE))) {
+			return false
+		}
+	}
+	return true
+}
+
+func runBoth(t *testing.T, qemu, sysroot, dir, out string) {
 	t.Helper()
 	var outs [2]string
 	for i, kind := range []string{"plain", "ours"} {
@@ -267,7 +360,7 @@ func runBoth(t *testing.T, qemu, dir, out string) {
 		var s string
 		var err error
 		if qemu != "" {
-			s, err = run(t, env, qemu, "-L", "/usr/aarch64-linux-gnu", bin, "x")
+			s, err = run(t, env, qemu, "-L", sysroot, bin, "x")
 		} else {
 			s, err = run(t, env, bin, "x")
 		}
@@ -331,6 +424,20 @@ func compare(t *testing.T, gnuFile, oursFile string) *counts {
 
 func same(a, b sframe.Rule) bool { return sfcompare.Same(a, b) }
 
+// sframeBytes returns the .sframe a loader finds in an ELF file's bytes.
+func sframeBytes(t *testing.T, b []byte) []byte {
+	t.Helper()
+	f, err := elfread.NewFileBytes(b, "ours")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.SFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Data
+}
+
 // TestRefusals runs the command on inputs it must refuse: a one-line
 // error naming the file, a non-zero exit, no output file, no panic.
 func TestRefusals(t *testing.T) {
@@ -340,6 +447,9 @@ func TestRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A machine cfi2sframe does not convert: RISC-V in the ELF header.
+	riscv := append([]byte(nil), exe...)
+	binary.LittleEndian.PutUint16(riscv[18:], uint16(elf.EM_RISCV))
 	write := func(name string, b []byte) string {
 		p := filepath.Join(tmp, name)
 		if err := os.WriteFile(p, b, 0o755); err != nil {
@@ -355,7 +465,7 @@ func TestRefusals(t *testing.T) {
 		{"existing sframe", write("has-sframe", exe), nil, "already has SFrame data"},
 		{"truncated", write("truncated", exe[:200]), []string{"--force"}, "truncated"},
 		{"not ELF", write("script.sh", []byte("#!/bin/sh\necho hi\n")), nil, "not an ELF file"},
-		{"unsupported machine", "../testdata/sframe/v3-s390x-lib.so", []string{"--force"}, "unsupported machine"},
+		{"unsupported machine", write("riscv", riscv), []string{"--force"}, "unsupported machine"},
 		{"garbage CFI", write("garbage", corruptEHFrame(t, exe)), []string{"--force"}, ""},
 		{"missing file", filepath.Join(tmp, "nope"), nil, "no such file"},
 	}

@@ -20,7 +20,7 @@ import (
 func TestRelocatableObjects(t *testing.T) {
 	objdump := toolchain.Tool(t, "sid", "x86_64-objdump")
 	readelf := toolchain.Tool(t, "sid", "x86_64-readelf")
-	objcopies := map[string]string{"x86_64": toolchain.Tool(t, "sid", "x86_64-objcopy"), "aarch64": toolchain.Tool(t, "sid", "aarch64-objcopy")}
+	objcopies := map[string]string{"x86_64": toolchain.Tool(t, "sid", "x86_64-objcopy"), "aarch64": toolchain.Tool(t, "sid", "aarch64-objcopy"), "s390x": toolchain.Tool(t, "sid", "s390x-objcopy")}
 	root := filepath.Dir(filepath.Dir(objdump))
 	tmp := t.TempDir()
 	c2s := buildCommand(t, tmp)
@@ -38,17 +38,24 @@ func TestRelocatableObjects(t *testing.T) {
 		{"cxx-comdat", "x86_64", []string{"-O1"}, []string{"exc.cc"}, true},
 		{"O2-pac", "aarch64", []string{"-O2", "-mbranch-protection=standard"}, []string{"prog.c", "lib.c"}, false},
 		{"O2-bkey-cxx", "aarch64", []string{"-O2", "-mbranch-protection=pac-ret+b-key"}, []string{"exc.cc"}, true},
+		// s390x: FP and RA in FPRs (flexible FDEs), R_390_PC64, gas's
+		// section padding; one section per function.
+		{"O2-fp", "s390x", []string{"-O2", "-fno-omit-frame-pointer"}, []string{"prog.c", "lib.c"}, false},
+		{"O0-ffs", "s390x", []string{"-O0", "-ffunction-sections"}, []string{"prog.c", "lib.c"}, false},
+		{"cxx-O2", "s390x", []string{"-O2"}, []string{"exc.cc"}, true},
 	}
 	objs, pcs := 0, 0
 	for _, b := range builds {
 		t.Run(b.arch+"/"+b.name, func(t *testing.T) {
-			cc, qemu := "gcc", ""
+			cc, qemu, sysroot := "gcc", "", ""
 			if b.cxx {
 				cc = "g++"
 			}
-			if b.arch == "aarch64" {
-				cc = need(t, "aarch64-linux-gnu-"+cc)
-				qemu = need(t, "qemu-aarch64-static")
+			if x, ok := crossArchs[b.arch]; ok {
+				cc, qemu, sysroot = need(t, x.cc), need(t, x.qemu), x.sysroot
+				if b.cxx {
+					cc = need(t, x.cxx)
+				}
 			}
 			dir := filepath.Join(tmp, b.arch+"-"+b.name)
 			objcopy := objcopies[b.arch]
@@ -109,6 +116,10 @@ func TestRelocatableObjects(t *testing.T) {
 				return p
 			}
 			g, o := link("prog.gnu", gnuObjs), link("prog.ours", oursObjs)
+			// ld merges the objects' sections into the same .sframe.
+			if gs, os := sframeBytes(t, readFile(t, g)), sframeBytes(t, readFile(t, o)); !bytes.Equal(gs, os) {
+				t.Errorf("linked .sframe differs from GNU's (%d and %d bytes)", len(gs), len(os))
+			}
 			c := compare(t, g, o)
 			pcs += c.PCs
 			t.Logf("linked: %s", c)
@@ -120,7 +131,7 @@ func TestRelocatableObjects(t *testing.T) {
 				var s string
 				var err error
 				if qemu != "" {
-					s, err = run(t, nil, qemu, "-L", "/usr/aarch64-linux-gnu", p)
+					s, err = run(t, nil, qemu, "-L", sysroot, p)
 				} else {
 					s, err = run(t, nil, p)
 				}
@@ -211,54 +222,75 @@ func TestRelocatableBigEndianAndV2(t *testing.T) {
 }
 
 // TestArchive converts a static archive (an object with a long name, a
-// non-ELF member, the GNU symbol index) and links a program against it.
+// non-ELF member, the GNU symbol index) and links a program against it,
+// for x86-64 and for s390x (big-endian members; run under qemu).
 func TestArchive(t *testing.T) {
-	need(t, "ar")
-	need(t, "nm")
 	objdump := toolchain.Tool(t, "sid", "x86_64-objdump")
 	root := filepath.Dir(filepath.Dir(objdump))
-	tmp := t.TempDir()
-	c2s := buildCommand(t, tmp)
-	B := "-B" + filepath.Join(root, "gcc-x86_64") + "/"
-	sh := func(name string, args ...string) string {
-		cmd := exec.Command(name, args...)
-		cmd.Dir = tmp
-		o, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %v: %v\n%s", name, args, err, o)
-		}
-		return string(o)
-	}
+	c2s := buildCommand(t, t.TempDir())
 	src, _ := filepath.Abs("testdata")
-	long := "a_member_name_longer_than_sixteen_characters.o"
-	sh("gcc", B, "-O2", "-c", filepath.Join(src, "lib.c"), "-o", long)
-	os.WriteFile(filepath.Join(tmp, "README.txt"), []byte("not an object\n"), 0o644)
-	sh("ar", "rcs", "libx.a", long, "README.txt")
-	sh(c2s, "libx.a", "-o", "libx.sframe.a")
-	if got := sh("ar", "t", "libx.sframe.a"); got != long+"\nREADME.txt\n" {
-		t.Errorf("members: %q", got)
+	for _, arch := range []string{"x86_64", "s390x"} {
+		t.Run(arch, func(t *testing.T) {
+			cc, ar, nm, qemu := "gcc", "ar", "nm", []string(nil)
+			if x, ok := crossArchs[arch]; ok {
+				prefix := strings.TrimSuffix(x.cc, "gcc")
+				cc, ar, nm = x.cc, prefix+"ar", prefix+"nm"
+				qemu = []string{need(t, x.qemu), "-L", x.sysroot}
+			}
+			need(t, cc)
+			need(t, ar)
+			need(t, nm)
+			tmp := t.TempDir()
+			B := "-B" + filepath.Join(root, "gcc-"+arch) + "/"
+			sh := func(name string, args ...string) string {
+				cmd := exec.Command(name, args...)
+				cmd.Dir = tmp
+				o, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s %v: %v\n%s", name, args, err, o)
+				}
+				return string(o)
+			}
+			long := "a_member_name_longer_than_sixteen_characters.o"
+			sh(cc, B, "-O2", "-c", filepath.Join(src, "lib.c"), "-o", long)
+			os.WriteFile(filepath.Join(tmp, "README.txt"), []byte("not an object\n"), 0o644)
+			sh(ar, "rcs", "libx.a", long, "README.txt")
+			sh(c2s, "libx.a", "-o", "libx.sframe.a")
+			if got := sh(ar, "t", "libx.sframe.a"); got != long+"\nREADME.txt\n" {
+				t.Errorf("members: %q", got)
+			}
+			if a, b := sh(nm, "-s", "libx.a"), sh(nm, "-s", "libx.sframe.a"); !strings.Contains(b, "lib_apply in "+long) || a != b {
+				t.Errorf("archive index changed:\n%s\n---\n%s", a, b)
+			}
+			// objdump complains about README.txt (not an object) and goes on.
+			if o, _ := exec.Command(objdump, "--sframe", filepath.Join(tmp, "libx.sframe.a")).CombinedOutput(); !strings.Contains(string(o), "Num FDEs: 2") {
+				t.Errorf("objdump of the archive:\n%s", o)
+			}
+			sh(cc, B, "-O2", "-c", filepath.Join(src, "prog.c"), "-o", "prog.o")
+			sh(c2s, "-q", "prog.o", "-o", "prog.sframe.o")
+			sh(cc, B, "-o", "prog", "prog.sframe.o", "libx.sframe.a")
+			if o := sh(append(qemu, filepath.Join(tmp, "prog"))[0], append(qemu, filepath.Join(tmp, "prog"))[1:]...); !strings.Contains(o, "lib 45 285") {
+				t.Errorf("program output %q", o)
+			}
+			f, err := elf.Open(filepath.Join(tmp, "prog"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if f.Section(".sframe") == nil {
+				t.Error("the linked program has no .sframe")
+			}
+		})
 	}
-	if a, b := sh("nm", "-s", "libx.a"), sh("nm", "-s", "libx.sframe.a"); !strings.Contains(b, "lib_apply in "+long) || a != b {
-		t.Errorf("archive index changed:\n%s\n---\n%s", a, b)
-	}
-	// objdump complains about README.txt (not an object) and goes on.
-	if o, _ := exec.Command(objdump, "--sframe", filepath.Join(tmp, "libx.sframe.a")).CombinedOutput(); !strings.Contains(string(o), "Num FDEs: 2") {
-		t.Errorf("objdump of the archive:\n%s", o)
-	}
-	sh("gcc", B, "-O2", "-c", filepath.Join(src, "prog.c"), "-o", "prog.o")
-	sh(c2s, "-q", "prog.o", "-o", "prog.sframe.o")
-	sh("gcc", B, "-o", "prog", "prog.sframe.o", "libx.sframe.a")
-	if o := sh(filepath.Join(tmp, "prog")); !strings.Contains(o, "lib 45 285") {
-		t.Errorf("program output %q", o)
-	}
-	f, err := elf.Open(filepath.Join(tmp, "prog"))
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if f.Section(".sframe") == nil {
-		t.Error("the linked program has no .sframe")
-	}
+	return b
 }
 
 // relaSFrame returns the entries readelf -rW prints for .rela.sframe (the

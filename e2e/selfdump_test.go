@@ -25,10 +25,9 @@ type selfSample struct {
 	stack          []byte
 }
 
-func readSelfDump(t *testing.T, b []byte) []selfSample {
+func readSelfDump(t *testing.T, b []byte, le binary.ByteOrder) []selfSample {
 	t.Helper()
 	var out []selfSample
-	le := binary.LittleEndian
 	for len(b) > 0 {
 		if len(b) < 48 || string(b[:6]) != "SAMPLE" {
 			t.Fatalf("bad sample header")
@@ -57,8 +56,9 @@ func readSelfDump(t *testing.T, b []byte) []selfSample {
 // PAC-signed return addresses on AArch64) -> lib_mid -> lib_leaf) dumps
 // its registers, mappings and stack; the program, the library and libc are
 // converted, and each stack is walked with SFrame alone to _start. AArch64
-// runs under qemu in single-step mode, so that the timer lands on
-// different instructions.
+// and s390x run under qemu in single-step mode, so that the timer lands on
+// different instructions. On s390x the walk starts with r14 for the
+// leaf's return address and finds each caller's SP at the CFA minus 160.
 func TestUnwindSelfDump(t *testing.T) {
 	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
 		t.Skip("runs x86-64 and AArch64 (qemu) Linux programs")
@@ -66,16 +66,22 @@ func TestUnwindSelfDump(t *testing.T) {
 	tmp := t.TempDir()
 	c2s := buildCommand(t, tmp)
 	src, _ := filepath.Abs("testdata/unwind")
-	for _, arch := range []string{"x86_64", "aarch64"} {
+	for _, arch := range []string{"x86_64", "aarch64", "s390x"} {
 		t.Run(arch, func(t *testing.T) {
-			cc, libdir, run := "gcc", "/lib/x86_64-linux-gnu", []string{}
-			a, mflags := unwind.AMD64, []string{}
-			if arch == "aarch64" {
-				cc, libdir = need(t, "aarch64-linux-gnu-gcc"), "/usr/aarch64-linux-gnu/lib"
-				run = []string{need(t, "qemu-aarch64-static"), "-singlestep"}
-				a, mflags = unwind.ARM64, []string{"-mbranch-protection=standard"}
+			cc, libdir, run, sysroot := "gcc", "/lib/x86_64-linux-gnu", []string{}, ""
+			a, mflags, order := unwind.AMD64, []string{}, binary.ByteOrder(binary.LittleEndian)
+			if x, ok := crossArchs[arch]; ok {
+				cc, sysroot = need(t, x.cc), x.sysroot
+				libdir = filepath.Join(sysroot, "lib")
+				run = []string{need(t, x.qemu), "-singlestep"}
 			} else {
 				need(t, "gcc")
+			}
+			switch arch {
+			case "aarch64":
+				a, mflags = unwind.ARM64, []string{"-mbranch-protection=standard"}
+			case "s390x":
+				a, order = unwind.S390X, binary.BigEndian
 			}
 			plain, ours := filepath.Join(tmp, arch, "plain"), filepath.Join(tmp, arch, "ours")
 			os.MkdirAll(plain, 0o755)
@@ -103,7 +109,7 @@ func TestUnwindSelfDump(t *testing.T) {
 			if len(run) > 0 {
 				cmd = exec.Command(run[0], append(run[1:], filepath.Join(ours, "selfdump"), dump)...)
 			}
-			cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+ours, "QEMU_LD_PREFIX=/usr/aarch64-linux-gnu")
+			cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+ours, "QEMU_LD_PREFIX="+sysroot)
 			if b, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("selfdump: %v\n%s", err, b)
 			}
@@ -111,15 +117,19 @@ func TestUnwindSelfDump(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			samples := readSelfDump(t, raw)
+			samples := readSelfDump(t, raw, order)
 			if len(samples) < 10 {
 				t.Fatalf("%d samples", len(samples))
 			}
 			objs := map[string]*object{}
 			pcs := map[uint64]bool{}
+			var longest []string
 			for _, s := range samples {
 				pcs[s.pc] = true
-				names, why := walkSelf(t, a, &s, objs)
+				names, why := walkSelf(t, a, order, &s, objs)
+				if len(names) > len(longest) {
+					longest = names
+				}
 				// The timer lands in lib_leaf's loop mostly, but also in
 				// lib_mid or a PLT stub between calls.
 				want := []string{"with_alloca", "level1", "main", "_start"}
@@ -130,12 +140,38 @@ func TestUnwindSelfDump(t *testing.T) {
 					t.Errorf("pc %#x: walk %v stopped: %v; want %v in order, ending at _start", s.pc, names, why, want)
 				}
 			}
-			t.Logf("%d samples at %d PCs walked to _start", len(samples), len(pcs))
+			t.Logf("%d samples at %d PCs walked to _start; the deepest: %s", len(samples), len(pcs), strings.Join(longest, " <- "))
 		})
 	}
 }
 
-func walkSelf(t *testing.T, a unwind.Arch, s *selfSample, objs map[string]*object) ([]string, unwind.Reason) {
+// withUnsized extends a symbolizer to symbols of size 0 (s390x glibc's
+// _start has no .size): an address no sized symbol covers takes the name of
+// the nearest unsized function symbol at or below it in the same section.
+func withUnsized(ef *elf.File, sym func(uint64) string) func(uint64) string {
+	syms, _ := ef.Symbols()
+	return func(addr uint64) string {
+		name := sym(addr)
+		if !strings.HasPrefix(name, "(") {
+			return name
+		}
+		best, bestAt := "", uint64(0)
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size != 0 || s.Value > addr || s.Value < bestAt || int(s.Section) >= len(ef.Sections) {
+				continue
+			}
+			if sec := ef.Sections[s.Section]; addr < sec.Addr+sec.Size {
+				best, bestAt = s.Name, s.Value
+			}
+		}
+		if best == "" {
+			return name
+		}
+		return best
+	}
+}
+
+func walkSelf(t *testing.T, a unwind.Arch, order binary.ByteOrder, s *selfSample, objs map[string]*object) ([]string, unwind.Reason) {
 	t.Helper()
 	var space unwind.Space
 	var objOf []*object
@@ -153,7 +189,7 @@ func walkSelf(t *testing.T, a unwind.Arch, s *selfSample, objs map[string]*objec
 			o = &object{}
 			objs[f[5]] = o
 			if ef, err := elfread.Open(f[5]); err == nil {
-				o.elf, o.sym = ef.ELF, ef.Symbolizer()
+				o.elf, o.sym = ef.ELF, withUnsized(ef.ELF, ef.Symbolizer())
 				if sec, err := ef.SFrame(); err == nil {
 					if o.table, err = sframe.Open(sec.Data, sec.Addr); err != nil {
 						t.Errorf("%s: %v", f[5], err)
@@ -172,7 +208,7 @@ func walkSelf(t *testing.T, a unwind.Arch, s *selfSample, objs map[string]*objec
 			}
 		}
 	}
-	u := unwind.New(a, &space, &stackMem{base: s.sp, b: bytes.Clone(s.stack)})
+	u := unwind.New(a, &space, &stackMem{base: s.sp, b: bytes.Clone(s.stack), order: order})
 	fr := unwind.Topmost(a, s.pc, s.sp, s.fp, s.lr)
 	var names []string
 	for i := 0; i < 64; i++ {

@@ -32,13 +32,17 @@ type sample struct {
 }
 
 type stackMem struct {
-	base uint64
-	b    []byte
+	base  uint64
+	b     []byte
+	order binary.ByteOrder // nil: little-endian
 }
 
 func (m *stackMem) ReadWord(addr uint64) (uint64, bool) {
 	if addr < m.base || addr-m.base > uint64(len(m.b)) || uint64(len(m.b))-(addr-m.base) < 8 {
 		return 0, false
+	}
+	if m.order != nil {
+		return m.order.Uint64(m.b[addr-m.base:]), true
 	}
 	return binary.LittleEndian.Uint64(m.b[addr-m.base:]), true
 }

@@ -228,6 +228,10 @@ func RelocType(m elf.Machine, size int) (uint32, error) {
 		return uint32(elf.R_AARCH64_PREL64), nil
 	case m == elf.EM_AARCH64 && size == 4:
 		return uint32(elf.R_AARCH64_PREL32), nil
+	case m == elf.EM_S390 && size == 8:
+		return uint32(elf.R_390_PC64), nil
+	case m == elf.EM_S390 && size == 4:
+		return uint32(elf.R_390_PC32), nil
 	}
 	return 0, errors.New("no PC-relative relocation for this machine and size")
 }

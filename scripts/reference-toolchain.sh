@@ -40,8 +40,9 @@
 #   --print   print DIR if every suite is installed, else fail with a message
 #   --check   run every wrapper and assemble a probe with --gsframe per
 #             suite and target, checking the SFrame version objdump reports
-#   --cross   also `apt-get install` gcc-aarch64-linux-gnu and
-#             qemu-user-static into the system (needs root)
+#   --cross   also `apt-get install` the AArch64 and s390x cross compilers
+#             (gcc, g++ and libc of aarch64-linux-gnu and s390x-linux-gnu)
+#             and qemu-user-static into the system (needs root)
 #   --force   reinstall the suites even if present
 # DIR is $CFI2SFRAME_TOOLCHAIN, or ${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/toolchain.
 # The archive is $CFI2SFRAME_DEBIAN_MIRROR (default http://deb.debian.org/debian).
@@ -249,11 +250,18 @@ check_suite() {
 	done
 }
 
+# The cross compilers the end-to-end tests build with (sid's binutils above
+# assemble and link for them: gcc -B DIR/sid/gcc-ARCH/), and qemu-user to
+# run what they build.
+CROSS="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+gcc-s390x-linux-gnu g++-s390x-linux-gnu libc6-dev-s390x-cross qemu-user-static"
+
 install_cross() {
 	[ "$(id -u)" = 0 ] || die "--cross installs system packages and needs root"
-	note "installing gcc-aarch64-linux-gnu qemu-user-static (system packages)"
-	apt-get install -y -q gcc-aarch64-linux-gnu qemu-user-static >/dev/null ||
-		die "apt-get install gcc-aarch64-linux-gnu qemu-user-static failed"
+	note "installing $(echo $CROSS) (system packages)"
+	# shellcheck disable=SC2086 # one word per package
+	apt-get install -y -q $CROSS >/dev/null ||
+		die "apt-get install $(echo $CROSS) failed"
 }
 
 mode=install cross=0 force=0

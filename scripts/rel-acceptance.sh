@@ -2,11 +2,12 @@
 # Acceptance for relocatable objects on a real C project from Debian's
 # source packages (zlib):
 #
-#  1. For x86-64 and AArch64: compile every zlib source and the example
+#  1. For x86-64, AArch64 and s390x: compile every zlib source and the example
 #     program twice with the reference toolchain (-Wa,--gsframe and
 #     without), convert each plain object with cfi2sframe, link both sets
 #     with GNU ld, and compare the final .sframe at every PC
-#     (internal/sfcompare); run both programs (AArch64 under qemu).
+#     (internal/sfcompare); run both programs (AArch64 and s390x under
+#     qemu).
 #  2. clang (Debian's clang-14, integrated assembler, no SFrame support):
 #     compile the same objects, convert, link with GNU ld; `cfi2sframe
 #     verify` on the result and the program runs.
@@ -57,11 +58,11 @@ build() { # ARCH CC KIND(gnu|plain|clang) -> objects in $work/ARCH-KIND
 	"$cc" -O2 "${extra[@]}" -I"$src" -c "$src/test/example.c" -o "$out/example.o"
 }
 
-for arch in x86_64 aarch64; do
+for arch in x86_64 aarch64 s390x; do
 	cc=gcc run=()
-	if [ $arch = aarch64 ]; then
-		cc=aarch64-linux-gnu-gcc
-		run=(qemu-aarch64-static -L /usr/aarch64-linux-gnu)
+	if [ $arch != x86_64 ]; then
+		cc=$arch-linux-gnu-gcc
+		run=(qemu-$arch-static -L /usr/$arch-linux-gnu)
 	fi
 	build $arch $cc gnu
 	build $arch $cc plain

@@ -13,7 +13,7 @@ const (
 	// DW_OP_bregN off [DW_OP_deref].
 	CFAExpression Reason = "cfa-expression"
 	// CFARegister: the CFA is based on a register other than SP or FP
-	// (expressible only in a V3 flexible FDE).
+	// (expressible only in a V3 flexible FDE, on AMD64 and s390x).
 	CFARegister Reason = "cfa-register"
 	// CFADeref: the CFA is loaded from memory, as in DRAP code
 	// (expressible only in a V3 flexible FDE).
@@ -22,13 +22,14 @@ const (
 	// CFA-8, which the format assumes for every row.
 	RANotAtFixedSlot Reason = "ra-not-at-fixed-slot"
 	// RARegister: the return address lives in another register
-	// (V3 flexible FDE only).
+	// (V3 flexible FDE only, on AMD64 and s390x; s390x V2 has a
+	// register-number form; a flexible FDE names registers 0-31 only).
 	RARegister Reason = "ra-register"
 	// RAExpression: the return address rule is a DWARF expression, a
 	// val_offset or a val_expression that SFrame cannot carry.
 	RAExpression Reason = "ra-expression"
 	// FPRegister: the frame pointer lives in another register (V3 flexible
-	// FDE only).
+	// FDE only, as RARegister).
 	FPRegister Reason = "fp-register"
 	// FPExpression: the frame pointer rule is an expression, val_offset or
 	// val_expression that SFrame cannot carry.
@@ -44,6 +45,11 @@ const (
 	ReturnColumn Reason = "return-column"
 	// OffsetRange: an offset does not fit a signed 32-bit data word.
 	OffsetRange Reason = "offset-range"
+	// OffsetAlignment: an s390x offset the encoding cannot hold: a CFA
+	// offset that is not 160 plus a multiple of 8 (it is stored as
+	// (offset-160)/8), or in V2 an odd RA or FP slot offset (V2 reads an
+	// odd value as a register number).
+	OffsetAlignment Reason = "offset-alignment"
 	// TooManyRows: more FREs than the format's 16-bit count holds.
 	TooManyRows Reason = "too-many-rows"
 	// FunctionSize: the function is larger than a 32-bit size field holds.

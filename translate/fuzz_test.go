@@ -36,8 +36,11 @@ func FuzzTranslate(f *testing.F) {
 		s, err := ef.Section(".eh_frame")
 		if err == nil {
 			mode := byte(0)
-			if ef.ELF.Machine == elf.EM_AARCH64 {
+			switch ef.ELF.Machine {
+			case elf.EM_AARCH64:
 				mode = 1
+			case elf.EM_S390:
+				mode = 2
 			}
 			f.Add(append([]byte{mode}, s.Data...))
 		}
@@ -52,8 +55,12 @@ func FuzzTranslate(f *testing.F) {
 		if m&1 != 0 {
 			in.Machine = elf.EM_AARCH64
 		}
-		if m&2 != 0 && in.Machine == elf.EM_AARCH64 {
+		if m&2 != 0 {
+			// AArch64 big-endian, or s390x (always big-endian).
 			in.Order = binary.BigEndian
+			if in.Machine != elf.EM_AARCH64 {
+				in.Machine = elf.EM_S390
+			}
 		}
 		o := Options{Version: sframe.Version3, SignalOutermost: m&8 != 0}
 		if m&4 != 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -29,8 +30,10 @@ func (a *abi) layout(p PLT) (pltLayout, bool) {
 		if len(p.Data)%16 != 0 {
 			l.entry = 8 // non-IBT .plt.got: jmp *got(%rip); xchg %ax,%ax
 		}
-	case !a.amd64 && p.Name == ".plt":
+	case a.arm64 && p.Name == ".plt":
 		l = pltLayout{header: 32, entry: 16}
+	case a.s390x && p.Name == ".plt":
+		l = pltLayout{header: s390x.PLTHeaderSize, entry: s390x.PLTEntrySize}
 	default:
 		return l, false
 	}
@@ -50,7 +53,7 @@ func (a *abi) plt(p PLT) ([]sframe.Function, *Diagnostic) {
 	if !ok {
 		return nil, nil
 	}
-	if a.amd64 || p.EntSize != 0 {
+	if !a.arm64 || p.EntSize != 0 {
 		return a.pltWith(p, l)
 	}
 	// AArch64 ld leaves sh_entsize 0: entries are 16 bytes, or 24 with
@@ -153,6 +156,19 @@ func (a *abi) stub(code []byte, header bool) ([]sframe.Row, error) {
 	}
 	if bytes.Count(code, []byte{0}) == len(code) {
 		return nil, fmt.Errorf("all zero")
+	}
+	if a.s390x {
+		steps, err := s390x.SimulateStub(code)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range steps {
+			rows = append(rows, sframe.Row{
+				Start: s.Off,
+				CFA:   sframe.Loc{Kind: sframe.LocReg, Reg: uint32(a.sp), Offset: s.CFAOffset},
+			})
+		}
+		return rows, nil
 	}
 	steps, err := arm64.SimulateStub(code)
 	if err != nil {

@@ -6,21 +6,28 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 // maxFlexReg is the largest register number a flexible FDE control word
-// may name in gas's encoding (and the largest a default FDE uses).
+// may name: the kernel's unwinder reads 5 bits of it (readers/kernel.go).
+// sid's gas writes larger ones too (an s390x access register, DWARF 48-63,
+// as r49), which the kernel would read as another register; such rules
+// are skipped here.
 const maxFlexReg = 31
 
 func fitsInt32(v int64) bool { return v >= math.MinInt32 && v <= math.MaxInt32 }
 
 func (a *abi) regName(r uint64) string {
 	var n string
-	if a.amd64 {
+	switch {
+	case a.amd64:
 		n = amd64.RegName(int(r))
-	} else {
+	case a.s390x:
+		n = s390x.RegName(int(r))
+	default:
 		n = arm64.RegName(int(r))
 	}
 	if n == "" {
@@ -41,7 +48,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	if cr.RAStateWithPC {
 		return r, nil, skip(pc, RAStateWithPC, "DW_CFA_AARCH64_negate_ra_state_with_pc")
 	}
-	r.MangledRA = !a.amd64 && cr.MangledRA
+	r.MangledRA = a.arm64 && cr.MangledRA
 
 	// Return address. Undefined marks the outermost frame: an FRE without
 	// data words, whatever the other rules say.
@@ -51,15 +58,23 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 		return r, nil, nil
 	}
 
-	// Stack pointer: SFrame assumes SP = CFA in the caller.
+	// Stack pointer: SFrame assumes SP = CFA in the caller, or on s390x
+	// SP = CFA-160 (the CFA is defined as the SP at the call site plus
+	// 160), so that the caller's SP is known whatever else says where it
+	// was saved: s390x code saves r15 with the other registers (stmg) or in
+	// a floating-point register, and GNU as passes over both rules.
 	switch sp := cr.Rule(a.sp); sp.Kind {
 	case cfi.SameValue:
 	case cfi.ValOffset:
-		if sp.Offset != 0 {
+		if sp.Offset != a.spValOffset() {
 			return r, nil, skip(pc, SPRule, "%s = CFA%+d", a.regName(a.sp), sp.Offset)
 		}
 	case cfi.Undefined:
 		return r, nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.regName(a.sp))
+	case cfi.Offset, cfi.Register:
+		if !a.s390x {
+			return r, nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
+		}
 	default:
 		return r, nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
 	}
@@ -70,20 +85,26 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 		if !fitsInt32(cr.CFA.Offset) {
 			return r, nil, skip(pc, OffsetRange, "CFA offset %d", cr.CFA.Offset)
 		}
+		if d := a.checkCFAOffset(pc, cr.CFA.Offset); d != nil {
+			return r, nil, d
+		}
 		r.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: uint32(cr.CFA.Reg), Offset: int32(cr.CFA.Offset)}
 		if cr.CFA.Reg != a.sp && cr.CFA.Reg != a.fp {
-			if !a.amd64 || cr.CFA.Reg > maxFlexReg {
+			if !a.flexABI || cr.CFA.Reg > maxFlexReg {
 				return r, nil, skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
 			}
 			flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
 		}
 	case cfi.CFAExpression:
 		e, ok := cfi.ParseSimpleExpr(cr.CFA.Expr)
-		if !ok || !a.amd64 || e.Reg > maxFlexReg {
+		if !ok || !a.flexABI || e.Reg > maxFlexReg {
 			return r, nil, skip(pc, CFAExpression, "CFA = expression % x", cr.CFA.Expr)
 		}
 		if !fitsInt32(e.Offset) {
 			return r, nil, skip(pc, OffsetRange, "CFA offset %d", e.Offset)
+		}
+		if d := a.checkCFAOffset(pc, e.Offset); d != nil {
+			return r, nil, d
 		}
 		if e.Deref {
 			r.CFA = sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)}
@@ -127,7 +148,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	if flexWhy == nil {
 		flexWhy = why
 	}
-	if !a.amd64 && r.FP.Kind == sframe.LocCFA && r.RA.Kind == sframe.LocUnsaved {
+	if a.arm64 && r.FP.Kind == sframe.LocCFA && r.RA.Kind == sframe.LocUnsaved {
 		return r, nil, skip(pc, FPWithoutRA, "x29 saved at CFA%+d while x30 is not saved", r.FP.Offset)
 	}
 	return r, flexWhy, nil
@@ -150,17 +171,23 @@ func (a *abi) raLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnos
 			}
 			return sframe.Loc{Kind: sframe.LocFixed, Offset: int32(a.fixedRA)}, nil, nil
 		}
+		if d := a.checkSlot(pc, "RA", rule.Offset); d != nil {
+			return l, nil, d
+		}
 		return sframe.Loc{Kind: sframe.LocCFA, Offset: int32(rule.Offset)}, nil, nil
 	case cfi.Register:
 		if rule.Reg == a.ra {
 			return a.raLoc(pc, cfi.Rule{Kind: cfi.SameValue})
 		}
-		if !a.amd64 || rule.Reg > maxFlexReg {
+		if a.regForm() {
+			return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, nil, nil
+		}
+		if !a.flexABI || rule.Reg > maxFlexReg {
 			return l, nil, skip(pc, RARegister, "return address in %s", a.regName(rule.Reg))
 		}
 		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, RARegister, "return address in %s", a.regName(rule.Reg)), nil
 	case cfi.Expression:
-		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.amd64 && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
+		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.flexABI && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
 			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
 				skip(pc, RAExpression, "return address at [%s%+d]", a.regName(e.Reg), e.Offset), nil
 		}
@@ -179,23 +206,63 @@ func (a *abi) fpLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnos
 		if !fitsInt32(rule.Offset) {
 			return l, nil, skip(pc, OffsetRange, "FP offset %d", rule.Offset)
 		}
+		if d := a.checkSlot(pc, "FP", rule.Offset); d != nil {
+			return l, nil, d
+		}
 		return sframe.Loc{Kind: sframe.LocCFA, Offset: int32(rule.Offset)}, nil, nil
 	case cfi.Register:
 		if rule.Reg == a.fp {
 			return sframe.Loc{Kind: sframe.LocUnsaved}, nil, nil
 		}
-		if !a.amd64 || rule.Reg > maxFlexReg {
+		if a.regForm() {
+			return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, nil, nil
+		}
+		if !a.flexABI || rule.Reg > maxFlexReg {
 			return l, nil, skip(pc, FPRegister, "frame pointer in %s", a.regName(rule.Reg))
 		}
 		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, FPRegister, "frame pointer in %s", a.regName(rule.Reg)), nil
 	case cfi.Expression:
-		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.amd64 && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
+		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.flexABI && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
 			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
 				skip(pc, FPExpression, "frame pointer at [%s%+d]", a.regName(e.Reg), e.Offset), nil
 		}
 	}
 	return l, nil, skip(pc, FPExpression, "frame pointer rule %s", ruleString(a, rule))
 }
+
+// spValOffset is the caller's SP relative to the CFA.
+func (a *abi) spValOffset() int64 {
+	if a.s390x {
+		return s390x.SPValOffset
+	}
+	return 0
+}
+
+// checkCFAOffset says when a CFA offset has no SFrame encoding: on s390x
+// it is stored as (offset-160)/8, which needs an 8-byte aligned offset
+// (GNU as divides and drops the remainder).
+func (a *abi) checkCFAOffset(pc uint64, off int64) *Diagnostic {
+	if a.s390x {
+		if _, ok := s390x.EncodeCFAOffset(off); !ok {
+			return skip(pc, OffsetAlignment, "CFA offset %d: s390x stores (offset-160)/8", off)
+		}
+	}
+	return nil
+}
+
+// checkSlot says when an RA or FP stack slot cannot be written: in s390x
+// V2 an odd offset is the register-number form (SFRAME_V2_S390X_OFFSET_IS_REGNUM).
+func (a *abi) checkSlot(pc uint64, what string, off int64) *Diagnostic {
+	if a.s390x && a.version < sframe.Version3 && off&1 != 0 {
+		return skip(pc, OffsetAlignment, "%s saved at CFA%+d: s390x V2 reads an odd offset as a register number", what, off)
+	}
+	return nil
+}
+
+// regForm says whether an RA or FP kept in another register is written in
+// a default FDE, as V2 does on s390x (the register number shifted left by
+// one, the low bit set); V3 uses a flexible FDE instead.
+func (a *abi) regForm() bool { return a.s390x && a.version < sframe.Version3 }
 
 func ruleString(a *abi, r cfi.Rule) string {
 	switch r.Kind {

@@ -5,11 +5,12 @@
 // It follows what GNU as (gas/gen-sframe.c) decides for the same CFI, so
 // that a converted file agrees with one assembled with --gsframe: CFA on
 // the stack or frame pointer, return address and frame pointer on the
-// stack; on AMD64 with SFrame V3 also the flexible forms (CFA on another
-// register or loaded from memory as in DRAP code, RA or FP in a register
-// or behind a dereference). PLT stubs, which have no CFI of their own or
-// a PC-dependent expression, are described from their instructions
-// (arch/amd64, arch/arm64).
+// stack; on AMD64 and s390x with SFrame V3 also the flexible forms (CFA on
+// another register or loaded from memory as in DRAP code, RA or FP in a
+// register or behind a dereference; on s390x V2, RA or FP in a register
+// take the V2 register-number form instead). PLT stubs, which have no CFI
+// of their own or a PC-dependent expression, are described from their
+// instructions (arch/amd64, arch/arm64, arch/s390x).
 //
 // It has one kind of input and one output: Translate pulls the file's
 // functions from a Source one at a time (cfi.Stream.Cursor executes each
@@ -33,6 +34,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -75,7 +77,7 @@ type PLT struct {
 // the PLT sections, which are described from their instructions, and the
 // symbols.
 type Input struct {
-	Machine elf.Machine // EM_X86_64 or EM_AARCH64
+	Machine elf.Machine // EM_X86_64, EM_AARCH64 or EM_S390
 	Order   binary.ByteOrder
 	PLTs    []PLT
 	Symbol  func(addr uint64) string // may be nil; called only for functions with a diagnostic
@@ -173,9 +175,12 @@ type abi struct {
 	sp, fp  uint64
 	ra      uint64
 	amd64   bool
+	arm64   bool
+	s390x   bool
+	flexABI bool // the ABI has flexible FDEs (AMD64 and s390x, as gas writes them)
 	fixedRA int8
 	fixedFP int8
-	flexOK  bool // flexible FDEs allowed (V3 on AMD64, as gas does)
+	flexOK  bool // flexible FDEs allowed (V3 on a flexABI)
 	version uint8
 	rows    []sframe.Row // a function's rows, reused from function to function
 }
@@ -187,18 +192,20 @@ func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	var a abi
 	switch m {
 	case elf.EM_X86_64:
-		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
+		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true, flexABI: true}
 	case elf.EM_AARCH64:
-		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
+		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA, arm64: true}
 		if order == binary.BigEndian {
 			a.id = arm64.SFrameABIBigEndian
 		}
+	case elf.EM_S390:
+		a = abi{id: s390x.SFrameABI, sp: s390x.SP, fp: s390x.FP, ra: s390x.RA, s390x: true, flexABI: true}
 	default:
 		return a, fmt.Errorf("%w %v", ErrMachine, m)
 	}
 	a.fixedFP, a.fixedRA = sframe.DefaultFixedOffsets(a.id)
 	a.version = o.Version
-	a.flexOK = a.amd64 && o.Version >= sframe.Version3
+	a.flexOK = a.flexABI && o.Version >= sframe.Version3
 	return a, nil
 }
 
@@ -582,7 +589,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		return fn, skip(f.Start, FunctionSize, "%d bytes", f.Size)
 	}
 	fn.Size = uint32(f.Size)
-	if !a.amd64 {
+	if a.arm64 {
 		fn.PauthKeyB = f.CIE.BKey
 	}
 	if f.CIE.RAColumn != a.ra {
@@ -602,7 +609,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		}
 		if flexWhy != nil {
 			if !a.flexOK {
-				if a.amd64 {
+				if a.flexABI {
 					flexWhy.Detail += " (needs an SFrame V3 flexible FDE)"
 				}
 				return fn, flexWhy

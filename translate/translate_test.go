@@ -33,6 +33,17 @@ func table(cie *cfi.CIE, start, size uint64, rows ...cfi.Row) *cfi.Table {
 	return &cfi.Table{FDE: &cfi.FDE{CIE: cie, Start: start, Size: size}, Rows: rows}
 }
 
+// s390x: r15 the SP, r11 the FP, r14 the RA; the CIE says CFA = r15+160.
+var (
+	s390CIE  = &cfi.CIE{RAColumn: 14, CodeAlign: 1, DataAlign: -8}
+	s390CFA  = cfaReg(15, 160)
+	s390Save = []cfi.RegRule{reg(11, cfi.Offset, -72), reg(14, cfi.Offset, -48), reg(15, cfi.Offset, -40)}
+)
+
+func s390SP(off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocReg, Reg: 15, Offset: off} }
+func s390FP(off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocReg, Reg: 11, Offset: off} }
+func inReg(r uint32) sframe.Loc   { return sframe.Loc{Kind: sframe.LocReg, Reg: r} }
+
 func spLoc(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocReg, Reg: 7, Offset: off} }
 func fpLoc(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocReg, Reg: 6, Offset: off} }
 func cfaAt(off int32) sframe.Loc         { return sframe.Loc{Kind: sframe.LocCFA, Offset: off} }
@@ -141,6 +152,74 @@ func TestTranslateFunctions(t *testing.T) {
 		{"x86-64 GNU_args_size 0 with an SP-based CFA", elf.EM_X86_64, binary.LittleEndian, 3,
 			table(x86CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaSP8, ArgsSize: 0, Regs: []cfi.RegRule{ripSaved}}),
 			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: spLoc(8), RA: fixedRA()}}}, ""},
+
+		// s390x, as gcc frames it: stmg %r11,%r15,88(%r15) saves r15 too
+		// (a rule SFrame does not need: SP = CFA-160), then the frame and
+		// the frame pointer.
+		{"s390x stmg; lay; lgr r11: CFA on r15 then r11, RA and FP saved, SP saved ignored", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x40,
+				cfi.Row{Loc: 0x1000, CFA: s390CFA},
+				cfi.Row{Loc: 0x1006, CFA: s390CFA, Regs: s390Save},
+				cfi.Row{Loc: 0x100c, CFA: cfaReg(15, 328), Regs: s390Save},
+				cfi.Row{Loc: 0x1010, CFA: cfaReg(11, 328), Regs: s390Save},
+				cfi.Row{Loc: 0x103a, CFA: s390CFA}),
+			&sframe.Function{Start: 0x1000, Size: 0x40, Rows: []sframe.Row{
+				{Start: 0, CFA: s390SP(160)},
+				{Start: 6, CFA: s390SP(160), RA: cfaAt(-48), FP: cfaAt(-72)},
+				{Start: 0xc, CFA: s390SP(328), RA: cfaAt(-48), FP: cfaAt(-72)},
+				{Start: 0x10, CFA: s390FP(328), RA: cfaAt(-48), FP: cfaAt(-72)},
+				{Start: 0x3a, CFA: s390SP(160)},
+			}}, ""},
+		{"s390x FP saved without RA (V3 pads the RA word)", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(15, 320), Regs: []cfi.RegRule{reg(11, cfi.Offset, -72)}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: s390SP(320), FP: cfaAt(-72)}}}, ""},
+		{"s390x leaf keeping RA in f0, FP in f2 and SP in f4 (V3 flex)", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x20,
+				cfi.Row{Loc: 0x1000, CFA: s390CFA},
+				cfi.Row{Loc: 0x1004, CFA: s390CFA, Regs: []cfi.RegRule{{Reg: 14, Rule: cfi.Rule{Kind: cfi.Register, Reg: 16}}}},
+				cfi.Row{Loc: 0x1008, CFA: cfaReg(15, 320), Regs: []cfi.RegRule{{Reg: 11, Rule: cfi.Rule{Kind: cfi.Register, Reg: 17}},
+					{Reg: 14, Rule: cfi.Rule{Kind: cfi.Register, Reg: 16}}, {Reg: 15, Rule: cfi.Rule{Kind: cfi.Register, Reg: 18}}}}),
+			&sframe.Function{Start: 0x1000, Size: 0x20, Flex: true, Rows: []sframe.Row{
+				{Start: 0, CFA: s390SP(160)},
+				{Start: 4, CFA: s390SP(160), RA: inReg(16)},
+				{Start: 8, CFA: s390SP(320), RA: inReg(16), FP: inReg(17)},
+			}}, ""},
+		{"s390x RA in f0 with V2: the register-number form, no flex", elf.EM_S390, binary.BigEndian, 2,
+			table(s390CIE, 0x1000, 0x20, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{{Reg: 14, Rule: cfi.Rule{Kind: cfi.Register, Reg: 16}}}}),
+			&sframe.Function{Start: 0x1000, Size: 0x20, Rows: []sframe.Row{{CFA: s390SP(160), RA: inReg(16)}}}, ""},
+		{"s390x CFA on r1 (V3 flex: stack clash probing)", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(1, 4256)}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Flex: true, Rows: []sframe.Row{{CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 1, Offset: 4256}}}}, ""},
+		{"s390x CFA on r1 with V2: skipped", elf.EM_S390, binary.BigEndian, 2,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(1, 4256)}), nil, CFARegister},
+		{"s390x CFA on f0: no register a control word can name beyond 31, but f0 is 16", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(16, 160)}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Flex: true, Rows: []sframe.Row{{CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 16, Offset: 160}}}}, ""},
+		{"s390x CFA on an access register (DWARF 48)", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(48, 160)}), nil, CFARegister},
+		{"s390x RA in an access register (DWARF 49)", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{{Reg: 14, Rule: cfi.Rule{Kind: cfi.Register, Reg: 49}}}}), nil, RARegister},
+		{"s390x CFA offset not 160 plus a multiple of 8", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(15, 164)}), nil, OffsetAlignment},
+		{"s390x V2: an odd RA slot would read as a register number", elf.EM_S390, binary.BigEndian, 2,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(14, cfi.Offset, -47)}}), nil, OffsetAlignment},
+		{"s390x V3: an odd RA slot is only an offset", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(14, cfi.Offset, -47)}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: s390SP(160), RA: cfaAt(-47)}}}, ""},
+		{"s390x SP = CFA-160 (val_offset), as the ABI defines it", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(15, cfi.ValOffset, -160)}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: s390SP(160)}}}, ""},
+		{"s390x SP = CFA+0 (val_offset) contradicts the ABI", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(15, cfi.ValOffset, 0)}}), nil, SPRule},
+		{"s390x SP undefined", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(15, cfi.Undefined, 0)}}), nil, UndefinedFPOrSP},
+		{"s390x RA undefined: outermost frame (_start)", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(14, cfi.Undefined, 0)}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{RAUndefined: true}}}, ""},
+		{"s390x RA val_offset", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(14, cfi.ValOffset, -48)}}), nil, RAExpression},
+		{"s390x non-default return column", elf.EM_S390, binary.BigEndian, 3,
+			table(&cfi.CIE{RAColumn: 15}, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA}), nil, ReturnColumn},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -373,6 +452,35 @@ func TestPLT(t *testing.T) {
 	}
 	if d := cmp.Diff(want, res.Funcs); d != "" || len(res.Diags) != 0 {
 		t.Errorf("AArch64 BTI/PAC .plt (-want +got):\n%s\ndiagnostics %v", d, res.Diags)
+	}
+
+	// GNU ld's s390x PLT (objdump -d of a program it linked): PLT0 and
+	// 32-byte entries, none of which touches r15 or r14. ld's own SFrame
+	// for it (when it writes one) is the same: PLT0, then one PCMASK FDE,
+	// CFA sp+160 throughout.
+	s0 := []byte{0xe3, 0x10, 0xf0, 0x38, 0x00, 0x24, 0xc0, 0x10, 0x00, 0x01, 0x3c, 0x3d, 0xd2, 0x07, 0xf0, 0x30,
+		0x10, 0x08, 0xe3, 0x10, 0x10, 0x10, 0x00, 0x04, 0x07, 0xf1, 0x07, 0x00, 0x07, 0x00, 0x07, 0x00}
+	sn := []byte{0xc0, 0x10, 0x00, 0x01, 0x3c, 0x50, 0xe3, 0x10, 0x10, 0x00, 0x00, 0x04, 0x07, 0xf1, 0x0d, 0x10,
+		0xe3, 0x10, 0x10, 0x0c, 0x00, 0x14, 0xc0, 0xf4, 0xff, 0xff, 0xff, 0xe5, 0x00, 0x00, 0x00, 0x18}
+	for _, entsize := range []uint64{32, 0} {
+		res, err = translateAll(Input{Machine: elf.EM_S390, Order: binary.BigEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x740, Data: append(append(s0, sn...), sn...), EntSize: entsize}}}, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = []sframe.Function{
+			{Start: 0x740, Size: 32, Rows: []sframe.Row{{Start: 0, CFA: s390SP(160)}}},
+			{Start: 0x760, Size: 64, PCType: sframe.PCMask, RepSize: 32, Rows: []sframe.Row{{Start: 0, CFA: s390SP(160)}}},
+		}
+		if d := cmp.Diff(want, res.Funcs); d != "" || len(res.Diags) != 0 {
+			t.Errorf("s390x .plt, sh_entsize %d (-want +got):\n%s\ndiagnostics %v", entsize, d, res.Diags)
+		}
+	}
+	// An s390x entry that moves the stack pointer (aghi %r15,-160 in
+	// front): left to its CFI with a diagnostic.
+	bad := append([]byte{0xa7, 0xfb, 0xff, 0x60}, sn[:28]...)
+	res, _ = translateAll(Input{Machine: elf.EM_S390, Order: binary.BigEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x740, Data: append(append([]byte{}, s0...), bad...), EntSize: 32}}}, nil, Options{})
+	if len(res.Funcs) != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != PLTUnknown || !strings.Contains(res.Diags[0].Detail, "entry 0") {
+		t.Errorf("s390x .plt with an unknown entry: funcs %+v diags %+v", res.Funcs, res.Diags)
 	}
 
 	// Unknown instructions: a diagnostic, no description.

@@ -1,5 +1,7 @@
 package unwind
 
+import "github.com/cfi2sframe/cfi2sframe/arch/s390x"
+
 // SigLayout says where the kernel saved the interrupted registers, as
 // offsets from the stack pointer of the signal trampoline's frame (the
 // restorer the handler returns to).
@@ -60,10 +62,35 @@ var linuxARM64 = func() SigLayout {
 	return l
 }()
 
+// Linux s390x: the handler returns through r14 to the restorer with r15
+// pointing at struct rt_sigframe { u8 callee_used_stack[160]; u16
+// svc_insn; siginfo info (at 168); struct ucontext_extended uc (at 296) }.
+// The ucontext is uc_flags (8), uc_link (8), uc_stack (24), then
+// uc_mcontext (_sigregs, at 336): psw { mask; addr }, gprs[16], acrs[16]
+// (4 bytes each), fpregs { fpc; pad; fprs[16] } (fprs at 216). DWARF 16-31
+// are f0, f2, f4, f6, f1, ..., f15 (arch/s390x).
+var linuxS390X = func() SigLayout {
+	const mc = 168 + 128 + 40
+	var l SigLayout
+	for i := uint32(0); i < 16; i++ {
+		l.Regs[i] = mc + 16 + 8*int64(i)
+		l.Have |= 1 << i
+	}
+	for d := uint32(s390x.F0); d <= s390x.F15; d++ {
+		l.Regs[d] = mc + 216 + 8*int64(s390x.FPRNumber(int(d)))
+		l.Have |= 1 << d
+	}
+	l.PC = mc + 8
+	return l
+}()
+
 // LinuxSigLayout returns the Linux signal frame layout of an architecture.
 func LinuxSigLayout(a Arch) *SigLayout {
-	if a == ARM64 {
+	switch a {
+	case ARM64:
 		return &linuxARM64
+	case S390X:
+		return &linuxS390X
 	}
 	return &linuxAMD64
 }

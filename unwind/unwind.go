@@ -15,6 +15,13 @@
 // signal knows every general register again (they are read from the
 // kernel's signal frame), so it counts as topmost.
 //
+// On s390x the CFA is the caller's SP plus 160 (the register save area
+// every caller provides below its SP is part of the callee's CFA), so the
+// caller's SP is the CFA minus 160; the return address is r14 until a
+// function saves it, so an FRE that leaves it in r14 (or in a
+// floating-point register, in a flexible FDE) is usable in the topmost
+// frame only, as on AArch64 with LR.
+//
 // Non-topmost frames are looked up at PC-1: their PC is a return address,
 // which may be the first instruction after the end of the calling
 // function (a call to a noreturn function) or of a different row.
@@ -30,6 +37,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -39,10 +47,12 @@ type Arch uint8
 const (
 	AMD64 Arch = iota + 1
 	ARM64
+	S390X
 )
 
 // DWARF register numbers used by the unwinder (the ABI facts of
-// arch/amd64 and arch/arm64, under the names this package has exported).
+// arch/amd64, arch/arm64 and arch/s390x, under the names this package has
+// exported).
 const (
 	AMD64RBP = amd64.RBP
 	AMD64RSP = amd64.RSP
@@ -50,6 +60,9 @@ const (
 	ARM64FP  = arm64.X29
 	ARM64LR  = arm64.X30
 	ARM64SP  = arm64.SP
+	S390XFP  = s390x.FP // r11
+	S390XRA  = s390x.RA // r14
+	S390XSP  = s390x.SP // r15
 )
 
 // NumRegs is the number of registers a Frame tracks (DWARF 0..31).
@@ -87,15 +100,17 @@ func (f *Frame) SP(a Arch) uint64 { return f.Regs[spReg(a)] }
 func (f *Frame) FP(a Arch) uint64 { return f.Regs[fpReg(a)] }
 
 // Topmost returns the topmost frame from the registers a sampler has: PC,
-// SP, FP and, on AArch64, LR (ignored on AMD64). More registers (for
-// flexible FDEs that name them) can be added with SetReg.
+// SP, FP and the link register (AArch64 LR, s390x r14; ignored on AMD64).
+// More registers (for flexible FDEs that name them, such as the s390x
+// floating-point registers a leaf keeps RA or FP in) can be added with
+// SetReg.
 func Topmost(a Arch, pc, sp, fp, lr uint64) (f Frame) {
 	// Built in the result itself: a Frame is 280 bytes.
 	f.PC, f.Top = pc, true
 	f.SetReg(spReg(a), sp)
 	f.SetReg(fpReg(a), fp)
-	if a == ARM64 {
-		f.SetReg(ARM64LR, lr)
+	if r, ok := lrReg(a); ok {
+		f.SetReg(r, lr)
 	}
 	return f
 }
@@ -111,8 +126,8 @@ func (f *Frame) Reset(a Arch, pc, sp, fp, lr uint64) {
 	f.PC, f.Top = pc, true
 	f.SetReg(spReg(a), sp)
 	f.SetReg(fpReg(a), fp)
-	if a == ARM64 {
-		f.SetReg(ARM64LR, lr)
+	if r, ok := lrReg(a); ok {
+		f.SetReg(r, lr)
 	}
 }
 
@@ -125,17 +140,44 @@ func (f *Frame) forget(mask uint32) {
 }
 
 func spReg(a Arch) uint32 {
-	if a == ARM64 {
+	switch a {
+	case ARM64:
 		return ARM64SP
+	case S390X:
+		return S390XSP
 	}
 	return AMD64RSP
 }
 
 func fpReg(a Arch) uint32 {
-	if a == ARM64 {
+	switch a {
+	case ARM64:
 		return ARM64FP
+	case S390X:
+		return S390XFP
 	}
 	return AMD64RBP
+}
+
+// lrReg is the register the return address is in at a function's entry,
+// on the architectures that have one.
+func lrReg(a Arch) (uint32, bool) {
+	switch a {
+	case ARM64:
+		return ARM64LR, true
+	case S390X:
+		return S390XRA, true
+	}
+	return 0, false
+}
+
+// spOffset is the caller's SP relative to the CFA: 0, or -160 on s390x.
+func spOffset(a Arch) uint64 {
+	var off int64
+	if a == S390X {
+		off = s390x.SPValOffset
+	}
+	return uint64(off)
 }
 
 // Memory reads the stack of the process being walked.
@@ -304,8 +346,15 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 		}
 		ra = v
 	case sframe.LocUnsaved, sframe.LocDefault:
-		// The ABI's default place: the fixed slot on AMD64, LR on AArch64.
-		if u.Arch == AMD64 {
+		// The ABI's default place: the fixed slot on AMD64, LR on
+		// AArch64, r14 on s390x.
+		if lr, ok := lrReg(u.Arch); ok {
+			v, ok := f.Reg(lr)
+			if !ok {
+				return ReasonNeedsRegister
+			}
+			ra = v
+		} else {
 			off := int64(r.RA.Offset) // the header's fixed offset, if any
 			if off == 0 {
 				off = -8
@@ -313,12 +362,6 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 			v, ok := u.read(cfa + uint64(off))
 			if !ok {
 				return ReasonBadRead
-			}
-			ra = v
-		} else {
-			v, ok := f.Reg(ARM64LR)
-			if !ok {
-				return ReasonNeedsRegister
 			}
 			ra = v
 		}
@@ -343,17 +386,18 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 }
 
 // toCaller ends a step, for apply and the fast path alike: it strips a
-// mangled RA, checks the caller's frame (its SP, the CFA, not below f's;
-// equal only for the topmost frame; a zero RA is the outermost frame),
-// and makes f the caller's frame, which knows SP and, if recovered or
-// unchanged (fpValid), FP.
+// mangled RA, checks the caller's frame (its SP, the CFA or on s390x the
+// CFA-160, not below f's; equal only for the topmost frame; a zero RA is
+// the outermost frame), and makes f the caller's frame, which knows SP
+// and, if recovered or unchanged (fpValid), FP.
 func (u *Unwinder) toCaller(f *Frame, cfa, ra, fp uint64, fpValid, mangled bool) Reason {
 	if mangled && u.Arch == ARM64 {
 		ra = u.StripPAC(ra)
 	}
 	spR, fpR := spReg(u.Arch), fpReg(u.Arch)
 	sp := f.Regs[spR]
-	if cfa < sp || (cfa == sp && !f.Top) {
+	callerSP := cfa + spOffset(u.Arch)
+	if callerSP < sp || (callerSP == sp && !f.Top) || callerSP > cfa {
 		return ReasonBadFrame
 	}
 	if ra == 0 {
@@ -367,7 +411,7 @@ func (u *Unwinder) toCaller(f *Frame, cfa, ra, fp uint64, fpValid, mangled bool)
 	}
 	f.forget(f.Valid &^ valid)
 	f.PC, f.Top, f.Valid = ra, false, valid
-	f.Regs[spR] = cfa
+	f.Regs[spR] = callerSP
 	f.Regs[fpR] = fp
 	return ReasonOK
 }
@@ -392,12 +436,14 @@ func (u *Unwinder) fast(f *Frame, s *sframe.StepRule) Reason {
 			return ReasonBadRead
 		}
 		ra = v
-	case u.Arch != ARM64:
+	case u.Arch == AMD64:
 		return ReasonBadFrame // LookupStep gives none such on AMD64
-	case f.Valid&(1<<ARM64LR) == 0:
-		return ReasonNeedsRegister
 	default:
-		ra = f.Regs[ARM64LR]
+		lr, _ := lrReg(u.Arch)
+		if f.Valid&(1<<lr) == 0 {
+			return ReasonNeedsRegister
+		}
+		ra = f.Regs[lr]
 	}
 	fp := f.Regs[fpR]
 	fpValid := f.Valid&(1<<fpR) != 0

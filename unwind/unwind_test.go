@@ -42,6 +42,9 @@ var fixedRA = sframe.Loc{Kind: sframe.LocFixed, Offset: -8}
 func space(t *testing.T, abi uint8, version uint8, funcs []sframe.Function) *unwind.Space {
 	t.Helper()
 	o := sframe.Options{Version: version, ABI: abi, Order: binary.LittleEndian, PCRel: true, Sort: true}
+	if abi == sframe.ABIS390XBE || abi == sframe.ABIAArch64BE {
+		o.Order = binary.BigEndian
+	}
 	o.CFAFixedFP, o.CFAFixedRA = sframe.DefaultFixedOffsets(abi)
 	b, err := sframe.Encode(funcs, o)
 	if err != nil {
@@ -282,6 +285,142 @@ func TestStepARM64(t *testing.T) {
 				t.Errorf("caller frame claims to know LR")
 			}
 		})
+	}
+}
+
+const (
+	r11, r14, r15 = unwind.S390XFP, unwind.S390XRA, unwind.S390XSP
+	f0, f2        = 16, 17 // DWARF numbers of s390x f0 and f2
+)
+
+// s390xFuncs: gcc's frames on s390x, where the CFA is the caller's SP +
+// 160 and stmg saves r11-r15 into the caller's register save area.
+func s390xFuncs() []sframe.Function {
+	return []sframe.Function{
+		// Leaf without a frame: CFA = r15+160, RA in r14.
+		{Start: 0x1000, Size: 0x20, Rows: []sframe.Row{{Start: 0, CFA: reg(r15, 160)}}},
+		// stmg %r11,%r15,88(%r15); lay %r15,-168(%r15); lgr %r11,%r15.
+		{Start: 0x2000, Size: 0x40, Rows: []sframe.Row{
+			{Start: 0, CFA: reg(r15, 160)},
+			{Start: 6, CFA: reg(r15, 160), RA: cfaSlot(-48), FP: cfaSlot(-72)},
+			{Start: 12, CFA: reg(r15, 328), RA: cfaSlot(-48), FP: cfaSlot(-72)},
+			{Start: 16, CFA: reg(r11, 328), RA: cfaSlot(-48), FP: cfaSlot(-72)},
+		}},
+		{Start: 0x3000, Size: 0x40, Rows: []sframe.Row{{Start: 0, RAUndefined: true}}},
+		// Flexible: a leaf keeping RA in f0 and FP in f2 (topmost only).
+		{Start: 0x6000, Size: 0x40, Flex: true, Rows: []sframe.Row{
+			{Start: 0, CFA: reg(r15, 160)},
+			{Start: 8, CFA: reg(r15, 320), RA: reg(f0, 0), FP: reg(f2, 0)},
+		}},
+		// FP saved, RA not (the RA word is padding).
+		{Start: 0x7000, Size: 0x20, Rows: []sframe.Row{{Start: 0, CFA: reg(r15, 320), FP: cfaSlot(-72)}}},
+		{Start: 0x4fff, Size: 0x10, Signal: true},
+	}
+}
+
+func TestStepS390X(t *testing.T) {
+	sp := space(t, sframe.ABIS390XBE, 3, s390xFuncs())
+	const S uint64 = stackBase + 0x100
+	tests := []struct {
+		name   string
+		frame  unwind.Frame
+		stack  map[uint64]uint64
+		why    unwind.Reason
+		pc, sp uint64
+		fp     uint64
+	}{
+		{name: "leaf topmost: RA in r14, caller SP = CFA-160 = SP", frame: unwind.Topmost(unwind.S390X, bias+0x1008, S, 0x77, bias+0x2020),
+			pc: bias + 0x2020, sp: S, fp: 0x77},
+		{name: "leaf not topmost: r14 unknown", frame: s390frame(bias+0x1008, S, 0x77), why: unwind.ReasonNeedsRegister},
+		{name: "saved in the caller's save area, before the frame", frame: unwind.Topmost(unwind.S390X, bias+0x2008, S, 0x77, 0),
+			stack: map[uint64]uint64{S + 160 - 72: 0x88, S + 160 - 48: bias + 0x3004}, pc: bias + 0x3004, sp: S, fp: 0x88},
+		{name: "frame allocated, SP-based", frame: unwind.Topmost(unwind.S390X, bias+0x200c, S-168, 0x77, 0),
+			stack: map[uint64]uint64{S + 160 - 72: 0x88, S + 160 - 48: bias + 0x3004}, pc: bias + 0x3004, sp: S, fp: 0x88},
+		{name: "FP-based caller frame", frame: s390frame(bias+0x2030, S-168-40, S-168),
+			stack: map[uint64]uint64{S + 160 - 72: 0x99, S + 160 - 48: bias + 0x2020}, pc: bias + 0x2020, sp: S, fp: 0x99},
+		{name: "RA undefined", frame: s390frame(bias+0x3005, S, 0), why: unwind.ReasonOutermost},
+		{name: "flex RA in f0, FP in f2, topmost", frame: withReg(withReg(unwind.Topmost(unwind.S390X, bias+0x6010, S-160, 1, 0), f0, bias+0x2020), f2, 0x2222),
+			pc: bias + 0x2020, sp: S, fp: 0x2222},
+		{name: "flex RA in f0, f0 unknown", frame: unwind.Topmost(unwind.S390X, bias+0x6010, S-160, 1, 0), why: unwind.ReasonNeedsRegister},
+		{name: "FP saved without RA: RA in r14", frame: unwind.Topmost(unwind.S390X, bias+0x7004, S-160, 1, bias+0x2020),
+			stack: map[uint64]uint64{S + 160 - 72: 0x55}, pc: bias + 0x2020, sp: S, fp: 0x55},
+		{name: "caller SP equal to SP outside the topmost frame", frame: withReg(s390frame(bias+0x1008, S, 0x77), r14, bias+0x2020), why: unwind.ReasonBadFrame},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMem(stackBase, stackWords)
+			for a, v := range tt.stack {
+				m.set(a, v)
+			}
+			u := unwind.New(unwind.S390X, sp, m)
+			f := tt.frame
+			why, _ := u.Step(&f)
+			if why != tt.why {
+				t.Fatalf("Step = %v, want %v", why, tt.why)
+			}
+			if why != unwind.ReasonOK {
+				if f != tt.frame {
+					t.Errorf("failed Step changed the frame")
+				}
+				return
+			}
+			if f.PC != tt.pc || f.SP(unwind.S390X) != tt.sp || f.FP(unwind.S390X) != tt.fp || f.Top {
+				t.Errorf("caller = pc %#x sp %#x fp %#x top %v, want %#x %#x %#x", f.PC, f.SP(unwind.S390X), f.FP(unwind.S390X), f.Top, tt.pc, tt.sp, tt.fp)
+			}
+			for _, r := range []uint32{r14, f0, f2} {
+				if _, ok := f.Reg(r); ok {
+					t.Errorf("caller frame claims to know register %d", r)
+				}
+			}
+		})
+	}
+}
+
+func s390frame(pc, sp, fp uint64) unwind.Frame {
+	f := unwind.Frame{PC: pc}
+	f.SetReg(r15, sp)
+	f.SetReg(r11, fp)
+	return f
+}
+
+// TestSignalS390X: handler -> restorer -> interrupted leaf, whose RA is in
+// the r14 the kernel saved in the rt_sigframe (the restorer runs with r15
+// at the frame: the save area, svc_insn, siginfo at 168, the ucontext at
+// 296 with uc_mcontext at 336: PSW address at 344, r0-r15 from 352, f0-f15
+// from 552).
+func TestSignalS390X(t *testing.T) {
+	sp := space(t, sframe.ABIS390XBE, 3, s390xFuncs())
+	m := newMem(stackBase, 1024)
+	const S uint64 = stackBase + 0x40 // the handler's SP, after its frame
+	frame := S + 168                  // the handler allocated 168 bytes; its CFA is the frame + 160
+	m.set(frame+160-72, 0x1111)       // the handler's saved r11
+	m.set(frame+160-48, bias+0x5000)  // the handler's saved r14: the restorer
+	mc := frame + 336
+	const isp uint64 = stackBase + 0x1000
+	m.set(mc+8, bias+0x1010)       // PSW address: the interrupted leaf
+	m.set(mc+16+8*11, 0x2929)      // r11
+	m.set(mc+16+8*14, bias+0x3008) // r14 of the leaf
+	m.set(mc+16+8*15, isp)         // r15
+	m.set(mc+216+8*2, 0x4242)      // f2 (DWARF 17)
+	u := unwind.New(unwind.S390X, sp, m)
+	top := unwind.Topmost(unwind.S390X, bias+0x2030, S, S, 0)
+	var pcs [8]uint64
+	n, why := u.Walk(top, pcs[:])
+	sameAsSteps(t, u, top, pcs[:n], why)
+	want := []uint64{bias + 0x2030, bias + 0x5000, bias + 0x1010, bias + 0x3008}
+	if why != unwind.ReasonOutermost || n != len(want) {
+		t.Fatalf("Walk = %#x, %v; want %#x, outermost", pcs[:n], why, want)
+	}
+	for i := range want {
+		if pcs[i] != want[i] {
+			t.Errorf("frame %d: pc %#x, want %#x", i, pcs[i], want[i])
+		}
+	}
+	f := top
+	u.Step(&f)
+	u.Step(&f)
+	if v, ok := f.Reg(f2); !ok || v != 0x4242 || !f.Top || f.SP(unwind.S390X) != isp {
+		t.Errorf("interrupted frame: f2 %#x %v, top %v, sp %#x", v, ok, f.Top, f.SP(unwind.S390X))
 	}
 }
 

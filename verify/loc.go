@@ -5,6 +5,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -47,9 +48,12 @@ func (c *checker) regName(r uint64) string {
 		return "c"
 	}
 	var n string
-	if c.arm {
+	switch {
+	case c.arm:
 		n = arm64.RegName(int(r))
-	} else {
+	case c.s390x:
+		n = s390x.RegName(int(r))
+	default:
 		n = amd64.RegName(int(r))
 	}
 	if n == "" {
@@ -91,7 +95,9 @@ func (c *checker) sframeLoc(l sframe.Loc, cfa, ra bool) loc {
 	case sframe.LocFixed:
 		return loc{kind: kMem, base: cfaBase, off: int64(l.Offset)}
 	case sframe.LocDefault:
-		if ra && !c.arm {
+		// The ABI's default place: AMD64's fixed slot; on AArch64 and
+		// s390x the RA is still in its register (LR, r14).
+		if ra && !c.arm && !c.s390x {
 			return loc{kind: kMem, base: cfaBase, off: int64(amd64.FixedRAOffset)}
 		}
 		return loc{kind: kSame}

@@ -21,6 +21,9 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
+	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -264,6 +267,7 @@ type checker struct {
 	sp, fp   uint64
 	ra       uint64
 	arm      bool
+	s390x    bool
 	spans    []cfi.Entry  // the CFI functions, sorted by start
 	tables   []*cfi.Table // spans[i]'s table (Input.Tables), or nil: see table
 	cache    map[int]*cfiTable
@@ -317,9 +321,13 @@ func newChecker(in Input) *checker {
 	}
 	c.abi = c.hdr.ABI
 	c.sp, c.fp = uint64(sframe.SPReg(c.abi)), uint64(sframe.FPReg(c.abi))
-	c.ra = 16
-	if c.abi == sframe.ABIAArch64LE || c.abi == sframe.ABIAArch64BE {
-		c.ra, c.arm = 30, true
+	switch c.abi {
+	case sframe.ABIAArch64LE, sframe.ABIAArch64BE:
+		c.ra, c.arm = arm64.RA, true
+	case sframe.ABIS390XBE:
+		c.ra, c.s390x = s390x.RA, true
+	default:
+		c.ra = amd64.RA
 	}
 	if in.Stream != nil {
 		c.spans = make([]cfi.Entry, 0, len(in.Stream.Entries))

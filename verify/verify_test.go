@@ -51,7 +51,7 @@ func count(r *Result, k Kind) int {
 // result, then damages the section in the ways a buggy converter would
 // and expects findings.
 func TestCorruptions(t *testing.T) {
-	for _, name := range []string{"../testdata/example/hello", "../testdata/sframe/v3-aarch64-exe", "../testdata/sframe/v3-aarch64be-lib.so", "../testdata/sframe/v3-x86_64-lib-ibt.so"} {
+	for _, name := range []string{"../testdata/example/hello", "../testdata/sframe/v3-aarch64-exe", "../testdata/sframe/v3-aarch64be-lib.so", "../testdata/sframe/v3-x86_64-lib-ibt.so", "../testdata/sframe/v3-s390x-lib.so"} {
 		in, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

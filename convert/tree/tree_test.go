@@ -3,6 +3,8 @@ package tree
 import (
 	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -57,7 +59,17 @@ func sampleTree(t *testing.T) (string, map[string]Outcome) {
 	}
 	put("bin/hello", filepath.Join("..", "..", "testdata", "example", "hello"), Converted)
 	put("bin/gnu", fx("v3-x86_64-exe"), HasSFrame)
-	put("lib/s390x.so", fx("v3-s390x-lib.so"), Unsupported)
+	put("lib/s390x.so", fx("v3-s390x-lib.so"), HasSFrame)
+	// A machine cfi2sframe does not convert: RISC-V in the ELF header.
+	riscv, err := os.ReadFile(fx("v3-x86_64-exe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint16(riscv[18:], uint16(elf.EM_RISCV))
+	if err := os.WriteFile(filepath.Join(root, "lib", "riscv"), riscv, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want[filepath.Join(root, "lib", "riscv")] = Unsupported
 	put("share/README", "tree.go", NotELF)
 	exe, err := os.ReadFile(fx("v2-x86_64-exe"))
 	if err != nil {
@@ -136,7 +148,7 @@ func TestInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, err = Run(context.Background(), []string{root}, Options{})
-	if err != nil || !sum.OK() || sum.Counts[Converted] != 0 || sum.Counts[HasSFrame] != 2 {
+	if err != nil || !sum.OK() || sum.Counts[Converted] != 0 || sum.Counts[HasSFrame] != 3 {
 		t.Errorf("second run: %+v, %v", sum, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"sort"
 
+	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 )
@@ -105,6 +106,12 @@ func regNames(m elf.Machine) map[string]uint64 {
 		n["sp"] = 31
 		for i := 0; i < 32; i++ {
 			n[fmt.Sprintf("v%d", i)] = uint64(64 + i)
+		}
+	case elf.EM_S390:
+		// r0-r15, then the floating-point registers as readelf names
+		// them (DWARF 16-31: f0, f2, f4, f6, f1, ...).
+		for i := 0; i < 32; i++ {
+			n[s390x.RegName(i)] = uint64(i)
 		}
 	}
 	return n

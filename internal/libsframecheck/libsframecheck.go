@@ -413,12 +413,13 @@ func comparePC(res *Result, s *sframe.Section, tab *sframe.Table, asPCRel *sfram
 // _ra_mangled_p and, in 2.47.50, _ra_undefined_p) make of the FRE with our
 // rule r for it, and describes the differences ("" when none). For a
 // flexible FDE only the CFA offset is compared (the accessors do not say
-// which register or whether to dereference); s390x's encoded offsets are
-// not compared.
+// which register or whether to dereference). On s390x the accessors give
+// the RA and FP words as stored (sframe-api.h): RA 0
+// (SFRAME_FRE_RA_OFFSET_INVALID) where FP is saved without RA, and V2's
+// register numbers shifted left with the low bit set; 2.47.50 decodes the
+// CFA offset (offset*8+160), 2.44, which predates s390x, returns the
+// stored (offset-160)/8.
 func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
-	if h.ABI == sframe.ABIS390XBE {
-		return ""
-	}
 	errs := rec[11]
 	v := func(i int) int32 { return int32(binary.LittleEndian.Uint32(rec[36+4*i:])) }
 	base, cfa, ra, fp := v(0), v(1), v(2), v(3)
@@ -437,6 +438,36 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 			bad = append(bad, fmt.Sprintf("%s rule kind %d in a default FDE", what, l.Kind))
 		}
 	}
+	// s390x: the word as stored, when the FRE has one (words: CFA, RA or
+	// padding, FP).
+	nw := int(rec[9])
+	checkS390 := func(what string, errBit byte, got int32, l sframe.Loc, present bool) {
+		var want int32
+		switch l.Kind {
+		case sframe.LocUnsaved:
+			want = sframe.RAOffsetInvalid
+		case sframe.LocCFA:
+			want = l.Offset
+		case sframe.LocReg:
+			want = int32(l.Reg)<<1 | 1
+		default:
+			bad = append(bad, fmt.Sprintf("%s rule kind %d in a default FDE", what, l.Kind))
+			return
+		}
+		switch {
+		case !present && errs&errBit == 0:
+			bad = append(bad, fmt.Sprintf("%s offset %d where the FRE has no %s word", what, got, what))
+		case present && (errs&errBit != 0 || got != want):
+			bad = append(bad, fmt.Sprintf("%s word %d (error %v), want %d", what, got, errs&errBit != 0, want))
+		}
+	}
+	s390 := h.ABI == sframe.ABIS390XBE
+	cfaWant := func(off int32) int32 {
+		if s390 && rd.Is244() {
+			return (off + sframe.S390XCFAOffsetAdjust) / sframe.S390XCFAOffsetAlign
+		}
+		return off
+	}
 	undef := errs&16 != 0
 	switch {
 	case r.RAUndefined:
@@ -447,7 +478,7 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 			bad = append(bad, "RA not undefined")
 		}
 	case r.Flex:
-		if errs&2 != 0 || cfa != r.CFA.Offset {
+		if errs&2 != 0 || cfa != cfaWant(r.CFA.Offset) {
 			bad = append(bad, fmt.Sprintf("CFA offset %d (error %v)", cfa, errs&2 != 0))
 		}
 	default:
@@ -458,11 +489,16 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 		if errs&1 != 0 || base != wantBase {
 			bad = append(bad, fmt.Sprintf("base register %d (error %v)", base, errs&1 != 0))
 		}
-		if errs&2 != 0 || cfa != r.CFA.Offset {
+		if errs&2 != 0 || cfa != cfaWant(r.CFA.Offset) {
 			bad = append(bad, fmt.Sprintf("CFA offset %d (error %v)", cfa, errs&2 != 0))
 		}
-		check("RA", 4, ra, r.RA)
-		check("FP", 8, fp, r.FP)
+		if s390 {
+			checkS390("RA", 4, ra, r.RA, nw >= 2)
+			checkS390("FP", 8, fp, r.FP, nw >= 3)
+		} else {
+			check("RA", 4, ra, r.RA)
+			check("FP", 8, fp, r.FP)
+		}
 		if undef {
 			bad = append(bad, "RA undefined")
 		}

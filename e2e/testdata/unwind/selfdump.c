@@ -3,8 +3,9 @@
    an -fomit-frame-pointer library) and the SIGALRM handler appends to the
    file named by argv[1], per sample: "SAMPLE" pc sp fp lr (8-byte words),
    the length and text of /proc/self/maps, the stack mapping's end, and the
-   stack from the interrupted SP to that end. Used for AArch64 under qemu,
-   where gdb cannot show the mappings. */
+   stack from the interrupted SP to that end, in the machine's byte order
+   (lr is r14 on s390x). Used for AArch64 and s390x under qemu, where gdb
+   cannot show the mappings. */
 #define _GNU_SOURCE
 #include <alloca.h>
 #include <fcntl.h>
@@ -43,6 +44,9 @@ static void handler(int sig, siginfo_t *si, void *ctx)
 #if defined(__aarch64__)
 	w[0] = uc->uc_mcontext.pc; w[1] = uc->uc_mcontext.sp;
 	w[2] = uc->uc_mcontext.regs[29]; w[3] = uc->uc_mcontext.regs[30];
+#elif defined(__s390x__)
+	w[0] = uc->uc_mcontext.psw.addr; w[1] = uc->uc_mcontext.gregs[15];
+	w[2] = uc->uc_mcontext.gregs[11]; w[3] = uc->uc_mcontext.gregs[14];
 #else
 	w[0] = uc->uc_mcontext.gregs[REG_RIP]; w[1] = uc->uc_mcontext.gregs[REG_RSP];
 	w[2] = uc->uc_mcontext.gregs[REG_RBP]; w[3] = 0;

@@ -3,7 +3,9 @@
    with -mstackrealign: flexible FDEs in V3), and two signal trampolines
    marked with .cfi_signal_frame: one whose CFA is a register plus offset
    (a signal FDE with rows), one whose CFA is a DWARF expression, as
-   glibc's __restore_rt (a signal FDE without rows under --signal-frames). */
+   glibc's __restore_rt (a signal FDE without rows under --signal-frames).
+   On s390x, built with -fno-omit-frame-pointer, leaves keep the frame
+   pointer in a floating-point register (flexible FDEs in V3). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,18 @@ __asm__(".text\n"
 	/* DW_CFA_def_cfa_expression: DW_OP_breg31 (sp) 304, DW_OP_deref */
 	".cfi_escape 0x0f, 0x04, 0x8f, 0xb0, 0x02, 0x06\n"
 	"\tnop\n\tmov x8, #139\n\tsvc #0\n"
+	".cfi_endproc\n.size tramp_expr,.-tramp_expr\n");
+#elif defined(__s390x__)
+__asm__(".text\n"
+	".globl tramp_rows\n.type tramp_rows,@function\ntramp_rows:\n"
+	".cfi_startproc\n.cfi_signal_frame\n"
+	"\tnopr\n\taghi %r15,-160\n.cfi_adjust_cfa_offset 160\n\taghi %r15,160\n.cfi_adjust_cfa_offset -160\n\tbr %r14\n"
+	".cfi_endproc\n.size tramp_rows,.-tramp_rows\n"
+	".globl tramp_expr\n.type tramp_expr,@function\ntramp_expr:\n"
+	".cfi_startproc simple\n.cfi_signal_frame\n"
+	/* DW_CFA_def_cfa_expression: DW_OP_breg15 (r15) 376, DW_OP_deref */
+	".cfi_escape 0x0f, 0x04, 0x7f, 0xf8, 0x02, 0x06\n"
+	"\tnopr\n\tsvc 173\n"
 	".cfi_endproc\n.size tramp_expr,.-tramp_expr\n");
 #endif
 

@@ -31,7 +31,7 @@ func main() {
 				return nil
 			}
 			if f, err := elf.Open(p); err == nil {
-				supported := f.Machine == elf.EM_X86_64 || f.Machine == elf.EM_AARCH64
+				supported := f.Machine == elf.EM_X86_64 || f.Machine == elf.EM_AARCH64 || f.Machine == elf.EM_S390
 				if supported && (f.Section(".eh_frame") != nil || f.Section(".debug_frame") != nil) {
 					files = append(files, p)
 				}
