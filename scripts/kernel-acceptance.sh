@@ -511,6 +511,7 @@ for label in $labels; do
 		if (n == 0) why = "empty chain"
 		tot[kind] += cnt; cls[kind, c] += cnt; main[kind] += throughmain ? cnt : 0
 		if (c == "equal" || c == "limit") good[kind, tmatch] += cnt
+		if (tmatch) { per[kind, tmatch] += cnt; per[kind, tmatch, c] += cnt }
 		if (kind == "D" && c != "equal") {
 			s = ""
 			for (i = 1; i <= n; i++) s = s " " sym(ips[i])
@@ -530,6 +531,8 @@ for label in $labels; do
 		# every true chain must have been seen right (equal or at its limit)
 		missing = 0
 		for (t = 1; t <= nt; t++) if (!good["D", t]) missing++
+		for (t = 1; t <= nt; t++)
+			printf "  innermost %s: %d chains, %d equal, %d at a known limit, %d wrong\n", tname[t, 1], per["D", t], per["D", t, "equal"], per["D", t, "limit"], per["D", t, "wrong"]
 		printf "  ordinary samples (frame-pointer walk at the sample): %d, in the spinning functions %d, equal to the true chain %d (%.1f%%)\n", tot["S"], sspin, cls["S", "equal"], ps
 		for (i = 1; i <= nex && i <= 12; i++) print ex[i]
 		if (nex > 12) printf "    ... %d more distinct chains\n", nex - 12
