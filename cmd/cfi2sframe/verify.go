@@ -155,9 +155,19 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 				more = fmt.Sprintf(" (and %d more)", res.Total-1)
 			}
 			fmt.Fprintf(out, "%s: %s%s\n", file, v, more)
-			continue
+		} else {
+			fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
 		}
-		fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
+		// Limits of the reader do not fail the check: say how many
+		// functions a walk can only start in, and the first.
+		if len(res.Limits) > 0 {
+			fns := "functions"
+			if res.LimitFunctions == 1 {
+				fns = "function"
+			}
+			fmt.Fprintf(out, "%s: note: %d rules in %d %s are used only in the interrupted frame (a walk reaching them as a caller stops); the first: %s\n",
+				file, res.TotalLimits, res.LimitFunctions, fns, res.Limits[0])
+		}
 	}
 	if asJSON {
 		if err := printJSON(cmd, all); err != nil {
