@@ -213,19 +213,19 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 				} else if pcrel != bytes.Contains(b, []byte("SFRAME_F_FDE_FUNC_START_PCREL")) {
 					t.Errorf("V2 pcrel=%v: flags wrong\n%s", pcrel, b)
 				}
-				s3, _ := load(t, ours)
-				s2, _ := load(t, v2)
+				s3, t3, _ := load(t, ours)
+				_, t2, _ := load(t, v2)
 				for i := range s3.FDEs {
 					d := &s3.FDEs[i]
 					if d.FDEType == sframe.FDETypeFlex {
-						if _, ok := s2.FindFRE(d.Start); ok {
+						if _, ok := sfcompare.Row(t2, d.Start); ok {
 							t.Errorf("V2 describes flex function at %#x", d.Start)
 						}
 						continue
 					}
 					for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
-						a, _ := s3.FindFRE(pc)
-						b, ok := s2.FindFRE(pc)
+						a, _ := sfcompare.Row(t3, pc)
+						b, ok := sfcompare.Row(t2, pc)
 						a.Signal = false // V2 has no signal bit
 						if !ok || !same(a, b) {
 							t.Fatalf("V2 differs from V3 at %#x: %+v / %+v", pc, b, a)
@@ -311,13 +311,13 @@ func checkSegments(t *testing.T, readelf, file string) {
 
 type counts = sfcompare.Counts
 
-func load(t *testing.T, file string) (*sframe.Section, *elf.File) {
+func load(t *testing.T, file string) (*sframe.Section, *sframe.Table, *elf.File) {
 	t.Helper()
-	s, f, err := sfcompare.Load(file)
+	s, tb, f, err := sfcompare.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, f
+	return s, tb, f
 }
 
 func compare(t *testing.T, gnuFile, oursFile string) *counts {

@@ -81,7 +81,7 @@ func (s *Section) Functions() []Function {
 			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.FDEType == FDETypeFlex}
 		fn.Rows = make([]Row, len(d.FREs))
 		for j := range d.FREs {
-			r := s.Interpret(d, &d.FREs[j])
+			r := interpret(&s.Header, d, &d.FREs[j])
 			fn.Rows[j] = Row{Start: r.FREStart, CFA: r.CFA, RA: r.RA, FP: r.FP, MangledRA: r.MangledRA, RAUndefined: r.RAUndefined}
 		}
 		out[i] = fn

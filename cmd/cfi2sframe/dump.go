@@ -37,8 +37,8 @@ GNU objdump --sframe, or as JSON with --json. FILE is an ELF file with a
 
 // loadSFrame reads FILE as a raw SFrame section or an ELF file and checks
 // its SFrame section; format is objdump's name for the file's format. The
-// Reader reads the file's bytes: call done when finished with it.
-func loadSFrame(name string) (r *sframe.Reader, secName, format string, done func(), err error) {
+// Table reads the file's bytes: call done when finished with it.
+func loadSFrame(name string) (t *sframe.Table, secName, format string, done func(), err error) {
 	in, err := convert.OpenInput(name)
 	if err != nil {
 		return nil, "", "", nil, err
@@ -51,11 +51,11 @@ func loadSFrame(name string) (r *sframe.Reader, secName, format string, done fun
 	done = func() { in.Close() }
 	data := in.Data
 	if len(data) >= 2 && (binary.LittleEndian.Uint16(data) == sframe.Magic || binary.BigEndian.Uint16(data) == sframe.Magic) {
-		r, err := sframe.NewReader(data, 0)
+		t, err := checkedTable(data, 0)
 		if err != nil {
 			return nil, "", "", nil, fmt.Errorf("%s: %v", name, err)
 		}
-		return r, ".sframe", "binary", done, nil
+		return t, ".sframe", "binary", done, nil
 	}
 	f, err := elfread.NewFile(bytesReaderAt(data), name)
 	if err != nil {
@@ -65,11 +65,23 @@ func loadSFrame(name string) (r *sframe.Reader, secName, format string, done fun
 	if err != nil {
 		return nil, "", "", nil, err
 	}
-	r, err = sframe.NewReader(es.Data, es.Addr)
-	if err != nil {
+	if t, err = checkedTable(es.Data, es.Addr); err != nil {
 		return nil, "", "", nil, fmt.Errorf("%s: section %s: %v", name, es.Name, err)
 	}
-	return r, es.Name, elfFormat(f.ELF), done, nil
+	return t, es.Name, elfFormat(f.ELF), done, nil
+}
+
+// checkedTable opens an SFrame section and checks all of it, as dump and
+// verify read all of it.
+func checkedTable(b []byte, addr uint64) (*sframe.Table, error) {
+	t, err := sframe.Open(b, addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // sframeSection returns what f.SFrame returns for the ELF file whose bytes
@@ -137,16 +149,16 @@ func elfFormat(f *elf.File) string {
 }
 
 func dumpFile(w io.Writer, name string, asJSON bool) error {
-	r, secName, format, done, err := loadSFrame(name)
+	t, secName, format, done, err := loadSFrame(name)
 	if err != nil {
 		return err
 	}
 	defer done()
 	if asJSON {
-		return r.DumpJSON(w)
+		return t.DumpJSON(w)
 	}
 	if _, err := fmt.Fprintf(w, "\n%s:     file format %s\n\nContents of the SFrame section %s:\n", name, format, secName); err != nil {
 		return err
 	}
-	return r.Dump(w)
+	return t.Dump(w)
 }

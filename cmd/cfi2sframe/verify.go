@@ -231,9 +231,9 @@ func verifyFile(name string) (*verify.Result, error) {
 	}
 	// No bytes (an empty or SHT_NOBITS .sframe): no function is
 	// described, and every CFI function is checked for being missing.
-	var sec *sframe.Reader
+	var sec *sframe.Table
 	if len(data) > 0 {
-		if sec, err = sframe.NewReader(data, addr); err != nil {
+		if sec, err = checkedTable(data, addr); err != nil {
 			return nil, fmt.Errorf("%s: %s: %v", name, where, err)
 		}
 	}
@@ -250,7 +250,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		}
 		return sym(addr)
 	}
-	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, Reader: sec, Stream: st, Symbol: symbol,
+	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, SFrame: sec, Stream: st, Symbol: symbol,
 		PLTs: convert.PLTSections(f.ELF)})
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
