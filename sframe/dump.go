@@ -68,7 +68,7 @@ func dumpText(w io.Writer, t *Table) error {
 		line = append(line, ", size = "...)
 		line = strconv.AppendUint(line, uint64(d.Size), 10)
 		line = append(line, " bytes"...)
-		if isAArch64(h.ABI) && d.PauthKeyB {
+		if h.ABI.isAArch64() && d.PauthKeyB {
 			line = append(line, ", pauth = B key"...)
 		}
 		if d.Signal || d.FDEType == FDETypeFlex {
@@ -253,7 +253,7 @@ func (t *Table) DumpJSON(w io.Writer) error { return dumpJSON(w, t) }
 func dumpJSON(w io.Writer, t *Table) error {
 	h := &t.Header
 	js := jsonSection{
-		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: ABIName(h.ABI),
+		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: h.ABI.String(),
 		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: h.AuxHdrLen,
 		NumFDEs: h.NumFDEs, NumFREs: h.NumFREs, FRELen: h.FRELen, FDEOff: h.FDEOff, FREOff: h.FREOff,
 		FlagNames: []string{}, Functions: []jsonFunc{},

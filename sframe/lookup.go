@@ -68,7 +68,7 @@ func (t *Table) lookup(pc uint64, rule *Rule) error {
 		return nil
 	}
 	var f FRE
-	asz := addrSize(d.FREType)
+	asz := d.FREType.addrSize()
 	if _, err := t.fre(r.i, r.j, r.at-asz-1, asz, &f); err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (t *Table) row(pc uint64, d *FDE) (r hit, err error) {
 		return r, err
 	}
 	r.j, pos, r.info, err = t.walk(r.i, pos, d, d.offset(pc))
-	r.at = pos + addrSize(d.FREType) + 1
+	r.at = pos + d.FREType.addrSize() + 1
 	return r, err
 }
 
@@ -306,10 +306,10 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	}
 	// A walk cut short by the end of the bytes (left > 0 and no FRE
 	// header fits at pos) is a truncated section.
-	if found < 0 || bad != 0 || (left > 0 && pos+addrSize(ft)+1 > len(b)) {
+	if found < 0 || bad != 0 || (left > 0 && pos+ft.addrSize()+1 > len(b)) {
 		return r, false, nil
 	}
-	return hit{i: i, j: n - fleft, at: found + addrSize(ft) + 1, info: finfo}, true, nil
+	return hit{i: i, j: n - fleft, at: found + ft.addrSize() + 1, info: finfo}, true, nil
 }
 
 // walk returns the index, section offset and info byte of the FRE of FDE
@@ -318,7 +318,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 // different sizes, so it walks them (as libsframe does), stopping at the
 // first that starts past off.
 func (t *Table) walk(i, pos int, d *FDE, off uint64) (j, found int, info freInfo, err error) {
-	asz := addrSize(d.FREType)
+	asz := d.FREType.addrSize()
 	j, found = -1, -1
 	for k := 0; k < int(d.NumFREs); k++ {
 		s, x, ok := t.freHead(pos, asz)

@@ -35,6 +35,7 @@ package sframe
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 )
 
 // Format constants.
@@ -76,7 +77,7 @@ const (
 )
 
 // ABI is an SFrame ABI/arch identifier, the header's abi_arch byte.
-type ABI = uint8
+type ABI uint8
 
 // ABI/arch identifiers.
 const (
@@ -86,9 +87,10 @@ const (
 	ABIS390XBE   ABI = 4
 )
 
-// ABIName names an ABI id.
-func ABIName(abi ABI) string {
-	switch abi {
+// String returns the specification's name of the ABI
+// ("SFRAME_ABI_AMD64_ENDIAN_LITTLE"), or the number of an unknown one.
+func (a ABI) String() string {
+	switch a {
 	case ABIAArch64BE:
 		return "SFRAME_ABI_AARCH64_ENDIAN_BIG"
 	case ABIAArch64LE:
@@ -98,15 +100,15 @@ func ABIName(abi ABI) string {
 	case ABIS390XBE:
 		return "SFRAME_ABI_S390X_ENDIAN_BIG"
 	}
-	return fmt.Sprintf("unknown ABI %d", abi)
+	return "ABI(" + strconv.Itoa(int(a)) + ")"
 }
 
-func isAArch64(abi ABI) bool { return abi == ABIAArch64BE || abi == ABIAArch64LE }
+func (a ABI) isAArch64() bool { return a == ABIAArch64BE || a == ABIAArch64LE }
 
 // PCType says how an FDE's FRE start offsets match a PC: as offsets from
 // the function's start (PCInc), or from the start of the repeated block
 // the PC is in (PCMask, PLT entries).
-type PCType = uint8
+type PCType uint8
 
 // FDE PC types.
 const (
@@ -114,8 +116,20 @@ const (
 	PCMask PCType = 1
 )
 
+// String returns the specification's name ("SFRAME_FDE_TYPE_PCINC", as V1
+// and V2 call it; V3 keeps the values), or the number of an unknown one.
+func (p PCType) String() string {
+	switch p {
+	case PCInc:
+		return "SFRAME_FDE_TYPE_PCINC"
+	case PCMask:
+		return "SFRAME_FDE_TYPE_PCMASK"
+	}
+	return "PCType(" + strconv.Itoa(int(p)) + ")"
+}
+
 // FDEType is a V3 FDE's type: how its FREs' data words read.
-type FDEType = uint8
+type FDEType uint8
 
 // V3 FDE types (earlier versions have only the default).
 const (
@@ -123,8 +137,20 @@ const (
 	FDETypeFlex    FDEType = 1
 )
 
+// String returns the specification's name ("SFRAME_FDE_TYPE_FLEX"), or the
+// number of an unknown one.
+func (t FDEType) String() string {
+	switch t {
+	case FDETypeDefault:
+		return "SFRAME_FDE_TYPE_DEFAULT"
+	case FDETypeFlex:
+		return "SFRAME_FDE_TYPE_FLEX"
+	}
+	return "FDEType(" + strconv.Itoa(int(t)) + ")"
+}
+
 // FREType is the width of an FDE's FRE start-address fields.
-type FREType = uint8
+type FREType uint8
 
 // FRE types.
 const (
@@ -133,9 +159,23 @@ const (
 	FREAddr4 FREType = 2
 )
 
-// addrSize is the size of the start-address field in bytes of FRE type t
-// (a known one).
-func addrSize(t FREType) int { return 1 << t }
+// String returns the specification's name ("SFRAME_FRE_TYPE_ADDR1"), or
+// the number of an unknown one.
+func (t FREType) String() string {
+	switch t {
+	case FREAddr1:
+		return "SFRAME_FRE_TYPE_ADDR1"
+	case FREAddr2:
+		return "SFRAME_FRE_TYPE_ADDR2"
+	case FREAddr4:
+		return "SFRAME_FRE_TYPE_ADDR4"
+	}
+	return "FREType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// addrSize is the size of the start-address field in bytes (of a known
+// type).
+func (t FREType) addrSize() int { return 1 << t }
 
 // Data-word size codes in the FRE info byte.
 const (

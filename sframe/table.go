@@ -375,7 +375,7 @@ func grow(s []FRE, n int) []FRE {
 // fres decodes the FREs of FDE i (read by fde, whose first FRE is at pos)
 // into d.FREs, one per FRE.
 func (t *Table) fres(i, pos int, d *FDE) error {
-	asz := addrSize(d.FREType)
+	asz := d.FREType.addrSize()
 	for j := range d.FREs {
 		f := &d.FREs[j]
 		var err error

@@ -109,7 +109,7 @@ var minSplit = 4096
 
 // Result is the translation of one file.
 type Result struct {
-	ABI        uint8
+	ABI        sframe.ABI
 	CFAFixedFP int8
 	CFAFixedRA int8
 	Funcs      []sframe.Function // sorted by start address; empty with Input.Emit
@@ -146,7 +146,7 @@ func (r *Result) Summary() string {
 
 // abi holds the register facts of one ABI.
 type abi struct {
-	id      uint8
+	id      sframe.ABI
 	sp, fp  uint64
 	ra      uint64
 	amd64   bool
@@ -165,11 +165,11 @@ func newABI(m elf.Machine, order binary.ByteOrder) (abi, error) {
 	var a abi
 	switch m {
 	case elf.EM_X86_64:
-		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
+		a = abi{id: sframe.ABIAMD64LE, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true}
 	case elf.EM_AARCH64:
-		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
+		a = abi{id: sframe.ABIAArch64LE, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA}
 		if order == binary.BigEndian {
-			a.id = arm64.SFrameABIBigEndian
+			a.id = sframe.ABIAArch64BE
 		}
 	default:
 		return a, fmt.Errorf("%w %v", ErrMachine, m)
@@ -181,7 +181,7 @@ func newABI(m elf.Machine, order binary.ByteOrder) (abi, error) {
 // ABI returns the SFrame ABI and the header's fixed FP and RA offsets
 // Translate uses for a machine (Result.ABI, CFAFixedFP, CFAFixedRA), for
 // a caller that starts an encoder before translating (Input.Emit).
-func ABI(m elf.Machine, order binary.ByteOrder) (id uint8, fixedFP, fixedRA int8, err error) {
+func ABI(m elf.Machine, order binary.ByteOrder) (id sframe.ABI, fixedFP, fixedRA int8, err error) {
 	a, err := newABI(m, order)
 	return a.id, a.fixedFP, a.fixedRA, err
 }
