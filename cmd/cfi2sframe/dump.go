@@ -57,11 +57,12 @@ func loadSFrame(name string) (t *sframe.Table, secName, format string, done func
 		}
 		return t, ".sframe", "binary", done, nil
 	}
-	f, err := elfread.NewFile(bytesReaderAt(data), name)
+	// A linked file's section is read in place, from the mapping.
+	f, err := elfread.NewFileBytes(data, name)
 	if err != nil {
 		return nil, "", "", nil, err
 	}
-	es, err := sframeSection(f, data)
+	es, err := f.SFrame()
 	if err != nil {
 		return nil, "", "", nil, err
 	}
@@ -82,48 +83,6 @@ func checkedTable(b []byte, addr uint64) (*sframe.Table, error) {
 		return nil, err
 	}
 	return t, nil
-}
-
-// sframeSection returns what f.SFrame returns for the ELF file whose bytes
-// are data, but as a slice of data instead of a copy when the section is
-// stored as it is (not compressed, not in a relocatable object, whose
-// section is relocated): dump and verify then read a large section in
-// place, from the mapping.
-func sframeSection(f *elfread.File, data []byte) (*elfread.Section, error) {
-	if f.ELF.Type == elf.ET_REL {
-		return f.SFrame()
-	}
-	var s *elf.Section
-	for _, c := range f.ELF.Sections {
-		if c.Type == elf.SectionType(elfread.SHTGNUSFrame) {
-			s = c
-			break
-		}
-	}
-	if s == nil {
-		s = f.ELF.Section(".sframe")
-	}
-	if s == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || s.Offset > uint64(len(data)) || s.Size > uint64(len(data))-s.Offset {
-		return f.SFrame() // its errors, or its copy
-	}
-	return &elfread.Section{Name: s.Name, Addr: s.Addr, Offset: s.Offset, Data: data[s.Offset : s.Offset+s.Size : s.Offset+s.Size],
-		Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}, nil
-}
-
-type bytesReaderAt []byte
-
-// Size lets elfread bound sections by the file's size.
-func (b bytesReaderAt) Size() int64 { return int64(len(b)) }
-
-func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off > int64(len(b)) {
-		return 0, io.EOF
-	}
-	n := copy(p, b[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
 }
 
 func elfFormat(f *elf.File) string {

@@ -182,7 +182,7 @@ func readerInput(name string) (readers.Input, error) {
 		return readers.Input{}, err
 	}
 	defer data.Close()
-	f, err := elfread.NewFile(bytesReaderAt(data.Data), name)
+	f, err := elfread.NewFileBytes(data.Data, name)
 	if err != nil {
 		return readers.Input{}, err
 	}
@@ -209,7 +209,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		return nil, err
 	}
 	defer in.Close()
-	f, err := elfread.NewFile(bytesReaderAt(in.Data), name)
+	f, err := elfread.NewFileBytes(in.Data, name)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		ok = ok && len(data) > 0
 	}
 	if !ok && !noSFrameData(f.ELF) {
-		es, err := sframeSection(f, in.Data)
+		es, err := f.SFrame()
 		if err != nil {
 			return nil, err
 		}
