@@ -175,7 +175,9 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 
 // hit is where a lookup's row is: FDE i's FRE j (-1: the function has no
 // FREs), whose info byte is info and data words start at section offset
-// at. (Four fields: the compiler keeps it in registers.)
+// at. i and j name the FRE in errors (rowV3LE, which checks all that an
+// error could be about, leaves them 0). Four fields: the compiler keeps
+// it in registers.
 type hit struct {
 	i, j, at int
 	info     freInfo
@@ -254,9 +256,9 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	}
 	off := fdeOffset(pc, start, info.pcType(), rep)
 	b := t.b[:t.freEnd]
-	found, finfo, bad := -1, freInfo(0), freInfo(0)
-	left, fleft := n, 0 // FREs left to walk; and when found was found
-	last, lsz := -1, 0  // the word bits whose FRE size is lsz
+	found, bad := -1, freInfo(0)
+	left := n          // FREs left to walk
+	last, lsz := -1, 0 // the word bits whose FRE size is lsz
 	switch ft {
 	case FREAddr1:
 		for ; left > 0 && pos+2 <= len(b); left-- {
@@ -264,7 +266,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 				break
 			}
 			x := freInfo(b[pos+1])
-			found, fleft, finfo = pos, left, x
+			found = pos
 			if x.wordBits() == last {
 				pos += lsz
 				continue
@@ -279,7 +281,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 				break
 			}
 			x := freInfo(b[pos+2])
-			found, fleft, finfo = pos, left, x
+			found = pos
 			if x.wordBits() == last {
 				pos += lsz
 				continue
@@ -294,7 +296,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 				break
 			}
 			x := freInfo(b[pos+4])
-			found, fleft, finfo = pos, left, x
+			found = pos
 			if x.wordBits() == last {
 				pos += lsz
 				continue
@@ -309,7 +311,15 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	if found < 0 || bad != 0 || (left > 0 && pos+ft.addrSize()+1 > len(b)) {
 		return r, false, nil
 	}
-	return hit{i: i, j: n - fleft, at: found + ft.addrSize() + 1, info: finfo}, true, nil
+	// The FRE found is checked as fre checks it, so that no error needs
+	// its index to name it: i and j are left 0, which keeps fewer values
+	// live through the walk.
+	at := found + ft.addrSize() + 1
+	x := freInfo(b[at-1])
+	if at+x.dataSize() > len(b) {
+		return r, false, nil
+	}
+	return hit{at: at, info: x}, true, nil
 }
 
 // walk returns the index, section offset and info byte of the FRE of FDE

@@ -188,12 +188,18 @@ func (t *Table) startField(i int) int64 {
 	return int64(int32(t.u32(off)))
 }
 
-func (t *Table) start(i int) uint64 { return t.resolve(t.fdeBase+i*t.fdeSize, t.startField(i)) }
-
-// resolve returns the address named by the start field of the index
-// entry at section offset off.
-func (t *Table) resolve(off int, field int64) uint64 {
-	s := uint64(field) + t.Addr
+// start is startField resolved to an address (plus the entry's own offset
+// when starts are PC-relative), spelled out so that it inlines into the
+// index searches.
+func (t *Table) start(i int) uint64 {
+	off := t.fdeBase + i*t.fdeSize
+	var s uint64
+	if t.startW == 8 {
+		s = t.u64(off)
+	} else {
+		s = uint64(int64(int32(t.u32(off))))
+	}
+	s += t.Addr
 	if t.pcrel {
 		s += uint64(off)
 	}
@@ -212,8 +218,7 @@ func (t *Table) freOffAt(i int) uint32 { return t.u32(t.fdeBase + i*t.fdeSize + 
 // and in V3 the attribute.)
 func (t *Table) fde(i int, d *FDE) (int, error) {
 	off := t.fdeBase + i*t.fdeSize
-	d.StartOff = t.startField(i)
-	d.Start, d.Size, d.FREOff = t.resolve(off, d.StartOff), t.u32(off+t.startW), t.u32(off+t.startW+4)
+	d.StartOff, d.Start, d.Size, d.FREOff = t.startField(i), t.start(i), t.u32(off+t.startW), t.u32(off+t.startW+4)
 	pos := t.freBase + int(d.FREOff)
 	d.Padding = 0
 	if t.startW == 8 {
