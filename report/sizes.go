@@ -150,13 +150,15 @@ func translateEncodeList[T any](path string, ef *elf.File, st *cfi.Stream, plts 
 		}
 		// Read back one function at a time: the histograms need each
 		// FRE's encoding.
-		r, err := sframe.NewReader(b, 0)
+		tb, err := sframe.Open(b, 0)
 		if err != nil {
 			return fmt.Errorf("%s: decoding our own V%d section: %v", path, v, err)
 		}
-		res.funcs += r.NumFDEs()
-		for i := 0; i < r.NumFDEs(); i++ {
-			r.ReadFDE(i, &d)
+		res.funcs += tb.NumFDEs()
+		for i := 0; i < tb.NumFDEs(); i++ {
+			if err := tb.FDE(i, &d); err != nil {
+				return fmt.Errorf("%s: decoding our own V%d section: %v", path, v, err)
+			}
 			if int(d.FREType) < 3 {
 				res.freType[d.FREType]++
 			}
