@@ -56,7 +56,14 @@ type Options struct {
 // ForReader returns the options whose output reader r takes, on the
 // evidence gathered in the readers package and README:
 //
-//   - kernel, libsframe (2.47): V3 with FUNC_START_PCREL (the default).
+//   - kernel: V3 with FUNC_START_PCREL, and signal trampolines whose CFI
+//     cannot be described get a signal FDE (SignalFrames): the kernel
+//     stops its walk at the FDE's RA-undefined FRE, while at a PC without
+//     an FDE it falls back to its frame-pointer walk, which on code built
+//     without frame pointers records a wrong frame (a kernel booted with
+//     the unwinder, scripts/kernel-acceptance.sh, recorded glibc's
+//     __restore_rt followed by a stack address).
+//   - libsframe (2.47): V3 with FUNC_START_PCREL (the default).
 //   - glibc (2.42-2.44 --enable-sframe): V2, sorted, without
 //     FUNC_START_PCREL (every glibc from 2.42 accepts that; PCREL came
 //     later), and outermost frames left without an FRE, since glibc
@@ -65,7 +72,9 @@ type Options struct {
 //     and V3).
 func ForReader(r readers.Reader) (Options, error) {
 	switch r {
-	case readers.Kernel, readers.Libsframe:
+	case readers.Kernel:
+		return Options{Version: sframe.Version3, SignalFrames: true, For: r}, nil
+	case readers.Libsframe:
 		return Options{Version: sframe.Version3, For: r}, nil
 	case readers.Glibc:
 		return Options{Version: sframe.Version2, OutermostGap: true, For: r}, nil

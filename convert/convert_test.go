@@ -13,6 +13,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -135,11 +136,13 @@ func TestReplaceAgreesWithGNU(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := fixture(t, name)
 			gnu := decodeSFrame(t, in)
+			gnuT := openSFrame(t, in)
 			res, err := Convert(name, in, Options{Force: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ours := decodeSFrame(t, res.Output)
+			oursT := openSFrame(t, res.Output)
 			if ours.Header.Version != sframe.Version3 || ours.Header.Flags&sframe.FlagFDESorted == 0 {
 				t.Errorf("header %+v: want V3, sorted", ours.Header)
 			}
@@ -161,8 +164,8 @@ func TestReplaceAgreesWithGNU(t *testing.T) {
 					continue
 				}
 				for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
-					g, _ := gnu.FindFRE(pc)
-					o, ok := ours.FindFRE(pc)
+					g, _ := sfcompare.Row(gnuT, pc)
+					o, ok := sfcompare.Row(oursT, pc)
 					pcs++
 					if pc >= gotLo && pc < gotHi && ok && g.CFA.Offset == 16 && o.CFA.Offset == 8 {
 						gnuBug++
@@ -188,6 +191,26 @@ func sameRule(a, b sframe.Rule) bool {
 
 func decodeSFrame(t *testing.T, b []byte) *sframe.Section {
 	t.Helper()
+	s := sframeSectionOf(t, b)
+	sec, err := sframe.Decode(s.Data, s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec
+}
+
+func openSFrame(t *testing.T, b []byte) *sframe.Table {
+	t.Helper()
+	s := sframeSectionOf(t, b)
+	tb, err := sframe.Open(s.Data, s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func sframeSectionOf(t *testing.T, b []byte) *elfread.Section {
+	t.Helper()
 	f, err := elfread.NewFile(bytes.NewReader(b), "x")
 	if err != nil {
 		t.Fatal(err)
@@ -196,11 +219,7 @@ func decodeSFrame(t *testing.T, b []byte) *sframe.Section {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := sframe.Decode(s.Data, s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sec
+	return s
 }
 
 // TestDataOnlyObject: a relocatable object without .eh_frame (only data)

@@ -194,7 +194,7 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 
 			// (a') libsframe 2.47.50 reads it as we do at every PC.
 			if libsframe != nil {
-				s, _ := load(t, ours)
+				s, _, _ := load(t, ours)
 				raw, err := os.ReadFile(ours)
 				if err != nil {
 					t.Fatal(err)
@@ -277,23 +277,23 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 				} else if pcrel != bytes.Contains(b, []byte("SFRAME_F_FDE_FUNC_START_PCREL")) {
 					t.Errorf("V2 pcrel=%v: flags wrong\n%s", pcrel, b)
 				}
-				s3, _ := load(t, ours)
-				s2, _ := load(t, v2)
+				s3, t3, _ := load(t, ours)
+				_, t2, _ := load(t, v2)
 				for i := range s3.FDEs {
 					d := &s3.FDEs[i]
 					if d.FDEType == sframe.FDETypeFlex {
 						// s390x V2 has its own form for RA and FP in a
 						// register: only a CFA on another register needs V3.
-						if _, ok := s2.FindFRE(d.Start); ok && (v.arch != "s390x" || !s390xV2Carries(s3, d)) {
+						if _, ok := sfcompare.Row(t2, d.Start); ok && (v.arch != "s390x" || !s390xV2Carries(t3, d)) {
 							t.Errorf("V2 describes flex function at %#x", d.Start)
 						}
-						if v.arch != "s390x" || !s390xV2Carries(s3, d) {
+						if v.arch != "s390x" || !s390xV2Carries(t3, d) {
 							continue
 						}
 					}
 					for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
-						a, _ := s3.FindFRE(pc)
-						b, ok := s2.FindFRE(pc)
+						a, _ := sfcompare.Row(t3, pc)
+						b, ok := sfcompare.Row(t2, pc)
 						a.Signal = false // V2 has no signal bit
 						if a.Flex && v.arch == "s390x" {
 							// RA/FP in a register in a default FDE; a
@@ -341,9 +341,9 @@ func lintLines(elflint, file string) map[string]bool {
 // s390xV2Carries says whether SFrame V2 can say what a V3 flexible FDE
 // of an s390x section says: every row's CFA is on r15 or r11 (RA and FP in
 // a register have V2's register-number form).
-func s390xV2Carries(s *sframe.Section, d *sframe.FDE) bool {
+func s390xV2Carries(t *sframe.Table, d *sframe.FDE) bool {
 	for i := range d.FREs {
-		r := s.Interpret(d, &d.FREs[i])
+		r := t.Interpret(d, &d.FREs[i])
 		if !r.RAUndefined && (r.CFA.Kind != sframe.LocReg || (r.CFA.Reg != sframe.SPReg(sframe.ABIS390XBE) && r.CFA.Reg != sframe.FPReg(sframe.ABIS390XBE))) {
 			return false
 		}
@@ -404,13 +404,13 @@ func checkSegments(t *testing.T, readelf, file string) {
 
 type counts = sfcompare.Counts
 
-func load(t *testing.T, file string) (*sframe.Section, *elf.File) {
+func load(t *testing.T, file string) (*sframe.Section, *sframe.Table, *elf.File) {
 	t.Helper()
-	s, f, err := sfcompare.Load(file)
+	s, tb, f, err := sfcompare.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, f
+	return s, tb, f
 }
 
 func compare(t *testing.T, gnuFile, oursFile string) *counts {

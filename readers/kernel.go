@@ -23,6 +23,15 @@ import (
 // "no function here" (no FDE at or below the PC, or the PC in a gap after
 // the function found). v13 removed it on -EFAULT only.
 //
+// Some rules the kernel reads but applies only in the interrupted frame
+// (kernel/unwind/user.c, unwind_user_next_common, as linux-mm/linux-mm
+// 0d511c76135d has it): a CFA, RA or FP rule that names a register, since
+// it reads registers from the task's saved user registers only; FP counts
+// too, though the walk tracks it. Those are InnermostOnly limits
+// (Result.Limits), not violations: a DRAP function's rbp, saved at rbp+0,
+// is one, and a kernel booted with the unwinder stopped its walks there
+// (scripts/kernel-acceptance.sh: leaf, d3, drapfn, then nothing).
+//
 // The section is registered once per executable program header, with that
 // segment as its text range (elf_add_sframe in the series' binfmt_elf
 // patch, as posted up to v13; the linux-mm trees hold no revision of that
@@ -253,6 +262,15 @@ func (c *checker) kernelFlex(i, j int, pc uint64, f *sframe.FRE) {
 		}
 		if cw.what == "CFA" && ctl&ctlRegP == 0 {
 			c.add("flex-cfa-reg", Reject, i, j, pc, "CFA control word %#x names no register", ctl)
+		}
+		// unwind_user_next_common: a rule naming a register is applied
+		// only in the interrupted frame; the CFA's SP and FP are the
+		// walk's own (UNWIND_USER_CFA_RULE_SP/FP_OFFSET).
+		if ctl&ctlRegP != 0 && ctl&ctlReserved == 0 {
+			reg := (ctl >> 3) & ctlRegMax
+			if cw.what != "CFA" || (reg != sframe.SPReg(c.sec.Header.ABI) && reg != sframe.FPReg(c.sec.Header.ABI)) {
+				c.limit("innermost-register", i, j, pc, "%s rule names register %d, which the kernel reads only in the interrupted frame: a walk reaching %#x as a caller stops here", cw.what, reg, pc)
+			}
 		}
 		// The register number is read as 5 bits: a larger one names
 		// another register (a wrong answer, not a refusal).

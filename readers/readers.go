@@ -19,7 +19,11 @@
 // Two kinds of violation are distinguished: Reject (the reader refuses the
 // whole section, or for glibc every trace through it) and LookupFails (the
 // reader accepts the section but a lookup at the named PC fails or answers
-// wrongly; glibc then discards the whole SFrame trace).
+// wrongly; glibc then discards the whole SFrame trace). A third kind,
+// InnermostOnly, is not a violation but a limit of the reader, listed
+// apart (Result.Limits): the rule at the PC is right and the reader uses
+// it, but only in the interrupted frame, so a walk reaching the PC as a
+// caller stops there.
 package readers
 
 import (
@@ -64,6 +68,12 @@ const (
 	// LookupFails: the section is accepted but a lookup at PC fails or is
 	// wrong (glibc: the whole SFrame trace is discarded when it gets there).
 	LookupFails Kind = "lookup-fails"
+	// InnermostOnly: the section is accepted and the rule at PC is used,
+	// but only in the frame that was interrupted: a walk that reaches PC
+	// through a return address stops there, with the frames before it
+	// right. A limit of the reader, not a fault of the section: listed in
+	// Result.Limits, not counted by Total or OK.
+	InnermostOnly Kind = "innermost-only"
 )
 
 // Violation is one broken rule. FDE and FRE are indices in the section's
@@ -115,9 +125,16 @@ type Result struct {
 	Rejects    int         `json:"rejects"`    // of which Reject
 	Functions  int         `json:"functions"`
 	FREs       int         `json:"fres"`
+	// Limits are the InnermostOnly findings, in section order, at most
+	// MaxViolations; TotalLimits counts them all and LimitFunctions the
+	// functions they are in.
+	Limits         []Violation `json:"limits,omitempty"`
+	TotalLimits    int         `json:"total_limits"`
+	LimitFunctions int         `json:"limit_functions"`
 }
 
-// OK says whether the reader takes the section with no violation.
+// OK says whether the reader takes the section with no violation (limits
+// do not count).
 func (r *Result) OK() bool { return r.Total == 0 }
 
 // First returns the first violation, or nil.
@@ -139,8 +156,9 @@ func (r *Result) FirstReject() *Violation {
 }
 
 type checker struct {
-	res *Result
-	sec *sframe.Section
+	res       *Result
+	sec       *sframe.Section
+	limitFDEs map[int]bool
 }
 
 func (c *checker) add(rule string, k Kind, fde, fre int, pc uint64, format string, args ...any) {
@@ -150,6 +168,22 @@ func (c *checker) add(rule string, k Kind, fde, fre int, pc uint64, format strin
 	}
 	if len(c.res.Violations) < MaxViolations {
 		c.res.Violations = append(c.res.Violations, Violation{Reader: c.res.Reader, Rule: rule, Kind: k,
+			FDE: fde, FRE: fre, PC: pc, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+// limit records an InnermostOnly finding (see Result.Limits).
+func (c *checker) limit(rule string, fde, fre int, pc uint64, format string, args ...any) {
+	c.res.TotalLimits++
+	if c.limitFDEs == nil {
+		c.limitFDEs = map[int]bool{}
+	}
+	if !c.limitFDEs[fde] {
+		c.limitFDEs[fde] = true
+		c.res.LimitFunctions++
+	}
+	if len(c.res.Limits) < MaxViolations {
+		c.res.Limits = append(c.res.Limits, Violation{Reader: c.res.Reader, Rule: rule, Kind: InnermostOnly,
 			FDE: fde, FRE: fre, PC: pc, Detail: fmt.Sprintf(format, args...)})
 	}
 }

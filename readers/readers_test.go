@@ -173,15 +173,30 @@ func TestKernelRules(t *testing.T) {
 		pc       uint64
 	}
 	reject := func(rule string, fde, fre int, pc uint64) want { return want{rule, Reject, fde, fre, pc} }
+	// The body of a function gcc compiles with a DRAP register (realigned
+	// stack and alloca): CFA = *(rbp-8), RA at the fixed slot, rbp saved at
+	// rbp+0.
+	fpDeref := func(off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocRegDeref, Reg: 6, Offset: off} }
+	drapBody := sframe.Row{Start: 2, CFA: fpDeref(-8), RA: sframe.Loc{Kind: sframe.LocFixed, Offset: -8}, FP: fpDeref(0)}
+	limit := func(fde, fre int, pc uint64) want { return want{"innermost-register", InnermostOnly, fde, fre, pc} }
 	tests := []struct {
-		name  string
-		funcs func() []sframe.Function
-		patch func(t *testing.T, b []byte) // applied to the encoded section
-		exec  []Range
-		want  []want
+		name   string
+		funcs  func() []sframe.Function
+		patch  func(t *testing.T, b []byte) // applied to the encoded section
+		exec   []Range
+		want   []want
+		limits []want // Result.Limits
 	}{
 		{name: "ok", funcs: amd64Funcs, exec: exec},
-		{name: "ok flex", funcs: func() []sframe.Function { return withFlex(drap) }, exec: exec},
+		// CFA = r10: the kernel reads r10 only in the interrupted frame
+		// (the prologue of a DRAP function, where no call is).
+		{name: "ok flex", funcs: func() []sframe.Function { return withFlex(drap) }, exec: exec,
+			limits: []want{limit(2, 0, 0x1030)}},
+		// rbp's rule names rbp: in a caller frame the kernel stops there
+		// (a kernel booted with the unwinder did, at gcc's drapfn).
+		{name: "DRAP body", funcs: func() []sframe.Function { return withFlex(drap, drapBody) }, exec: exec,
+			limits: []want{limit(2, 0, 0x1030), limit(2, 1, 0x1032)}},
+
 		{name: "function past its segment", funcs: amd64Funcs, exec: []Range{{0x1000, 0x1028}},
 			want: []want{reject("text-end", 1, -1, 0x1010)}},
 		{name: "functions in two executable segments", funcs: amd64Funcs, exec: []Range{{0x1010, 0x1100}, {0x1000, 0x1010}},
@@ -235,13 +250,14 @@ func TestKernelRules(t *testing.T) {
 			r.Start = 2
 			return withFlex(drap, r)
 		}, patch: func(t *testing.T, b []byte) { b[wordOffset(t, b, 2, 1, 3)] |= 4 },
-			exec: exec, want: []want{reject("flex-reserved", 2, 1, 0x1032)}},
-		{name: "flex padding word never has the reserved bit checked", funcs: func() []sframe.Function { return withFlex(drap) }, exec: exec},
+			exec: exec, want: []want{reject("flex-reserved", 2, 1, 0x1032)}, limits: []want{limit(2, 0, 0x1030), limit(2, 1, 0x1032)}},
+		{name: "flex padding word never has the reserved bit checked", funcs: func() []sframe.Function { return withFlex(drap) }, exec: exec,
+			limits: []want{limit(2, 0, 0x1030)}},
 		{name: "flex register above 31", funcs: func() []sframe.Function {
 			r := drap
 			r.CFA.Reg = 40
 			return withFlex(r)
-		}, exec: exec, want: []want{{"flex-regnum", LookupFails, 2, 0, 0x1030}}},
+		}, exec: exec, want: []want{{"flex-regnum", LookupFails, 2, 0, 0x1030}}, limits: []want{limit(2, 0, 0x1030)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,6 +276,26 @@ func TestKernelRules(t *testing.T) {
 			for i := range got {
 				if got[i] != tt.want[i] {
 					t.Errorf("violation %d: %v, want %+v", i, res.Violations[i], tt.want[i])
+				}
+			}
+			var lims []want
+			for _, v := range res.Limits {
+				lims = append(lims, want{v.Rule, v.Kind, v.FDE, v.FRE, v.PC})
+			}
+			if len(lims) != len(tt.limits) || res.TotalLimits != len(tt.limits) {
+				t.Fatalf("limits %v, want %v", res.Limits, tt.limits)
+			}
+			for i := range lims {
+				if lims[i] != tt.limits[i] {
+					t.Errorf("limit %d: %v, want %+v", i, res.Limits[i], tt.limits[i])
+				}
+			}
+			if fns := map[int]bool{}; len(tt.limits) > 0 {
+				for _, l := range tt.limits {
+					fns[l.fde] = true
+				}
+				if res.LimitFunctions != len(fns) {
+					t.Errorf("LimitFunctions %d, want %d", res.LimitFunctions, len(fns))
 				}
 			}
 		})

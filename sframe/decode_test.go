@@ -12,10 +12,10 @@ import (
 )
 
 // header builds a 28-byte header.
-func header(o binary.ByteOrder, ver, flags, abi uint8, fixedRA int8, nFDE, nFRE, freLen, fdeOff, freOff uint32) []byte {
+func header(o binary.ByteOrder, ver, flags uint8, abi sframe.ABI, fixedRA int8, nFDE, nFRE, freLen, fdeOff, freOff uint32) []byte {
 	b := make([]byte, sframe.HeaderSize)
 	o.PutUint16(b, sframe.Magic)
-	b[2], b[3], b[4], b[6] = ver, flags, abi, uint8(fixedRA)
+	b[2], b[3], b[4], b[6] = ver, flags, uint8(abi), uint8(fixedRA)
 	o.PutUint32(b[8:], nFDE)
 	o.PutUint32(b[12:], nFRE)
 	o.PutUint32(b[16:], freLen)
@@ -62,7 +62,7 @@ func TestDecodeErrors(t *testing.T) {
 			b := header(le, 2, 0, 3, -8, 1, 1, 3, 0, 20)
 			fde := make([]byte, 20)
 			le.PutUint32(fde[12:], 1)
-			fde[16] = sframe.FREAddr1
+			fde[16] = byte(sframe.FREAddr1)
 			return append(append(b, fde...), 0, 0x04|0x20, 8) // two 2-byte words, one byte present
 		}(), 28 + 20 + 2, "run past"},
 	}
@@ -104,8 +104,10 @@ func TestDecodeSpec(t *testing.T) {
 	type fde struct {
 		Start             uint64
 		Size, NumFREs     uint32
-		PCType, FREType   uint8
-		FDEType, RepSize  uint8
+		PCType            sframe.PCType
+		FREType           sframe.FREType
+		FDEType           sframe.FDEType
+		RepSize           uint8
 		Signal, PauthKeyB bool
 		FREs              []fre
 	}
@@ -115,7 +117,7 @@ func TestDecodeSpec(t *testing.T) {
 		fres := []byte{}
 		if ver == 3 {
 			fres = o.AppendUint16(fres, 2)
-			fres = append(fres, sframe.FREAddr2|1<<5|0x80, 0, 0) // signal, pauth B
+			fres = append(fres, byte(sframe.FREAddr2)|1<<5|0x80, 0, 0) // signal, pauth B
 		}
 		fres = o.AppendUint16(fres, 0)
 		fres = append(fres, 1|1<<1) // SP, one 1-byte word
@@ -131,7 +133,7 @@ func TestDecodeSpec(t *testing.T) {
 			fdes = o.AppendUint32(fdes, 0x40)
 			fdes = o.AppendUint32(fdes, 0)
 			fdes = o.AppendUint32(fdes, 2)
-			fdes = append(fdes, sframe.FREAddr2|1<<5)
+			fdes = append(fdes, byte(sframe.FREAddr2)|1<<5)
 			if ver == 2 {
 				fdes = append(fdes, 0, 0, 0)
 			}

@@ -10,30 +10,12 @@ import (
 	"strings"
 )
 
-// fdeSource is what the dumps read: the header and the FDEs in index
-// order, from a decoded Section or read one at a time from a Reader.
-type fdeSource struct {
-	h   *Header
-	n   int
-	fde func(i int, d *FDE) *FDE // FDE i, possibly decoded into d
-}
-
-func (s *Section) source() fdeSource {
-	return fdeSource{&s.Header, len(s.FDEs), func(i int, _ *FDE) *FDE { return &s.FDEs[i] }}
-}
-
-func (r *Reader) source() fdeSource {
-	return fdeSource{&r.Header, r.NumFDEs(), func(i int, d *FDE) *FDE { r.ReadFDE(i, d); return d }}
-}
-
 // Dump writes the section in the text layout of GNU objdump --sframe,
 // starting at the "  Header :" line (objdump's "Contents of the SFrame
-// section NAME:" line is the caller's).
-func (s *Section) Dump(w io.Writer) error { return dumpText(w, s.source()) }
-
-// Dump writes the section as (*Section).Dump does, one function at a
-// time.
-func (r *Reader) Dump(w io.Writer) error { return dumpText(w, r.source()) }
+// section NAME:" line is the caller's), one function at a time. It stops
+// at the first malformed function with its error, after writing the
+// functions before it: Check first to write nothing for such a section.
+func (t *Table) Dump(w io.Writer) error { return dumpText(w, t) }
 
 // Column headers of a function's rows, for PCInc and PCMask functions.
 var (
@@ -41,12 +23,12 @@ var (
 	rowsHeaderMask = fmt.Sprintf("\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", "[m]", "CFA", "FP", "RA")
 )
 
-func dumpText(w io.Writer, src fdeSource) error {
+func dumpText(w io.Writer, t *Table) error {
 	// Written as it goes, each line built in one reused buffer: a
 	// section with millions of functions is not built as one string
 	// first, and a row costs no allocation.
 	b := bufio.NewWriterSize(w, 64<<10)
-	h := src.h
+	h := &t.Header
 	b.WriteString("  Header :\n\n")
 	fmt.Fprintf(b, "    Version: SFRAME_VERSION_%d\n", h.Version)
 	var names []string
@@ -72,10 +54,13 @@ func dumpText(w io.Writer, src fdeSource) error {
 	fmt.Fprintf(b, "    Num FDEs: %d\n", h.NumFDEs)
 	fmt.Fprintf(b, "    Num FREs: %d\n", h.NumFREs)
 	b.WriteString("\n  Function Index :\n")
-	var buf FDE
+	var d FDE
 	var line []byte
-	for i := 0; i < src.n; i++ {
-		d := src.fde(i, &buf)
+	for i := 0; i < t.n; i++ {
+		if err := t.FDE(i, &d); err != nil {
+			b.Flush()
+			return err
+		}
 		line = append(line[:0], "\n    func idx ["...)
 		line = strconv.AppendInt(line, int64(i), 10)
 		line = append(line, "]: pc = 0x"...)
@@ -83,7 +68,7 @@ func dumpText(w io.Writer, src fdeSource) error {
 		line = append(line, ", size = "...)
 		line = strconv.AppendUint(line, uint64(d.Size), 10)
 		line = append(line, " bytes"...)
-		if isAArch64(h.ABI) && d.PauthKeyB {
+		if h.ABI.isAArch64() && d.PauthKeyB {
 			line = append(line, ", pauth = B key"...)
 		}
 		if d.Signal || d.FDEType == FDETypeFlex {
@@ -110,7 +95,7 @@ func dumpText(w io.Writer, src fdeSource) error {
 			}
 			line = append(line[:0], "\n    "...)
 			line = appendHex16(line, pc)
-			r := interpret(h, d, f)
+			r := interpret(h, &d, f)
 			if r.RAUndefined {
 				line = append(line, "  RA undefined"...)
 				b.Write(line)
@@ -155,7 +140,7 @@ func pad(b []byte, n int) []byte {
 	return b
 }
 
-func appendReg(b []byte, abi uint8, r uint32) []byte {
+func appendReg(b []byte, abi ABI, r uint32) []byte {
 	switch r {
 	case SPReg(abi):
 		return append(b, "sp"...)
@@ -176,7 +161,7 @@ func appendSigned(b []byte, v int32) []byte {
 // appendLoc renders a rule the way objdump does. The CFA-relative value
 // form (flex reg_p=0, deref_p=0), which GNU as does not emit, is rendered
 // "=c±N".
-func appendLoc(b []byte, abi uint8, l Loc) []byte {
+func appendLoc(b []byte, abi ABI, l Loc) []byte {
 	switch l.Kind {
 	case LocUnsaved:
 		return append(b, 'u')
@@ -197,7 +182,7 @@ func appendLoc(b []byte, abi uint8, l Loc) []byte {
 	return append(b, '?')
 }
 
-func locString(abi uint8, l Loc) string { return string(appendLoc(nil, abi, l)) }
+func locString(abi ABI, l Loc) string { return string(appendLoc(nil, abi, l)) }
 
 // JSON layout written by DumpJSON (field names are stable):
 //
@@ -219,7 +204,7 @@ type jsonSection struct {
 	Version    uint8      `json:"version"`
 	Flags      uint8      `json:"flags"`
 	FlagNames  []string   `json:"flag_names"`
-	ABI        uint8      `json:"abi"`
+	ABI        ABI        `json:"abi"`
 	ABIName    string     `json:"abi_name"`
 	CFAFixedFP int8       `json:"cfa_fixed_fp_offset"`
 	CFAFixedRA int8       `json:"cfa_fixed_ra_offset"`
@@ -237,7 +222,7 @@ type jsonFunc struct {
 	Size      uint32    `json:"size"`
 	PCType    string    `json:"pc_type"`
 	RepSize   uint8     `json:"rep_size"`
-	FREType   uint8     `json:"fre_type"`
+	FREType   FREType   `json:"fre_type"`
 	FDEType   string    `json:"fde_type"`
 	Signal    bool      `json:"signal"`
 	PauthKeyB bool      `json:"pauth_key_b"`
@@ -257,21 +242,18 @@ type jsonFRE struct {
 	RAUndefined bool    `json:"ra_undefined"`
 }
 
-// DumpJSON writes the section as indented JSON (layout documented above).
-func (s *Section) DumpJSON(w io.Writer) error { return dumpJSON(w, s.source()) }
-
-// DumpJSON writes the section as (*Section).DumpJSON does, one function at
-// a time.
-func (r *Reader) DumpJSON(w io.Writer) error { return dumpJSON(w, r.source()) }
+// DumpJSON writes the section as indented JSON (layout documented above),
+// one function at a time; malformed bytes stop it as they stop Dump.
+func (t *Table) DumpJSON(w io.Writer) error { return dumpJSON(w, t) }
 
 // dumpJSON writes what encoding/json's Encoder (indented by two spaces)
 // writes for a jsonSection, but one function at a time: the header with
 // an empty function list, opened up, then each function indented to its
 // place in the list.
-func dumpJSON(w io.Writer, src fdeSource) error {
-	h := src.h
+func dumpJSON(w io.Writer, t *Table) error {
+	h := &t.Header
 	js := jsonSection{
-		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: ABIName(h.ABI),
+		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: h.ABI.String(),
 		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: h.AuxHdrLen,
 		NumFDEs: h.NumFDEs, NumFREs: h.NumFREs, FRELen: h.FRELen, FDEOff: h.FDEOff, FREOff: h.FREOff,
 		FlagNames: []string{}, Functions: []jsonFunc{},
@@ -289,7 +271,7 @@ func dumpJSON(w io.Writer, src fdeSource) error {
 		return err
 	}
 	b := bufio.NewWriterSize(w, 64<<10)
-	if src.n == 0 {
+	if t.n == 0 {
 		b.Write(head)
 		b.WriteString("\n")
 		return b.Flush()
@@ -300,18 +282,21 @@ func dumpJSON(w io.Writer, src fdeSource) error {
 	}
 	b.Write(head[:len(head)-len(empty)])
 	b.WriteString("[\n")
-	var buf FDE
+	var d FDE
 	var jf jsonFunc
-	for i := 0; i < src.n; i++ {
-		d := src.fde(i, &buf)
-		jf.fill(h, d)
+	for i := 0; i < t.n; i++ {
+		if err := t.FDE(i, &d); err != nil {
+			b.Flush()
+			return err
+		}
+		jf.fill(h, &d)
 		item, err := json.MarshalIndent(&jf, "    ", "  ")
 		if err != nil {
 			return err
 		}
 		b.WriteString("    ")
 		b.Write(item)
-		if i+1 < src.n {
+		if i+1 < t.n {
 			b.WriteString(",\n")
 		}
 	}

@@ -36,12 +36,12 @@ func TestDumpGoldens(t *testing.T) {
 				t.Fatal(err)
 			}
 			es := loadFixture(t, path)
-			sec, err := sframe.Decode(es.Data, es.Addr)
+			tb, err := sframe.Open(es.Data, es.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var b strings.Builder
-			if err := sec.Dump(&b); err != nil {
+			if err := tb.Dump(&b); err != nil {
 				t.Fatal(err)
 			}
 			if got, w := sectionPart(b.String()), sectionPart(string(want)); got != w {

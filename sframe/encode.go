@@ -15,7 +15,7 @@ import (
 type Function struct {
 	Start     uint64 // start address
 	Size      uint32
-	PCType    uint8 // PCInc or PCMask
+	PCType    PCType
 	RepSize   uint8 // repeat block size for PCMask
 	Signal    bool  // signal frame (V3 only; V2 cannot record it)
 	PauthKeyB bool  // AArch64: return addresses signed with the B key
@@ -42,7 +42,7 @@ type Row struct {
 // Options selects the encoding of a section.
 type Options struct {
 	Version    uint8 // Version2 or Version3
-	ABI        uint8
+	ABI        ABI
 	Order      binary.ByteOrder
 	Addr       uint64 // address the section will have
 	PCRel      bool   // set FlagFDEFuncStartPCRel (always wise for V3)
@@ -58,7 +58,7 @@ type Options struct {
 
 // DefaultFixedOffsets returns the header's fixed FP and RA offsets GNU as
 // uses for an ABI (AMD64 keeps RA at CFA-8; the others track RA per row).
-func DefaultFixedOffsets(abi uint8) (fp, ra int8) {
+func DefaultFixedOffsets(abi ABI) (fp, ra int8) {
 	if abi == ABIAMD64LE {
 		return 0, -8
 	}
@@ -81,7 +81,7 @@ func (s *Section) Functions() []Function {
 			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.FDEType == FDETypeFlex}
 		fn.Rows = make([]Row, len(d.FREs))
 		for j := range d.FREs {
-			r := s.Interpret(d, &d.FREs[j])
+			r := interpret(&s.Header, d, &d.FREs[j])
 			fn.Rows[j] = Row{Start: r.FREStart, CFA: r.CFA, RA: r.RA, FP: r.FP, MangledRA: r.MangledRA, RAUndefined: r.RAUndefined}
 		}
 		out[i] = fn
@@ -307,7 +307,7 @@ func (e *Encoder) Add(fn *Function) error {
 	}
 	var words [maxDataWords]int64
 	var ctrl [maxDataWords]bool
-	freType := uint8(FREAddr1)
+	freType := FREAddr1
 	maxStart := uint64(fn.Size)
 	if fn.Size > 0 {
 		maxStart = uint64(fn.Size) - 1
@@ -326,7 +326,7 @@ func (e *Encoder) Add(fn *Function) error {
 	if o.Version == Version3 && len(fn.Rows) > math.MaxUint16 {
 		return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("%d rows exceed the V3 limit of 65535", len(fn.Rows))}
 	}
-	info := freType | fn.PCType<<4
+	info := uint8(freType) | uint8(fn.PCType)<<4
 	if fn.PauthKeyB {
 		info |= fdeInfoPauthBit
 	}
@@ -346,7 +346,7 @@ func (e *Encoder) Add(fn *Function) error {
 			info |= fdeInfoSignalBit
 		}
 		if fn.Flex {
-			info2 = FDETypeFlex
+			info2 = uint8(FDETypeFlex)
 		}
 		fre = app16(o.Order, fre, uint16(len(fn.Rows)))
 		fre = append(fre, info, info2, fn.RepSize)
@@ -500,7 +500,7 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 			flags |= FlagFramePointer
 		}
 		o.Order.PutUint16(out, Magic)
-		out[2], out[3], out[4] = o.Version, flags, o.ABI
+		out[2], out[3], out[4] = o.Version, flags, uint8(o.ABI)
 		out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), uint8(len(o.AuxHdr))
 		o.Order.PutUint32(out[8:], uint32(len(e.ents)))
 		o.Order.PutUint32(out[12:], uint32(e.numFREs))

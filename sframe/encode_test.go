@@ -34,7 +34,7 @@ func TestEncodeWidths(t *testing.T) {
 		size     uint32
 		start    uint32
 		cfa      int32
-		freType  uint8
+		freType  sframe.FREType
 		wordSize uint8
 	}{
 		{size: 0xff, start: 0x10, cfa: 127, freType: sframe.FREAddr1, wordSize: 1},
@@ -154,11 +154,15 @@ func TestEncodeRoundTripOddities(t *testing.T) {
 	if !cmp.Equal(words, []int32{20, 0, -72}) {
 		t.Errorf("s390x FP-only words %v, want [20 0 -72] (RA padding)", words)
 	}
-	if r, ok := s.FindFRE(0x1004); ok {
-		t.Errorf("FindFRE in a zero-FRE function = %+v", r)
+	tb, err := sframe.Open(b, 0x8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := tb.Lookup(0x1004); err != sframe.ErrNoFRE {
+		t.Errorf("Lookup in a V2 zero-FRE function = %+v, %v; want ErrNoFRE", r, err)
 	}
 	var sb strings.Builder
-	if err := s.Dump(&sb); err != nil {
+	if err := tb.Dump(&sb); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"SFRAME_F_FRAME_POINTER", "sp+320    c-72      u", "sp+320    r17+0     c-48", "func idx [1]: pc = 0x1000, size = 16 bytes\n    STARTPC"} {

@@ -45,8 +45,8 @@ func ExampleOpenELF() {
 
 // loc says how an unwinder recovers a value with the rule l: the CFA from
 // a register, the RA and FP from the stack or unchanged. (Flexible FDEs
-// have other kinds too; Section.Dump prints them all.)
-func loc(abi uint8, l sframe.Loc) string {
+// have other kinds too; Table.Dump prints them all.)
+func loc(abi sframe.ABI, l sframe.Loc) string {
 	switch l.Kind {
 	case sframe.LocReg:
 		reg := fmt.Sprintf("r%d", l.Reg)

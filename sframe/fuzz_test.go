@@ -18,19 +18,25 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := s.Dump(io.Discard); err != nil {
+		tb, err := sframe.Open(b, 0x1000)
+		if err != nil {
+			t.Fatalf("Decode accepts, Open says %v", err)
+		}
+		if err := tb.Dump(io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DumpJSON(io.Discard); err != nil {
+		if err := tb.DumpJSON(io.Discard); err != nil {
 			t.Fatal(err)
 		}
+		var st sframe.StepRule
 		for _, d := range s.FDEs {
-			s.FindFRE(d.Start)
-			s.FindFRE(d.Start + uint64(d.Size)/2)
-			s.FindFRE(d.Start + uint64(d.Size))
+			for _, pc := range []uint64{d.Start, d.Start + uint64(d.Size)/2, d.Start + uint64(d.Size)} {
+				tb.Lookup(pc)
+				tb.LookupStep(pc, &st)
+			}
 		}
 		for _, pc := range []uint64{0, 0x1000, binary.LittleEndian.Uint64(append(append([]byte{}, b...), make([]byte, 8)...))} {
-			s.FindFRE(pc)
+			tb.Lookup(pc)
 		}
 		if s.Header.Version == sframe.Version1 {
 			return

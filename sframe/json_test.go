@@ -6,12 +6,18 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 func TestDumpJSON(t *testing.T) {
 	s := lookupSection(t)
+	tb, err := sframe.Open(lookupBytes(t), s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
-	if err := s.DumpJSON(&b); err != nil {
+	if err := tb.DumpJSON(&b); err != nil {
 		t.Fatal(err)
 	}
 	var got struct {

@@ -7,9 +7,18 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-// lookupSection builds a sorted AMD64 V3 section: a normal function at
-// 0x1000 and a PLT-style PCMask function at 0x2000 (16-byte blocks).
+// lookupSection decodes lookupBytes.
 func lookupSection(t testing.TB) *sframe.Section {
+	s, err := sframe.Decode(lookupBytes(t), 0x500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// lookupBytes builds a sorted AMD64 V3 section at 0x500: a normal function
+// at 0x1000 and a PLT-style PCMask function at 0x2000 (16-byte blocks).
+func lookupBytes(t testing.TB) []byte {
 	sp := sframe.SPReg(sframe.ABIAMD64LE)
 	fp := sframe.FPReg(sframe.ABIAMD64LE)
 	funcs := []sframe.Function{
@@ -29,19 +38,17 @@ func lookupSection(t testing.TB) *sframe.Section {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sframe.Decode(b, 0x500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return b
 }
 
-func TestFindFRE(t *testing.T) {
+// TestLookup: the rules at the PCs of lookupSection, from a sorted and an
+// unsorted index.
+func TestLookup(t *testing.T) {
 	s := lookupSection(t)
 	fp := sframe.FPReg(sframe.ABIAMD64LE)
 	tests := []struct {
 		pc       uint64
-		ok       bool
+		err      error
 		cfaReg   uint32
 		cfaOff   int32
 		fpKind   sframe.LocKind
@@ -49,61 +56,44 @@ func TestFindFRE(t *testing.T) {
 		signal   bool
 		freStart uint32
 	}{
-		{pc: 0xfff, ok: false},
-		{pc: 0x1000, ok: true, cfaReg: 7, cfaOff: 8, fpKind: sframe.LocUnsaved, signal: true},
-		{pc: 0x1003, ok: true, cfaReg: 7, cfaOff: 16, fpKind: sframe.LocCFA, signal: true, freStart: 1},
-		{pc: 0x1004, ok: true, cfaReg: fp, cfaOff: 16, fpKind: sframe.LocCFA, signal: true, freStart: 4},
-		{pc: 0x101f, ok: true, undef: true, signal: true, freStart: 0x1f},
-		{pc: 0x1020, ok: false},
-		{pc: 0x2005, ok: true, cfaReg: 7, cfaOff: 8},
-		{pc: 0x201b, ok: true, cfaReg: 7, cfaOff: 16, freStart: 11},
-		{pc: 0x2031, ok: true, cfaReg: 7, cfaOff: 8},
-		{pc: 0x2040, ok: false},
+		{pc: 0xfff, err: sframe.ErrNoFDE},
+		{pc: 0x1000, cfaReg: 7, cfaOff: 8, fpKind: sframe.LocUnsaved, signal: true},
+		{pc: 0x1003, cfaReg: 7, cfaOff: 16, fpKind: sframe.LocCFA, signal: true, freStart: 1},
+		{pc: 0x1004, cfaReg: fp, cfaOff: 16, fpKind: sframe.LocCFA, signal: true, freStart: 4},
+		{pc: 0x101f, undef: true, signal: true, freStart: 0x1f},
+		{pc: 0x1020, err: sframe.ErrNoFDE},
+		{pc: 0x2005, cfaReg: 7, cfaOff: 8},
+		{pc: 0x201b, cfaReg: 7, cfaOff: 16, freStart: 11},
+		{pc: 0x2031, cfaReg: 7, cfaOff: 8},
+		{pc: 0x2040, err: sframe.ErrNoFDE},
 	}
-	for _, tt := range tests {
-		r, ok := s.FindFRE(tt.pc)
-		if ok != tt.ok {
-			t.Errorf("FindFRE(%#x) ok = %v, want %v", tt.pc, ok, tt.ok)
-			continue
+	o := s.Options()
+	for _, sorted := range []bool{true, false} {
+		o.Sort = sorted
+		b, err := sframe.Encode(s.Functions(), o)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !ok {
-			continue
+		for _, tb := range tables(t, b, o.Addr) {
+			for _, tt := range tests {
+				r, err := tb.Lookup(tt.pc)
+				if err != tt.err {
+					t.Errorf("sorted=%v: Lookup(%#x) error %v, want %v", sorted, tt.pc, err, tt.err)
+					continue
+				}
+				if err != nil {
+					continue
+				}
+				if r.RAUndefined != tt.undef || r.Signal != tt.signal || r.FREStart != tt.freStart {
+					t.Errorf("Lookup(%#x) = undef %v signal %v start %d, want %v %v %d", tt.pc, r.RAUndefined, r.Signal, r.FREStart, tt.undef, tt.signal, tt.freStart)
+				}
+				if tt.undef {
+					continue
+				}
+				if r.CFA.Reg != tt.cfaReg || r.CFA.Offset != tt.cfaOff || r.FP.Kind != tt.fpKind || r.RA.Kind != sframe.LocFixed {
+					t.Errorf("Lookup(%#x) = CFA r%d%+d FP kind %d RA kind %d", tt.pc, r.CFA.Reg, r.CFA.Offset, r.FP.Kind, r.RA.Kind)
+				}
+			}
 		}
-		if r.RAUndefined != tt.undef || r.Signal != tt.signal || r.FREStart != tt.freStart {
-			t.Errorf("FindFRE(%#x) = undef %v signal %v start %d, want %v %v %d", tt.pc, r.RAUndefined, r.Signal, r.FREStart, tt.undef, tt.signal, tt.freStart)
-		}
-		if tt.undef {
-			continue
-		}
-		if r.CFA.Reg != tt.cfaReg || r.CFA.Offset != tt.cfaOff || r.FP.Kind != tt.fpKind || r.RA.Kind != sframe.LocFixed {
-			t.Errorf("FindFRE(%#x) = CFA r%d%+d FP kind %d RA kind %d", tt.pc, r.CFA.Reg, r.CFA.Offset, r.FP.Kind, r.RA.Kind)
-		}
-	}
-	// The same answers from an unsorted section (linear search).
-	s.Header.Flags &^= sframe.FlagFDESorted
-	for _, tt := range tests {
-		if _, ok := s.FindFRE(tt.pc); ok != tt.ok {
-			t.Errorf("unsorted FindFRE(%#x) ok = %v, want %v", tt.pc, ok, tt.ok)
-		}
-	}
-}
-
-func TestFindFREAllocs(t *testing.T) {
-	s := lookupSection(t)
-	n := testing.AllocsPerRun(100, func() {
-		s.FindFRE(0x1004)
-		s.FindFRE(0x2031)
-	})
-	if n != 0 {
-		t.Errorf("FindFRE allocates %v times per run", n)
-	}
-}
-
-func BenchmarkFindFRE(b *testing.B) {
-	s := lookupSection(b)
-	pcs := []uint64{0x1000, 0x1004, 0x101f, 0x2031, 0x3000}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		s.FindFRE(pcs[i%len(pcs)])
 	}
 }

@@ -43,13 +43,13 @@ type Rule struct {
 	FuncStart   uint64
 	FuncSize    uint32
 	FREStart    uint32 // FRE start offset (a mask value for PCMask FDEs)
-	PCType      uint8
+	PCType      PCType
 	Flex        bool
 	Signal      bool
 	PauthKeyB   bool
 	MangledRA   bool
 	RAUndefined bool // zero data words: outermost frame
-	NoFREs      bool // from an FDE without FREs (Table.Lookup only)
+	NoFREs      bool // from an FDE without FREs
 	CFA         Loc
 	RA          Loc
 	FP          Loc
@@ -57,7 +57,7 @@ type Rule struct {
 
 // SPReg and FPReg return the DWARF numbers of the stack and frame pointer
 // of an ABI.
-func SPReg(abi uint8) uint32 {
+func SPReg(abi ABI) uint32 {
 	switch abi {
 	case ABIAMD64LE:
 		return amd64.SP
@@ -68,7 +68,7 @@ func SPReg(abi uint8) uint32 {
 }
 
 // FPReg returns the DWARF number of the frame pointer register of an ABI.
-func FPReg(abi uint8) uint32 {
+func FPReg(abi ABI) uint32 {
 	switch abi {
 	case ABIAMD64LE:
 		return amd64.FP
@@ -93,8 +93,8 @@ func flexLoc(ctrl uint32, off int32) Loc {
 	return Loc{Kind: LocCFAValue, Offset: off}
 }
 
-// Interpret decodes the rule of FRE f of FDE d.
-func (s *Section) Interpret(d *FDE, f *FRE) Rule { return interpret(&s.Header, d, f) }
+// Interpret returns the rule of FRE f of FDE d, as Lookup gives it.
+func (t *Table) Interpret(d *FDE, f *FRE) Rule { return interpret(&t.Header, d, f) }
 
 func interpret(h *Header, d *FDE, f *FRE) Rule {
 	var r Rule

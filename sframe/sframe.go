@@ -1,44 +1,41 @@
-// Package sframe models the SFrame stack-trace format (.sframe sections,
-// versions 1 to 3, both byte orders, ABIs AArch64 LE/BE, AMD64, s390x).
+// Package sframe reads and writes the SFrame stack-trace format (.sframe
+// sections, versions 1 to 3, both byte orders, ABIs AArch64 LE/BE, AMD64,
+// s390x).
 //
-// Raw model: Decode(b, addr) returns a *Section holding the Header (every
-// field, auxiliary header included) and its FDEs, each with its decoded
-// info bytes and FREs (start offset, info bits, sign-extended data words).
-// Every count, offset and length is checked against the input before
-// anything is allocated; errors are *Error values with the byte offset.
+// Reading: Open(b, addr) checks a section's header and function index and
+// returns a Table, which decodes the rest lazily, as libsframe does. Its
+// lookups take a PC and return the rule there, with an error (ErrNoFDE,
+// ErrNoFRE, or an *Error naming the malformed bytes): Lookup gives a
+// Rule (CFA, RA and FP as Loc values: register+offset, CFA slot, flex
+// forms, fixed, unsaved, with the s390x CFA scaling and the V3
+// flexible-FDE control words applied), LookupInto writes it in place,
+// and LookupStep gives the common rows in the form a stack walker applies
+// (StepRule). None of them allocates unless the bytes are malformed.
+// OpenFile (a path), OpenELF (a debug/elf *elf.File) and OpenELFFile (an
+// elfread.File) find an ELF file's SFrame section and open it; see
+// ExampleOpenELF. Package unwind walks stacks with Tables.
 //
-// Lookups: Open(b, addr) checks a section's header and index and returns a
-// Table, whose Lookup gives the Rule at a PC, decoding only that
-// function's rows (what an unwinder needs; package unwind walks stacks
-// with it). OpenFile (a path), OpenELF (a debug/elf *elf.File) and
-// OpenELFFile (an elfread.File) find an ELF file's SFrame section and
-// open it; see ExampleOpenELF.
+// The Table also reads the section function by function: FDE decodes one
+// function descriptor and its rows (FREs) into a reused FDE, Check
+// decodes them all (what a full decode rejects, without keeping
+// anything), Dump writes the text of GNU objdump --sframe from its
+// "  Header :" line on and DumpJSON writes JSON. Decode builds a Section
+// holding every FDE and FRE from the same decoder.
 //
-// Streaming: NewReader(b, addr) makes the same checks as Decode, with the
-// same errors, but keeps no per-function memory; (*Reader).ReadFDE decodes
-// one function into a reused FDE, and the Reader dumps and looks PCs up as
-// a Section does. Dump, verify and report read large sections this way.
-//
-// Interpretation: (*Section).Interpret turns one FRE into a Rule (CFA, RA
-// and FP as Loc values: register+offset, CFA slot, flex forms, fixed,
-// unsaved), applying the s390x CFA scaling and the V3 flexible-FDE
-// control/offset word pairs. (*Section).FindFRE(pc) looks a PC up without
-// allocating.
-//
-// Output: (*Section).Dump writes the text of GNU objdump --sframe from its
-// "  Header :" line on; (*Section).DumpJSON writes JSON.
-//
-// Neutral model: []Function with Rows, filled by a translator or by
+// Writing: []Function with Rows, filled by a translator or by
 // (*Section).Functions, and Encode(funcs, Options) writing V2 (with or
 // without PCREL) or V3 with libsframe's layout choices (narrowest FRE type
 // per function and data-word size per row, FRE data in the order of funcs,
 // FDE index optionally sorted), so a GNU-produced section decodes and
 // re-encodes byte for byte.
+//
+// Errors in the section's bytes are *Error values with the section offset.
 package sframe
 
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 )
 
 // Format constants.
@@ -79,32 +76,106 @@ const (
 	flexCtrlRegShift      = 3
 )
 
+// ABI is an SFrame ABI/arch identifier, the header's abi_arch byte.
+type ABI uint8
+
 // ABI/arch identifiers.
 const (
-	ABIAArch64BE = 1
-	ABIAArch64LE = 2
-	ABIAMD64LE   = 3
-	ABIS390XBE   = 4
+	ABIAArch64BE ABI = 1
+	ABIAArch64LE ABI = 2
+	ABIAMD64LE   ABI = 3
+	ABIS390XBE   ABI = 4
 )
+
+// String returns the specification's name of the ABI
+// ("SFRAME_ABI_AMD64_ENDIAN_LITTLE"), or the number of an unknown one.
+func (a ABI) String() string {
+	switch a {
+	case ABIAArch64BE:
+		return "SFRAME_ABI_AARCH64_ENDIAN_BIG"
+	case ABIAArch64LE:
+		return "SFRAME_ABI_AARCH64_ENDIAN_LITTLE"
+	case ABIAMD64LE:
+		return "SFRAME_ABI_AMD64_ENDIAN_LITTLE"
+	case ABIS390XBE:
+		return "SFRAME_ABI_S390X_ENDIAN_BIG"
+	}
+	return "ABI(" + strconv.Itoa(int(a)) + ")"
+}
+
+func (a ABI) isAArch64() bool { return a == ABIAArch64BE || a == ABIAArch64LE }
+
+// PCType says how an FDE's FRE start offsets match a PC: as offsets from
+// the function's start (PCInc), or from the start of the repeated block
+// the PC is in (PCMask, PLT entries).
+type PCType uint8
 
 // FDE PC types.
 const (
-	PCInc  = 0
-	PCMask = 1
+	PCInc  PCType = 0
+	PCMask PCType = 1
 )
 
-// V3 FDE types.
+// String returns the specification's name ("SFRAME_FDE_TYPE_PCINC", as V1
+// and V2 call it; V3 keeps the values), or the number of an unknown one.
+func (p PCType) String() string {
+	switch p {
+	case PCInc:
+		return "SFRAME_FDE_TYPE_PCINC"
+	case PCMask:
+		return "SFRAME_FDE_TYPE_PCMASK"
+	}
+	return "PCType(" + strconv.Itoa(int(p)) + ")"
+}
+
+// FDEType is a V3 FDE's type: how its FREs' data words read.
+type FDEType uint8
+
+// V3 FDE types (earlier versions have only the default).
 const (
-	FDETypeDefault = 0
-	FDETypeFlex    = 1
+	FDETypeDefault FDEType = 0
+	FDETypeFlex    FDEType = 1
 )
 
-// FRE types: width of the FRE start-address field.
+// String returns the specification's name ("SFRAME_FDE_TYPE_FLEX"), or the
+// number of an unknown one.
+func (t FDEType) String() string {
+	switch t {
+	case FDETypeDefault:
+		return "SFRAME_FDE_TYPE_DEFAULT"
+	case FDETypeFlex:
+		return "SFRAME_FDE_TYPE_FLEX"
+	}
+	return "FDEType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// FREType is the width of an FDE's FRE start-address fields.
+type FREType uint8
+
+// FRE types.
 const (
-	FREAddr1 = 0
-	FREAddr2 = 1
-	FREAddr4 = 2
+	FREAddr1 FREType = 0
+	FREAddr2 FREType = 1
+	FREAddr4 FREType = 2
 )
+
+// String returns the specification's name ("SFRAME_FRE_TYPE_ADDR1"), or
+// the number of an unknown one.
+func (t FREType) String() string {
+	switch t {
+	case FREAddr1:
+		return "SFRAME_FRE_TYPE_ADDR1"
+	case FREAddr2:
+		return "SFRAME_FRE_TYPE_ADDR2"
+	case FREAddr4:
+		return "SFRAME_FRE_TYPE_ADDR4"
+	}
+	return "FREType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// addrSize is the size of the start-address field in bytes (of a known
+// type).
+func (t FREType) addrSize() int { return 1 << t }
 
 // Data-word size codes in the FRE info byte.
 const (
@@ -112,6 +183,38 @@ const (
 	DataWord2 = 1
 	DataWord4 = 2
 )
+
+// fdeInfo is an FDE's function-info byte: its bit fields, each read in one
+// place.
+type fdeInfo uint8
+
+func (i fdeInfo) freType() FREType { return FREType(i & 0xf) }
+func (i fdeInfo) pcType() PCType   { return PCType(i >> 4 & 1) }
+func (i fdeInfo) pauthKeyB() bool  { return i&fdeInfoPauthBit != 0 }
+func (i fdeInfo) signal() bool     { return i&fdeInfoSignalBit != 0 } // V3
+
+// fdeTypeV3 reads the FDE type from a V3 FDE's second info byte.
+func fdeTypeV3(info2 uint8) FDEType { return FDEType(info2 & fdeTypeMaskV3) }
+
+// freInfo is an FRE's info byte.
+type freInfo uint8
+
+func (i freInfo) baseReg() uint8      { return uint8(i & 1) }
+func (i freInfo) numWords() int       { return int(i >> 1 & 0xf) }
+func (i freInfo) wordSizeCode() uint8 { return uint8(i >> 5 & 3) }
+func (i freInfo) mangledRA() bool     { return i&freInfoMangledRABit != 0 }
+
+// wordBits is the number and size of the data words together: FREs with
+// the same wordBits have the same size.
+func (i freInfo) wordBits() int { return int(i & 0x7e) }
+
+// dataSize is the size of the data words in bytes (for a valid size code).
+func (i freInfo) dataSize() int { return i.numWords() << i.wordSizeCode() }
+
+// badWordSize is not zero when the data-word size code is 3, which names
+// no size: then bits 5 and 6 are both set, and bit 6 of i & i<<1 is. A walk
+// over FREs ORs it up and tests once, without a branch per FRE.
+func (i freInfo) badWordSize() freInfo { return i & (i << 1) & 0x40 }
 
 // Error is a decoding error: what is wrong and at which byte offset of the
 // section.
@@ -122,8 +225,8 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("sframe: %s at offset %#x", e.Msg, e.Off) }
 
-func errorf(off int64, format string, args ...any) *Error {
-	return &Error{Off: off, Msg: fmt.Sprintf(format, args...)}
+func errorf[T int | int64](off T, format string, args ...any) *Error {
+	return &Error{Off: int64(off), Msg: fmt.Sprintf(format, args...)}
 }
 
 // Header is the SFrame header, every field preserved.
@@ -131,7 +234,7 @@ type Header struct {
 	Magic      uint16
 	Version    uint8
 	Flags      uint8
-	ABI        uint8
+	ABI        ABI
 	CFAFixedFP int8
 	CFAFixedRA int8
 	AuxHdrLen  uint8
@@ -160,10 +263,10 @@ type FDE struct {
 	RepSize  uint8 // V2, V3
 	Padding  uint16
 
-	PCType    uint8
-	FREType   uint8
-	FDEType   uint8 // FDETypeDefault or FDETypeFlex (always default before V3)
-	Signal    bool  // V3
+	PCType    PCType
+	FREType   FREType
+	FDEType   FDEType // always FDETypeDefault before V3
+	Signal    bool    // V3
 	PauthKeyB bool
 
 	FREs []FRE
@@ -193,27 +296,11 @@ func (f *FRE) UWord(i int) uint32 {
 	return w
 }
 
-// Section is a decoded .sframe section.
+// Section is a whole decoded .sframe section (Decode): the header and every
+// FDE with its FREs.
 type Section struct {
 	Header Header
 	Order  binary.ByteOrder
 	Addr   uint64 // the section's address
 	FDEs   []FDE
 }
-
-// ABIName names an ABI id.
-func ABIName(abi uint8) string {
-	switch abi {
-	case ABIAArch64BE:
-		return "SFRAME_ABI_AARCH64_ENDIAN_BIG"
-	case ABIAArch64LE:
-		return "SFRAME_ABI_AARCH64_ENDIAN_LITTLE"
-	case ABIAMD64LE:
-		return "SFRAME_ABI_AMD64_ENDIAN_LITTLE"
-	case ABIS390XBE:
-		return "SFRAME_ABI_S390X_ENDIAN_BIG"
-	}
-	return fmt.Sprintf("unknown ABI %d", abi)
-}
-
-func isAArch64(abi uint8) bool { return abi == ABIAArch64BE || abi == ABIAArch64LE }

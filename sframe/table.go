@@ -2,21 +2,20 @@ package sframe
 
 import (
 	"encoding/binary"
-	"errors"
 	"sort"
 )
 
-// Table is an SFrame section opened for lookups, decoded lazily in the way
+// Table is an SFrame section opened for reading, decoded lazily in the way
 // of libsframe: Open checks the header and the FDE index (where each
-// function's FRE data starts, the sorted order the header claims; in V1/V2,
-// whose index entries also hold the FRE count and types, those and the
-// total FRE count) but leaves the FREs as bytes; Lookup checks and decodes
-// only the attribute and FREs of the one function that holds the PC, and
-// reports malformed bytes there as an *Error. Lookup does not allocate.
+// function's FRE data starts; in V1/V2, whose index entries also hold the
+// FRE count and types, those and the total FRE count) and finds the
+// functions' address order, but leaves the FREs as bytes. A lookup checks
+// and decodes only the attribute and FREs of the one function that holds
+// the PC, and reports malformed bytes there as an *Error; FDE does the same
+// for the function it reads, Check for all.
 //
 // The section bytes are kept (not copied) and must not change while the
-// Table is in use. Decode gives the fully decoded Section that dump,
-// verify and the encoder use.
+// Table is in use. A Table is safe for concurrent use.
 type Table struct {
 	Header Header
 	Addr   uint64 // the section's address
@@ -24,10 +23,12 @@ type Table struct {
 	b       []byte
 	big     bool
 	pcrel   bool
-	fdeBase int // section offset of the FDE index
-	fdeSize int
-	freBase int // section offset of the FRE sub-section
-	freLen  int
+	v3le    bool // a little-endian V3 section: the lookups' fast path
+	fdeBase int  // section offset of the FDE index
+	fdeSize int  // the size of an index entry
+	startW  int  // the size of an index entry's start field, which the size and FRE offset follow
+	freBase int  // section offset of the FRE sub-section
+	freEnd  int  // section offset of the FRE sub-section's end
 	n       int
 	// order lists FDE indices by start address when the section's index is
 	// not sorted; nil when it is. Positions below are in address order.
@@ -48,52 +49,105 @@ type Table struct {
 // with more, a lookup's forward scan is shorter, at 4 bytes each.
 const granPerFDE = 1
 
-// Lookup errors that are not about malformed data; they do not allocate.
-var (
-	// ErrNoFDE: no function descriptor covers the PC.
-	ErrNoFDE = errors.New("sframe: no FDE covers the PC")
-	// ErrNoFRE: the PC is inside a function but before its first row, or
-	// the function has no rows and that has no meaning (V1/V2).
-	ErrNoFRE = errors.New("sframe: no FRE covers the PC")
-)
-
 // Open checks the header and the FDE index of an SFrame section and returns
-// a Table for lookups. addr is the section's address (see Decode). It
-// allocates the search index: at most 4 bytes per FDE, plus 4 when the
-// section's index is not sorted.
-func Open(b []byte, addr uint64) (*Table, error) {
-	if len(b) < HeaderSize {
-		return nil, errorf(int64(len(b)), "section too short for a header (%d bytes, need %d)", len(b), HeaderSize)
-	}
-	t := &Table{b: b, Addr: addr}
-	switch {
-	case binary.LittleEndian.Uint16(b) == Magic:
-	case binary.BigEndian.Uint16(b) == Magic:
-		t.big = true
-	default:
-		return nil, errorf(0, "bad magic %#04x", binary.LittleEndian.Uint16(b))
-	}
-	h := Header{
-		Magic: Magic, Version: b[2], Flags: b[3], ABI: b[4],
-		CFAFixedFP: int8(b[5]), CFAFixedRA: int8(b[6]), AuxHdrLen: b[7],
-		NumFDEs: t.u32(8), NumFREs: t.u32(12), FRELen: t.u32(16), FDEOff: t.u32(20), FREOff: t.u32(24),
-	}
-	hsz, fdeSize, err := h.checkSizes(len(b))
+// a Table for lookups. addr is the section's address, used to resolve
+// function start offsets (relative to the section start, or to the start
+// field itself when FlagFDEFuncStartPCRel is set). Either byte order is
+// accepted; it is detected from the magic. Every count, offset and length
+// is checked against len(b) before anything is allocated. Open allocates
+// the search index: at most 4 bytes per FDE, plus 4 when the section's
+// index is not sorted by start address (whatever its flag says).
+func Open(b []byte, addr uint64) (*Table, error) { return open(b, addr, true) }
+
+// open is Open; fast selects the little-endian V3 fast path for such a
+// section (the tests compare it with the general code).
+func open(b []byte, addr uint64, fast bool) (*Table, error) {
+	h, big, fdeSize, err := readHeader(b)
 	if err != nil {
 		return nil, err
 	}
-	h.AuxHdr = b[HeaderSize:hsz:hsz]
-	t.Header = h
+	hsz := h.Size()
+	t := &Table{Header: h, Addr: addr, b: b, big: big, fdeSize: fdeSize, startW: 4}
+	if h.Version == Version3 {
+		t.startW = 8
+	}
 	t.pcrel = h.Flags&FlagFDEFuncStartPCRel != 0
 	t.fdeBase = hsz + int(h.FDEOff)
-	t.fdeSize = int(fdeSize)
 	t.freBase = hsz + int(h.FREOff)
-	t.freLen = int(h.FRELen)
+	t.freEnd = t.freBase + int(h.FRELen)
 	t.n = int(h.NumFDEs)
+	t.v3le = fast && h.Version == Version3 && !big
 	if err := t.checkFDEs(); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// readHeader reads and checks the header of section b: the magic (which
+// gives the byte order), a known version and ABI, and the auxiliary
+// header, the FDE index and the FRE sub-section inside the section, with
+// room for NumFREs FREs. It returns the header, the byte order and the
+// size of an FDE index entry.
+func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
+	if len(b) < HeaderSize {
+		return h, false, 0, errorf(len(b), "section too short for a header (%d bytes, need %d)", len(b), HeaderSize)
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	switch {
+	case binary.LittleEndian.Uint16(b) == Magic:
+	case binary.BigEndian.Uint16(b) == Magic:
+		order, big = binary.BigEndian, true
+	default:
+		return h, false, 0, errorf(0, "bad magic %#04x", binary.LittleEndian.Uint16(b))
+	}
+	h = Header{
+		Magic: Magic, Version: b[2], Flags: b[3], ABI: ABI(b[4]),
+		CFAFixedFP: int8(b[5]), CFAFixedRA: int8(b[6]), AuxHdrLen: b[7],
+		NumFDEs: order.Uint32(b[8:]), NumFREs: order.Uint32(b[12:]), FRELen: order.Uint32(b[16:]),
+		FDEOff: order.Uint32(b[20:]), FREOff: order.Uint32(b[24:]),
+	}
+	switch h.Version {
+	case Version1:
+		fdeSize = fdeSizeV1
+	case Version2:
+		fdeSize = fdeSizeV2
+	case Version3:
+		fdeSize = fdeSizeV3
+	default:
+		return h, big, 0, errorf(2, "unsupported version %d", h.Version)
+	}
+	if h.ABI < ABIAArch64BE || h.ABI > ABIS390XBE {
+		return h, big, 0, errorf(4, "unknown ABI/arch id %d", h.ABI)
+	}
+	n := len(b)
+	hsz := h.Size()
+	if hsz > n {
+		return h, big, 0, errorf(7, "auxiliary header length %d runs past the end of the %d-byte section", h.AuxHdrLen, n)
+	}
+	body := uint64(n - hsz)
+	if uint64(h.FDEOff) > body || uint64(h.NumFDEs)*uint64(fdeSize) > body-uint64(h.FDEOff) {
+		return h, big, 0, errorf(8, "%d FDEs of %d bytes at FDE offset %d do not fit in the %d bytes after the header", h.NumFDEs, fdeSize, h.FDEOff, body)
+	}
+	if uint64(h.FREOff) > body || uint64(h.FRELen) > body-uint64(h.FREOff) {
+		return h, big, 0, errorf(16, "FRE sub-section (offset %d, length %d) does not fit in the %d bytes after the header", h.FREOff, h.FRELen, body)
+	}
+	// Every FRE takes at least two bytes.
+	if uint64(h.NumFREs) > uint64(h.FRELen)/2 {
+		return h, big, 0, errorf(12, "%d FREs cannot fit in an FRE sub-section of %d bytes", h.NumFREs, h.FRELen)
+	}
+	h.AuxHdr = b[HeaderSize:hsz:hsz]
+	return h, big, fdeSize, nil
+}
+
+// NumFDEs returns the number of functions in the section.
+func (t *Table) NumFDEs() int { return t.n }
+
+// byteOrder returns the section's byte order.
+func (t *Table) byteOrder() binary.ByteOrder {
+	if t.big {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
 }
 
 func (t *Table) u16(off int) uint16 {
@@ -117,11 +171,30 @@ func (t *Table) u64(off int) uint64 {
 	return binary.LittleEndian.Uint64(t.b[off:])
 }
 
-// start returns the resolved start address of FDE i (index order).
+// The fields of FDE i's index entry (index order), as every version lays
+// them out: the start field (int32 in V1/V2, int64 in V3), the function's
+// size and its FRE offset; then in V1/V2 the FRE count at 12, the info
+// byte at 16, and in V2 the repeat size at 17 and padding at 18. In V3
+// the last three are in the attribute that starts the function's FRE
+// data: FRE count (uint16), info, info2, repeat size. fde decodes an
+// entry; startField, start, size and freOffAt read one field, for
+// searching the index.
+
+func (t *Table) startField(i int) int64 {
+	off := t.fdeBase + i*t.fdeSize
+	if t.startW == 8 {
+		return int64(t.u64(off))
+	}
+	return int64(int32(t.u32(off)))
+}
+
+// start is startField resolved to an address (plus the entry's own offset
+// when starts are PC-relative), spelled out so that it inlines into the
+// index searches.
 func (t *Table) start(i int) uint64 {
 	off := t.fdeBase + i*t.fdeSize
 	var s uint64
-	if t.fdeSize == fdeSizeV3 {
+	if t.startW == 8 {
 		s = t.u64(off)
 	} else {
 		s = uint64(int64(int32(t.u32(off))))
@@ -133,66 +206,237 @@ func (t *Table) start(i int) uint64 {
 	return s
 }
 
-// freOffAt returns FDE i's FRE offset (index order).
-func (t *Table) freOffAt(i int) uint32 {
-	off := t.fdeBase + i*t.fdeSize
-	if t.fdeSize == fdeSizeV3 {
-		return t.u32(off + 12)
-	}
-	return t.u32(off + 8)
-}
+func (t *Table) size(i int) uint32 { return t.u32(t.fdeBase + i*t.fdeSize + t.startW) }
 
-// fdeAt reads FDE i's fields needed for a lookup. freOff is the section
-// offset of its first FRE.
-func (t *Table) fdeAt(i int, d *FDE) (freOff int) {
-	freOff = t.fdeFor(i, t.start(i), t.freOffAt(i), d)
-	off := t.fdeBase + i*t.fdeSize
-	if t.fdeSize == fdeSizeV3 {
-		d.StartOff = int64(t.u64(off))
-	} else {
-		d.StartOff = int64(int32(t.u32(off)))
-	}
-	d.Size = t.size(i)
-	return freOff
-}
+func (t *Table) freOffAt(i int) uint32 { return t.u32(t.fdeBase + i*t.fdeSize + t.startW + 4) }
 
-// fdeFor is fdeAt given FDE i's start address and FRE offset (from findFDE):
-// in V3 the index entry is not read again.
-func (t *Table) fdeFor(i int, start uint64, fo uint32, d *FDE) (freOff int) {
+// fde decodes FDE i (index order) into d, leaving d.FREs alone: its index
+// entry and, in V3, its attribute. It checks what reading the function's
+// FREs relies on: FRE data inside the FRE sub-section, a known FRE and FDE
+// type, and room there for the FREs the FDE claims. It returns the section
+// offset of the function's first FRE. (Open has bounded the index entry,
+// and in V3 the attribute.)
+func (t *Table) fde(i int, d *FDE) (int, error) {
 	off := t.fdeBase + i*t.fdeSize
-	d.Start = start
-	d.FREOff = fo
-	if t.fdeSize == fdeSizeV3 {
-		a := t.freBase + int(fo)
-		d.NumFREs = uint32(t.u16(a))
-		d.Info = t.b[a+2]
-		d.Info2 = t.b[a+3]
-		d.RepSize = t.b[a+4]
-		d.FDEType = d.Info2 & fdeTypeMaskV3
-		d.Signal = d.Info&fdeInfoSignalBit != 0
-		freOff = a + fdeAttrSizeV3
+	d.StartOff, d.Start, d.Size, d.FREOff = t.startField(i), t.start(i), t.u32(off+t.startW), t.u32(off+t.startW+4)
+	pos := t.freBase + int(d.FREOff)
+	d.Padding = 0
+	if t.startW == 8 {
+		a := t.b[pos:][:fdeAttrSizeV3]
+		d.NumFREs, d.Info, d.Info2, d.RepSize = uint32(t.u16(pos)), a[2], a[3], a[4]
+		pos += fdeAttrSizeV3
 	} else {
-		d.NumFREs = t.u32(off + 12)
-		d.Info = t.b[off+16]
+		e := t.b[off:][:fdeSizeV1]
+		d.NumFREs, d.Info, d.Info2, d.RepSize = t.u32(off+12), e[16], 0, 0
 		if t.fdeSize == fdeSizeV2 {
-			d.RepSize = t.b[off+17]
+			d.RepSize, d.Padding = t.b[off+17], t.u16(off+18)
 		}
-		freOff = t.freBase + int(fo)
 	}
-	d.FREType = d.Info & 0xf
-	d.PCType = (d.Info >> 4) & 1
-	d.PauthKeyB = d.Info&fdeInfoPauthBit != 0
-	return freOff
+	info := fdeInfo(d.Info)
+	d.FREType, d.PCType, d.PauthKeyB = info.freType(), info.pcType(), info.pauthKeyB()
+	d.FDEType, d.Signal = FDETypeDefault, false
+	if t.startW == 8 {
+		d.FDEType, d.Signal = fdeTypeV3(d.Info2), info.signal()
+	}
+	if pos > t.freEnd || d.FREType > FREAddr4 || d.FDEType > FDETypeFlex || uint64(d.NumFREs) > uint64(t.freEnd-pos)/2 {
+		return 0, t.errFDE(i, pos, d)
+	}
+	return pos, nil
+}
+
+// errFDE says what fde found wrong with FDE i.
+func (t *Table) errFDE(i, pos int, d *FDE) *Error {
+	off := t.fdeBase + i*t.fdeSize
+	switch {
+	case pos > t.freEnd:
+		return errorf(off, "FDE %d: FRE offset %d past the FRE sub-section (%d bytes)", i, d.FREOff, t.freEnd-t.freBase)
+	case d.FREType > FREAddr4:
+		return errorf(off, "FDE %d: unknown FRE type %d", i, d.FREType)
+	case d.FDEType > FDETypeFlex:
+		return errorf(off, "FDE %d: unknown FDE type %d", i, d.FDEType)
+	}
+	// Every FRE takes at least two bytes.
+	return errorf(off, "FDE %d: %d FREs cannot fit in the %d bytes left in the FRE sub-section", i, d.NumFREs, t.freEnd-pos)
+}
+
+// errAttr reports FDE i's V3 attribute at FRE offset fo running past the
+// FRE sub-section.
+func (t *Table) errAttr(i int, fo uint32) *Error {
+	return errorf(t.fdeBase+i*t.fdeSize+12, "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, fo, t.freEnd-t.freBase)
+}
+
+// errFRECount reports a header whose FRE count is not the FDEs' total.
+func (t *Table) errFRECount(held uint64) *Error {
+	return errorf(12, "header claims %d FREs but the FDEs hold %d", t.Header.NumFREs, held)
+}
+
+// The FRE decoder: fre decodes FRE j of FDE i at section offset pos (the
+// function's start address fields are asz bytes) into f and returns the
+// offset of the next FRE: its header with freHead, its data words with
+// wordsEnd and word. A lookup's walk over a function's FREs reads only
+// their headers, and LookupStep only the words it needs.
+
+// freHead reads the start address field and the info byte of the FRE at
+// pos; false when they run past the FRE sub-section.
+func (t *Table) freHead(pos, asz int) (start uint32, info freInfo, ok bool) {
+	if pos+asz+1 > t.freEnd {
+		return
+	}
+	switch asz {
+	case 1:
+		start = uint32(t.b[pos])
+	case 2:
+		start = uint32(t.u16(pos))
+	default:
+		start = t.u32(pos)
+	}
+	return start, freInfo(t.b[pos+asz]), true
+}
+
+// errFREHead reports FRE j of FDE i at pos, whose header freHead could not
+// read or whose info byte has no data-word size.
+func (t *Table) errFREHead(i, j, pos, asz int) *Error {
+	if pos+asz+1 > t.freEnd {
+		return errorf(pos, "FDE %d FRE %d: truncated FRE header", i, j)
+	}
+	return errorf(pos+asz, "FDE %d FRE %d: bad data-word size code %d", i, j, freInfo(t.b[pos+asz]).wordSizeCode())
+}
+
+func (t *Table) fre(i, j, pos, asz int, f *FRE) (int, error) {
+	s, info, ok := t.freHead(pos, asz)
+	if !ok || info.wordSizeCode() > DataWord4 {
+		return 0, t.errFREHead(i, j, pos, asz)
+	}
+	at := pos + asz + 1
+	end, ok := t.wordsEnd(info, at)
+	if !ok {
+		return 0, errWords(i, j, info, at)
+	}
+	n := info.numWords()
+	f.StartOff, f.Info, f.BaseReg, f.NumWords, f.WordSize, f.MangledRA = s, uint8(info), info.baseReg(), uint8(n), 1<<info.wordSizeCode(), info.mangledRA()
+	ws := f.Words[:n]
+	switch info.wordSizeCode() {
+	case DataWord1:
+		for k := range ws {
+			ws[k] = int32(int8(t.b[at+k]))
+		}
+	case DataWord2:
+		for k := range ws {
+			ws[k] = int32(int16(t.u16(at + 2*k)))
+		}
+	default:
+		for k := range ws {
+			ws[k] = int32(t.u32(at + 4*k))
+		}
+	}
+	return end, nil
+}
+
+// wordsEnd returns the end of the data words of an FRE with info byte
+// info (of a known size code) that start at section offset at, and
+// whether they end inside the FRE sub-section (errWords says when not).
+func (t *Table) wordsEnd(info freInfo, at int) (int, bool) {
+	end := at + info.dataSize()
+	return end, end <= t.freEnd
+}
+
+func errWords(i, j int, info freInfo, at int) *Error {
+	return errorf(at, "FDE %d FRE %d: %d data words of %d bytes run past the FRE sub-section", i, j, info.numWords(), 1<<info.wordSizeCode())
+}
+
+// word returns data word k, sign-extended, of an FRE with info byte info
+// whose words start at section offset at (and end inside the FRE
+// sub-section: wordsEnd).
+func (t *Table) word(info freInfo, at, k int) int32 {
+	switch info.wordSizeCode() {
+	case DataWord1:
+		return int32(int8(t.b[at+k]))
+	case DataWord2:
+		return int32(int16(t.u16(at + 2*k)))
+	}
+	return int32(t.u32(at + 4*k))
+}
+
+// FDE decodes function i (index order, 0 <= i < NumFDEs) and its FREs into
+// d. The FREs go into d.FREs' memory, which is reused: they stay valid
+// until the next call with the same d. Malformed bytes give an *Error.
+func (t *Table) FDE(i int, d *FDE) error {
+	pos, err := t.fde(i, d)
+	if err != nil {
+		return err
+	}
+	d.FREs = grow(d.FREs, int(d.NumFREs))
+	return t.fres(i, pos, d)
+}
+
+// grow returns s resized to n elements, reusing its memory when it can.
+func grow(s []FRE, n int) []FRE {
+	if cap(s) < n {
+		return make([]FRE, n)
+	}
+	return s[:n]
+}
+
+// fres decodes the FREs of FDE i (read by fde, whose first FRE is at pos)
+// into d.FREs, one per FRE.
+func (t *Table) fres(i, pos int, d *FDE) error {
+	asz := d.FREType.addrSize()
+	for j := range d.FREs {
+		f := &d.FREs[j]
+		var err error
+		if pos, err = t.fre(i, j, pos, asz, f); err != nil {
+			return err
+		}
+		clear(f.Words[f.NumWords:]) // as a fresh FRE has them, in reused memory
+	}
+	return nil
+}
+
+// Check decodes every function and its FREs and checks that the header's
+// FRE count is their total, without keeping what it decodes: the checks
+// Decode makes, with the same errors. After it returns nil, FDE and the
+// lookups report no malformed bytes.
+func (t *Table) Check() error {
+	var d FDE
+	return t.decodeAll(func(int) *FDE { return &d }, grow)
+}
+
+// decodeAll decodes FDE i and its FREs into fde(i), for each i in index
+// order, with d.FREs = fres(d.FREs, number of FREs), and checks the
+// header's FRE count: the FDEs may not claim more FREs than the header
+// has left for them (fres may hand out FREs the header counted), and
+// must hold all of them.
+func (t *Table) decodeAll(fde func(i int) *FDE, fres func(s []FRE, n int) []FRE) error {
+	left := uint64(t.Header.NumFREs)
+	for i := 0; i < t.n; i++ {
+		d := fde(i)
+		pos, err := t.fde(i, d)
+		if err != nil {
+			return err
+		}
+		if uint64(d.NumFREs) > left {
+			return errorf(t.fdeBase+i*t.fdeSize, "FDE %d: %d FREs exceed the header's remaining FRE count %d", i, d.NumFREs, left)
+		}
+		left -= uint64(d.NumFREs)
+		d.FREs = fres(d.FREs, int(d.NumFREs))
+		if err := t.fres(i, pos, d); err != nil {
+			return err
+		}
+	}
+	if left != 0 {
+		return t.errFRECount(uint64(t.Header.NumFREs) - left)
+	}
+	return nil
 }
 
 // checkFDEs validates every FDE so that lookups only need to bound the FRE
-// bytes of one function, checks the order the header claims, and builds
-// the search index (gran; order for an unsorted index).
+// bytes of one function, and builds the search index (gran; order for an
+// index not sorted by start address).
 func (t *Table) checkFDEs() error {
 	var sorted bool
 	var last uint64
 	var err error
-	if t.fdeSize == fdeSizeV3 && !t.big {
+	if t.v3le {
 		sorted, last, err = t.checkV3LE()
 	} else {
 		sorted, last, err = t.checkAny()
@@ -200,10 +444,8 @@ func (t *Table) checkFDEs() error {
 	if err != nil {
 		return err
 	}
-	if t.Header.Flags&FlagFDESorted != 0 && !sorted {
-		return errorf(3, "FDE index is flagged sorted but is not sorted by start address")
-	}
 	if !sorted {
+		// An index flagged sorted that is not is searched as it is.
 		t.order = make([]uint32, t.n)
 		for i := range t.order {
 			t.order[i] = uint32(i)
@@ -222,7 +464,7 @@ func (t *Table) checkFDEs() error {
 		t.shift++
 	}
 	t.gran = make([]uint32, span>>t.shift+1)
-	if t.order == nil && t.fdeSize == fdeSizeV3 && !t.big {
+	if t.order == nil && t.v3le {
 		t.granV3LE()
 	} else {
 		for k := 0; k < t.n; k++ {
@@ -266,6 +508,11 @@ func (t *Table) v3StartTerms() (add, inc uint64) {
 	return t.Addr, 0
 }
 
+// The little-endian V3 fast path: granV3LE, checkV3LE and the V3 branch of
+// findFDE read the index entries directly, and walkV3LE a function's FREs
+// (lookup.go). What they do is what the general code does on any section,
+// which the tests compare them with.
+
 // granV3LE marks gran for a sorted little-endian V3 index, reading the
 // start fields in one pass (Open's second and last).
 func (t *Table) granV3LE() {
@@ -288,7 +535,7 @@ func (t *Table) granV3LE() {
 func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 	const es = fdeSizeV3
 	ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
-	freLen := uint64(t.freLen)
+	freLen := uint64(t.freEnd - t.freBase)
 	add, inc := t.v3StartTerms()
 	if t.n > 0 {
 		t.base = binary.LittleEndian.Uint64(ents) + add
@@ -299,9 +546,9 @@ func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 		e := ents[:es:es]
 		if fo := binary.LittleEndian.Uint32(e[12:]); uint64(fo)+fdeAttrSizeV3 > freLen {
 			// The attribute (FRE count and types) lives in the FRE
-			// sub-section, spread over the whole section: Lookup reads
+			// sub-section, spread over the whole section: a lookup reads
 			// it for the one function it needs, so Open only bounds it.
-			return false, 0, errorf(int64(t.fdeBase+i*es+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, fo, t.freLen)
+			return false, 0, t.errAttr(i, fo)
 		}
 		s := binary.LittleEndian.Uint64(e) + add
 		if s < prev {
@@ -314,10 +561,12 @@ func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 	return sorted, prev, nil
 }
 
-// checkAny is checkV3LE for any version and byte order; in V1/V2 it also
-// checks each entry's FRE count and type and the header's total.
+// checkAny is checkV3LE for any version and byte order; in V1/V2, whose
+// index entries hold the FRE count and types, it also decodes and checks
+// each entry (fde) and checks the header's total.
 func (t *Table) checkAny() (sorted bool, last uint64, err error) {
 	var total uint64
+	var d FDE
 	v3 := t.fdeSize == fdeSizeV3
 	sorted = true
 	if t.n > 0 {
@@ -325,26 +574,15 @@ func (t *Table) checkAny() (sorted bool, last uint64, err error) {
 	}
 	prev := t.base
 	for i := 0; i < t.n; i++ {
-		off := t.fdeBase + i*t.fdeSize
 		if v3 {
-			if freOff := uint64(t.u32(off + 12)); freOff+fdeAttrSizeV3 > uint64(t.freLen) {
-				return false, 0, errorf(int64(off+12), "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
+			if fo := t.freOffAt(i); uint64(fo)+fdeAttrSizeV3 > uint64(t.freEnd-t.freBase) {
+				return false, 0, t.errAttr(i, fo)
 			}
 		} else {
-			freOff := uint64(t.u32(off + 8))
-			nfres := uint64(t.u32(off + 12))
-			info := t.b[off+16]
-			if freOff > uint64(t.freLen) {
-				return false, 0, errorf(int64(off), "FDE %d: FRE offset %d past the FRE sub-section (%d bytes)", i, freOff, t.freLen)
+			if _, err := t.fde(i, &d); err != nil {
+				return false, 0, err
 			}
-			if info&0xf > FREAddr4 {
-				return false, 0, errorf(int64(off), "FDE %d: unknown FRE type %d", i, info&0xf)
-			}
-			// Every FRE takes at least two bytes.
-			if nfres > (uint64(t.freLen)-freOff)/2 {
-				return false, 0, errorf(int64(off), "FDE %d: %d FREs cannot fit in the %d bytes after FRE offset %d", i, nfres, uint64(t.freLen)-freOff, freOff)
-			}
-			total += nfres
+			total += uint64(d.NumFREs)
 		}
 		s := t.start(i)
 		if s < prev {
@@ -353,19 +591,9 @@ func (t *Table) checkAny() (sorted bool, last uint64, err error) {
 		prev = s
 	}
 	if !v3 && total != uint64(t.Header.NumFREs) {
-		return false, 0, errorf(12, "header claims %d FREs but the FDEs hold %d", t.Header.NumFREs, total)
+		return false, 0, t.errFRECount(total)
 	}
 	return sorted, prev, nil
-}
-
-// NumFDEs returns the number of functions in the section.
-func (t *Table) NumFDEs() int { return t.n }
-
-// FDE returns the fields of FDE i (in index order) without its FREs.
-func (t *Table) FDE(i int) FDE {
-	var d FDE
-	t.fdeAt(i, &d)
-	return d
 }
 
 // at returns the FDE index at position k of the address order.
@@ -377,7 +605,9 @@ func (t *Table) at(k int) int {
 }
 
 // findFDE returns the index of the FDE covering pc, or -1, with its start
-// address, size and FRE offset.
+// address, size and FRE offset: of the functions that start last at or
+// before pc, the last in index order that covers it (zero-sized functions
+// and other ones may share a start).
 func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
 	if t.gran == nil || pc < t.base {
 		return -1, 0, 0, 0
@@ -390,7 +620,7 @@ func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
 		g = uint64(len(t.gran) - 1)
 	}
 	k := int(t.gran[g])
-	if t.order == nil && t.fdeSize == fdeSizeV3 && !t.big {
+	if t.order == nil && t.v3le {
 		// What cfi2sframe and GNU write: one 16-byte index entry holds
 		// start, size and FRE offset.
 		const es = fdeSizeV3
@@ -425,7 +655,10 @@ func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
 	}
 	// Not in the function that starts last at or before pc: one with the
 	// same start (zero-sized ones come first), or none.
-	return t.slowFind(pc, t.back(pc, k+1))
+	if i = t.back(pc, k+1); i < 0 {
+		return -1, 0, 0, 0
+	}
+	return i, t.start(i), t.size(i), t.freOffAt(i)
 }
 
 // searchPositions returns the last position in [lo, hi] whose function
@@ -443,14 +676,6 @@ func (t *Table) searchPositions(pc uint64, lo, hi int) int {
 	return lo
 }
 
-// slowFind completes findFDE for FDE i (-1: none) from its index entry.
-func (t *Table) slowFind(pc uint64, i int) (int, uint64, uint32, uint32) {
-	if i < 0 {
-		return -1, 0, 0, 0
-	}
-	return i, t.start(i), t.size(i), t.freOffAt(i)
-}
-
 // back returns the FDE that covers pc among those at positions before k
 // (the first position starting past pc): the one at k-1, or one with the
 // same start before it (zero-sized functions come first).
@@ -466,377 +691,4 @@ func (t *Table) back(pc uint64, k int) int {
 		}
 	}
 	return -1
-}
-
-// size returns the function size of FDE i.
-func (t *Table) size(i int) uint32 {
-	off := t.fdeBase + i*t.fdeSize
-	if t.fdeSize == fdeSizeV3 {
-		return t.u32(off + 8)
-	}
-	return t.u32(off + 4)
-}
-
-// Lookup returns the rule that applies at pc, decoding only the FREs of
-// the function that holds it: ErrNoFDE when no function covers pc,
-// ErrNoFRE when pc is before the function's first row, a *Error when that
-// function's FRE bytes are malformed. A V3 default-type FDE without FREs
-// marks an outermost frame (Rule.RAUndefined); a signal FDE without FREs
-// gives a Rule with Signal and NoFREs set. It does not allocate unless the
-// data is malformed.
-func (t *Table) Lookup(pc uint64) (Rule, error) {
-	var r Rule
-	err := t.LookupInto(pc, &r)
-	return r, err
-}
-
-// LookupInto is Lookup writing the rule into *r (the zero Rule on an
-// error), for callers that step many frames: it saves copying the Rule.
-func (t *Table) LookupInto(pc uint64, r *Rule) error {
-	if err := t.lookup(pc, r); err != nil {
-		*r = Rule{}
-		return err
-	}
-	return nil
-}
-
-func (t *Table) lookup(pc uint64, r *Rule) error {
-	var d FDE
-	_, found, asz, err := t.row(pc, &d)
-	if err != nil {
-		return err
-	}
-	if d.NumFREs == 0 {
-		*r = Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
-			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
-		switch {
-		case d.Signal:
-			return nil
-		case t.Header.Version == Version3 && d.FDEType == FDETypeDefault:
-			r.RAUndefined = true
-			return nil
-		}
-		return ErrNoFRE
-	}
-	var f FRE
-	if err := t.decodeFRE(found, asz, &f); err != nil {
-		return err
-	}
-	interpretInto(&t.Header, &d, &f, r)
-	return nil
-}
-
-// row finds the function holding pc (FDE i, read into *d) and the
-// section offset of the FRE that applies at pc, whose start address field
-// is asz bytes. A function without FREs gives d.NumFREs == 0 and no error.
-func (t *Table) row(pc uint64, d *FDE) (i, found, asz int, err error) {
-	i, start, size, fo := t.findFDE(pc)
-	if i < 0 {
-		return i, 0, 0, ErrNoFDE
-	}
-	d.Size = size
-	pos := t.fdeFor(i, start, fo, d)
-	if d.FREType > FREAddr4 {
-		return i, 0, 0, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FRE type %d", i, d.FREType)
-	}
-	if d.FDEType > FDETypeFlex {
-		return i, 0, 0, errorf(int64(t.fdeBase+i*t.fdeSize), "FDE %d: unknown FDE type %d", i, d.FDEType)
-	}
-	if d.NumFREs == 0 {
-		return i, 0, 0, nil
-	}
-	off := pc - d.Start
-	if d.PCType == PCMask && d.RepSize != 0 {
-		off %= uint64(d.RepSize)
-	}
-	// The last FRE starting at or before off: FREs have different sizes,
-	// so walk them (as libsframe does), stopping at the first past off.
-	b := t.b[:t.freBase+t.freLen]
-	asz = 1 << d.FREType
-	found = -1
-	j := 0
-	if asz == 1 {
-		// The common case, 1-byte start addresses, without the switch;
-		// on bad or truncated bytes it stops and leaves the report to
-		// the general loop below, which starts again at FRE j.
-		for n := int(d.NumFREs); j < n && pos+2 <= len(b); j++ {
-			info := b[pos+1]
-			if uint64(b[pos]) > off || (info>>5)&3 > DataWord4 {
-				break
-			}
-			found = pos
-			pos += 2 + int((info>>1)&0xf)<<((info>>5)&3)
-		}
-	} else if asz == 2 && !t.big {
-		// Likewise for 2-byte little-endian ones (large functions).
-		for n := int(d.NumFREs); j < n && pos+3 <= len(b); j++ {
-			info := b[pos+2]
-			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off || (info>>5)&3 > DataWord4 {
-				break
-			}
-			found = pos
-			pos += 3 + int((info>>1)&0xf)<<((info>>5)&3)
-		}
-	}
-	for ; j < int(d.NumFREs); j++ {
-		if pos+asz+1 > len(b) {
-			return i, 0, 0, errorf(int64(pos), "FDE %d FRE %d: truncated FRE header", i, j)
-		}
-		var s uint32
-		switch asz {
-		case 1:
-			s = uint32(b[pos])
-		case 2:
-			s = uint32(t.u16(pos))
-		default:
-			s = t.u32(pos)
-		}
-		if uint64(s) > off {
-			break
-		}
-		info := b[pos+asz]
-		if (info>>5)&3 > DataWord4 {
-			return i, 0, 0, errorf(int64(pos+asz), "FDE %d FRE %d: bad data-word size code %d", i, j, (info>>5)&3)
-		}
-		found = pos
-		pos += asz + 1 + int((info>>1)&0xf)<<((info>>5)&3)
-	}
-	if found < 0 {
-		return i, 0, 0, ErrNoFRE
-	}
-	return i, found, asz, nil
-}
-
-// rowV3LE is row for LookupStep on a little-endian V3 section: the
-// position and address size of the FRE at pc when its FDE is a default,
-// non-signal one with FREs; false otherwise, and on any error (LookupStep's
-// caller then asks Lookup, which reports it).
-func (t *Table) rowV3LE(pc uint64) (pos, asz int, ok bool) {
-	i, start, _, fo := t.findFDE(pc)
-	if i < 0 {
-		return 0, 0, false
-	}
-	b := t.b[:t.freBase+t.freLen]
-	a := t.freBase + int(fo)
-	if a+fdeAttrSizeV3 > len(b) {
-		return 0, 0, false
-	}
-	n := int(binary.LittleEndian.Uint16(b[a:]))
-	info, info2, rep := b[a+2], b[a+3], b[a+4]
-	if n == 0 || info&fdeInfoSignalBit != 0 || info2&fdeTypeMaskV3 != FDETypeDefault || info&0xf > FREAddr4 {
-		return 0, 0, false
-	}
-	off := pc - start
-	if (info>>4)&1 == PCMask && rep != 0 {
-		off %= uint64(rep)
-	}
-	// The last FRE starting at or before off. An FRE's info byte with
-	// data-word size code 3 (invalid) has bits 5 and 6 set: bad collects
-	// x & x<<1 of every FRE walked past, and any such makes the walk
-	// fail (Lookup then reports the FRE); the size it computed meanwhile
-	// is only used to stop, bounded by b.
-	//
-	// Each FRE's place depends on the size of the one before, read from
-	// its info byte: a chain of a load and arithmetic per FRE. Most FREs
-	// have as many words of the same size as the one before (a prologue's
-	// pushes), so when the info byte's word bits are those of the last
-	// size computed, the walk takes that size in a branch: the processor
-	// predicts it and starts on the next FRE before the byte arrives.
-	pos = a + fdeAttrSizeV3
-	found, bad := -1, byte(0)
-	const wordBits = 0x7e // number and size of the data words
-	last, lsz := -1, 0    // the word bits whose size is lsz
-	switch info & 0xf {
-	case FREAddr1:
-		for ; n > 0 && pos+2 <= len(b); n-- {
-			if uint64(b[pos]) > off {
-				break
-			}
-			x := b[pos+1]
-			found = pos
-			if int(x&wordBits) == last {
-				pos += lsz
-				continue
-			}
-			bad |= x & (x << 1)
-			last, lsz = int(x&wordBits), 2+int((x>>1)&0xf)<<((x>>5)&3)
-			pos += lsz
-		}
-		asz = 1
-	case FREAddr2:
-		for ; n > 0 && pos+3 <= len(b); n-- {
-			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off {
-				break
-			}
-			x := b[pos+2]
-			found = pos
-			if int(x&wordBits) == last {
-				pos += lsz
-				continue
-			}
-			bad |= x & (x << 1)
-			last, lsz = int(x&wordBits), 3+int((x>>1)&0xf)<<((x>>5)&3)
-			pos += lsz
-		}
-		asz = 2
-	default:
-		for ; n > 0 && pos+5 <= len(b); n-- {
-			if uint64(binary.LittleEndian.Uint32(b[pos:])) > off {
-				break
-			}
-			x := b[pos+4]
-			found = pos
-			if int(x&wordBits) == last {
-				pos += lsz
-				continue
-			}
-			bad |= x & (x << 1)
-			last, lsz = int(x&wordBits), 5+int((x>>1)&0xf)<<((x>>5)&3)
-			pos += lsz
-		}
-		asz = 4
-	}
-	// A walk cut short by the end of the bytes (n > 0 and no FRE header
-	// fits at pos) is a truncated section: let Lookup report it.
-	if found < 0 || bad&0x40 != 0 || (n > 0 && pos+asz+1 > len(b)) {
-		return 0, 0, false
-	}
-	return found, asz, true
-}
-
-// StepRule is the rule of an ordinary row in the form a stack walker
-// applies without interpreting a Rule: the CFA is SP or FP plus CFAOff;
-// the return address is at CFA+RAOff when StepRASaved is set, else still
-// in the ABI's link register (AArch64); FP is at CFA+FPOff when
-// StepFPSaved is set, else unchanged.
-type StepRule struct {
-	CFAOff int32
-	RAOff  int32
-	FPOff  int32
-	Flags  uint8
-}
-
-// StepRule flags.
-const (
-	StepCFAFromFP uint8 = 1 << iota // the CFA's base is FP, not SP
-	StepRASaved                     // RA at CFA+RAOff
-	StepFPSaved                     // FP at CFA+FPOff
-	StepMangledRA                   // RA is signed (AArch64 PAC)
-)
-
-// LookupStep is Lookup for the common case, for stack walkers: when the
-// row that applies at pc belongs to a default-type FDE that is not a
-// signal frame, has data words (is not the outermost marker) and is of an
-// AMD64 or AArch64 section, it fills *s and returns true. Otherwise,
-// including on every error, it returns false, and the caller asks Lookup
-// (which says which error, or gives the full Rule). It does not allocate.
-func (t *Table) LookupStep(pc uint64, s *StepRule) bool {
-	h := &t.Header
-	if h.ABI == ABIS390XBE {
-		return false
-	}
-	var pos, asz int
-	if t.fdeSize == fdeSizeV3 && !t.big {
-		// What cfi2sframe and GNU as write for x86-64: read the FDE
-		// attribute here rather than fill an FDE.
-		var ok bool
-		if pos, asz, ok = t.rowV3LE(pc); !ok {
-			return false
-		}
-	} else {
-		var d FDE
-		var err error
-		_, pos, asz, err = t.row(pc, &d)
-		if err != nil || d.NumFREs == 0 || d.Signal || d.FDEType != FDETypeDefault {
-			return false
-		}
-	}
-	info := t.b[pos+asz]
-	n := int((info >> 1) & 0xf)
-	wsz := int(1) << ((info >> 5) & 3)
-	pos += asz + 1
-	if n == 0 || pos+n*wsz > t.freBase+t.freLen {
-		return false
-	}
-	// A default row's rule is in its first three words (Lookup ignores
-	// any more).
-	var w [3]int32
-	for k := 0; k < min(n, 3); k++ {
-		switch wsz {
-		case 1:
-			w[k] = int32(int8(t.b[pos]))
-		case 2:
-			w[k] = int32(int16(t.u16(pos)))
-		default:
-			w[k] = int32(t.u32(pos))
-		}
-		pos += wsz
-	}
-	var fl uint8
-	if info&1 == BaseRegFP {
-		fl = StepCFAFromFP
-	}
-	if info&freInfoMangledRABit != 0 {
-		fl |= StepMangledRA
-	}
-	s.CFAOff = w[0]
-	i := 1
-	switch {
-	case h.CFAFixedRA != CFAFixedRAInvalid:
-		fl |= StepRASaved
-		s.RAOff = int32(h.CFAFixedRA)
-	case h.ABI == ABIAMD64LE:
-		return false // no fixed RA slot on AMD64: not a section converters write
-	case n > i:
-		fl |= StepRASaved
-		s.RAOff = w[i]
-		i++
-	}
-	switch {
-	case h.CFAFixedFP != CFAFixedFPInvalid:
-		fl |= StepFPSaved
-		s.FPOff = int32(h.CFAFixedFP)
-	case n > i:
-		fl |= StepFPSaved
-		s.FPOff = w[i]
-	}
-	s.Flags = fl
-	return true
-}
-
-func (t *Table) decodeFRE(pos, asz int, f *FRE) error {
-	end := t.freBase + t.freLen
-	switch asz {
-	case 1:
-		f.StartOff = uint32(t.b[pos])
-	case 2:
-		f.StartOff = uint32(t.u16(pos))
-	default:
-		f.StartOff = t.u32(pos)
-	}
-	f.Info = t.b[pos+asz]
-	f.BaseReg = f.Info & 1
-	f.NumWords = (f.Info >> 1) & 0xf
-	sz := (f.Info >> 5) & 3
-	if sz > DataWord4 {
-		return errorf(int64(pos+asz), "bad data-word size code %d", sz)
-	}
-	f.WordSize = 1 << sz
-	f.MangledRA = f.Info&freInfoMangledRABit != 0
-	pos += asz + 1
-	if pos+int(f.NumWords)*int(f.WordSize) > end {
-		return errorf(int64(pos), "%d data words of %d bytes run past the FRE sub-section", f.NumWords, f.WordSize)
-	}
-	for k := 0; k < int(f.NumWords); k++ {
-		switch f.WordSize {
-		case 1:
-			f.Words[k] = int32(int8(t.b[pos]))
-		case 2:
-			f.Words[k] = int32(int16(t.u16(pos)))
-		default:
-			f.Words[k] = int32(t.u32(pos))
-		}
-		pos += int(f.WordSize)
-	}
-	return nil
 }

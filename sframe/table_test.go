@@ -4,57 +4,138 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-// sameAsFindFRE checks Table.Lookup against the fully decoded section's
-// FindFRE at pc.
-func sameAsFindFRE(t *testing.T, s *sframe.Section, tb *sframe.Table, pc uint64) {
-	t.Helper()
-	want, wok := s.FindFRE(pc)
-	got, err := tb.Lookup(pc)
-	if got.NoFREs {
-		// FindFRE has no answer for an FDE without FREs; Lookup gives
-		// the V3 outermost or signal marker.
-		if wok || err != nil || !(got.Signal || got.RAUndefined) {
-			t.Errorf("pc %#x: Lookup = %+v, %v; FindFRE ok=%v", pc, got, err, wok)
+// ref is Table.Lookup computed from a decoded Section in the plainest
+// way: the oracle the Table's lookups (its fast path and its general
+// code) are compared with.
+type ref struct {
+	s   *sframe.Section
+	tb  *sframe.Table // for Interpret
+	pos []int         // FDE indices by start address, stable
+}
+
+func newRef(s *sframe.Section, tb *sframe.Table) *ref {
+	r := &ref{s: s, tb: tb, pos: make([]int, len(s.FDEs))}
+	for i := range r.pos {
+		r.pos[i] = i
+	}
+	sort.SliceStable(r.pos, func(a, b int) bool { return s.FDEs[r.pos[a]].Start < s.FDEs[r.pos[b]].Start })
+	return r
+}
+
+// lookup: of the functions that start last at or before pc, the last in
+// index order that covers it; then its FREs in order up to the first that
+// starts past pc.
+func (r *ref) lookup(pc uint64) (sframe.Rule, error) {
+	fdes := r.s.FDEs
+	k := sort.Search(len(r.pos), func(k int) bool { return fdes[r.pos[k]].Start > pc }) - 1
+	var d *sframe.FDE
+	for j := k; j >= 0 && fdes[r.pos[j]].Start == fdes[r.pos[k]].Start; j-- {
+		if c := &fdes[r.pos[j]]; pc-c.Start < uint64(c.Size) {
+			d = c
+			break
 		}
-		return
 	}
-	if wok != (err == nil) {
-		t.Errorf("pc %#x: Lookup err %v, FindFRE ok %v", pc, err, wok)
-		return
+	if d == nil {
+		return sframe.Rule{}, sframe.ErrNoFDE
 	}
-	if err != nil && !errors.Is(err, sframe.ErrNoFDE) && !errors.Is(err, sframe.ErrNoFRE) {
-		t.Errorf("pc %#x: Lookup err %v", pc, err)
+	if len(d.FREs) == 0 {
+		rule := sframe.Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType, Flex: d.FDEType == sframe.FDETypeFlex,
+			Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
+		switch {
+		case d.Signal:
+			return rule, nil
+		case r.s.Header.Version == sframe.Version3 && d.FDEType == sframe.FDETypeDefault:
+			rule.RAUndefined = true
+			return rule, nil
+		}
+		return sframe.Rule{}, sframe.ErrNoFRE
 	}
-	if got != want {
-		t.Errorf("pc %#x: Lookup = %+v, FindFRE = %+v", pc, got, want)
+	off := pc - d.Start
+	if d.PCType == sframe.PCMask && d.RepSize != 0 {
+		off %= uint64(d.RepSize)
 	}
-	sameAsLookup(t, tb, pc, got, err)
+	var f *sframe.FRE
+	for j := range d.FREs {
+		if uint64(d.FREs[j].StartOff) > off {
+			break
+		}
+		f = &d.FREs[j]
+	}
+	if f == nil {
+		return sframe.Rule{}, sframe.ErrNoFRE
+	}
+	return r.tb.Interpret(d, f), nil
+}
+
+// tables opens b with Open and with OpenGeneral: the same section with and
+// without the little-endian V3 fast path.
+func tables(t testing.TB, b []byte, addr uint64) []*sframe.Table {
+	t.Helper()
+	fast, err := sframe.Open(b, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	general, err := sframe.OpenGeneral(b, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*sframe.Table{fast, general}
+}
+
+// sameAsRef checks each table's Lookup at pc against the oracle's, and its
+// LookupStep against its Lookup.
+func sameAsRef(t *testing.T, r *ref, pc uint64, tbs ...*sframe.Table) {
+	t.Helper()
+	want, werr := r.lookup(pc)
+	for _, tb := range tbs {
+		got, err := tb.Lookup(pc)
+		if got != want || err != werr {
+			t.Errorf("pc %#x: Lookup = %+v, %v; want %+v, %v", pc, got, err, want, werr)
+		}
+		sameAsLookup(t, tb, pc, got, err)
+	}
+}
+
+// sameErr says whether two lookup errors are the same: the same sentinel,
+// or *Errors that say the same.
+func sameErr(a, b error) bool {
+	return a == b || a != nil && b != nil && a.Error() == b.Error()
 }
 
 // sameAsLookup checks Table.LookupStep against Lookup's answer at pc: it
 // must take exactly the ordinary rows (a default, non-signal FDE's row
-// with data words, AMD64 or AArch64) and say what the Rule says.
+// with data words, AMD64 with a fixed RA offset or AArch64) and say what
+// the Rule says, give Lookup's errors, and ErrNeedsRule for the other
+// rows and for functions of other kinds (where Lookup may find malformed
+// bytes).
 func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err error) {
 	t.Helper()
 	var s sframe.StepRule
-	ok := tb.LookupStep(pc, &s)
+	serr := tb.LookupStep(pc, &s)
 	h := &tb.Header
-	want := err == nil && !r.NoFREs && !r.Flex && !r.Signal && !r.RAUndefined && h.ABI != sframe.ABIS390XBE &&
-		!(h.ABI == sframe.ABIAMD64LE && h.CFAFixedRA == sframe.CFAFixedRAInvalid)
-	if ok != want {
-		t.Errorf("pc %#x: LookupStep = %v, want %v (Lookup %+v, %v)", pc, ok, want, r, err)
+	ordinary := err == nil && !r.NoFREs && !r.Flex && !r.Signal && !r.RAUndefined &&
+		h.ABI != sframe.ABIS390XBE && !(h.ABI == sframe.ABIAMD64LE && h.CFAFixedRA == sframe.CFAFixedRAInvalid)
+	switch {
+	case serr == sframe.ErrNeedsRule && !ordinary:
 		return
-	}
-	if !ok {
+	case serr == nil && ordinary:
+	case !sameErr(serr, err) || ordinary || serr == nil:
+		t.Errorf("pc %#x: LookupStep = %v, want %v or ErrNeedsRule (Lookup %+v, ordinary %v)", pc, serr, err, r, ordinary)
 		return
+	default:
+		return // the same error
 	}
 	g := sframe.Rule{FuncStart: r.FuncStart, FuncSize: r.FuncSize, FREStart: r.FREStart, PCType: r.PCType, PauthKeyB: r.PauthKeyB}
 	g.MangledRA = s.Flags&sframe.StepMangledRA != 0
@@ -79,9 +160,10 @@ func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err 
 	}
 }
 
-// TestTableFixtures: on every fixture, Open accepts what Decode accepts and
-// Lookup answers FindFRE's answer at every PC of every function (and just
-// outside each).
+// TestTableFixtures: on every fixture, Open accepts what Decode accepts,
+// FDE reads what Decode holds, and Lookup answers the oracle's answer at
+// every PC of every function (and just outside each), with and without
+// the fast path.
 func TestTableFixtures(t *testing.T) {
 	for _, path := range fixtures(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -90,40 +172,38 @@ func TestTableFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tb, err := sframe.Open(es.Data, es.Addr)
-			if err != nil {
-				t.Fatal(err)
+			tbs := tables(t, es.Data, es.Addr)
+			if tbs[0].NumFDEs() != len(s.FDEs) {
+				t.Fatalf("NumFDEs %d, want %d", tbs[0].NumFDEs(), len(s.FDEs))
 			}
-			if tb.NumFDEs() != len(s.FDEs) {
-				t.Fatalf("NumFDEs %d, want %d", tb.NumFDEs(), len(s.FDEs))
-			}
+			r := newRef(s, tbs[0])
 			pcs := 0
-			// Relocatable objects' functions overlap (one address space
-			// per text section): compare only the FDE fields.
-			rel := strings.HasSuffix(path, ".o")
+			var d sframe.FDE
 			for i := range s.FDEs {
-				d := &s.FDEs[i]
-				if got := tb.FDE(i); got.Start != d.Start || got.Size != d.Size || got.NumFREs != d.NumFREs || got.Info != d.Info || got.RepSize != d.RepSize {
-					t.Errorf("FDE %d = %+v, want %+v", i, got, *d)
+				want := &s.FDEs[i]
+				if err := tbs[0].FDE(i, &d); err != nil {
+					t.Fatal(err)
 				}
-				if rel {
-					continue
+				if diff := cmp.Diff(*want, d, cmpopts.EquateEmpty()); diff != "" {
+					t.Fatalf("FDE %d (-Decode +Table.FDE):\n%s", i, diff)
 				}
-				end := d.Start + uint64(min(d.Size, 4096))
-				for pc := d.Start - 1; pc <= end; pc++ {
-					sameAsFindFRE(t, s, tb, pc)
+				// Relocatable objects' functions overlap (each text
+				// section starts at 0), which the oracle knows.
+				lo, end := max(want.Start, 1)-1, want.Start+uint64(min(want.Size, 4096))
+				for pc := lo; pc <= end; pc++ {
+					sameAsRef(t, r, pc, tbs...)
 					pcs++
 				}
 			}
-			if pcs == 0 && !rel {
+			if pcs == 0 && len(s.FDEs) > 0 {
 				t.Fatal("no PCs compared")
 			}
 		})
 	}
 }
 
-// TestTableUnsorted: a section whose index is not flagged sorted is
-// searched through an index Open builds.
+// TestTableUnsorted: an index not flagged sorted, and one flagged sorted
+// that is not, are searched through an index Open builds.
 func TestTableUnsorted(t *testing.T) {
 	s := lookupSection(t)
 	b, err := sframe.Encode(s.Functions(), sframe.Options{Version: 3, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian,
@@ -131,24 +211,24 @@ func TestTableUnsorted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := sframe.Decode(b, 0x500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := sframe.Open(b, 0x500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tb.FDE(0).Start != 0x2000 {
-		t.Fatalf("first FDE starts at %#x, want the unsorted order (0x2000 first)", tb.FDE(0).Start)
-	}
-	for pc := uint64(0xff0); pc < 0x2050; pc++ {
-		sameAsFindFRE(t, u, tb, pc)
-	}
-	// Flagged sorted but not: refused.
-	b[3] |= sframe.FlagFDESorted
-	if _, err := sframe.Open(b, 0x500); err == nil || !strings.Contains(err.Error(), "sorted") {
-		t.Errorf("Open of a falsely sorted index: %v", err)
+	lying := append([]byte(nil), b...)
+	lying[3] |= sframe.FlagFDESorted
+	for name, b := range map[string][]byte{"unsorted": b, "flagged sorted": lying} {
+		u, err := sframe.Decode(b, 0x500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.FDEs[0].Start != 0x2000 {
+			t.Fatalf("%s: first FDE starts at %#x, want the unsorted order (0x2000 first)", name, u.FDEs[0].Start)
+		}
+		tbs := tables(t, b, 0x500)
+		r := newRef(u, tbs[0])
+		for pc := uint64(0xff0); pc < 0x2050; pc++ {
+			sameAsRef(t, r, pc, tbs...)
+		}
+		if _, err := tbs[0].Lookup(0x1004); err != nil {
+			t.Errorf("%s: Lookup in the second FDE: %v", name, err)
+		}
 	}
 }
 
@@ -199,7 +279,8 @@ func TestTableZeroFREs(t *testing.T) {
 }
 
 // TestTableTruncatedFRE: a lookup that reaches FRE bytes past the end of
-// the section reports where, it does not panic.
+// the section reports where, it does not panic, and the FREs before it
+// are still found.
 func TestTableTruncatedFRE(t *testing.T) {
 	s := lookupSection(t)
 	b, err := sframe.Encode(s.Functions(), s.Options())
@@ -209,73 +290,48 @@ func TestTableTruncatedFRE(t *testing.T) {
 	// The last FRE in the section is the 0x1000 function's outermost row
 	// at +0x1f (no data words): make it claim 15 four-byte words.
 	b[len(b)-1] = 15<<1 | sframe.DataWord4<<5
-	tb, err := sframe.Open(b, 0x500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tb.Lookup(0x101e); err != nil {
-		t.Errorf("Lookup before the bad FRE: %v", err)
-	}
-	var se *sframe.Error
-	if _, err := tb.Lookup(0x101f); !errors.As(err, &se) {
-		t.Errorf("Lookup over truncated FREs: %v, want *sframe.Error", err)
+	for _, tb := range tables(t, b, 0x500) {
+		if _, err := tb.Lookup(0x101e); err != nil {
+			t.Errorf("Lookup before the bad FRE: %v", err)
+		}
+		var se *sframe.Error
+		if _, err := tb.Lookup(0x101f); !errors.As(err, &se) || se.Off != int64(len(b)) || !strings.Contains(se.Msg, "run past") {
+			t.Errorf("Lookup over truncated FREs: %v, want *sframe.Error at %#x", err, len(b))
+		}
+		if err := tb.Check(); !errors.As(err, &se) || se.Off != int64(len(b)) {
+			t.Errorf("Check: %v, want *sframe.Error at %#x", err, len(b))
+		}
 	}
 }
 
+// TestTableLookupAllocs: no lookup allocates, whatever it answers.
 func TestTableLookupAllocs(t *testing.T) {
 	s := lookupSection(t)
 	b, err := sframe.Encode(s.Functions(), s.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := sframe.Open(b, 0x500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := testing.AllocsPerRun(100, func() {
-		tb.Lookup(0x1004)
-		tb.Lookup(0x2031)
-		tb.Lookup(0x3000)
-		tb.Lookup(0x1021)
-	})
-	if n != 0 {
-		t.Errorf("Lookup allocates %v times per run", n)
-	}
-}
-
-// sortedFREs says whether every function's rows are in increasing start
-// order, as the format requires; on other sections Lookup (linear, stops at
-// the first row past the PC, as libsframe does) and FindFRE (binary
-// search) may pick different rows.
-// Overlapping functions are left out too: FindFRE scans an unsorted index
-// in index order, Lookup takes the last-starting function.
-func sortedFREs(s *sframe.Section) bool {
-	starts := make([][2]uint64, 0, len(s.FDEs))
-	for _, d := range s.FDEs {
-		if d.Start+uint64(d.Size) < d.Start {
-			return false // wraps around the address space
-		}
-		starts = append(starts, [2]uint64{d.Start, d.Start + uint64(d.Size)})
-	}
-	sort.Slice(starts, func(i, j int) bool { return starts[i][0] < starts[j][0] })
-	for i := 1; i < len(starts); i++ {
-		if starts[i][0] < starts[i-1][1] {
-			return false
-		}
-	}
-	for _, d := range s.FDEs {
-		for j := 1; j < len(d.FREs); j++ {
-			if d.FREs[j].StartOff < d.FREs[j-1].StartOff {
-				return false
+	for _, tb := range tables(t, b, 0x500) {
+		var r sframe.Rule
+		var st sframe.StepRule
+		n := testing.AllocsPerRun(100, func() {
+			for _, pc := range []uint64{0x1004, 0x2031, 0x3000, 0x1021, 0x101f} {
+				tb.Lookup(pc)
+				tb.LookupInto(pc, &r)
+				tb.LookupStep(pc, &st)
 			}
+		})
+		if n != 0 {
+			t.Errorf("lookups allocate %v times per run", n)
 		}
 	}
-	return true
 }
 
-// FuzzOpen: whatever Decode accepts, Open accepts (unless the index is
-// falsely flagged sorted) and looks up the same; whatever Open accepts
-// answers lookups without panicking.
+// FuzzOpen: on any bytes, Open accepts what Decode accepts, and Check and
+// Decode agree (the same error, or the FDEs Decode holds); what Decode
+// accepts, Lookup answers as the oracle does; whatever Open accepts
+// answers lookups without panicking, the same with and without the fast
+// path, and its dumps fail only on what Decode rejects.
 func FuzzOpen(f *testing.F) {
 	f.Add([]byte{0xe2, 0xde, 3, 4, 3, 0, 0xf8, 0})
 	s := lookupSection(f)
@@ -286,24 +342,58 @@ func FuzzOpen(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	le := binary.LittleEndian
+	b := header(le, 2, sframe.FlagFDESorted, 3, -8, 1, 1, 3, 0, 20)
+	fde := make([]byte, 20)
+	le.PutUint32(fde[4:], 16)
+	le.PutUint32(fde[12:], 1)
+	f.Add(append(append(b, fde...), 0, 0x02, 8))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		tb, err := sframe.Open(b, 0x1000)
-		s, derr := sframe.Decode(b, 0x1000)
-		if derr == nil && err != nil && !strings.Contains(err.Error(), "sorted") {
-			t.Fatalf("Decode accepts, Open says %v", err)
+		const addr = 0x1000
+		s, derr := sframe.Decode(b, addr)
+		tb, err := sframe.Open(b, addr)
+		general, gerr := sframe.OpenGeneral(b, addr)
+		if !sameErr(err, gerr) {
+			t.Fatalf("Open: %v; without the fast path: %v", err, gerr)
 		}
 		if err != nil {
+			if derr == nil {
+				t.Fatalf("Decode accepts, Open says %v", err)
+			}
 			return
 		}
+		if cerr := tb.Check(); !sameErr(cerr, derr) {
+			t.Fatalf("Check: %v; Decode: %v", cerr, derr)
+		}
+		if err := tb.Dump(io.Discard); err != nil && derr == nil {
+			t.Fatalf("Dump: %v; Decode accepts", err)
+		}
+		if err := tb.DumpJSON(io.Discard); err != nil && derr == nil {
+			t.Fatalf("DumpJSON: %v; Decode accepts", err)
+		}
+		var r *ref
+		if derr == nil {
+			r = newRef(s, tb)
+		}
+		var d sframe.FDE
 		for i := 0; i < tb.NumFDEs() && i < 64; i++ {
-			d := tb.FDE(i)
-			for _, pc := range []uint64{d.Start - 1, d.Start, d.Start + uint64(d.Size)/2, d.Start + uint64(d.Size) - 1, d.Start + uint64(d.Size)} {
-				if derr == nil && sortedFREs(s) {
-					sameAsFindFRE(t, s, tb, pc)
-				} else {
-					r, err := tb.Lookup(pc)
-					sameAsLookup(t, tb, pc, r, err)
+			err := tb.FDE(i, &d)
+			if derr == nil {
+				if err != nil || !cmp.Equal(d, s.FDEs[i], cmpopts.EquateEmpty()) {
+					t.Fatalf("FDE %d: %+v, %v; Decode: %+v", i, d, err, s.FDEs[i])
 				}
+			}
+			for _, pc := range []uint64{d.Start - 1, d.Start, d.Start + uint64(d.Size)/2, d.Start + uint64(d.Size) - 1, d.Start + uint64(d.Size)} {
+				if r != nil {
+					sameAsRef(t, r, pc, tb, general)
+					continue
+				}
+				rule, err := tb.Lookup(pc)
+				grule, gerr := general.Lookup(pc)
+				if rule != grule || !sameErr(err, gerr) {
+					t.Fatalf("pc %#x: Lookup = %+v, %v; without the fast path %+v, %v", pc, rule, err, grule, gerr)
+				}
+				sameAsLookup(t, tb, pc, rule, err)
 			}
 		}
 	})
@@ -333,7 +423,7 @@ func BenchmarkTableLookupSmall(b *testing.B) {
 // for 2-byte FRE addresses, PCMASK ones, and rows at growing offsets; with
 // far set, the last one starts 5 GiB after the others (so that Open's
 // granules are 4 MiB wide and every lookup searches many positions).
-func manyFunctions(abi uint8, n int, far bool) []sframe.Function {
+func manyFunctions(abi sframe.ABI, n int, far bool) []sframe.Function {
 	sp, fp := sframe.SPReg(abi), sframe.FPReg(abi)
 	ra := sframe.Loc{Kind: sframe.LocFixed}
 	if abi != sframe.ABIAMD64LE {
@@ -390,17 +480,19 @@ func manyFunctions(abi uint8, n int, far bool) []sframe.Function {
 
 // TestTableManyFunctions: on sections with gaps, zero-sized functions and
 // runs of small ones (and on ones whose functions span more than 4 GiB,
-// where a granule holds them all), in both byte orders, V2 and V3, PC-relative or
-// not, sorted or not, Lookup answers what the fully decoded section's
-// FindFRE answers at every PC of every function and two either side.
+// where a granule holds them all), in both byte orders, V2 and V3,
+// PC-relative or not, sorted or not, Lookup answers what the oracle answers
+// at every PC of every function and two either side, with and without the
+// fast path.
 func TestTableManyFunctions(t *testing.T) {
 	type config struct {
-		version, abi     uint8
+		version          uint8
+		abi              sframe.ABI
 		pcrel, sort, far bool
 	}
 	var cs []config
 	for _, v := range []uint8{2, 3} {
-		for _, abi := range []uint8{sframe.ABIAMD64LE, sframe.ABIAArch64BE} {
+		for _, abi := range []sframe.ABI{sframe.ABIAMD64LE, sframe.ABIAArch64BE} {
 			for _, pcrel := range []bool{false, true} {
 				for _, srt := range []bool{false, true} {
 					cs = append(cs, config{v, abi, pcrel, srt, false})
@@ -434,13 +526,11 @@ func TestTableManyFunctions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tb, err := sframe.Open(b, o.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tbs := tables(t, b, o.Addr)
+			r := newRef(s, tbs[0])
 			for _, f := range fs {
 				for pc := f.Start - 2; pc < f.Start+uint64(f.Size)+2 && !t.Failed(); pc++ {
-					sameAsFindFRE(t, s, tb, pc)
+					sameAsRef(t, r, pc, tbs...)
 				}
 			}
 		})

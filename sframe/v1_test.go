@@ -30,15 +30,15 @@ func TestV1AgainstBookworm(t *testing.T) {
 				t.Fatal(err)
 			}
 			es := loadFixture(t, path)
-			sec, err := sframe.Decode(es.Data, es.Addr)
+			tb, err := sframe.Open(es.Data, es.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sec.Header.Version != sframe.Version1 {
-				t.Fatalf("version %d", sec.Header.Version)
+			if tb.Header.Version != sframe.Version1 {
+				t.Fatalf("version %d", tb.Header.Version)
 			}
 			var b strings.Builder
-			if err := sec.Dump(&b); err != nil {
+			if err := tb.Dump(&b); err != nil {
 				t.Fatal(err)
 			}
 			linked := !strings.HasSuffix(path, ".o")

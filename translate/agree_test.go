@@ -10,6 +10,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -222,6 +223,10 @@ func agree(t *testing.T, path string) *agreeStats {
 	if err != nil {
 		t.Fatalf("GNU .sframe: %v", err)
 	}
+	gnuT, err := sframe.Open(raw.Data, raw.Addr)
+	if err != nil {
+		t.Fatalf("GNU .sframe: %v", err)
+	}
 	loaded, err := cfi.Load(f)
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +321,7 @@ func agree(t *testing.T, path string) *agreeStats {
 		if err != nil {
 			t.Fatalf("encode: %v", err)
 		}
-		ours, err := sframe.Decode(b, base(sec))
+		ours, err := sframe.Open(b, base(sec))
 		if err != nil {
 			t.Fatalf("decode our section: %v", err)
 		}
@@ -350,18 +355,18 @@ func agree(t *testing.T, path string) *agreeStats {
 			}
 			for off := uint64(0); off < uint64(d.Size); off++ {
 				pc := d.Start + off
-				gr, gok := g.FindFRE(pc)
+				gr, gok := rowIn(gnuT, &g, pc)
 				if !gok {
 					// GNU has no rule here (an FDE without FREs, or a PC
 					// before its first FRE): counted, must be documented.
 					st.add(secName(sec, pc-base(sec)), diffGNUNone, fmt.Sprintf("%s %#x: no GNU rule", name, pc-base(sec)))
-					if or, ook := ours.FindFRE(pc); d.Signal && (!ook || !or.Signal) {
+					if or, ook := sfcompare.Row(ours, pc); d.Signal && (!ook || !or.Signal) {
 						t.Errorf("%s %#x: GNU's signal FDE without FREs; ours %+v (found %v) is not a signal frame", name, pc-base(sec), or, ook)
 					}
 					continue
 				}
 				st.pcs++
-				or, ook := ours.FindFRE(pc)
+				or, ook := sfcompare.Row(ours, pc)
 				sn := secName(sec, pc-base(sec))
 				ex := fmt.Sprintf("%s %s+%#x: GNU %+v, ours %+v", name, sn, pc-base(sec), gr, or)
 				switch {
@@ -438,6 +443,30 @@ func rebase(t *cfi.Table, addr uint64) *cfi.Table {
 type sfTarget struct {
 	sec int
 	off uint64 // symbol value + addend
+}
+
+// rowIn returns the rule at pc of the first function of s that covers
+// it, from its last FRE starting at or before pc's offset in it, and
+// false where there is none: a lookup in some of a section's FDEs (one
+// text section's, in an object whose text sections all start at 0),
+// interpreted by tb, the table of the whole section.
+func rowIn(tb *sframe.Table, s *sframe.Section, pc uint64) (sframe.Rule, bool) {
+	for i := range s.FDEs {
+		d := &s.FDEs[i]
+		if pc-d.Start >= uint64(d.Size) {
+			continue
+		}
+		off := pc - d.Start
+		if d.PCType == sframe.PCMask && d.RepSize != 0 {
+			off %= uint64(d.RepSize)
+		}
+		j := sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].StartOff) > off }) - 1
+		if j < 0 {
+			return sframe.Rule{}, false
+		}
+		return tb.Interpret(d, &d.FREs[j]), true
+	}
+	return sframe.Rule{}, false
 }
 
 // sframeTargets returns, for each FDE of an object's .sframe, the section

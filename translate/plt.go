@@ -21,6 +21,10 @@ type pltLayout struct {
 func (a *abi) layout(p PLT) (pltLayout, bool) {
 	var l pltLayout
 	switch {
+	case a.amd64 && p.Name == ".plt" && !amd64.LazyHeader(p.Data):
+		// A static executable's: no PLT0; GNU ld's entries are 8 bytes
+		// (jmp *GOT(%rip); xchg %ax,%ax), 16 with IBT (plt tries both).
+		l = pltLayout{entry: 16}
 	case a.amd64 && p.Name == ".plt":
 		l = pltLayout{header: 16, entry: 16}
 	case a.amd64 && p.Name == ".plt.sec":
@@ -53,14 +57,22 @@ func (a *abi) plt(p PLT) ([]sframe.Function, *Diagnostic) {
 	if !ok {
 		return nil, nil
 	}
-	if !a.arm64 || p.EntSize != 0 {
+	sizes := []int{16, 24}
+	switch {
+	case p.EntSize != 0:
+		return a.pltWith(p, l)
+	case a.amd64 && p.Name == ".plt" && l.header == 0:
+		sizes = []int{8, 16}
+	case !a.arm64:
 		return a.pltWith(p, l)
 	}
 	// AArch64 ld leaves sh_entsize 0: entries are 16 bytes, or 24 with
 	// -z pac-plt (adrp; ldr; add; autia1716; br; nop) and with BTI and PAC
-	// together. Take the first size whose every entry is a known stub.
+	// together; so does GNU ld for a static x86-64 executable's .plt, whose
+	// entries are 8 bytes, or 16 with IBT. Take the first size whose every
+	// entry is a known stub.
 	var first *Diagnostic
-	for _, e := range []int{16, 24} {
+	for _, e := range sizes {
 		l.entry = e
 		funcs, d := a.pltWith(p, l)
 		if d == nil {

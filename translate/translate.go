@@ -125,7 +125,7 @@ func (s *tableSource) Next() (*cfi.Table, error) {
 
 // Result is what the translation of a file (or a part of it) found.
 type Result struct {
-	ABI        uint8
+	ABI        sframe.ABI
 	CFAFixedFP int8
 	CFAFixedRA int8
 	Diags      []Diagnostic // functions skipped or described differently from their CFI
@@ -171,7 +171,7 @@ func (r *Result) Summary() string {
 
 // abi holds the register facts of one ABI.
 type abi struct {
-	id      uint8
+	id      sframe.ABI
 	sp, fp  uint64
 	ra      uint64
 	amd64   bool
@@ -192,14 +192,14 @@ func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	var a abi
 	switch m {
 	case elf.EM_X86_64:
-		a = abi{id: amd64.SFrameABI, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true, flexABI: true}
+		a = abi{id: sframe.ABIAMD64LE, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true, flexABI: true}
 	case elf.EM_AARCH64:
-		a = abi{id: arm64.SFrameABILittleEndian, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA, arm64: true}
+		a = abi{id: sframe.ABIAArch64LE, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA, arm64: true}
 		if order == binary.BigEndian {
-			a.id = arm64.SFrameABIBigEndian
+			a.id = sframe.ABIAArch64BE
 		}
 	case elf.EM_S390:
-		a = abi{id: s390x.SFrameABI, sp: s390x.SP, fp: s390x.FP, ra: s390x.RA, s390x: true, flexABI: true}
+		a = abi{id: sframe.ABIS390XBE, sp: s390x.SP, fp: s390x.FP, ra: s390x.RA, s390x: true, flexABI: true}
 	default:
 		return a, fmt.Errorf("%w %v", ErrMachine, m)
 	}
@@ -252,7 +252,7 @@ func New(in Input, o Options) (*Translator, error) {
 // ABI returns the SFrame ABI and the header's fixed FP and RA offsets of
 // the translation (Result.ABI, CFAFixedFP, CFAFixedRA), for a caller that
 // starts an encoder before translating.
-func (t *Translator) ABI() (id uint8, fixedFP, fixedRA int8) {
+func (t *Translator) ABI() (id sframe.ABI, fixedFP, fixedRA int8) {
 	return t.a.id, t.a.fixedFP, t.a.fixedRA
 }
 

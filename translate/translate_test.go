@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -481,6 +482,36 @@ func TestPLT(t *testing.T) {
 	res, _ = translateAll(Input{Machine: elf.EM_S390, Order: binary.BigEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x740, Data: append(append([]byte{}, s0...), bad...), EntSize: 32}}}, nil, Options{})
 	if len(res.Funcs) != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != PLTUnknown || !strings.Contains(res.Diags[0].Detail, "entry 0") {
 		t.Errorf("s390x .plt with an unknown entry: funcs %+v diags %+v", res.Funcs, res.Diags)
+	}
+	// A static executable's .plt (GNU ld, no IBT) holds only the IRELATIVE
+	// entries glibc's IFUNCs are called through, bound at startup: no
+	// PLT0, 8-byte entries jmp *GOT(%rip); xchg %ax,%ax, sh_entsize 0,
+	// entered by a call (CFA rsp+8 throughout). The first 16 bytes are two
+	// entries, not a PLT0 (taking them for one said rsp+16 there, and a
+	// kernel walk from a sample in the first stub read the wrong return
+	// address); an odd number of entries is still a PLT (it was left out).
+	iplt := []byte{0xff, 0x25, 0xe2, 0x2f, 0x0a, 0, 0x66, 0x90}
+	for _, n := range []int{2, 3, 24, 25} {
+		data := bytes.Repeat(iplt, n)
+		res, err := translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x401018, Data: data}}}, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []sframe.Function{{Start: 0x401018, Size: uint32(8 * n), PCType: sframe.PCMask, RepSize: 8, Rows: []sframe.Row{{Start: 0, CFA: spLoc(8), RA: fixedRA()}}}}
+		if d := cmp.Diff(want, res.Funcs); d != "" || len(res.Diags) != 0 {
+			t.Errorf("static .plt of %d entries (-want +got):\n%s\ndiagnostics %v", n, d, res.Diags)
+		}
+	}
+	// The same with IBT (-z ibtplt): endbr64; bnd jmp *GOT(%rip); nop, 16
+	// bytes.
+	ibt := []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0xe2, 0x2f, 0x0a, 0, 0x0f, 0x1f, 0x44, 0, 0}
+	res, err = translateAll(Input{Machine: elf.EM_X86_64, Order: binary.LittleEndian, PLTs: []PLT{{Name: ".plt", Addr: 0x401020, Data: bytes.Repeat(ibt, 3)}}}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []sframe.Function{{Start: 0x401020, Size: 48, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{{Start: 0, CFA: spLoc(8), RA: fixedRA()}}}}
+	if d := cmp.Diff(want, res.Funcs); d != "" || len(res.Diags) != 0 {
+		t.Errorf("static IBT .plt (-want +got):\n%s\ndiagnostics %v", d, res.Diags)
 	}
 
 	// Unknown instructions: a diagnostic, no description.

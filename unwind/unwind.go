@@ -312,11 +312,14 @@ func (u *Unwinder) step(f *Frame, m *Mapping) (Reason, *Mapping) {
 	// offsets from it or unchanged) take the fast path; flexible FDEs,
 	// signal frames, the outermost marker and errors the general one.
 	var s sframe.StepRule
-	if m.Table.LookupStep(pc-m.Bias, &s) {
+	err := m.Table.LookupStep(pc-m.Bias, &s)
+	if err == nil {
 		return u.fast(f, &s), m
 	}
 	var r sframe.Rule
-	err := m.Table.LookupInto(pc-m.Bias, &r)
+	if err == sframe.ErrNeedsRule {
+		err = m.Table.LookupInto(pc-m.Bias, &r)
+	}
 	switch {
 	case err == sframe.ErrNoFDE || err == sframe.ErrNoFRE:
 		return ReasonNoFDE, m

@@ -39,7 +39,7 @@ const (
 
 var fixedRA = sframe.Loc{Kind: sframe.LocFixed, Offset: -8}
 
-func space(t *testing.T, abi uint8, version uint8, funcs []sframe.Function) *unwind.Space {
+func space(t *testing.T, abi sframe.ABI, version uint8, funcs []sframe.Function) *unwind.Space {
 	t.Helper()
 	o := sframe.Options{Version: version, ABI: abi, Order: binary.LittleEndian, PCRel: true, Sort: true}
 	if abi == sframe.ABIS390XBE || abi == sframe.ABIAArch64BE {

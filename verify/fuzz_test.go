@@ -69,7 +69,7 @@ func check(in []byte) {
 	if err != nil {
 		return
 	}
-	sec, err := sframe.Decode(es.Data, es.Addr)
+	tb, err := sframe.Open(es.Data, es.Addr)
 	if err != nil {
 		return
 	}
@@ -77,7 +77,7 @@ func check(in []byte) {
 	if err != nil {
 		return
 	}
-	Check(Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables, Symbol: f.Symbolizer()})
+	Check(Input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()})
 }
 
 // checkReader is the verify command's path (the section read one function
@@ -92,13 +92,9 @@ func checkReader(t *testing.T, in []byte) {
 	if err != nil {
 		return
 	}
-	sec, err := sframe.Decode(es.Data, es.Addr)
-	if err != nil {
+	tb, err := sframe.Open(es.Data, es.Addr)
+	if err != nil || tb.Check() != nil {
 		return
-	}
-	r, err := sframe.NewReader(es.Data, es.Addr)
-	if err != nil {
-		t.Fatalf("Decode accepts the section, NewReader: %v", err)
 	}
 	l, err := cfi.Load(f)
 	if err != nil {
@@ -108,9 +104,9 @@ func checkReader(t *testing.T, in []byte) {
 	if err != nil {
 		t.Fatalf("cfi.Load accepts the file, cfi.Index: %v", err)
 	}
-	want := Check(Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables})
-	got := Check(Input{Machine: f.ELF.Machine, Reader: r, Stream: ix})
+	want := Check(Input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables})
+	got := Check(Input{Machine: f.ELF.Machine, SFrame: tb, Stream: ix})
 	if !reflect.DeepEqual(want, got) {
-		t.Fatalf("Reader path with indexed CFI: %+v\nSection path: %+v", got, want)
+		t.Fatalf("indexed CFI: %+v\nevery table: %+v", got, want)
 	}
 }

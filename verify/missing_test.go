@@ -65,15 +65,18 @@ func (c converted) without(t *testing.T, starts ...uint64) []byte {
 	return b
 }
 
-// check runs Check as the verify command does: the section read one
-// function at a time (none when data is nil: an SHT_NOBITS section), the
-// CFI indexed, the PLTs given.
+// check runs Check as the verify command does: the section checked, then
+// read one function at a time (none when data is nil: an SHT_NOBITS
+// section), the CFI indexed, the PLTs given.
 func (c converted) check(t *testing.T, data []byte, list int) *Result {
 	t.Helper()
-	var r *sframe.Reader
+	var tb *sframe.Table
 	if data != nil {
 		var err error
-		if r, err = sframe.NewReader(data, c.addr); err != nil {
+		if tb, err = sframe.Open(data, c.addr); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Check(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +84,7 @@ func (c converted) check(t *testing.T, data []byte, list int) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Check(Input{Machine: c.f.ELF.Machine, Order: c.f.ELF.ByteOrder, Reader: r, Stream: st, Symbol: c.f.Symbolizer(),
+	return Check(Input{Machine: c.f.ELF.Machine, Order: c.f.ELF.ByteOrder, SFrame: tb, Stream: st, Symbol: c.f.Symbolizer(),
 		PLTs: convert.PLTSections(c.f.ELF), List: list})
 }
 
@@ -180,9 +183,9 @@ func TestMissingFunctions(t *testing.T) {
 			if skipped != n {
 				t.Errorf("%d Skipped findings, want %d", skipped, n)
 			}
-			// The decoded section against executed tables says the same.
+			// The section against executed tables says the same.
 			if tt.section != nil {
-				sec, err := sframe.Decode(tt.section, tt.file.addr)
+				tb, err := sframe.Open(tt.section, tt.file.addr)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -190,10 +193,10 @@ func TestMissingFunctions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r2 := Check(Input{Machine: tt.file.f.ELF.Machine, Order: tt.file.f.ELF.ByteOrder, SFrame: sec, Tables: l.Tables,
+				r2 := Check(Input{Machine: tt.file.f.ELF.Machine, Order: tt.file.f.ELF.ByteOrder, SFrame: tb, Tables: l.Tables,
 					Symbol: tt.file.f.Symbolizer(), PLTs: convert.PLTSections(tt.file.f.ELF), List: tt.list})
 				if diff := cmp.Diff(r, r2); diff != "" {
-					t.Errorf("(-Reader and Stream +Section and Tables):\n%s", diff)
+					t.Errorf("(-Stream +Tables):\n%s", diff)
 				}
 			}
 		})

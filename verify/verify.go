@@ -118,13 +118,13 @@ type Result struct {
 type Input struct {
 	Machine elf.Machine
 	Order   binary.ByteOrder // the file's (for AArch64); nil means little-endian
-	SFrame  *sframe.Section
-	// Reader, instead of SFrame: the section is read one function at a
-	// time, so memory does not grow with its rows. With neither, the file
-	// has no SFrame data (an empty or SHT_NOBITS section): every CFI
-	// function is checked for being missing, as against an SFrame V3
-	// section without functions.
-	Reader *sframe.Reader
+	// SFrame is the section, read one function at a time, so memory does
+	// not grow with its rows; it should have passed (*sframe.Table).Check
+	// (a function whose bytes are malformed is a Disagree finding, "FDE").
+	// Without it, the file has no SFrame data (an empty or SHT_NOBITS
+	// section): every CFI function is checked for being missing, as
+	// against an SFrame V3 section without functions.
+	SFrame *sframe.Table
 	Tables []*cfi.Table
 	// Stream, instead of Tables: the FDEs as cfi.Index keeps them (24
 	// bytes each). Check parses and executes each FDE when it gets to its
@@ -147,11 +147,18 @@ type Input struct {
 func Check(in Input) *Result {
 	c := newChecker(in)
 	res := &Result{}
-	n := c.numFDEs()
+	n := 0
+	if in.SFrame != nil {
+		n = in.SFrame.NumFDEs()
+	}
 	covered := make([]span, 0, n)
-	var buf sframe.FDE
+	var fde sframe.FDE
+	d := &fde
 	for i := 0; i < n; i++ {
-		d := c.fde(i, &buf)
+		if err := in.SFrame.FDE(i, d); err != nil {
+			c.add(Finding{Kind: Disagree, Func: d.Start, PC: d.Start, End: d.Start + uint64(d.Size), What: "FDE", SFrame: err.Error()})
+			continue
+		}
 		if d.Size == 0 {
 			continue
 		}
@@ -263,7 +270,7 @@ func (c *checker) describer() *translate.Describer {
 type checker struct {
 	in       Input
 	hdr      *sframe.Header
-	abi      uint8
+	abi      sframe.ABI
 	sp, fp   uint64
 	ra       uint64
 	arm      bool
@@ -279,39 +286,24 @@ type checker struct {
 	open     map[string]*Finding // current run per "what"
 }
 
-// numFDEs, fde and findFRE read the section from Input.Reader or
-// Input.SFrame.
-func (c *checker) numFDEs() int {
-	switch {
-	case c.in.Reader != nil:
-		return c.in.Reader.NumFDEs()
-	case c.in.SFrame != nil:
-		return len(c.in.SFrame.FDEs)
+// rowAt returns the rule of SFrame function d at pc, from d's last FRE
+// that starts at or before pc's offset in d (for a PCMask function, in
+// its repeated block), or false when there is none.
+func (c *checker) rowAt(d *sframe.FDE, pc uint64) (sframe.Rule, bool) {
+	off := pc - d.Start
+	if d.PCType == sframe.PCMask && d.RepSize != 0 {
+		off %= uint64(d.RepSize)
 	}
-	return 0
-}
-
-// fde returns FDE i, decoded into buf when read from a Reader.
-func (c *checker) fde(i int, buf *sframe.FDE) *sframe.FDE {
-	if c.in.Reader != nil {
-		c.in.Reader.ReadFDE(i, buf)
-		return buf
+	j := sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].StartOff) > off }) - 1
+	if j < 0 {
+		return sframe.Rule{}, false
 	}
-	return &c.in.SFrame.FDEs[i]
-}
-
-func (c *checker) findFRE(pc uint64) (sframe.Rule, bool) {
-	if c.in.Reader != nil {
-		return c.in.Reader.FindFRE(pc)
-	}
-	return c.in.SFrame.FindFRE(pc)
+	return c.in.SFrame.Interpret(d, &d.FREs[j]), true
 }
 
 func newChecker(in Input) *checker {
 	c := &checker{in: in, open: map[string]*Finding{}}
 	switch {
-	case in.Reader != nil:
-		c.hdr = &in.Reader.Header
 	case in.SFrame != nil:
 		c.hdr = &in.SFrame.Header
 	default:
@@ -595,7 +587,7 @@ func lcm(a, b uint64) uint64 {
 }
 
 func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {
-	rule, ok := c.findFRE(pc)
+	rule, ok := c.rowAt(d, pc)
 	t, row := c.lookup(pc)
 	if row == nil {
 		c.note(d, pc, next, NoCFI, "", "", "")

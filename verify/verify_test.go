@@ -30,11 +30,29 @@ func load(t *testing.T, b []byte) (Input, *sframe.Section) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tb, err := sframe.Open(es.Data, es.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := cfi.Load(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables, Symbol: f.Symbolizer()}, sec
+	return Input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()}, sec
+}
+
+// encode opens the section funcs encode to with sec's options.
+func encode(t *testing.T, sec *sframe.Section, funcs []sframe.Function) *sframe.Table {
+	t.Helper()
+	b, err := sframe.Encode(funcs, sec.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := sframe.Open(b, sec.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
 }
 
 func count(r *Result, k Kind) int {
@@ -64,29 +82,32 @@ func TestCorruptions(t *testing.T) {
 		if r := Check(input); !r.Agree || r.Functions == 0 {
 			t.Fatalf("%s: clean conversion: %+v", name, r.Findings)
 		}
-		// Pick the function with the most FREs.
+		// Pick the function with the most rows.
+		funcs := sec.Functions()
 		best := 0
-		for i := range sec.FDEs {
-			if len(sec.FDEs[i].FREs) > len(sec.FDEs[best].FREs) {
+		for i := range funcs {
+			if len(funcs[i].Rows) > len(funcs[best].Rows) {
 				best = i
 			}
 		}
-		d := &sec.FDEs[best]
-		if len(d.FREs) < 2 {
+		d := &funcs[best]
+		if len(d.Rows) < 2 || d.Rows[1].RAUndefined {
 			t.Fatalf("%s: no function with two rows", name)
 		}
+		sp, fp := sframe.SPReg(sec.Header.ABI), sframe.FPReg(sec.Header.ABI)
 		mutations := []struct {
 			what string
 			do   func()
 			undo func()
 		}{
-			{"CFA offset of an FRE", func() { d.FREs[1].Words[0] += 8 }, func() { d.FREs[1].Words[0] -= 8 }},
-			{"FRE start offset", func() { d.FREs[1].StartOff++ }, func() { d.FREs[1].StartOff-- }},
+			{"CFA offset of an FRE", func() { d.Rows[1].CFA.Offset += 8 }, func() { d.Rows[1].CFA.Offset -= 8 }},
+			{"FRE start offset", func() { d.Rows[1].Start++ }, func() { d.Rows[1].Start-- }},
 			{"function start address", func() { d.Start += 2 }, func() { d.Start -= 2 }},
-			{"CFA base register", func() { d.FREs[1].BaseReg ^= 1 }, func() { d.FREs[1].BaseReg ^= 1 }},
+			{"CFA base register", func() { d.Rows[1].CFA.Reg ^= sp ^ fp }, func() { d.Rows[1].CFA.Reg ^= sp ^ fp }},
 		}
 		for _, m := range mutations {
 			m.do()
+			input.SFrame = encode(t, sec, funcs)
 			r := Check(input)
 			m.undo()
 			if r.Agree || count(r, Disagree) == 0 {
@@ -96,18 +117,18 @@ func TestCorruptions(t *testing.T) {
 			}
 		}
 		// Removing a function leaves CFI that .sframe does not describe.
-		sec.FDEs = append(sec.FDEs[:best:best], sec.FDEs[best+1:]...)
+		input.SFrame = encode(t, sec, append(funcs[:best:best], funcs[best+1:]...))
 		if r := Check(input); count(r, Missing) == 0 {
 			t.Errorf("%s: dropped function not reported missing", name)
 		}
 	}
 }
 
-// TestReaderInputMatches: checking a section read one function at a time
-// (Input.Reader) with CFI executed on demand (Input.Stream), as the verify
-// command does, finds what checking the decoded section against every
-// table finds, on GNU's fixtures and on damaged copies of their .sframe.
-func TestReaderInputMatches(t *testing.T) {
+// TestStreamInputMatches: checking a section with CFI executed on demand
+// (Input.Stream), as the verify command does, finds what checking it
+// against every table finds, on GNU's fixtures and on damaged copies of
+// their .sframe.
+func TestStreamInputMatches(t *testing.T) {
 	names, err := filepath.Glob("../testdata/sframe/v[23]-*")
 	if err != nil {
 		t.Fatal(err)
@@ -138,18 +159,14 @@ func TestReaderInputMatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		try := func(what string, data []byte) {
-			sec, err := sframe.Decode(data, es.Addr)
-			if err != nil {
+			tb, err := sframe.Open(data, es.Addr)
+			if err != nil || tb.Check() != nil {
 				return
 			}
-			r, err := sframe.NewReader(data, es.Addr)
-			if err != nil {
-				t.Fatalf("%s %s: Decode accepts, NewReader: %v", name, what, err)
-			}
-			want := Check(Input{Machine: f.ELF.Machine, SFrame: sec, Tables: l.Tables, Symbol: f.Symbolizer()})
-			got := Check(Input{Machine: f.ELF.Machine, Reader: r, Stream: ix, Symbol: f.Symbolizer()})
+			want := Check(Input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()})
+			got := Check(Input{Machine: f.ELF.Machine, SFrame: tb, Stream: ix, Symbol: f.Symbolizer()})
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s %s (-Section +Reader with indexed CFI):\n%s", name, what, diff)
+				t.Errorf("%s %s (-Tables +indexed CFI):\n%s", name, what, diff)
 			}
 			compared++
 		}

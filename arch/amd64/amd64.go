@@ -29,9 +29,6 @@ const (
 	RA = RIP
 )
 
-// SFrameABI is the SFrame ABI/arch identifier for AMD64 little-endian.
-const SFrameABI = 3
-
 // FixedRAOffset is where the return address lives relative to the CFA at
 // every instruction of a function: the call pushed it just below the CFA.
 const FixedRAOffset = -8

@@ -45,6 +45,17 @@ func EntryCFA(header bool) int32 {
 	return 8
 }
 
+// LazyHeader reports whether a .plt section starts with PLT0, the lazy
+// binder's stub (push GOT+8(%rip), after an ENDBR64 with IBT). A static
+// executable's .plt has none: it holds only the stubs that IFUNCs are
+// called through, bound by IRELATIVE relocations at startup.
+func LazyHeader(code []byte) bool {
+	if len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa {
+		code = code[4:]
+	}
+	return len(code) >= 2 && code[0] == 0xff && code[1] == 0x35
+}
+
 // SimulateStub follows the instructions of one PLT stub and returns where
 // its CFA offset changes. It knows only what PLT stubs contain — pushes,
 // jumps, ENDBR64, BND prefixes and NOP padding — and refuses anything else,

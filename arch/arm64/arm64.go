@@ -22,12 +22,6 @@ const (
 	RA = X30
 )
 
-// SFrame ABI/arch identifiers.
-const (
-	SFrameABIBigEndian    = 1
-	SFrameABILittleEndian = 2
-)
-
 // CalleeSaved lists the general registers a callee must preserve
 // (AAPCS64 6.1.1): x19–x28, plus the frame record x29/x30.
 var CalleeSaved = []int{19, 20, 21, 22, 23, 24, 25, 26, 27, 28, X29, X30}

@@ -31,9 +31,6 @@ const (
 	RA = R14
 )
 
-// SFrameABI is the SFrame ABI/arch identifier SFRAME_ABI_S390X_ENDIAN_BIG.
-const SFrameABI = 4
-
 // The SFrame specification's s390x constants (sframe-v3.h).
 const (
 	// SPValOffset is the stack pointer of the caller relative to the CFA

@@ -41,7 +41,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.BoolVar(&fl.sigFrames, "signal-frames", false, "version 3: give signal trampolines whose CFI cannot be described a signal FDE whose one FRE says RA undefined, so unwinders that know signal frames continue through the kernel's signal frame and others stop there (verify reports these against the CFI)")
 	f.BoolVar(&fl.fragile, "fragile-layout", false, "for a file where the program header table cannot grow in place, move it to the end of the file (with a warning) instead of refusing; strip, objcopy before 2.44, eu-strip and patchelf may break such files")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
-	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
+	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames; kernel: signal FDEs as --signal-frames) and check the output against its rules")
 	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
 	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` files at once (default: all CPUs)")
 	f.BoolVar(&fl.json, "json", false, "several inputs: print one JSON record per file on stdout")
@@ -87,7 +87,11 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 		}
 	}
 	opts.Force = fl.force
-	opts.SignalFrames = fl.sigFrames
+	// --for kernel turns signal FDEs on; an explicit --signal-frames
+	// (=false too) decides.
+	if fl.forReader == "" || cmd.Flags().Changed("signal-frames") {
+		opts.SignalFrames = fl.sigFrames
+	}
 	opts.FragileLayout = fl.fragile
 	if err := opts.Validate(); err != nil {
 		return flagError(err)

@@ -37,8 +37,8 @@ GNU objdump --sframe, or as JSON with --json. FILE is an ELF file with a
 
 // loadSFrame reads FILE as a raw SFrame section or an ELF file and checks
 // its SFrame section; format is objdump's name for the file's format. The
-// Reader reads the file's bytes: call done when finished with it.
-func loadSFrame(name string) (r *sframe.Reader, secName, format string, done func(), err error) {
+// Table reads the file's bytes: call done when finished with it.
+func loadSFrame(name string) (t *sframe.Table, secName, format string, done func(), err error) {
 	in, err := convert.OpenInput(name)
 	if err != nil {
 		return nil, "", "", nil, err
@@ -51,67 +51,38 @@ func loadSFrame(name string) (r *sframe.Reader, secName, format string, done fun
 	done = func() { in.Close() }
 	data := in.Data
 	if len(data) >= 2 && (binary.LittleEndian.Uint16(data) == sframe.Magic || binary.BigEndian.Uint16(data) == sframe.Magic) {
-		r, err := sframe.NewReader(data, 0)
+		t, err := checkedTable(data, 0)
 		if err != nil {
 			return nil, "", "", nil, fmt.Errorf("%s: %v", name, err)
 		}
-		return r, ".sframe", "binary", done, nil
+		return t, ".sframe", "binary", done, nil
 	}
-	f, err := elfread.NewFile(bytesReaderAt(data), name)
+	// A linked file's section is read in place, from the mapping.
+	f, err := elfread.NewFileBytes(data, name)
 	if err != nil {
 		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
-	es, err := sframeSection(f, data)
+	es, err := f.SFrame()
 	if err != nil {
 		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
-	r, err = sframe.NewReader(es.Data, es.Addr)
-	if err != nil {
+	if t, err = checkedTable(es.Data, es.Addr); err != nil {
 		return nil, "", "", nil, fmt.Errorf("%s: section %s: %v", name, es.Name, err)
 	}
-	return r, es.Name, elfFormat(f.ELF), done, nil
+	return t, es.Name, elfFormat(f.ELF), done, nil
 }
 
-// sframeSection returns what f.SFrame returns for the ELF file whose bytes
-// are data, but as a slice of data instead of a copy when the section is
-// stored as it is (not compressed, not in a relocatable object, whose
-// section is relocated): dump and verify then read a large section in
-// place, from the mapping.
-func sframeSection(f *elfread.File, data []byte) (*elfread.Section, error) {
-	if f.ELF.Type == elf.ET_REL {
-		return f.SFrame()
+// checkedTable opens an SFrame section and checks all of it, as dump and
+// verify read all of it.
+func checkedTable(b []byte, addr uint64) (*sframe.Table, error) {
+	t, err := sframe.Open(b, addr)
+	if err != nil {
+		return nil, err
 	}
-	var s *elf.Section
-	for _, c := range f.ELF.Sections {
-		if c.Type == elf.SectionType(elfread.SHTGNUSFrame) {
-			s = c
-			break
-		}
+	if err := t.Check(); err != nil {
+		return nil, err
 	}
-	if s == nil {
-		s = f.ELF.Section(".sframe")
-	}
-	if s == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || s.Offset > uint64(len(data)) || s.Size > uint64(len(data))-s.Offset {
-		return f.SFrame() // its errors, or its copy
-	}
-	return &elfread.Section{Name: s.Name, Addr: s.Addr, Offset: s.Offset, Data: data[s.Offset : s.Offset+s.Size : s.Offset+s.Size],
-		Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}, nil
-}
-
-type bytesReaderAt []byte
-
-// Size lets elfread bound sections by the file's size.
-func (b bytesReaderAt) Size() int64 { return int64(len(b)) }
-
-func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off > int64(len(b)) {
-		return 0, io.EOF
-	}
-	n := copy(p, b[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
+	return t, nil
 }
 
 func elfFormat(f *elf.File) string {
@@ -137,16 +108,16 @@ func elfFormat(f *elf.File) string {
 }
 
 func dumpFile(w io.Writer, name string, asJSON bool) error {
-	r, secName, format, done, err := loadSFrame(name)
+	t, secName, format, done, err := loadSFrame(name)
 	if err != nil {
 		return err
 	}
 	defer done()
 	if asJSON {
-		return r.DumpJSON(w)
+		return t.DumpJSON(w)
 	}
 	if _, err := fmt.Fprintf(w, "\n%s:     file format %s\n\nContents of the SFrame section %s:\n", name, format, secName); err != nil {
 		return err
 	}
-	return r.Dump(w)
+	return t.Dump(w)
 }

@@ -155,9 +155,19 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 				more = fmt.Sprintf(" (and %d more)", res.Total-1)
 			}
 			fmt.Fprintf(out, "%s: %s%s\n", file, v, more)
-			continue
+		} else {
+			fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
 		}
-		fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
+		// Limits of the reader do not fail the check: say how many
+		// functions a walk can only start in, and the first.
+		if len(res.Limits) > 0 {
+			fns := "functions"
+			if res.LimitFunctions == 1 {
+				fns = "function"
+			}
+			fmt.Fprintf(out, "%s: note: %d rules in %d %s are used only in the interrupted frame (a walk reaching them as a caller stops); the first: %s\n",
+				file, res.TotalLimits, res.LimitFunctions, fns, res.Limits[0])
+		}
 	}
 	if asJSON {
 		if err := printJSON(cmd, all); err != nil {
@@ -182,7 +192,7 @@ func readerInput(name string) (readers.Input, error) {
 		return readers.Input{}, err
 	}
 	defer data.Close()
-	f, err := elfread.NewFile(bytesReaderAt(data.Data), name)
+	f, err := elfread.NewFileBytes(data.Data, name)
 	if err != nil {
 		return readers.Input{}, fmt.Errorf("%s: %w", name, err)
 	}
@@ -209,7 +219,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		return nil, err
 	}
 	defer in.Close()
-	f, err := elfread.NewFile(bytesReaderAt(in.Data), name)
+	f, err := elfread.NewFileBytes(in.Data, name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -223,7 +233,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		ok = ok && len(data) > 0
 	}
 	if !ok && !noSFrameData(f.ELF) {
-		es, err := sframeSection(f, in.Data)
+		es, err := f.SFrame()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -231,9 +241,9 @@ func verifyFile(name string) (*verify.Result, error) {
 	}
 	// No bytes (an empty or SHT_NOBITS .sframe): no function is
 	// described, and every CFI function is checked for being missing.
-	var sec *sframe.Reader
+	var sec *sframe.Table
 	if len(data) > 0 {
-		if sec, err = sframe.NewReader(data, addr); err != nil {
+		if sec, err = checkedTable(data, addr); err != nil {
 			return nil, fmt.Errorf("%s: %s: %v", name, where, err)
 		}
 	}
@@ -250,7 +260,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		}
 		return sym(addr)
 	}
-	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, Reader: sec, Stream: st, Symbol: symbol,
+	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, SFrame: sec, Stream: st, Symbol: symbol,
 		PLTs: convert.PLTSections(f.ELF)})
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0

@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 // TestVerifyFor runs verify --for on GNU's fixtures: sid's V3 library passes
@@ -40,5 +45,77 @@ func TestVerifyFor(t *testing.T) {
 	root.SetArgs([]string{"verify", "--for", "gdb", "../../testdata/sframe/v3-x86_64-exe"})
 	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "unknown reader") {
 		t.Errorf("verify --for gdb: err %v, want unknown reader", err)
+	}
+}
+
+// TestForKernelSignalFrames: --for kernel gives signal trampolines whose
+// CFI cannot be described a signal FDE (as --signal-frames does), since the
+// kernel's unwinder stops at its RA-undefined FRE but falls back to its
+// frame-pointer walk, and records a wrong frame, where there is no FDE
+// (scripts/kernel-acceptance.sh saw that after glibc's __restore_rt). An
+// explicit --signal-frames=false still turns them off. libc's
+// __restore_rt is the trampoline; the test skips where libc is not there.
+func TestForKernelSignalFrames(t *testing.T) {
+	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(libc); err != nil {
+		t.Skipf("no %s", libc)
+	}
+	signalFDEs := func(args ...string) int {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "libc.so.6")
+		if _, stderr, err := runCmd(append(append([]string{"-q"}, args...), libc, "-o", out)...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		f, err := elfread.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		es, err := f.SFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec, err := sframe.Decode(es.Data, es.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, d := range sec.FDEs {
+			if d.Signal {
+				n++
+			}
+		}
+		return n
+	}
+	if n := signalFDEs(); n != 0 {
+		t.Errorf("default: %d signal FDEs, want 0", n)
+	}
+	if n := signalFDEs("--for", "kernel"); n == 0 {
+		t.Error("--for kernel: no signal FDE")
+	}
+	if n := signalFDEs("--for", "kernel", "--signal-frames=false"); n != 0 {
+		t.Errorf("--for kernel --signal-frames=false: %d signal FDEs, want 0", n)
+	}
+	if n := signalFDEs("--for", "libsframe"); n != 0 {
+		t.Errorf("--for libsframe: %d signal FDEs, want 0", n)
+	}
+}
+
+// TestVerifyForNotesLimits: rules the kernel uses only in the interrupted
+// frame do not fail verify --for kernel; one note names the first. libc
+// has one (a function whose return address is in a register).
+func TestVerifyForNotesLimits(t *testing.T) {
+	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(libc); err != nil {
+		t.Skipf("no %s", libc)
+	}
+	out := filepath.Join(t.TempDir(), "libc.so.6")
+	if _, stderr, err := runCmd("-q", "--for", "kernel", libc, "-o", out); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	stdout, _, err := runCmd("verify", "--for", "kernel", out)
+	if err != nil || !strings.Contains(stdout, "kernel: ok (") || !strings.Contains(stdout, "are used only in the interrupted frame") ||
+		!strings.Contains(stdout, "innermost-register") {
+		t.Errorf("verify --for kernel: %v\n%s", err, stdout)
 	}
 }

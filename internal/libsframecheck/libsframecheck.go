@@ -10,7 +10,7 @@
 // uses itself, as their ABI differs from 2.47's).
 //
 // libsframe's answer at a PC (its FRE's start, info byte and data words)
-// is interpreted by sframe.Section.Interpret in the context of the FDE that
+// is interpreted by sframe.Table.Interpret in the context of the FDE that
 // covers the PC in our decoding, and compared with Table.Lookup's rule
 // there; separately its FDE list (sframe_decoder_get_funcdesc_v2/v3) is
 // compared with ours field by field.
@@ -355,7 +355,7 @@ func comparePC(res *Result, s *sframe.Section, tab *sframe.Table, asPCRel *sfram
 	libRow := int32(binary.LittleEndian.Uint32(rec)) == 0
 	var libRule sframe.Rule
 	if libRow {
-		libRule = s.Interpret(d, freOf(rec))
+		libRule = tab.Interpret(d, freOf(rec))
 	}
 	// The known mistake's answer here, when one applies.
 	model, mRow, mSame := 0, false, func(sframe.Rule) bool { return false }
@@ -368,7 +368,7 @@ func comparePC(res *Result, s *sframe.Section, tab *sframe.Table, asPCRel *sfram
 		mf := pcmask244(d, pc-addr)
 		model, mRow = 2, mf != nil
 		if mRow {
-			m := s.Interpret(d, mf)
+			m := tab.Interpret(d, mf)
 			mSame = func(r sframe.Rule) bool { return m == r }
 		}
 	}

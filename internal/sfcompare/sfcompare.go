@@ -39,21 +39,33 @@ func (c *Counts) String() string {
 		c.Funcs, c.PCs, c.Differ, c.Missing, c.GNUPLTGot, c.Extra)
 }
 
-// Load decodes a file's .sframe.
-func Load(file string) (*sframe.Section, *elf.File, error) {
+// Load decodes a file's .sframe: every function, and the table its
+// lookups use.
+func Load(file string) (*sframe.Section, *sframe.Table, *elf.File, error) {
 	f, err := elfread.Open(file)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	s, err := f.SFrame()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", file, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", file, err)
 	}
 	sec, err := sframe.Decode(s.Data, s.Addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %v", file, err)
+		return nil, nil, nil, fmt.Errorf("%s: %v", file, err)
 	}
-	return sec, f.ELF, nil
+	t, err := sframe.Open(s.Data, s.Addr)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %v", file, err)
+	}
+	return sec, t, f.ELF, nil
+}
+
+// Row returns the rule at pc and whether a row gives it: not when no FDE
+// covers pc or the one that does has no row there (or no rows at all).
+func Row(t *sframe.Table, pc uint64) (sframe.Rule, bool) {
+	r, err := t.Lookup(pc)
+	return r, err == nil && !r.NoFREs
 }
 
 // Same says whether two rules mean the same (an outermost frame carries
@@ -70,11 +82,11 @@ func Same(a, b sframe.Rule) bool {
 // header may shift the code (AArch64): a GNU address is mapped to ours
 // through the executable section holding it (same name, same size).
 func Files(gnuFile, oursFile string) (*Counts, error) {
-	gnu, gef, err := Load(gnuFile)
+	gnu, gnuT, gef, err := Load(gnuFile)
 	if err != nil {
 		return nil, err
 	}
-	ours, oef, err := Load(oursFile)
+	ours, oursT, oef, err := Load(oursFile)
 	if err != nil {
 		return nil, err
 	}
@@ -108,15 +120,15 @@ func Files(gnuFile, oursFile string) (*Counts, error) {
 			return nil, derr
 		}
 		starts[uint64(int64(d.Start)+dl)] = true
-		if _, ok := ours.FindFRE(uint64(int64(d.Start) + dl)); !ok && len(d.FREs) > 0 {
+		if _, ok := Row(oursT, uint64(int64(d.Start)+dl)); !ok && len(d.FREs) > 0 {
 			c.Missing++
 			c.Examples = append(c.Examples, fmt.Sprintf("GNU function at %#x missing", d.Start))
 			continue
 		}
 		for pc := d.Start; pc < d.Start+uint64(d.Size); pc++ {
-			g, gok := gnu.FindFRE(pc)
+			g, gok := Row(gnuT, pc)
 			opc := uint64(int64(pc) + dl)
-			o, ook := ours.FindFRE(opc)
+			o, ook := Row(oursT, opc)
 			c.PCs++
 			if !gok && !ook {
 				continue

@@ -13,7 +13,7 @@ import (
 func referenceJSON(t *testing.T, s *Section) string {
 	h := &s.Header
 	js := jsonSection{
-		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: ABIName(h.ABI),
+		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: h.ABI.String(),
 		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: h.AuxHdrLen,
 		NumFDEs: h.NumFDEs, NumFREs: h.NumFREs, FRELen: h.FRELen, FDEOff: h.FDEOff, FREOff: h.FREOff,
 		FlagNames: []string{}, Functions: []jsonFunc{},
@@ -42,7 +42,7 @@ func referenceJSON(t *testing.T, s *Section) string {
 }
 
 // TestDumpJSONStreamsTheSameBytes: DumpJSON writes function by function
-// exactly what encoding/json writes for the whole section, for sections
+// exactly what encoding/json writes for the whole decoded section, for sections
 // with no function, functions without FREs, flex, mask and outermost
 // rows, both byte orders.
 func TestDumpJSONStreamsTheSameBytes(t *testing.T) {
@@ -72,8 +72,12 @@ func TestDumpJSONStreamsTheSameBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			tb, err := Open(b, 0x400)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var got bytes.Buffer
-			if err := s.DumpJSON(&got); err != nil {
+			if err := tb.DumpJSON(&got); err != nil {
 				t.Fatal(err)
 			}
 			if want := referenceJSON(t, s); got.String() != want {

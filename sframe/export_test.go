@@ -1,0 +1,13 @@
+package sframe
+
+// SetFREChunk sets the encoder's FRE chunk size for a test and returns
+// the function that restores it.
+func SetFREChunk(n int) func() {
+	old := freChunk
+	freChunk = n
+	return func() { freChunk = old }
+}
+
+// OpenGeneral is Open without the little-endian V3 fast path (checkV3LE,
+// granV3LE, findFDE's V3 branch, walkV3LE), for comparing the two.
+func OpenGeneral(b []byte, addr uint64) (*Table, error) { return open(b, addr, false) }
