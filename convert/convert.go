@@ -23,10 +23,10 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
-	"github.com/cfi2sframe/cfi2sframe/readers"
 	"github.com/cfi2sframe/cfi2sframe/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -42,7 +42,7 @@ type Options struct {
 	OutermostGap bool
 	// For, when set, checks a linked file's output against that reader's
 	// acceptance rules (Result.Reader); ForReader fills it.
-	For readers.Reader
+	For acceptance.Reader
 	// FragileLayout: for a file where no layout the standard tools keep
 	// can be made (*LayoutError), write the old one (elfwrite's
 	// AppendSegment) with Result.Warning instead of failing.
@@ -70,15 +70,15 @@ type Options struct {
 //     discards the whole trace at an FRE without data words.
 //   - libsframe-2.44: V2 without FUNC_START_PCREL (2.44 refuses the flag
 //     and V3).
-func ForReader(r readers.Reader) (Options, error) {
+func ForReader(r acceptance.Reader) (Options, error) {
 	switch r {
-	case readers.Kernel:
+	case acceptance.Kernel:
 		return Options{Version: sframe.Version3, SignalFrames: true, For: r}, nil
-	case readers.Libsframe:
+	case acceptance.Libsframe:
 		return Options{Version: sframe.Version3, For: r}, nil
-	case readers.Glibc:
+	case acceptance.Glibc:
 		return Options{Version: sframe.Version2, OutermostGap: true, For: r}, nil
-	case readers.Libsframe244:
+	case acceptance.Libsframe244:
 		return Options{Version: sframe.Version2, For: r}, nil
 	}
 	return Options{}, fmt.Errorf("no output options for reader %q", r)
@@ -126,7 +126,7 @@ type Result struct {
 	// written but is fragile (Options.FragileLayout).
 	Warning string
 	Note    string
-	Reader  *readers.Result // Options.For's rules applied to the output (linked files)
+	Reader  *acceptance.Result // Options.For's rules applied to the output (linked files)
 
 	plan *elfwrite.Plan // the output's layout, when Output is not built
 }
@@ -219,7 +219,7 @@ func convertLinked(in []byte, f *elfread.File, o Options, early func() *elfwrite
 		return nil, err
 	}
 	if o.For != "" {
-		res.Reader = readers.Check(o.For, readers.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(f.ELF)})
+		res.Reader = acceptance.Check(o.For, acceptance.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(f.ELF)})
 		// An output the reader drops whole is not written: For promises
 		// what the reader takes. A lookup that fails at some PCs is only
 		// reported (Result.Reader).
@@ -400,11 +400,11 @@ func noFDE(parsed int, errs []error) error {
 
 // ExecRanges returns a linked file's executable PT_LOAD segments, which
 // the kernel requires every function start to lie in.
-func ExecRanges(ef *elf.File) []readers.Range {
-	out := []readers.Range{}
+func ExecRanges(ef *elf.File) []acceptance.Range {
+	out := []acceptance.Range{}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			out = append(out, readers.Range{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz})
+			out = append(out, acceptance.Range{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz})
 		}
 	}
 	return out

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cfi2sframe/cfi2sframe/readers"
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 )
 
 // The errors of this package are values a caller tells apart with
@@ -58,12 +58,12 @@ func (e *LayoutError) Error() string {
 }
 
 // RejectedError is a linked file whose output Options.For's reader would
-// drop whole (a readers.Reject violation, such as the kernel's for a
+// drop whole (a acceptance.Reject violation, such as the kernel's for a
 // file whose functions lie in two executable segments); nothing is
 // written. It matches ErrUnsupported: the tree form counts such files as
 // unsupported and leaves them alone.
 type RejectedError struct {
-	Violation readers.Violation // the first rule of kind readers.Reject broken
+	Violation acceptance.Violation // the first rule of kind acceptance.Reject broken
 }
 
 func (e *RejectedError) Error() string {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/readers"
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -39,7 +39,7 @@ func TestForReader(t *testing.T) {
 		return fres, len(s.FDEs)
 	}
 	_, base := outermost(mustConvert(t, in, Options{}))
-	for _, r := range readers.All {
+	for _, r := range acceptance.All {
 		o, err := ForReader(r)
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func TestForReader(t *testing.T) {
 		}
 		n, fdes := outermost(res.SFrame, res.Addr)
 		switch r {
-		case readers.Glibc:
+		case acceptance.Glibc:
 			if n != 0 || fdes != base-1 {
 				t.Errorf("glibc: %d FREs without data words, %d FDEs; want 0 and %d (_start left out)", n, fdes, base-1)
 			}
@@ -61,7 +61,7 @@ func TestForReader(t *testing.T) {
 		}
 		// The example has PLTs (a PCMASK FDE), which libsframe 2.44
 		// misses; every other reader takes the output as it is.
-		if r == readers.Libsframe244 {
+		if r == acceptance.Libsframe244 {
 			if res.Reader == nil || res.Reader.First() == nil || res.Reader.First().Rule != "pcmask-lookup" {
 				t.Errorf("libsframe-2.44: %+v, want the PCMASK lookup miss", res.Reader)
 			}
@@ -115,13 +115,13 @@ func TestForReaderRefuses(t *testing.T) {
 	if _, err := Convert("hello", in, Options{}); err != nil {
 		t.Fatalf("without --for: %v", err)
 	}
-	o, err := ForReader(readers.Kernel)
+	o, err := ForReader(acceptance.Kernel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := Convert("hello", in, o)
 	var re *RejectedError
-	if !errors.As(err, &re) || re.Violation.Rule != "segment-start" || re.Violation.Reader != readers.Kernel ||
+	if !errors.As(err, &re) || re.Violation.Rule != "segment-start" || re.Violation.Reader != acceptance.Kernel ||
 		!errors.Is(err, ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "segment-start") {
 		t.Fatalf("For kernel: %v (result %v), want a *RejectedError naming segment-start", err, res)
 	}

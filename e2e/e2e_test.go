@@ -577,7 +577,7 @@ func TestStrippedAndInPlace(t *testing.T) {
 }
 
 // kernelRules requires a converted file to keep the Linux kernel SFrame
-// unwinder's acceptance rules (verify --for kernel, package readers).
+// unwinder's acceptance rules (verify --for kernel, package acceptance).
 func kernelRules(t *testing.T, c2s, file string) {
 	t.Helper()
 	b, err := exec.Command(c2s, "verify", "--for", "kernel", file).CombinedOutput()

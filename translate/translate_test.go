@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/readers"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -648,7 +648,7 @@ func TestSignalOutermost(t *testing.T) {
 				}
 				// The kernel's unwinder removes a section at a lookup in
 				// an FDE without FREs; this one it takes.
-				if r := readers.Check(readers.Kernel, readers.Input{Section: b}); !r.OK() {
+				if r := acceptance.Check(acceptance.Kernel, acceptance.Input{Section: b}); !r.OK() {
 					t.Errorf("kernel rules: %v", r.Violations)
 				}
 			}

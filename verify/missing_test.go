@@ -8,10 +8,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
-	"github.com/cfi2sframe/cfi2sframe/readers"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -98,7 +98,7 @@ func (c converted) check(t *testing.T, data []byte, list int) *Result {
 func TestMissingFunctions(t *testing.T) {
 	const hello = "../testdata/example/hello"
 	v3 := convertFile(t, hello, convert.Options{})
-	glibcOpts, err := convert.ForReader(readers.Glibc)
+	glibcOpts, err := convert.ForReader(acceptance.Glibc)
 	if err != nil {
 		t.Fatal(err)
 	}

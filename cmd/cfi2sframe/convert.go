@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/convert/tree"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
-	"github.com/cfi2sframe/cfi2sframe/readers"
 )
 
 type convertFlags struct {
@@ -78,7 +78,7 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 		if cmd.Flags().Changed("sframe-version") || cmd.Flags().Changed("pcrel") {
 			return errors.New("--for chooses the SFrame version and flags; drop --sframe-version/--pcrel")
 		}
-		r, err := readers.Parse(fl.forReader)
+		r, err := acceptance.Parse(fl.forReader)
 		if err != nil {
 			return err
 		}

@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
-	"github.com/cfi2sframe/cfi2sframe/readers"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/verify"
 )
@@ -129,7 +129,7 @@ func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool
 }
 
 func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) error {
-	r, err := readers.Parse(name)
+	r, err := acceptance.Parse(name)
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 		if err != nil {
 			return err
 		}
-		res := readers.Check(r, in)
+		res := acceptance.Check(r, in)
 		if !res.OK() {
 			bad++
 		}
@@ -182,26 +182,26 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 
 type readerResult struct {
 	File string `json:"file"`
-	*readers.Result
+	*acceptance.Result
 }
 
 // readerInput reads a linked file's .sframe and executable segments.
-func readerInput(name string) (readers.Input, error) {
+func readerInput(name string) (acceptance.Input, error) {
 	data, err := convert.OpenInput(name)
 	if err != nil {
-		return readers.Input{}, err
+		return acceptance.Input{}, err
 	}
 	defer data.Close()
 	f, err := elfread.NewFileBytes(data.Data, name)
 	if err != nil {
-		return readers.Input{}, fmt.Errorf("%s: %w", name, err)
+		return acceptance.Input{}, fmt.Errorf("%s: %w", name, err)
 	}
 	es, err := f.SFrame()
 	if err != nil {
-		return readers.Input{}, fmt.Errorf("%s: %w", name, err)
+		return acceptance.Input{}, fmt.Errorf("%s: %w", name, err)
 	}
 	// A copy: the mapping is released on return.
-	in := readers.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
+	in := acceptance.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
 	if f.ELF.Type != elf.ET_REL {
 		in.Exec = convert.ExecRanges(f.ELF)
 	}

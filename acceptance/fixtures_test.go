@@ -1,4 +1,4 @@
-package readers_test
+package acceptance_test
 
 import (
 	"debug/elf"
@@ -12,12 +12,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/cfi2sframe/cfi2sframe/readers"
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 )
 
 // LoadELF returns a linked file's .sframe bytes, address and executable
 // PT_LOAD ranges.
-func loadELF(t *testing.T, name string) readers.Input {
+func loadELF(t *testing.T, name string) acceptance.Input {
 	t.Helper()
 	f, err := elf.Open(name)
 	if err != nil {
@@ -32,10 +32,10 @@ func loadELF(t *testing.T, name string) readers.Input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := readers.Input{Section: b, Addr: s.Addr}
+	in := acceptance.Input{Section: b, Addr: s.Addr}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			in.Exec = append(in.Exec, readers.Range{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz})
+			in.Exec = append(in.Exec, acceptance.Range{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz})
 		}
 	}
 	return in
@@ -57,8 +57,8 @@ func TestGNUFixtures(t *testing.T) {
 			continue
 		}
 		in := loadELF(t, name)
-		for _, r := range readers.All {
-			res := readers.Check(r, in)
+		for _, r := range acceptance.All {
+			res := acceptance.Check(r, in)
 			line := fmt.Sprintf("%s %s: ok", base, r)
 			if v := res.First(); v != nil {
 				rules := map[string]int{}

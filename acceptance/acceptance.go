@@ -1,4 +1,4 @@
-// Package readers checks an .sframe section against the acceptance rules of
+// Package acceptance checks an .sframe section against the acceptance rules of
 // the unwinders that read SFrame in the field, so that a user can tell,
 // before shipping a file, whether a given reader takes it:
 //
@@ -24,7 +24,7 @@
 // apart (Result.Limits): the rule at the PC is right and the reader uses
 // it, but only in the interrupted frame, so a walk reaching the PC as a
 // caller stops there.
-package readers
+package acceptance
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package readers
+package acceptance
 
 import "github.com/cfi2sframe/cfi2sframe/sframe"
 

@@ -1,4 +1,4 @@
-package readers_test
+package acceptance_test
 
 import (
 	"debug/elf"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/readers"
+	"github.com/cfi2sframe/cfi2sframe/acceptance"
 )
 
 // FuzzCheck applies every reader's rules to arbitrary bytes (seeded with
@@ -31,9 +31,9 @@ func FuzzCheck(f *testing.F) {
 	}
 	f.Add([]byte{0xe2, 0xde, 2, 1, 3, 0, 0xf8, 0}, uint64(0))
 	f.Fuzz(func(t *testing.T, b []byte, addr uint64) {
-		for _, r := range readers.All {
-			res := readers.Check(r, readers.Input{Section: b, Addr: addr, Exec: []readers.Range{{Lo: addr, Hi: addr + 0x10000}}})
-			if res.Total < len(res.Violations) || res.Rejects > res.Total || len(res.Violations) > readers.MaxViolations {
+		for _, r := range acceptance.All {
+			res := acceptance.Check(r, acceptance.Input{Section: b, Addr: addr, Exec: []acceptance.Range{{Lo: addr, Hi: addr + 0x10000}}})
+			if res.Total < len(res.Violations) || res.Rejects > res.Total || len(res.Violations) > acceptance.MaxViolations {
 				t.Fatalf("%s: total %d, rejects %d, kept %d", r, res.Total, res.Rejects, len(res.Violations))
 			}
 			if res.OK() != (res.Total == 0) {
