@@ -50,7 +50,7 @@ break a file. The .sframe compared with the CFI is the one a loader
 reads, through PT_GNU_SFRAME.
 
 With --for kernel|glibc|libsframe|libsframe-2.44, verify instead checks the
-section against that reader's acceptance rules (see the readers package):
+section against that reader's acceptance rules (see the acceptance package):
 it prints the first violation with its FDE and FRE index and PC, and the
 count of the others; any violation makes the exit status non-zero.`,
 		Args: cobra.MinimumNArgs(1),
