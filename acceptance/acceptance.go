@@ -227,15 +227,7 @@ func Check(r Reader, in Input) *Result {
 }
 
 // fdeSize is the size of one FDE index entry for the section's version.
-func (c *checker) fdeSize() uint64 {
-	switch c.sec.Header.Version {
-	case sframe.Version1:
-		return 17
-	case sframe.Version2:
-		return 20
-	}
-	return 16
-}
+func (c *checker) fdeSize() uint64 { return uint64(c.sec.Header.FDESize()) }
 
 // common checks every reader's lookup needs: PCMASK FDEs with a repeat
 // size (each reader takes the PC offset modulo rep_size: 0 divides by

@@ -249,6 +249,21 @@ type Header struct {
 // Size is the header size including the auxiliary header.
 func (h *Header) Size() int { return HeaderSize + int(h.AuxHdrLen) }
 
+// FDESize is the size of one entry of the function index in a section of
+// the header's version (17 bytes in V1, 20 in V2, 16 in V3), or 0 for a
+// version this package does not know.
+func (h *Header) FDESize() int {
+	switch h.Version {
+	case Version1:
+		return fdeSizeV1
+	case Version2:
+		return fdeSizeV2
+	case Version3:
+		return fdeSizeV3
+	}
+	return 0
+}
+
 // FDE is one function descriptor entry, raw fields plus decoded info bytes.
 // For V3 the attribute fields (NumFREs, Info, Info2, RepSize) come from the
 // 5-byte attribute at the head of the function's FRE data.

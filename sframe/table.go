@@ -106,14 +106,7 @@ func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
 		NumFDEs: order.Uint32(b[8:]), NumFREs: order.Uint32(b[12:]), FRELen: order.Uint32(b[16:]),
 		FDEOff: order.Uint32(b[20:]), FREOff: order.Uint32(b[24:]),
 	}
-	switch h.Version {
-	case Version1:
-		fdeSize = fdeSizeV1
-	case Version2:
-		fdeSize = fdeSizeV2
-	case Version3:
-		fdeSize = fdeSizeV3
-	default:
+	if fdeSize = h.FDESize(); fdeSize == 0 {
 		return h, big, 0, errorf(2, "unsupported version %d", h.Version)
 	}
 	if h.ABI < ABIAArch64BE || h.ABI > ABIS390XBE {

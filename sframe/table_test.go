@@ -536,3 +536,15 @@ func TestTableManyFunctions(t *testing.T) {
 		})
 	}
 }
+
+func TestHeaderFDESize(t *testing.T) {
+	for _, c := range []struct {
+		version uint8
+		want    int
+	}{{sframe.Version1, 17}, {sframe.Version2, 20}, {sframe.Version3, 16}, {0, 0}, {4, 0}} {
+		h := sframe.Header{Version: c.version}
+		if got := h.FDESize(); got != c.want {
+			t.Errorf("version %d: FDESize %d, want %d", c.version, got, c.want)
+		}
+	}
+}
