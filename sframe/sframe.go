@@ -35,6 +35,7 @@ package sframe
 import (
 	"encoding/binary"
 	"fmt"
+	"sort"
 	"strconv"
 )
 
@@ -285,6 +286,22 @@ type FDE struct {
 	PauthKeyB bool
 
 	FREs []FRE
+}
+
+// FREAt returns the index in d.FREs of the row in effect at pc: the last
+// FRE starting at or before pc's offset in the function (for a PCMask
+// function, its offset in the repeated block), or -1 where pc is before
+// the first FRE or outside the function. d.FREs must be decoded (Decode,
+// Table.FDE).
+func (d *FDE) FREAt(pc uint64) int {
+	off := pc - d.Start
+	if off >= uint64(d.Size) {
+		return -1
+	}
+	if d.PCType == PCMask && d.RepSize != 0 {
+		off %= uint64(d.RepSize)
+	}
+	return sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].StartOff) > off }) - 1
 }
 
 // FRE is one frame row entry.

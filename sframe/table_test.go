@@ -548,3 +548,31 @@ func TestHeaderFDESize(t *testing.T) {
 		}
 	}
 }
+
+func TestFDEFREAt(t *testing.T) {
+	inc := sframe.FDE{Start: 0x1000, Size: 0x40, FREs: []sframe.FRE{{StartOff: 0}, {StartOff: 4}, {StartOff: 0x20}}}
+	late := sframe.FDE{Start: 0x1000, Size: 0x40, FREs: []sframe.FRE{{StartOff: 8}}}
+	mask := sframe.FDE{Start: 0x2000, Size: 0x40, PCType: sframe.PCMask, RepSize: 16, FREs: []sframe.FRE{{StartOff: 0}, {StartOff: 6}}}
+	for _, c := range []struct {
+		name string
+		d    *sframe.FDE
+		pc   uint64
+		want int
+	}{
+		{"first byte", &inc, 0x1000, 0},
+		{"inside the first row", &inc, 0x1003, 0},
+		{"start of the second", &inc, 0x1004, 1},
+		{"last row to the end", &inc, 0x103f, 2},
+		{"past the end", &inc, 0x1040, -1},
+		{"below the start", &inc, 0xfff, -1},
+		{"before the first FRE", &late, 0x1004, -1},
+		{"at the first FRE", &late, 0x1008, 0},
+		{"PCMASK first block", &mask, 0x2007, 1},
+		{"PCMASK third block, row 0", &mask, 0x2021, 0},
+		{"PCMASK third block, row 1", &mask, 0x202f, 1},
+	} {
+		if got := c.d.FREAt(c.pc); got != c.want {
+			t.Errorf("%s: FREAt(%#x) = %d, want %d", c.name, c.pc, got, c.want)
+		}
+	}
+}

@@ -456,11 +456,7 @@ func rowIn(tb *sframe.Table, s *sframe.Section, pc uint64) (sframe.Rule, bool) {
 		if pc-d.Start >= uint64(d.Size) {
 			continue
 		}
-		off := pc - d.Start
-		if d.PCType == sframe.PCMask && d.RepSize != 0 {
-			off %= uint64(d.RepSize)
-		}
-		j := sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].StartOff) > off }) - 1
+		j := d.FREAt(pc)
 		if j < 0 {
 			return sframe.Rule{}, false
 		}

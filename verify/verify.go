@@ -290,11 +290,7 @@ type checker struct {
 // that starts at or before pc's offset in d (for a PCMask function, in
 // its repeated block), or false when there is none.
 func (c *checker) rowAt(d *sframe.FDE, pc uint64) (sframe.Rule, bool) {
-	off := pc - d.Start
-	if d.PCType == sframe.PCMask && d.RepSize != 0 {
-		off %= uint64(d.RepSize)
-	}
-	j := sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].StartOff) > off }) - 1
+	j := d.FREAt(pc)
 	if j < 0 {
 		return sframe.Rule{}, false
 	}
