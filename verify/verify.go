@@ -44,6 +44,13 @@ const (
 	// Skipped: CFI describes a function that .sframe does not, and
 	// translate skips it too (Finding.Reason says why): not a failure.
 	Skipped Kind = "skipped"
+	// SignalMark: a signal frame of the CFI (its CIE has the 'S'
+	// augmentation) that .sframe describes by a V3 signal FDE saying RA
+	// undefined, or by one without FREs: the mark that tells an unwinder
+	// to read the kernel's signal frame (or to stop there), which is what
+	// cfi2sframe --signal-frames and GNU as write for a trampoline whose
+	// CFI SFrame cannot carry. Not a failure.
+	SignalMark Kind = "signal-mark"
 )
 
 // DefaultList is how many Missing and how many Skipped findings Check
@@ -85,6 +92,8 @@ func (f Finding) String() string {
 		return fmt.Sprintf("%s [%#x,%#x): not in .sframe, skipped as cfi2sframe skips it: %s: %s", name, f.PC, f.End, f.Reason, f.Detail)
 	case NoCFI:
 		return fmt.Sprintf("%s [%#x,%#x): no CFI to check .sframe against", loc, f.PC, f.End)
+	case SignalMark:
+		return fmt.Sprintf("%s [%#x,%#x): signal frame, marked in .sframe (%s: %s), CFI says %s", loc, f.PC, f.End, f.What, f.SFrame, f.CFI)
 	}
 	s := fmt.Sprintf("%s [%#x,%#x): %s: sframe says %s, CFI says %s", loc, f.PC, f.End, f.What, f.SFrame, f.CFI)
 	if f.Every != 0 {
@@ -592,7 +601,17 @@ func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {
 	if !ok {
 		// An FDE without FREs: V3 reads it as the outermost frame.
 		if ra := c.cfiReg(row, t, c.ra); ra.kind != kUndef {
-			c.note(d, pc, next, Disagree, "RA", "outermost (FDE without FREs)", ra.String(c))
+			k := Disagree
+			if d.Signal && t.FDE.CIE.Signal {
+				k = SignalMark
+			}
+			c.note(d, pc, next, k, "RA", "outermost (FDE without FREs)", ra.String(c))
+		}
+		return
+	}
+	if rule.Signal && rule.RAUndefined && t.FDE.CIE.Signal {
+		if ra := c.cfiReg(row, t, c.ra); ra.kind != kUndef {
+			c.note(d, pc, next, SignalMark, "RA", "undefined (signal FDE)", ra.String(c))
 		}
 		return
 	}

@@ -181,3 +181,55 @@ func TestStreamInputMatches(t *testing.T) {
 		t.Fatalf("only %d sections compared", compared)
 	}
 }
+
+// TestSignalMarks: a signal frame of the CFI that .sframe marks as one
+// (a signal FDE without FREs, as GNU as 2.47 writes for sigtramp_expr in
+// its fixture, or with one RA-undefined FRE, as --signal-frames writes)
+// is counted apart and passes; the same mark on a function that is not a
+// signal frame, or an RA-undefined row without the signal bit, is a
+// disagreement.
+func TestSignalMarks(t *testing.T) {
+	b, err := os.ReadFile("../testdata/sframe/v3-x86_64-exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	input, sec := load(t, b)
+	r := Check(input)
+	if !r.Agree || count(r, SignalMark) != 1 || count(r, Disagree) != 0 {
+		t.Fatalf("GNU's FRE-less signal FDE: agree %v, findings %v", r.Agree, r.Findings)
+	}
+	funcs := sec.Functions()
+	sig, plain := -1, -1
+	for i := range funcs {
+		switch {
+		case funcs[i].Signal:
+			sig = i
+		case plain < 0 && len(funcs[i].Rows) > 1 && !funcs[i].Rows[0].RAUndefined:
+			plain = i
+		}
+	}
+	if sig < 0 || plain < 0 {
+		t.Fatalf("fixture: signal function %d, ordinary function %d", sig, plain)
+	}
+	mark := []sframe.Row{{Start: 0, RAUndefined: true}}
+	for _, c := range []struct {
+		what   string
+		edit   func(f []sframe.Function)
+		marked bool
+	}{
+		{"signal FDE with an RA-undefined FRE", func(f []sframe.Function) { f[sig].Rows = mark }, true},
+		{"signal bit on a function that is no signal frame", func(f []sframe.Function) { f[plain].Signal, f[plain].Rows = true, mark }, false},
+		{"RA undefined without the signal bit", func(f []sframe.Function) { f[sig].Signal, f[sig].Rows = false, mark }, false},
+	} {
+		edited := sec.Functions()
+		c.edit(edited)
+		input.SFrame = encode(t, sec, edited)
+		r := Check(input)
+		if c.marked && (!r.Agree || count(r, SignalMark) != 1) {
+			t.Errorf("%s: agree %v, findings %v", c.what, r.Agree, r.Findings)
+		}
+		if !c.marked && (r.Agree || count(r, Disagree) == 0) {
+			t.Errorf("%s: agree %v, findings %v; want a disagreement", c.what, r.Agree, r.Findings)
+		}
+	}
+}

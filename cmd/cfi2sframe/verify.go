@@ -124,8 +124,12 @@ func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool
 	if len(reasons) > 0 {
 		why = " (" + strings.Join(reasons, ", ") + ")"
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI, %d CFI functions missing from .sframe, %d skipped as cfi2sframe skips them%s, %d layout problems\n",
-		name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], res.Missing, skipped, why, len(res.Layout))
+	marks := ""
+	if n := counts[verify.SignalMark]; n > 0 {
+		marks = fmt.Sprintf(", %d signal frames marked as such", n)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI%s, %d CFI functions missing from .sframe, %d skipped as cfi2sframe skips them%s, %d layout problems\n",
+		name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], marks, res.Missing, skipped, why, len(res.Layout))
 }
 
 func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) error {
