@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end cost of cfi2sframe on a big file, against GNU readelf on the
-# same file, in one run: wall time and peak RSS (GNU time) of
+# same file and against cp of it (the floor: a conversion writes a whole
+# new file), in one run: the median wall time of RUNS runs (default 5) and
+# the peak RSS (GNU time) of
 #   convert (IN -o OUT, OUT new), convert again over the existing OUT
 #   (replacing a file is synced before the rename, a new one is not),
 #   verify OUT, report IN, dump OUT,
 #   readelf --debug-dump=frames-interp IN (sid binutils, the peer),
-# each with the ratio of its time to readelf's. Then the same on a
+#   cp IN OUT (OUT new),
+# each with the ratio of its time to readelf's and to cp's. Then the same on a
 # generated file with ~2.1 M tiny FDEs (bench/genfdes).
 #
 #   bench/convert.sh [FILE] [N-FDES]
@@ -38,15 +41,25 @@ c2s=$tmp/cfi2sframe
 go build -o "$c2s" ./cmd/cfi2sframe
 go build -o "$tmp/genfdes" ./bench/genfdes
 
-# measure NAME CMD...: one run, "wall-seconds peak-KiB" into $tmp/NAME.
+# measure NAME CMD...: RUNS runs (5 by default), the median wall seconds
+# and the largest peak KiB into $tmp/NAME.time. When $fresh names a file,
+# it is removed before each run (a new output, not a replaced one).
+runs=${RUNS:-5}
 measure() {
-	local name=$1
+	local name=$1 i
 	shift
-	/usr/bin/time -f '%e %M' -o "$tmp/$name.time" "$@" >/dev/null 2>"$tmp/$name.err" || {
-		echo "bench: $name failed:" >&2
-		cat "$tmp/$name.err" >&2
-		return 1
-	}
+	: >"$tmp/$name.all"
+	for ((i = 0; i < runs; i++)); do
+		[ -z "${fresh:-}" ] || rm -f "$fresh"
+		/usr/bin/time -f '%e %M' -o "$tmp/$name.one" "$@" >/dev/null 2>"$tmp/$name.err" || {
+			echo "bench: $name failed:" >&2
+			cat "$tmp/$name.err" >&2
+			return 1
+		}
+		cat "$tmp/$name.one" >>"$tmp/$name.all"
+	done
+	echo "$(sort -n "$tmp/$name.all" | awk '{t[NR] = $1} END {print t[int((NR + 1) / 2)]}')" \
+		"$(sort -n -k2 "$tmp/$name.all" | tail -1 | cut -d' ' -f2)" >"$tmp/$name.time"
 }
 
 # bench LABEL FILE: the table for one input.
@@ -55,8 +68,9 @@ bench() {
 	"$c2s" dump "$in" >/dev/null 2>&1 && force=--force
 	cat "$in" >/dev/null # page cache warm for everyone
 	measure readelf "$readelf" --debug-dump=frames-interp "$in"
-	rm -f "$tmp/out"
-	measure convert "$c2s" -q $force "$in" -o "$tmp/out"
+	fresh=$tmp/cp measure cp cp "$in" "$tmp/cp"
+	rm -f "$tmp/cp"
+	fresh=$tmp/out measure convert "$c2s" -q $force "$in" -o "$tmp/out"
 	measure convert-replace "$c2s" -q $force "$in" -o "$tmp/out"
 	measure verify "$c2s" verify -q "$tmp/out"
 	measure report "$c2s" report "$in"
@@ -65,10 +79,12 @@ bench() {
 	local ehsize
 	ehsize=$("$readelf" -SW "$in" | sed 's/^ *\[ *[0-9]*\]//' | awk '$1==".eh_frame"{print $5}')
 	printf '\n%s: %s (%s bytes; .eh_frame %d bytes)\n' "$label" "$in" "$(stat -c %s "$in")" "$((16#${ehsize:-0}))"
-	printf '%-28s %9s %12s %16s\n' step "wall (s)" "peak RSS" "time / readelf"
-	for s in convert convert-replace verify report dump readelf; do
+	read -r ct cm <"$tmp/cp.time"
+	printf '%-28s %9s %12s %16s %12s\n' step "wall (s)" "peak RSS" "time / readelf" "time / cp"
+	for s in convert convert-replace verify report dump readelf cp; do
 		read -r t m <"$tmp/$s.time"
-		printf '%-28s %9.2f %9d MiB %15.2fx\n' "$s" "$t" "$((m / 1024))" "$(awk -v a="$t" -v b="$rt" 'BEGIN{print (b>0)? a/b : 0}')"
+		printf '%-28s %9.3f %9d MiB %15.2fx %11.2fx\n' "$s" "$t" "$((m / 1024))" \
+			"$(awk -v a="$t" -v b="$rt" 'BEGIN{print (b>0)? a/b : 0}')" "$(awk -v a="$t" -v b="$ct" 'BEGIN{print (b>0)? a/b : 0}')"
 	done
 }
 
