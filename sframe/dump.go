@@ -23,6 +23,21 @@ var (
 	rowsHeaderMask = fmt.Sprintf("\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", "[m]", "CFA", "FP", "RA")
 )
 
+// flagNames returns the specification's names of the header flags set,
+// in bit order (an empty list, not nil, when none is).
+func flagNames(flags uint8) []string {
+	names := []string{}
+	for _, fl := range []struct {
+		bit  uint8
+		name string
+	}{{FlagFDESorted, "SFRAME_F_FDE_SORTED"}, {FlagFramePointer, "SFRAME_F_FRAME_POINTER"}, {FlagFDEFuncStartPCRel, "SFRAME_F_FDE_FUNC_START_PCREL"}} {
+		if flags&fl.bit != 0 {
+			names = append(names, fl.name)
+		}
+	}
+	return names
+}
+
 func dumpText(w io.Writer, t *Table) error {
 	// Written as it goes, each line built in one reused buffer: a
 	// section with millions of functions is not built as one string
@@ -31,16 +46,7 @@ func dumpText(w io.Writer, t *Table) error {
 	h := &t.Header
 	b.WriteString("  Header :\n\n")
 	fmt.Fprintf(b, "    Version: SFRAME_VERSION_%d\n", h.Version)
-	var names []string
-	if h.Flags&FlagFDESorted != 0 {
-		names = append(names, "SFRAME_F_FDE_SORTED")
-	}
-	if h.Flags&FlagFramePointer != 0 {
-		names = append(names, "SFRAME_F_FRAME_POINTER")
-	}
-	if h.Flags&FlagFDEFuncStartPCRel != 0 {
-		names = append(names, "SFRAME_F_FDE_FUNC_START_PCREL")
-	}
+	names := flagNames(h.Flags)
 	if len(names) == 0 {
 		names = append(names, "NONE")
 	}
@@ -256,15 +262,7 @@ func dumpJSON(w io.Writer, t *Table) error {
 		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: h.ABI.String(),
 		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: h.AuxHdrLen,
 		NumFDEs: h.NumFDEs, NumFREs: h.NumFREs, FRELen: h.FRELen, FDEOff: h.FDEOff, FREOff: h.FREOff,
-		FlagNames: []string{}, Functions: []jsonFunc{},
-	}
-	for _, fl := range []struct {
-		bit  uint8
-		name string
-	}{{FlagFDESorted, "SFRAME_F_FDE_SORTED"}, {FlagFramePointer, "SFRAME_F_FRAME_POINTER"}, {FlagFDEFuncStartPCRel, "SFRAME_F_FDE_FUNC_START_PCREL"}} {
-		if h.Flags&fl.bit != 0 {
-			js.FlagNames = append(js.FlagNames, fl.name)
-		}
+		FlagNames: flagNames(h.Flags), Functions: []jsonFunc{},
 	}
 	head, err := json.MarshalIndent(js, "", "  ")
 	if err != nil {
