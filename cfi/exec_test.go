@@ -240,3 +240,20 @@ func TestRowsBounded(t *testing.T) {
 		t.Fatalf("MaxRows-1 rows: %v", err)
 	}
 }
+
+// TestTableRowAt: the row in effect at a PC is the last one starting at
+// or before it; none before the first.
+func TestTableRowAt(t *testing.T) {
+	tab := &Table{Rows: []Row{{Loc: 0x1000}, {Loc: 0x1004}, {Loc: 0x1010}}}
+	for _, tt := range []struct {
+		pc   uint64
+		want int
+	}{{0xfff, -1}, {0x1000, 0}, {0x1003, 0}, {0x1004, 1}, {0x100f, 1}, {0x1010, 2}, {0x2000, 2}} {
+		if got := tab.RowAt(tt.pc); got != tt.want {
+			t.Errorf("RowAt(%#x) = %d, want %d", tt.pc, got, tt.want)
+		}
+	}
+	if got := (&Table{}).RowAt(0x1000); got != -1 {
+		t.Errorf("RowAt in a table without rows = %d, want -1", got)
+	}
+}

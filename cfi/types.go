@@ -8,6 +8,7 @@ package cfi
 
 import (
 	"encoding/binary"
+	"sort"
 	"strconv"
 )
 
@@ -201,6 +202,13 @@ type Table struct {
 	LastAdvance uint64
 
 	regs []RegRule // backing array of every row's Regs
+}
+
+// RowAt returns the index of the row in effect at pc: the last one that
+// starts at or before pc, or -1 when pc is before the first (whether pc is
+// inside the FDE is the caller's to check).
+func (t *Table) RowAt(pc uint64) int {
+	return sort.Search(len(t.Rows), func(i int) bool { return t.Rows[i].Loc > pc }) - 1
 }
 
 // Error is a malformed record: which section, at which offset, what.

@@ -2,7 +2,6 @@ package trace
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -62,12 +61,11 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 	if err := k.in.Execute(fde, &k.tab); err != nil {
 		return fail("DWARF program error")
 	}
-	rows := k.tab.Rows
-	i := sort.Search(len(rows), func(i int) bool { return rows[i].Loc > fa }) - 1
+	i := k.tab.RowAt(fa)
 	if i < 0 {
 		return fail("no DWARF row")
 	}
-	row := &rows[i]
+	row := &k.tab.Rows[i]
 	reg := func(n uint64) (uint64, bool) {
 		if n >= unwind.NumRegs {
 			return 0, false

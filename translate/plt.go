@@ -252,16 +252,11 @@ type pltRule struct {
 // cfiPLTRule evaluates the CFI row covering pc: an SP-based CFA, or the
 // x86-64 lazy-PLT expression at that PC.
 func (a *abi) cfiPLTRule(t *cfi.Table, pc uint64) pltRule {
-	var row *cfi.Row
-	for i := range t.Rows {
-		if t.Rows[i].Loc > pc {
-			break
-		}
-		row = &t.Rows[i]
-	}
-	if row == nil {
+	i := t.RowAt(pc)
+	if i < 0 {
 		return pltRule{}
 	}
+	row := &t.Rows[i]
 	switch row.CFA.Kind {
 	case cfi.CFARegOffset:
 		if row.CFA.Reg == a.sp {

@@ -474,12 +474,11 @@ func (c *checker) lookup(pc uint64) (*cfi.Table, *cfi.Row) {
 	if t == nil || pc >= t.FDE.End() {
 		return nil, nil
 	}
-	rows := t.Rows
-	j := sort.Search(len(rows), func(j int) bool { return rows[j].Loc > pc }) - 1
+	j := t.RowAt(pc)
 	if j < 0 {
 		return t, nil
 	}
-	return t, &rows[j]
+	return t, &t.Rows[j]
 }
 
 // pltPeriod is the period of the x86-64 PLT CFA expression: its value

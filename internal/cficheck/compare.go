@@ -242,7 +242,7 @@ func compareFDE(d *Dump, rf *Frame, t *cfi.Table, names map[string]uint64, rev m
 		}
 		s.Rows++
 		ri := sort.Search(len(rows), func(i int) bool { return rows[i].Loc > pc }) - 1
-		oi := sort.Search(len(t.Rows), func(i int) bool { return t.Rows[i].Loc > pc }) - 1
+		oi := t.RowAt(pc)
 		if ri < 0 || oi < 0 {
 			return "first-row", fmt.Sprintf("pc %#x: readelf row %d, ours %d", pc, ri, oi)
 		}
