@@ -65,23 +65,7 @@ func TestGlibcAcceptance(t *testing.T) {
 	if err != nil {
 		t.Errorf("scripts/glibc-acceptance.sh check: %v", err)
 	}
-	lines := map[string]string{}
-	for _, l := range strings.Split(out, "\n") {
-		status, rest, ok := strings.Cut(l, " ")
-		name, text, ok2 := strings.Cut(strings.TrimSpace(rest), " | ")
-		if ok && ok2 && (status == "ok" || status == "FAIL") {
-			lines[name] = status + " " + text
-		}
-	}
-	for _, c := range glibcChecks {
-		got, ok := lines[c]
-		switch {
-		case !ok:
-			t.Errorf("check %q missing from the output", c)
-		case !strings.HasPrefix(got, "ok "):
-			t.Errorf("check %q: %s", c, got)
-		}
-	}
+	lines := requireChecks(t, out, glibcChecks)
 	// The full-depth traces go down to _start through the whole chain:
 	// main, 4 fp_level, 4 nofp_level, alloca_level, 3 lib_level, the
 	// callback, qsort, compare and leaf are 17 frames before libc's start
@@ -96,4 +80,30 @@ func TestGlibcAcceptance(t *testing.T) {
 			t.Errorf("check %q: %s frames ending in %s, want at least 20 ending in _start", c, m[1], m[2])
 		}
 	}
+}
+
+// requireChecks reads the "STATUS name | text" lines an acceptance script
+// prints (STATUS ok, FAIL or info) and fails the test for each of checks
+// that is missing or not ok. It returns every line's "STATUS text" by
+// name.
+func requireChecks(t *testing.T, out string, checks []string) map[string]string {
+	t.Helper()
+	lines := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		status, rest, ok := strings.Cut(l, " ")
+		name, text, ok2 := strings.Cut(strings.TrimSpace(rest), " | ")
+		if ok && ok2 && (status == "ok" || status == "FAIL" || status == "info") {
+			lines[name] = status + " " + text
+		}
+	}
+	for _, c := range checks {
+		got, ok := lines[c]
+		switch {
+		case !ok:
+			t.Errorf("check %q missing from the output", c)
+		case !strings.HasPrefix(got, "ok "):
+			t.Errorf("check %q: %s", c, got)
+		}
+	}
+	return lines
 }

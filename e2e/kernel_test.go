@@ -59,23 +59,7 @@ func TestKernelAcceptance(t *testing.T) {
 	if err != nil {
 		t.Errorf("scripts/kernel-acceptance.sh: %v", err)
 	}
-	lines := map[string]string{}
-	for _, l := range strings.Split(out, "\n") {
-		status, rest, ok := strings.Cut(l, " ")
-		name, text, ok2 := strings.Cut(strings.TrimSpace(rest), " | ")
-		if ok && ok2 && (status == "ok" || status == "FAIL" || status == "info") {
-			lines[name] = status + " " + text
-		}
-	}
-	for _, c := range kernelChecks {
-		got, ok := lines[c]
-		switch {
-		case !ok:
-			t.Errorf("check %q missing from the output", c)
-		case !strings.HasPrefix(got, "ok "):
-			t.Errorf("check %q: %s", c, got)
-		}
-	}
+	lines := requireChecks(t, out, kernelChecks)
 	// Enough samples to mean something: each of our runs has at least 50
 	// chains in the spinning functions, all right.
 	re := regexp.MustCompile(`^ok (\d+) of (\d+) deferred chains`)
