@@ -25,6 +25,34 @@ func (m *mem) set(addr, v uint64) { m.words[(addr-m.base)/8] = v }
 
 func newMem(base uint64, n int) *mem { return &mem{base: base, words: make([]uint64, n)} }
 
+// stackOf is a test stack holding the given words, zero elsewhere.
+func stackOf(words map[uint64]uint64) *mem {
+	m := newMem(stackBase, stackWords)
+	for a, v := range words {
+		m.set(a, v)
+	}
+	return m
+}
+
+// stepOver takes one Step from frame, which must give the reason want;
+// it returns the caller frame and whether the step succeeded. A failed
+// step must leave the frame as it was.
+func stepOver(t *testing.T, u *unwind.Unwinder, frame unwind.Frame, want unwind.Reason) (unwind.Frame, bool) {
+	t.Helper()
+	f := frame
+	why, _ := u.Step(&f)
+	if why != want {
+		t.Fatalf("Step = %v, want %v", why, want)
+	}
+	if why != unwind.ReasonOK {
+		if f != frame {
+			t.Errorf("failed Step changed the frame")
+		}
+		return f, false
+	}
+	return f, true
+}
+
 func reg(r uint32, off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocReg, Reg: r, Offset: off} }
 func cfaSlot(off int32) sframe.Loc       { return sframe.Loc{Kind: sframe.LocCFA, Offset: off} }
 
@@ -135,20 +163,8 @@ func TestStepAMD64(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMem(stackBase, stackWords)
-			for a, v := range tt.stack {
-				m.set(a, v)
-			}
-			u := unwind.New(unwind.AMD64, sp, m)
-			f := tt.frame
-			why, _ := u.Step(&f)
-			if why != tt.why {
-				t.Fatalf("Step = %v, want %v", why, tt.why)
-			}
-			if why != unwind.ReasonOK {
-				if f != tt.frame {
-					t.Errorf("failed Step changed the frame")
-				}
+			f, ok := stepOver(t, unwind.New(unwind.AMD64, sp, stackOf(tt.stack)), tt.frame, tt.why)
+			if !ok {
 				return
 			}
 			fp, ok := f.Reg(rbp)
@@ -264,18 +280,10 @@ func TestStepARM64(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMem(stackBase, stackWords)
-			for a, v := range tt.stack {
-				m.set(a, v)
-			}
-			u := unwind.New(unwind.ARM64, sp, m)
+			u := unwind.New(unwind.ARM64, sp, stackOf(tt.stack))
 			u.PACMask = tt.pacMask
-			f := tt.frame
-			why, _ := u.Step(&f)
-			if why != tt.why {
-				t.Fatalf("Step = %v, want %v", why, tt.why)
-			}
-			if why != unwind.ReasonOK {
+			f, ok := stepOver(t, u, tt.frame, tt.why)
+			if !ok {
 				return
 			}
 			if f.PC != tt.pc || f.SP(unwind.ARM64) != tt.sp || f.FP(unwind.ARM64) != tt.fp || f.Top {
@@ -348,20 +356,8 @@ func TestStepS390X(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMem(stackBase, stackWords)
-			for a, v := range tt.stack {
-				m.set(a, v)
-			}
-			u := unwind.New(unwind.S390X, sp, m)
-			f := tt.frame
-			why, _ := u.Step(&f)
-			if why != tt.why {
-				t.Fatalf("Step = %v, want %v", why, tt.why)
-			}
-			if why != unwind.ReasonOK {
-				if f != tt.frame {
-					t.Errorf("failed Step changed the frame")
-				}
+			f, ok := stepOver(t, unwind.New(unwind.S390X, sp, stackOf(tt.stack)), tt.frame, tt.why)
+			if !ok {
 				return
 			}
 			if f.PC != tt.pc || f.SP(unwind.S390X) != tt.sp || f.FP(unwind.S390X) != tt.fp || f.Top {
