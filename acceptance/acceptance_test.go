@@ -266,30 +266,25 @@ func TestKernelRules(t *testing.T) {
 				tt.patch(t, b)
 			}
 			res := Check(Kernel, Input{Section: b, Addr: secAddr, Exec: tt.exec})
-			var got []want
-			for _, v := range res.Violations {
-				got = append(got, want{v.Rule, v.Kind, v.FDE, v.FRE, v.PC})
-			}
-			if len(got) != len(tt.want) || res.Total != len(tt.want) {
-				t.Fatalf("violations %v, want %v", res.Violations, tt.want)
-			}
-			for i := range got {
-				if got[i] != tt.want[i] {
-					t.Errorf("violation %d: %v, want %+v", i, res.Violations[i], tt.want[i])
+			// expect compares the violations (or limits) found with those
+			// wanted, in order, and their total.
+			expect := func(what string, vs []Violation, total int, ws []want) {
+				t.Helper()
+				var got []want
+				for _, v := range vs {
+					got = append(got, want{v.Rule, v.Kind, v.FDE, v.FRE, v.PC})
+				}
+				if len(got) != len(ws) || total != len(ws) {
+					t.Fatalf("%ss %v, want %v", what, vs, ws)
+				}
+				for i := range got {
+					if got[i] != ws[i] {
+						t.Errorf("%s %d: %v, want %+v", what, i, vs[i], ws[i])
+					}
 				}
 			}
-			var lims []want
-			for _, v := range res.Limits {
-				lims = append(lims, want{v.Rule, v.Kind, v.FDE, v.FRE, v.PC})
-			}
-			if len(lims) != len(tt.limits) || res.TotalLimits != len(tt.limits) {
-				t.Fatalf("limits %v, want %v", res.Limits, tt.limits)
-			}
-			for i := range lims {
-				if lims[i] != tt.limits[i] {
-					t.Errorf("limit %d: %v, want %+v", i, res.Limits[i], tt.limits[i])
-				}
-			}
+			expect("violation", res.Violations, res.Total, tt.want)
+			expect("limit", res.Limits, res.TotalLimits, tt.limits)
 			if fns := map[int]bool{}; len(tt.limits) > 0 {
 				for _, l := range tt.limits {
 					fns[l.fde] = true
