@@ -81,13 +81,9 @@ func TestConvertWriteMatchesConvert(t *testing.T) {
 // ConvertInput does, and a cancelled conversion writes nothing: no
 // temporary file is left.
 func TestConvertWriteFailureLeavesNothing(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "testdata", "sframe", "v3-*"))
 	dir := t.TempDir()
 	n := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, ".objdump") || strings.HasSuffix(name, ".o") {
-			continue
-		}
+	for _, name := range linkedInputs() {
 		in, err := OpenInput(name)
 		if err != nil {
 			t.Fatal(err)
