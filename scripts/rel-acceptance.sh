@@ -14,34 +14,21 @@
 #
 #   scripts/rel-acceptance.sh        (needs network for the source package)
 #
-# The source is fetched with a private apt configuration (deb-src of
-# Debian bookworm) into a cache directory; nothing on the system changes.
+# The source comes from scripts/debian-source.sh (a private apt
+# configuration, deb-src of Debian bookworm, into the toolchain cache);
+# nothing on the system changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 root=$(bash scripts/reference-toolchain.sh --print)
 bash scripts/reference-toolchain.sh >/dev/null
-cache="${CFI2SFRAME_TOOLCHAIN:-$HOME/.cache/cfi2sframe/toolchain}/src"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/cfi2sframe" ./cmd/cfi2sframe
 go build -o "$work/sfcompare" ./internal/sfcompare/cmd/sfcompare
 c2s="$work/cfi2sframe"
 
-if [ ! -d "$cache/zlib" ]; then
-	st="$cache/apt"
-	mkdir -p "$st/lists/partial" "$st/cache/archives/partial" "$st/state" "$cache/dl"
-	echo "deb-src http://deb.debian.org/debian bookworm main" >"$st/sources.list"
-	APT=(-o "Dir::Etc::SourceList=$st/sources.list" -o Dir::Etc::SourceParts=/dev/null
-		-o "Dir::State=$st/state" -o "Dir::State::Lists=$st/lists"
-		-o Dir::State::Status=/dev/null -o "Dir::Cache=$st/cache"
-		-o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
-	apt-get "${APT[@]}" -q update >/dev/null
-	(cd "$cache/dl" && apt-get "${APT[@]}" -q source --download-only zlib >/dev/null)
-	mkdir -p "$cache/zlib"
-	tar -xf "$cache"/dl/zlib_*.orig.tar.* -C "$cache/zlib" --strip-components=1
-fi
-src="$cache/zlib"
+src=$(bash scripts/debian-source.sh zlib)
 lib_srcs=(adler32 crc32 deflate infback inffast inflate inftrees trees zutil compress uncompr gzclose gzlib gzread gzwrite)
 fail=0
 

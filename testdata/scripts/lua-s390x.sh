@@ -17,9 +17,9 @@
 #   bash testdata/scripts/lua-s390x.sh     (needs network for the source
 #                                           package the first time)
 #
-# The source is fetched with a private apt configuration (deb-src of Debian
-# bookworm) into the toolchain cache; nothing is committed and nothing on
-# the system changes. Needs gcc-s390x-linux-gnu, libc6-dev-s390x-cross and
+# The source comes from scripts/debian-source.sh (a private apt
+# configuration, deb-src of Debian bookworm, into the toolchain cache);
+# nothing is committed and nothing on the system changes. Needs gcc-s390x-linux-gnu, libc6-dev-s390x-cross and
 # qemu-user-static (scripts/reference-toolchain.sh --cross).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,21 +35,7 @@ go build -o "$work/cfi2sframe" ./cmd/cfi2sframe
 go build -o "$work/sfcompare" ./internal/sfcompare/cmd/sfcompare
 c2s="$work/cfi2sframe"
 
-if [ ! -f "$cache/lua5.4/src/lua.c" ]; then
-	st="$cache/apt"
-	mkdir -p "$st/lists/partial" "$st/cache/archives/partial" "$st/state" "$cache/dl-lua"
-	echo "deb-src http://deb.debian.org/debian bookworm main" >"$st/sources.list"
-	APT=(-o "Dir::Etc::SourceList=$st/sources.list" -o Dir::Etc::SourceParts=/dev/null
-		-o "Dir::State=$st/state" -o "Dir::State::Lists=$st/lists"
-		-o Dir::State::Status=/dev/null -o "Dir::Cache=$st/cache"
-		-o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
-	apt-get "${APT[@]}" -q update >/dev/null
-	(cd "$cache/dl-lua" && apt-get "${APT[@]}" -q source --download-only lua5.4 >/dev/null)
-	rm -rf "$cache/lua5.4"
-	mkdir -p "$cache/lua5.4"
-	tar -xf "$cache"/dl-lua/lua5.4_*.orig.tar.* -C "$cache/lua5.4" --strip-components=1
-fi
-src="$cache/lua5.4/src"
+src=$(bash scripts/debian-source.sh lua5.4)/src
 fail=0
 
 # The interpreter, as upstream's "make linux" builds it (liblua's objects
@@ -70,7 +56,7 @@ build() { # KIND(gnu|plain) EXTRA...
 build gnu -Wa,--gsframe
 build plain
 "$c2s" "$work/plain/lua" -o "$work/lua-ours"
-echo "lua 5.4 ($(ls "$cache"/dl-lua/lua5.4_*.dsc | sed 's/.*lua5.4_//; s/\.dsc//')) for s390x: $(s390x-linux-gnu-readelf -wF "$work/plain/lua" | grep -c ' FDE ') FDEs in the plain build"
+echo "lua 5.4 ($(ls "$cache"/dl-lua5.4/lua5.4_*.dsc | sed 's/.*lua5.4_//; s/\.dsc//')) for s390x: $(s390x-linux-gnu-readelf -wF "$work/plain/lua" | grep -c ' FDE ') FDEs in the plain build"
 
 # 1. Per PC against GNU's build.
 "$work/sfcompare" "$work/gnu/lua" "$work/lua-ours" | tail -1 || fail=1
