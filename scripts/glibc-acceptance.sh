@@ -505,48 +505,7 @@ damage_fre() {
 	local f=$1 sym=$2 addr
 	addr=$(nm "$f" | awk -v s="$sym" '$3 == s { print $1 }')
 	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
-	python3 - "$f" "$addr" <<'EOF_PY'
-import struct, sys
-path, addr = sys.argv[1], int(sys.argv[2], 16)
-data = bytearray(open(path, "rb").read())
-e_phoff, = struct.unpack_from("<Q", data, 32)
-e_phentsize, e_phnum = struct.unpack_from("<HH", data, 54)
-off = vaddr = None
-for i in range(e_phnum):
-    p_type, _, p_offset, p_vaddr = struct.unpack_from("<IIQQ", data, e_phoff + i * e_phentsize)
-    if p_type == 0x6474E554:  # PT_GNU_SFRAME
-        off, vaddr = p_offset, p_vaddr
-if off is None:
-    sys.exit("damage: no PT_GNU_SFRAME")
-magic, ver, flags, abi, _, _, auxlen, nfdes, nfres, frelen, fdeoff, freoff = struct.unpack_from("<HBBBbbBIIIII", data, off)
-if magic != 0xDEE2 or ver != 2:
-    sys.exit("damage: not SFrame V2")
-hdr = 28 + auxlen
-done = 0
-for i in range(nfdes):
-    fde = off + hdr + fdeoff + i * 20
-    start, size, fre_off, nfre, info = struct.unpack_from("<iIIIB", data, fde)
-    # V2 without PCREL: the start is relative to the section; with PCREL
-    # (flag 0x4), to the field itself.
-    base = vaddr + hdr + fdeoff + i * 20 if flags & 4 else vaddr
-    if base + start != addr:
-        continue
-    fre = off + hdr + freoff + fre_off
-    addr_size = {0: 1, 1: 2, 2: 4}[info & 0xF]
-    for _ in range(nfre):
-        finfo = data[fre + addr_size]
-        count, osize = (finfo >> 1) & 0xF, {0: 1, 1: 2, 2: 4}[(finfo >> 5) & 3]
-        word = fre + addr_size + 1
-        fmt = {1: "<b", 2: "<h", 4: "<i"}[osize]
-        v, = struct.unpack_from(fmt, data, word)
-        struct.pack_into(fmt, data, word, v + 64)
-        done += 1
-        fre = word + count * osize
-if done == 0:
-    sys.exit("damage: no FDE at 0x%x" % addr)
-open(path, "wb").write(bytes(data))
-print("damaged %d FREs" % done)
-EOF_PY
+	python3 "$repo/scripts/sframe-damage.py" "$f" "$addr" cfa+64
 }
 
 # run_prog LIBDIR PROG MODE SCENARIO SIZE: run PROG under the built loader

@@ -214,42 +214,7 @@ damage() {
 	local f=$1 sym=$2 mode=$3 addr
 	addr=$(nm "$f" | awk -v s="$sym" '$3 == s { print $1; exit }')
 	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
-	python3 - "$f" "$addr" "$mode" <<'EOF_PY'
-import struct, sys
-path, addr, mode = sys.argv[1], int(sys.argv[2], 16), sys.argv[3]
-data = bytearray(open(path, "rb").read())
-e_phoff, = struct.unpack_from("<Q", data, 32)
-e_phentsize, e_phnum = struct.unpack_from("<HH", data, 54)
-off = vaddr = None
-for i in range(e_phnum):
-    p_type, _, p_offset, p_vaddr = struct.unpack_from("<IIQQ", data, e_phoff + i * e_phentsize)
-    if p_type == 0x6474E554:  # PT_GNU_SFRAME
-        off, vaddr = p_offset, p_vaddr
-if off is None:
-    sys.exit("damage: no PT_GNU_SFRAME")
-magic, ver, flags, abi, _, _, auxlen, nfdes, nfres, frelen, fdeoff, freoff = struct.unpack_from("<HBBBbbBIIIII", data, off)
-if magic != 0xDEE2 or ver != 3 or not flags & 4:
-    sys.exit("damage: not SFrame V3 with PC-relative starts")
-hdr = 28 + auxlen
-for i in range(nfdes):
-    ent = hdr + fdeoff + i * 16
-    start, size, fre_off = struct.unpack_from("<qII", data, off + ent)
-    if vaddr + ent + start != addr:
-        continue
-    fda = off + hdr + freoff + fre_off
-    nfre, info, info2, rep = struct.unpack_from("<HBBB", data, fda)
-    if nfre != 1:
-        sys.exit("damage: %d FREs in the FDE at 0x%x, want 1" % (nfre, addr))
-    fmt = {0: "<B", 1: "<H", 2: "<I"}[info & 0xF]
-    new = size - 1 if mode == "lookup" else size
-    if new >= 1 << (8 * struct.calcsize(fmt)):
-        sys.exit("damage: start +%d does not fit the FRE's start field" % new)
-    struct.pack_into(fmt, data, fda + 5, new)
-    open(path, "wb").write(bytes(data))
-    print("damaged: %s FRE of FDE %d (0x%x, %d bytes) now starts at +%d" % (mode, i, addr, size, new))
-    sys.exit(0)
-sys.exit("damage: no FDE at 0x%x" % addr)
-EOF_PY
+	python3 "$repo/scripts/sframe-damage.py" "$f" "$addr" "$mode"
 }
 for mode in lookup validate; do
 	cp "$bin/chain.ours" "$bin/chain.damaged-$mode"
