@@ -32,20 +32,7 @@ func TestEncoderStats(t *testing.T) {
 	for _, v := range []uint8{sframe.Version2, sframe.Version3} {
 		o := sframe.Options{Version: v, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, CFAFixedRA: -8, Sort: true}
 		for cut := 0; cut <= len(funcs); cut++ {
-			a, _ := sframe.NewEncoder(o)
-			b, _ := sframe.NewEncoder(o)
-			for i := range funcs {
-				e := a
-				if i >= cut {
-					e = b
-				}
-				if err := e.Add(&funcs[i]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := a.Append(b); err != nil {
-				t.Fatal(err)
-			}
+			a := appendedAt(t, fmt.Sprintf("V%d", v), o, funcs, cut)
 			got := a.Stats()
 			sec, err := a.Section(0)
 			if err != nil {

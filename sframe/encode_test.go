@@ -245,20 +245,7 @@ func TestEncoderAppend(t *testing.T) {
 			if cut < 0 || cut > len(funcs) {
 				continue
 			}
-			a, _ := sframe.NewEncoder(o)
-			b, _ := sframe.NewEncoder(o)
-			for i := range funcs {
-				e := a
-				if i >= cut {
-					e = b
-				}
-				if err := e.Add(&funcs[i]); err != nil {
-					t.Fatalf("%s: %v", path, err)
-				}
-			}
-			if err := a.Append(b); err != nil {
-				t.Fatalf("%s cut %d: %v", path, cut, err)
-			}
+			a := appendedAt(t, path, o, funcs, cut)
 			if a.Len() != len(funcs) {
 				t.Errorf("%s cut %d: Len %d, want %d", path, cut, a.Len(), len(funcs))
 			}
@@ -282,4 +269,29 @@ func TestEncoderAppend(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no fixture compared")
 	}
+}
+
+// appendedAt adds funcs[:cut] to one encoder and the rest to a second,
+// appends the second to the first, as a conversion on two goroutines
+// does, and returns the first. what names the functions in a failure.
+func appendedAt(t *testing.T, what string, o sframe.Options, funcs []sframe.Function, cut int) *sframe.Encoder {
+	t.Helper()
+	a, err := sframe.NewEncoder(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := sframe.NewEncoder(o)
+	for i := range funcs {
+		e := a
+		if i >= cut {
+			e = b
+		}
+		if err := e.Add(&funcs[i]); err != nil {
+			t.Fatalf("%s: function %d: %v", what, i, err)
+		}
+	}
+	if err := a.Append(b); err != nil {
+		t.Fatalf("%s cut %d: %v", what, cut, err)
+	}
+	return a
 }
