@@ -13,6 +13,7 @@ package tree
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -100,6 +102,7 @@ type job struct {
 	// links again, instead of a copy each.
 	links []string
 	id    fileID // the input's device and inode
+	size  int64  // the input's size when listed: Run starts the largest first
 }
 
 // collect lists the regular files under paths (files and directories)
@@ -119,7 +122,7 @@ func collect(paths []string, outDir string) (jobs []job, special int, err error)
 			}
 			first[id] = len(jobs)
 		}
-		jobs = append(jobs, job{in: in, out: out, id: id})
+		jobs = append(jobs, job{in: in, out: out, id: id, size: st.Size()})
 	}
 	for _, p := range paths {
 		st, err := os.Lstat(p)
@@ -201,6 +204,7 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
+	largestFirst(jobs)
 	names := 0
 	for _, j := range jobs {
 		names += 1 + len(j.links)
@@ -252,6 +256,14 @@ feed:
 		mk.removeEmpty()
 	}
 	return sum, nil
+}
+
+// largestFirst orders the jobs by input size, largest first, names in
+// the order listed among equal sizes. A conversion's time grows with the
+// file, so with the big ones started first the small ones fill the gaps
+// at the end and no CPU waits on one late large file.
+func largestFirst(jobs []job) {
+	slices.SortStableFunc(jobs, func(a, b job) int { return cmp.Compare(b.size, a.size) })
 }
 
 // one converts one file, creating the output's directory through mk.

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"debug/elf"
 	"encoding/binary"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -334,5 +336,38 @@ func TestDirMaker(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(dir, d)); (err == nil) != want {
 			t.Errorf("%s: exists %v, want %v", d, err == nil, want)
 		}
+	}
+}
+
+// TestLargestFirst: with one job, files are converted in order of size,
+// largest first, so that on several CPUs a large file found last does not
+// leave the others idle at the end; equal sizes keep the listed order.
+func TestLargestFirst(t *testing.T) {
+	root, _ := sampleTree(t)
+	var sizes []int64
+	var names []string
+	sum, err := Run(context.Background(), []string{root}, Options{OutDir: filepath.Join(t.TempDir(), "out"), Jobs: 1, Record: func(r Record) {
+		st, err := os.Stat(r.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, st.Size())
+		names = append(names, r.File)
+	}})
+	if err != nil || sum.Files < 5 {
+		t.Fatalf("run: %+v, %v", sum, err)
+	}
+	if !slices.IsSortedFunc(sizes, func(a, b int64) int { return cmp.Compare(b, a) }) {
+		t.Errorf("files not started largest first:\n%v\n%v", names, sizes)
+	}
+
+	jobs := []job{{in: "a", size: 1}, {in: "b", size: 3}, {in: "c", size: 1}, {in: "d", size: 2}}
+	largestFirst(jobs)
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.in)
+	}
+	if want := []string{"b", "d", "a", "c"}; !slices.Equal(got, want) {
+		t.Errorf("largestFirst: %v, want %v", got, want)
 	}
 }
