@@ -127,6 +127,11 @@ type Interpreter struct {
 	cur     state
 	initial state
 	stack   []state
+	// initCIE is the CIE whose initial instructions left initial, when
+	// that CIE was parsed from a section (immutable) and remembered no
+	// state: the next FDE of that CIE starts from initial without running
+	// them again.
+	initCIE *CIE
 }
 
 // Execute runs f's CIE initial instructions and its program and returns
@@ -148,6 +153,7 @@ func (in *Interpreter) Execute(f *FDE, t *Table) error {
 	t.LastAdvance = 0
 	t.Rows = t.Rows[:0]
 	t.regs = t.regs[:0]
+	t.regOff = t.regOff[:0]
 	if f == nil || f.CIE == nil {
 		return &Error{Msg: "FDE without CIE"}
 	}
@@ -161,20 +167,17 @@ func (in *Interpreter) Execute(f *FDE, t *Table) error {
 		progOff, initOff = 0, 0
 	}
 	x := &executor{in: in, f: f, t: t, loc: f.Start, sec: sec}
-	if err := x.run(f.CIE.Initial, initOff, true); err != nil {
+	if err := x.initial(initOff); err != nil {
 		return err
 	}
-	in.initial.copyFrom(&in.cur)
 	if err := x.run(f.Program, progOff, false); err != nil {
 		return err
 	}
 	x.flush()
 	// Rows point into t.regs, which may have moved while growing.
-	n := 0
 	for i := range t.Rows {
-		k := len(t.Rows[i].Regs)
-		t.Rows[i].Regs = t.regs[n : n+k : n+k]
-		n += k
+		o, k := int(t.regOff[i]), len(t.Rows[i].Regs)
+		t.Rows[i].Regs = t.regs[o : o+k : o+k]
 	}
 	return nil
 }
@@ -187,32 +190,55 @@ type executor struct {
 	loc   uint64
 	done  bool  // an advance went past the FDE's end
 	touch Touch // rules set since the last row
-	init  bool  // running the CIE's initial instructions
+	// hidden: since the last row, a rule changed that touch does not
+	// record (a register above 63, DW_CFA_GNU_args_size), so only a
+	// comparison tells whether the state is still the last row's.
+	hidden bool
+	init   bool // running the CIE's initial instructions
 }
 
-// flush records the current state as the row starting at loc.
+// flush records the current state as the row starting at loc. Every
+// change to the state since the last row sets touch or hidden, so without
+// either the state is the last row's; a row that changed no register rule
+// shares the last row's Regs instead of copying them.
 func (x *executor) flush() {
 	if x.done {
 		return
 	}
 	t, s := x.t, &x.in.cur
-	touch := x.touch
-	x.touch = Touch{}
-	if n := len(t.Rows); n > 0 {
+	touch, hidden := x.touch, x.hidden
+	x.touch, x.hidden = Touch{}, false
+	n := len(t.Rows)
+	share := false
+	if n > 0 {
 		last := &t.Rows[n-1]
-		if last.Loc == x.loc {
+		switch {
+		case last.Loc == x.loc:
 			// Two advances to one PC (or none yet): the later rules win.
 			touch = touch.or(last.Touched)
-			t.regs = t.regs[:len(t.regs)-len(last.Regs)]
-			t.Rows = t.Rows[:n-1]
-		} else if s.equalRow(last) && touch.IsZero() {
+			if !t.sharesRegs(n - 1) {
+				t.regs = t.regs[:len(t.regs)-len(last.Regs)]
+			}
+			t.Rows, t.regOff = t.Rows[:n-1], t.regOff[:n-1]
+			n--
+		case touch.IsZero() && (!hidden || s.equalRow(last)):
 			return
+		default:
+			share = !hidden && touch.Set == 0 && touch.Restored == 0 && !touch.RestoreState
 		}
 	}
-	start := len(t.regs)
-	t.regs = append(t.regs, s.regs...)
+	var regs []RegRule
+	if share {
+		regs = t.Rows[n-1].Regs
+		t.regOff = append(t.regOff, t.regOff[n-1])
+	} else {
+		start := len(t.regs)
+		t.regs = append(t.regs, s.regs...)
+		regs = t.regs[start:len(t.regs):len(t.regs)]
+		t.regOff = append(t.regOff, int32(start))
+	}
 	t.Rows = append(t.Rows, Row{
-		Loc: x.loc, CFA: s.cfa, Regs: t.regs[start:len(t.regs):len(t.regs)],
+		Loc: x.loc, CFA: s.cfa, Regs: regs,
 		MangledRA: s.mangled, RAStateWithPC: s.withPC, ArgsSize: s.argsSize, Touched: touch,
 	})
 }
@@ -222,6 +248,7 @@ func (x *executor) set(reg uint64, r Rule) {
 	x.in.cur.set(reg, r)
 	if !x.init {
 		x.touch.Set |= bit(reg)
+		x.hidden = x.hidden || reg >= 64
 	}
 }
 
@@ -250,6 +277,25 @@ func (x *executor) advance(to uint64) error {
 	}
 	if len(x.t.Rows) >= MaxRows {
 		return fmt.Errorf("more than %d rows in one FDE", MaxRows)
+	}
+	return nil
+}
+
+// initial sets the state the CIE's initial instructions give, running
+// them unless the last FDE executed had the same parsed CIE.
+func (x *executor) initial(off int) error {
+	in, cie := x.in, x.f.CIE
+	if x.f.sec != nil && in.initCIE == cie {
+		in.cur.copyFrom(&in.initial)
+		return nil
+	}
+	in.initCIE = nil
+	if err := x.run(cie.Initial, off, true); err != nil {
+		return err
+	}
+	in.initial.copyFrom(&in.cur)
+	if x.f.sec != nil && len(in.stack) == 0 {
+		in.initCIE = cie
 	}
 	return nil
 }
@@ -404,6 +450,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			s.cfa = CFA{Kind: CFAExpression, Expr: r.bytes(int(n))}
 		case opGNUArgsSize:
 			s.argsSize = r.uleb()
+			x.hidden = true
 		case opGNUWindowSave:
 			s.mangled = !s.mangled
 			x.touch.RAState = !initial
@@ -429,6 +476,7 @@ func (x *executor) restore(reg uint64, initial bool) {
 	s := &x.in.cur
 	if !initial {
 		x.touch.Restored |= bit(reg)
+		x.hidden = x.hidden || reg >= 64
 	}
 	if initial {
 		s.del(reg)

@@ -131,6 +131,7 @@ type Row struct {
 	CFA CFA
 	// Regs lists the registers whose rule is not SameValue-by-default,
 	// sorted by register number. An explicit DW_CFA_same_value is listed.
+	// Rows whose register rules are alike may share the cells: read only.
 	Regs []RegRule
 	// MangledRA is the AArch64 RA signing state (DW_CFA_AARCH64_negate_ra_state
 	// toggles it; the CIE's initial instructions may too).
@@ -201,7 +202,14 @@ type Table struct {
 	// SFrame row there either way, which translate imitates.
 	LastAdvance uint64
 
-	regs []RegRule // backing array of every row's Regs
+	regs   []RegRule // backing array of every row's Regs
+	regOff []int32   // where each row's Regs start in regs (rows may share them)
+}
+
+// sharesRegs says whether row i's Regs are row i-1's, not its own copy:
+// the same non-empty cells.
+func (t *Table) sharesRegs(i int) bool {
+	return i > 0 && t.regOff[i] == t.regOff[i-1] && len(t.Rows[i].Regs) > 0 && len(t.Rows[i].Regs) == len(t.Rows[i-1].Regs)
 }
 
 // RowAt returns the index of the row in effect at pc: the last one that
