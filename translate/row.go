@@ -52,7 +52,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 
 	// Return address. Undefined marks the outermost frame: an FRE without
 	// data words, whatever the other rules say.
-	raRule := cr.Rule(a.ra)
+	raRule, spRule, fpRule, raListed := a.rowRules(cr)
 	if raRule.Kind == cfi.Undefined {
 		r.RAUndefined = true
 		return r, nil, nil
@@ -63,7 +63,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	// 160), so that the caller's SP is known whatever else says where it
 	// was saved: s390x code saves r15 with the other registers (stmg) or in
 	// a floating-point register, and GNU as passes over both rules.
-	switch sp := cr.Rule(a.sp); sp.Kind {
+	switch sp := spRule; sp.Kind {
 	case cfi.SameValue:
 	case cfi.ValOffset:
 		if sp.Offset != a.spValOffset() {
@@ -125,7 +125,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 
 	// Return address.
 	var why *Diagnostic
-	if a.amd64 && raRule.Kind == cfi.SameValue && explicit(cr, a.ra) {
+	if a.amd64 && raRule.Kind == cfi.SameValue && raListed {
 		// An explicit DW_CFA_same_value for rip: GNU as ignores it (the
 		// return address stays at the fixed CFA-8 slot the call put it
 		// in), and so do we. Without any rule for rip (a CIE that never
@@ -141,7 +141,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	}
 
 	// Frame pointer.
-	r.FP, why, d = a.fpLoc(pc, cr.Rule(a.fp))
+	r.FP, why, d = a.fpLoc(pc, fpRule)
 	if d != nil {
 		return r, nil, d
 	}
@@ -284,13 +284,20 @@ func ruleString(a *abi, r cfi.Rule) string {
 	return "unknown"
 }
 
-// explicit reports whether the row lists reg (a rule set by the FDE or CIE,
-// an explicit DW_CFA_same_value included).
-func explicit(cr *cfi.Row, reg uint64) bool {
-	for _, rr := range cr.Regs {
-		if rr.Reg == reg {
-			return true
+// rowRules returns the rules of the RA, SP and FP registers in the row
+// (SameValue for those it does not list), in one pass over the few it
+// lists; raListed says it lists the RA (a rule set by the FDE or CIE, an
+// explicit DW_CFA_same_value included).
+func (a *abi) rowRules(cr *cfi.Row) (ra, sp, fp cfi.Rule, raListed bool) {
+	for i := range cr.Regs {
+		switch rr := &cr.Regs[i]; rr.Reg {
+		case a.ra:
+			ra, raListed = rr.Rule, true
+		case a.sp:
+			sp = rr.Rule
+		case a.fp:
+			fp = rr.Rule
 		}
 	}
-	return false
+	return ra, sp, fp, raListed
 }
