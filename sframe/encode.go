@@ -210,6 +210,35 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 	return n, baseReg, nil
 }
 
+// wordSize is the fewest bytes of 1, 2 and 4 that hold data word w
+// (unsigned when c, a control word), or 8 when 4 do not.
+func wordSize(w int64, c bool) int {
+	switch {
+	case fits(w, c, 1):
+		return 1
+	case fits(w, c, 2):
+		return 2
+	case fits(w, c, 4):
+		return 4
+	}
+	return 8
+}
+
+// appSized appends the low size bytes (1, 2 or 4) of v in the given order.
+func appSized(be bool, b []byte, v uint32, size int) []byte {
+	switch {
+	case size == 1:
+		return append(b, uint8(v))
+	case size == 2 && be:
+		return binary.BigEndian.AppendUint16(b, uint16(v))
+	case size == 2:
+		return binary.LittleEndian.AppendUint16(b, uint16(v))
+	case be:
+		return binary.BigEndian.AppendUint32(b, v)
+	}
+	return binary.LittleEndian.AppendUint32(b, v)
+}
+
 func fits(w int64, c bool, size int) bool {
 	bits := uint(size * 8)
 	if c {
@@ -252,6 +281,7 @@ type Encoder struct {
 	out     []byte // the last Section; its FRE part is final once built
 	freAt   int    // offset of the FRE sub-section in out (0: not built)
 	stats   Stats  // what Add wrote (see Stats)
+	be      bool   // o.Order is big-endian (Add writes FREs without the interface)
 }
 
 // encEntry is what the FDE index needs of one function.
@@ -280,13 +310,24 @@ func NewEncoder(o Options) (*Encoder, error) {
 	if len(o.AuxHdr) > math.MaxUint8 {
 		return nil, fmt.Errorf("sframe: auxiliary header of %d bytes exceeds 255", len(o.AuxHdr))
 	}
-	return &Encoder{o: o}, nil
+	var probe [2]byte
+	o.Order.PutUint16(probe[:], 1)
+	return &Encoder{o: o, be: probe[1] == 1}, nil
 }
 
-// Grow makes room for n more functions.
+// Grow makes room for n more functions: their index entries, and, when
+// no FRE was added yet, a first FRE chunk sized for about that many (an
+// encoder given a few functions does not take a whole chunk).
 func (e *Encoder) Grow(n int) {
 	e.ents = slices.Grow(e.ents, n)
+	if e.freLen == 0 && cap(e.fre) == 0 {
+		e.fre = make([]byte, 0, min(freChunk, max(n, 64)*freGuess))
+	}
 }
+
+// freGuess is the FRE bytes Grow expects a function to take: most have
+// a few FREs of 2 to 4 bytes (libLLVM-15: 35 on average).
+const freGuess = 48
 
 // freChunk is the size of the FRE sub-section's chunks: it grows a chunk
 // at a time, never copied until Section joins it. (A variable for the
@@ -348,7 +389,7 @@ func (e *Encoder) Add(fn *Function) error {
 		if fn.Flex {
 			info2 = uint8(FDETypeFlex)
 		}
-		fre = app16(o.Order, fre, uint16(len(fn.Rows)))
+		fre = appSized(e.be, fre, uint32(len(fn.Rows)), 2)
 		fre = append(fre, info, info2, fn.RepSize)
 	}
 	var sizes [3]int // FREs by data-word size
@@ -359,32 +400,17 @@ func (e *Encoder) Add(fn *Function) error {
 			return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
 		}
 		size := 1
-		for size < 4 {
-			ok := true
+		for j := 0; j < n; j++ {
+			size = max(size, wordSize(words[j], ctrl[j]))
+		}
+		if size > 4 {
 			for j := 0; j < n; j++ {
-				if !fits(words[j], ctrl[j], size) {
-					ok = false
-					break
+				if wordSize(words[j], ctrl[j]) > 4 {
+					return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
 				}
 			}
-			if ok {
-				break
-			}
-			size *= 2
 		}
-		for j := 0; j < n; j++ {
-			if !fits(words[j], ctrl[j], 4) {
-				return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
-			}
-		}
-		switch freType {
-		case FREAddr1:
-			fre = append(fre, uint8(r.Start))
-		case FREAddr2:
-			fre = app16(o.Order, fre, uint16(r.Start))
-		default:
-			fre = app32(o.Order, fre, r.Start)
-		}
+		fre = appSized(e.be, fre, r.Start, 1<<(freType-FREAddr1))
 		sizeCode := uint8(size >> 1) // 1->0, 2->1, 4->2
 		sizes[sizeCode]++
 		fi := base | uint8(n)<<1 | sizeCode<<5
@@ -393,14 +419,7 @@ func (e *Encoder) Add(fn *Function) error {
 		}
 		fre = append(fre, fi)
 		for j := 0; j < n; j++ {
-			switch size {
-			case 1:
-				fre = append(fre, uint8(words[j]))
-			case 2:
-				fre = app16(o.Order, fre, uint16(words[j]))
-			default:
-				fre = app32(o.Order, fre, uint32(words[j]))
-			}
+			fre = appSized(e.be, fre, uint32(words[j]), size)
 		}
 	}
 	if freOff+len(fre)-len(e.fre) > math.MaxUint32 {
@@ -543,32 +562,6 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 		}
 	}
 	return e.out, nil
-}
-
-func app16(o binary.ByteOrder, b []byte, v uint16) []byte {
-	// The two orders directly: through the interface, t escapes and
-	// every call allocates.
-	switch o {
-	case binary.LittleEndian:
-		return binary.LittleEndian.AppendUint16(b, v)
-	case binary.BigEndian:
-		return binary.BigEndian.AppendUint16(b, v)
-	}
-	var t [2]byte
-	o.PutUint16(t[:], v)
-	return append(b, t[:]...)
-}
-
-func app32(o binary.ByteOrder, b []byte, v uint32) []byte {
-	switch o {
-	case binary.LittleEndian:
-		return binary.LittleEndian.AppendUint32(b, v)
-	case binary.BigEndian:
-		return binary.BigEndian.AppendUint32(b, v)
-	}
-	var t [4]byte
-	o.PutUint32(t[:], v)
-	return append(b, t[:]...)
 }
 
 func byStart(a, b encEntry) int { return cmp.Compare(a.start, b.start) }
