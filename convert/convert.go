@@ -16,12 +16,12 @@ package convert
 
 import (
 	"bytes"
-	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cfi2sframe/cfi2sframe/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -291,11 +291,11 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early func()
 // translateLinked translates a linked file's CFI functions, executed one
 // at a time (st), and its PLTs into an encoder: translate keeps none of
 // the functions, and the encoder keeps only their FREs, as bytes. On a
-// machine with a second CPU the second half of the functions goes to
-// another goroutine, with its own execution context and encoder,
-// appended to the first when both are done; the functions, their order
-// and the diagnostics are those of one pass. The execution errors are
-// added to st.Errors.
+// machine with more CPUs the functions are cut into parts (see parts),
+// which that many goroutines take in turn, each with its own execution
+// context, into an encoder per part; the parts are appended in order when
+// all are done, so the functions, their order and the diagnostics are
+// those of one pass. The execution errors are added to st.Errors.
 func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Result, *sframe.Encoder, error) {
 	ef := f.ELF
 	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: PLTSections(ef), Symbol: lazySymbolizer(f)},
@@ -330,8 +330,8 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Res
 	}
 	cfi.SortEntries(st.Entries)
 	all := st.Entries
-	c := splitAt(all)
-	if c == len(all) {
+	cuts := parts(all)
+	if len(cuts) == 2 {
 		r, err := t.Functions(st.Cursor(all), enc.Add)
 		if err != nil {
 			return nil, nil, err
@@ -339,49 +339,78 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Res
 		res.Add(r)
 		return res, enc, nil
 	}
-	st2 := st.Clone()
-	enc2, err := newEncoder(len(all) - c)
-	if err != nil {
-		return nil, nil, err
+	done := make([]part, len(cuts)-1)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(done)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws := st.Clone()
+			for i := int(next.Add(1) - 1); i < len(done); i = int(next.Add(1) - 1) {
+				p := &done[i]
+				if p.enc, p.err = newEncoder(cuts[i+1] - cuts[i]); p.err != nil {
+					continue
+				}
+				n := len(ws.Errors)
+				p.res, p.err = t.Functions(ws.Cursor(all[cuts[i]:cuts[i+1]]), p.enc.Add)
+				p.cfiErrs = ws.Errors[n:]
+			}
+		}()
 	}
-	var r2 *translate.Result
-	var err2 error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r2, err2 = t.Functions(st2.Cursor(all[c:]), enc2.Add)
-	}()
-	r1, err1 := t.Functions(st.Cursor(all[:c]), enc.Add)
-	<-done
-	st.Errors = append(st.Errors, st2.Errors...)
-	if err := cmp.Or(err1, err2); err != nil {
-		return nil, nil, err
-	}
-	res.Add(r1)
-	res.Add(r2)
-	if err := enc.Append(enc2); err != nil {
-		return nil, nil, err
+	wg.Wait()
+	for i := range done {
+		p := &done[i]
+		if p.err != nil {
+			return nil, nil, p.err
+		}
+		st.Errors = append(st.Errors, p.cfiErrs...)
+		res.Add(p.res)
+		if err := enc.Append(p.enc); err != nil {
+			return nil, nil, err
+		}
 	}
 	return res, enc, nil
 }
 
-// minSplit is the fewest FDEs translateLinked splits between two
-// goroutines: fewer are not worth a goroutine. A variable for the tests.
+// part is what translating one part of a file's functions gave.
+type part struct {
+	enc     *sframe.Encoder
+	res     *translate.Result
+	cfiErrs []error
+	err     error
+}
+
+// minSplit is the fewest FDEs translateLinked shares between goroutines:
+// fewer are not worth a goroutine. A variable for the tests.
 var minSplit = 4096
 
-// splitAt returns where translateLinked cuts the sorted entries in two
-// parts, one per goroutine: the first point from the middle on that
-// translate.Cut allows, unless that leaves the second part less than an
-// eighth, or there is one CPU or few entries; len(entries) for no cut.
-func splitAt(entries []cfi.Entry) int {
+// partsPerCPU is how many parts translateLinked cuts the functions into
+// per CPU. Goroutines take the parts in turn, so one that met costlier
+// functions, or shared its CPU with the copy of the file, takes fewer;
+// both finish within about one part of each other.
+const partsPerCPU = 8
+
+// parts returns where translateLinked cuts the sorted entries into parts:
+// ascending bounds from 0 to len(entries), the cuts translate.Cuts allows
+// nearest to equal parts, partsPerCPU for each CPU; just 0 and
+// len(entries) for one CPU or fewer than minSplit entries.
+func parts(entries []cfi.Entry) []int {
 	n := len(entries)
-	if runtime.GOMAXPROCS(0) < 2 || n < minSplit {
-		return n
+	cpus := runtime.GOMAXPROCS(0)
+	if cpus < 2 || n < minSplit {
+		return []int{0, n}
 	}
-	if c := translate.Cut(entries, n/2); c < n-n/8 {
-		return c
+	k := cpus * partsPerCPU
+	at := make([]int, k-1)
+	for i := range at {
+		at[i] = n * (i + 1) / k
 	}
-	return n
+	cuts := translate.Cuts(entries, at)
+	if len(cuts) > 0 && cuts[0] == 0 {
+		cuts = cuts[1:]
+	}
+	return append(append([]int{0}, cuts...), n)
 }
 
 // noFDE is the error for call-frame sections that hold no FDE: empty

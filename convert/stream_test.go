@@ -132,37 +132,54 @@ func splits(t *testing.T, name string, in []byte) bool {
 		t.Fatal(err)
 	}
 	cfi.SortEntries(st.Entries)
-	return splitAt(st.Entries) < len(st.Entries)
+	return len(parts(st.Entries)) > 2
 }
 
-// TestSplitAt: where the functions are cut between two goroutines: the
-// first point from the middle that translate.Cut allows, not at all when
-// that is in the last eighth or there are too few functions.
-func TestSplitAt(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("one CPU: never split")
-	}
+// TestParts: where the functions are cut into parts for the goroutines:
+// partsPerCPU parts per CPU, each cut the first point from its share on
+// that translate.Cuts allows; none on one CPU or with too few functions.
+func TestParts(t *testing.T) {
 	defer func(old int) { minSplit = old }(minSplit)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	minSplit = 4
 	type r struct{ start, size uint64 }
+	disjoint := func(n int) []r {
+		var rs []r
+		for i := range n {
+			rs = append(rs, r{uint64(10 + 10*i), 10})
+		}
+		return rs
+	}
+	every := func(step, n int) []int {
+		var b []int
+		for i := 0; i < n; i += step {
+			b = append(b, i)
+		}
+		return append(b, n)
+	}
+	long := append([]r{{5, 1000}}, disjoint(40)...)
+	second := append([]r{{10, 10}, {15, 1000}}, disjoint(31)[1:]...) // reaches past every other
 	for _, tc := range []struct {
 		name   string
 		ranges []r
-		want   int // len(ranges): no cut
+		cpus   int
+		want   []int
 	}{
-		{"disjoint", []r{{10, 10}, {20, 10}, {30, 10}, {40, 10}, {50, 10}, {60, 10}, {70, 10}, {80, 10}}, 4},
-		{"too few", []r{{10, 10}, {20, 10}, {30, 10}}, 3},
-		{"overlap at the middle", []r{{10, 10}, {20, 10}, {30, 10}, {40, 25}, {50, 10}, {60, 10}, {70, 10}, {80, 10}}, 6},
-		{"a long one before", []r{{10, 100}, {20, 10}, {30, 10}, {40, 10}, {50, 10}, {60, 10}, {70, 10}, {80, 10}}, 8},
-		{"only the last eighth", []r{{10, 10}, {20, 10}, {30, 10}, {40, 10}, {45, 100}, {50, 10}, {60, 10}, {70, 10},
-			{80, 10}, {90, 10}, {100, 10}, {110, 10}, {120, 10}, {130, 10}, {150, 10}, {160, 10}}, 16},
+		{"disjoint", disjoint(32), 2, every(2, 32)},
+		{"more than parts", disjoint(64), 2, every(4, 64)},
+		{"fewer than parts", disjoint(8), 2, every(1, 8)},
+		{"too few", disjoint(3), 2, []int{0, 3}},
+		{"one CPU", disjoint(32), 1, []int{0, 32}},
+		{"a long one first", long, 2, []int{0, 41}},
+		{"a long one second", second, 2, []int{0, 32}},
 	} {
+		runtime.GOMAXPROCS(tc.cpus)
 		es := make([]cfi.Entry, len(tc.ranges))
 		for i, x := range tc.ranges {
 			es[i] = cfi.Entry{Start: x.start, Size: x.size}
 		}
-		if got := splitAt(es); got != tc.want {
-			t.Errorf("%s: cut at %d, want %d", tc.name, got, tc.want)
+		if got := parts(es); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: parts %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -99,10 +99,11 @@ func TestPartsMatchWhole(t *testing.T) {
 					step = len(all)/4 + 1
 				}
 				for from := 1; from < len(all); from += step {
-					c := Cut(all, from)
-					if c == len(all) {
+					cs := Cuts(all, []int{from})
+					if len(cs) == 0 {
 						break
 					}
+					c := cs[0]
 					cuts++
 					var first, rest []sframe.Function
 					res, err := tr.PLTs(Collect(&first))

@@ -409,23 +409,33 @@ func emitter(to func(*sframe.Function) error, o Options) func(sframe.Function) e
 	}
 }
 
-// Cut returns where functions sorted by start address (entries, as a
-// Source gives them) can be cut into two parts that Functions translates
-// apart as it does together: the first index at or after from that no
-// function before it reaches. Overlap with the functions before is the
-// only link between functions; functions Translate ignores for their
-// range do not count. len(entries) when there is no such index.
-func Cut(entries []cfi.Entry, from int) int {
+// Cuts returns where functions sorted by start address (entries, as a
+// Source gives them) can be cut into parts that Functions translates
+// apart as they are translated together: for each index in from
+// (ascending), the first index at or after it that no function before it
+// reaches, in one pass, each cut once, none at len(entries). Overlap with
+// the functions before is the only link between functions; functions
+// Translate ignores for their range do not count.
+func Cuts(entries []cfi.Entry, from []int) []int {
+	var cuts []int
 	var reach uint64 // the furthest end before index i
 	for i, e := range entries {
-		if i >= from && e.Start >= reach {
-			return i
+		if len(from) == 0 {
+			break
+		}
+		if i >= from[0] && e.Start >= reach {
+			if len(cuts) == 0 || cuts[len(cuts)-1] != i {
+				cuts = append(cuts, i)
+			}
+			for len(from) > 0 && from[0] <= i {
+				from = from[1:]
+			}
 		}
 		if !ignored(e.Start, e.Size) {
 			reach = max(reach, e.End())
 		}
 	}
-	return len(entries)
+	return cuts
 }
 
 // Collect returns an emit function that appends a copy of every function

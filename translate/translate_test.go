@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -339,31 +340,35 @@ func TestTranslateErrors(t *testing.T) {
 	}
 }
 
-// TestCut: the cut falls at the first function from the given index on
+// TestCuts: each cut falls at the first function from the given index on
 // that no earlier function reaches; functions Translate ignores for their
-// range do not count.
-func TestCut(t *testing.T) {
+// range do not count; targets that meet at one cut give it once, and none
+// falls at the end.
+func TestCuts(t *testing.T) {
 	type r struct{ start, size uint64 }
 	for _, tc := range []struct {
 		name   string
 		ranges []r
-		from   int
-		want   int
+		from   []int
+		want   []int
 	}{
-		{"disjoint", []r{{10, 10}, {20, 10}, {30, 10}, {40, 10}}, 2, 2},
-		{"from 0", []r{{10, 10}, {20, 10}}, 0, 0},
-		{"overlap at the cut", []r{{10, 10}, {20, 25}, {40, 10}, {50, 10}}, 2, 3},
-		{"a long one before", []r{{10, 100}, {20, 10}, {30, 10}, {40, 10}}, 2, 4},
-		{"a discarded one (address 0) does not reach", []r{{0, 100}, {20, 10}, {30, 10}, {40, 10}}, 2, 2},
-		{"nested", []r{{10, 40}, {20, 10}, {30, 10}, {50, 10}}, 1, 3},
-		{"empty", nil, 0, 0},
+		{"disjoint", []r{{10, 10}, {20, 10}, {30, 10}, {40, 10}}, []int{2}, []int{2}},
+		{"from 0", []r{{10, 10}, {20, 10}}, []int{0}, []int{0}},
+		{"overlap at the cut", []r{{10, 10}, {20, 25}, {40, 10}, {50, 10}}, []int{2}, []int{3}},
+		{"a long one before", []r{{10, 100}, {20, 10}, {30, 10}, {40, 10}}, []int{2}, nil},
+		{"a discarded one (address 0) does not reach", []r{{0, 100}, {20, 10}, {30, 10}, {40, 10}}, []int{2}, []int{2}},
+		{"nested", []r{{10, 40}, {20, 10}, {30, 10}, {50, 10}}, []int{1}, []int{3}},
+		{"empty", nil, []int{0}, nil},
+		{"several", []r{{10, 10}, {20, 10}, {30, 10}, {40, 10}, {50, 10}, {60, 10}}, []int{1, 3, 5}, []int{1, 3, 5}},
+		{"two targets, one cut", []r{{10, 10}, {20, 25}, {30, 10}, {50, 10}, {60, 10}}, []int{1, 2}, []int{1, 3}},
+		{"targets behind a long one", []r{{10, 10}, {20, 100}, {30, 10}, {40, 10}, {50, 10}, {130, 10}}, []int{2, 3, 4}, []int{5}},
 	} {
 		es := make([]cfi.Entry, len(tc.ranges))
 		for i, x := range tc.ranges {
 			es[i] = cfi.Entry{Start: x.start, Size: x.size}
 		}
-		if got := Cut(es, tc.from); got != tc.want {
-			t.Errorf("%s: cut at %d, want %d", tc.name, got, tc.want)
+		if got := Cuts(es, tc.from); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: cuts %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
