@@ -329,10 +329,13 @@ func (e *Encoder) Grow(n int) {
 // a few FREs of 2 to 4 bytes (libLLVM-15: 35 on average).
 const freGuess = 48
 
-// freChunk is the size of the FRE sub-section's chunks: it grows a chunk
-// at a time, never copied until Section joins it. (A variable for the
-// tests.)
+// freChunk is the largest of the FRE sub-section's chunks: it grows a
+// chunk at a time, each twice the last from minFREChunk (or from what
+// Grow expects) up to freChunk, never copied until Section joins them. (A
+// variable for the tests.)
 var freChunk = 1 << 20
+
+const minFREChunk = 4 << 10
 
 // Len is the number of functions added.
 func (e *Encoder) Len() int { return len(e.ents) }
@@ -378,7 +381,9 @@ func (e *Encoder) Add(fn *Function) error {
 		if len(e.fre) > 0 {
 			e.full = append(e.full, e.fre)
 		}
-		e.fre = make([]byte, 0, max(freChunk, need))
+		// Chunks double from a few KiB up to freChunk: a small section
+		// (an object's, an archive member's) takes no more than it needs.
+		e.fre = make([]byte, 0, max(need, min(freChunk, max(2*cap(e.fre), minFREChunk))))
 	}
 	fre := e.fre
 	freOff := e.freLen
