@@ -280,25 +280,30 @@ type symRewrite struct {
 }
 
 func (f *file) rewriteSymbolsOnce(b []byte, newIdx []uint32, moved map[int]bool, d uint64) ([]byte, bool) {
-	out := append([]byte(nil), b...)
-	changed := false
+	var out []byte // a copy of b, made at the first symbol that changes
 	bo := f.bo
-	for o := 0; o+symSize <= len(out); o += symSize {
-		e := out[o : o+symSize]
-		shndx := uint32(bo.Uint16(e[6:]))
+	for o := 0; o+symSize <= len(b); o += symSize {
+		shndx := uint32(bo.Uint16(b[o+6:]))
 		if shndx == 0 || shndx >= shnLoReserv || int(shndx) >= len(newIdx) {
 			continue
 		}
-		if ni := newIdx[shndx]; ni != shndx {
-			bo.PutUint16(e[6:], uint16(ni))
-			changed = true
+		ni := newIdx[shndx]
+		if ni == shndx && !moved[int(shndx)] {
+			continue
 		}
+		if out == nil {
+			out = append([]byte(nil), b...)
+		}
+		e := out[o : o+symSize]
+		bo.PutUint16(e[6:], uint16(ni))
 		if moved[int(shndx)] {
 			bo.PutUint64(e[8:], bo.Uint64(e[8:])+d)
-			changed = true
 		}
 	}
-	return out, changed
+	if out == nil {
+		return b, false
+	}
+	return out, true
 }
 
 // finishHeaders adds the patches for the ELF header and the program and
