@@ -619,15 +619,24 @@ func (t *Table) findFDE(pc uint64) (i int, start uint64, size, freOff uint32) {
 		const es = fdeSizeV3
 		ents := t.b[t.fdeBase : t.fdeBase+t.n*es]
 		add, inc := t.v3StartTerms()
+		startOf := func(k int) uint64 { return binary.LittleEndian.Uint64(ents[k*es:]) + add + uint64(k)*inc }
 		if last-k > 4 {
-			k = t.searchPositions(pc, k, last)
+			// searchPositions on the entries themselves.
+			for hi := last; k < hi; {
+				m := int(uint(k+hi+1) >> 1)
+				if startOf(m) <= pc {
+					k = m
+				} else {
+					hi = m - 1
+				}
+			}
 		} else {
-			for k < last && binary.LittleEndian.Uint64(ents[(k+1)*es:])+add+uint64(k+1)*inc <= pc {
+			for k < last && startOf(k+1) <= pc {
 				k++
 			}
 		}
 		e := ents[k*es:][:es]
-		start = binary.LittleEndian.Uint64(e) + add + uint64(k)*inc
+		start = startOf(k)
 		size = binary.LittleEndian.Uint32(e[8:])
 		if pc-start < uint64(size) {
 			return k, start, size, binary.LittleEndian.Uint32(e[12:])

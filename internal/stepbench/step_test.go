@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"syscall"
 	"testing"
@@ -287,4 +288,82 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 		u.Step(&fr)
 	}), "sframe-allocs/step")
 	b.ReportMetric(float64(len(pcs)), "pcs")
+}
+
+// BenchmarkLookupByRow: where a cold SFrame lookup's time goes. The
+// random PCs of BenchmarkStepSFrameVsDWARF's library are put in groups by
+// the row that holds them in their function (the first FRE, the second,
+// the third or fourth, ...), and each group is looked up (LookupStep, what
+// a step does) in random order;
+// ns/lookup for each. A lookup finds the function (the index, narrowed by
+// a granule table), reads its attributes next to its FREs and decodes the
+// FREs one after another up to the PC's: FREs have variable sizes (each
+// one's comes from its info byte), so the k-th row of a function is found
+// only by decoding the k-1 before it. The first group is the cost of
+// finding a function at all; the others add the scan; row1-in-order is
+// the first group's PCs in address order.
+func BenchmarkLookupByRow(b *testing.B) {
+	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
+	if name == "" {
+		name = "/lib/x86_64-linux-gnu/libc.so.6"
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		b.Skip(err)
+	}
+	res, err := convert.Convert(name, data, convert.Options{Force: true})
+	if err != nil {
+		b.Skip(err)
+	}
+	tb, err := sframe.Open(res.SFrame, res.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	groups := []struct {
+		name   string
+		lo, hi int // FRE index in the function, [lo, hi)
+		pcs    []uint64
+	}{{"row1", 0, 1, nil}, {"row2", 1, 2, nil}, {"row3-4", 2, 4, nil}, {"row5-8", 4, 8, nil}, {"row9+", 8, math.MaxInt, nil}}
+	var d sframe.FDE
+	x := uint64(88172645463325252)
+	for tries := 0; tries < 400000; tries++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		if tb.FDE(int(x%uint64(tb.NumFDEs())), &d) != nil || d.Size == 0 || d.PCType != sframe.PCInc {
+			continue
+		}
+		pc := d.Start + (x>>20)%uint64(d.Size)
+		j := d.FREAt(pc)
+		for g := range groups {
+			if j >= groups[g].lo && j < groups[g].hi && len(groups[g].pcs) < 10000 {
+				groups[g].pcs = append(groups[g].pcs, pc)
+			}
+		}
+	}
+	// The first group again in address order: the same work with the
+	// caches warm (neighbouring PCs share lines), which tells memory from
+	// decoding.
+	sorted := slices.Clone(groups[0].pcs)
+	slices.Sort(sorted)
+	groups = append(groups, struct {
+		name   string
+		lo, hi int
+		pcs    []uint64
+	}{"row1-in-order", 0, 1, sorted})
+	var r sframe.StepRule
+	for _, g := range groups {
+		if len(g.pcs) < 100 {
+			continue
+		}
+		b.Run(g.name, func(b *testing.B) {
+			for b.Loop() {
+				for _, pc := range g.pcs {
+					tb.LookupStep(pc, &r)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.pcs)), "ns/lookup")
+			b.ReportMetric(float64(len(g.pcs)), "pcs")
+		})
+	}
 }
