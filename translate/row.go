@@ -36,17 +36,17 @@ func (a *abi) regName(r uint64) string {
 	return n
 }
 
-// row translates one CFI row. flexWhy is set when the row needs a flexible
+// row translates one CFI row into *r (zero on entry). flexWhy is set when the row needs a flexible
 // FDE (it says what needs it, for the diagnostic when none may be used); d
 // is set when the row cannot be described at all.
 //
 // argsSet says the row is where DW_CFA_GNU_args_size set its (non-zero)
 // size; like GNU as, the size matters only there, and only when the CFA is
 // SP-based at that point.
-func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnostic) {
+func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnostic) {
 	pc := cr.Loc
 	if cr.RAStateWithPC {
-		return r, nil, skip(pc, RAStateWithPC, "DW_CFA_AARCH64_negate_ra_state_with_pc")
+		return nil, skip(pc, RAStateWithPC, "DW_CFA_AARCH64_negate_ra_state_with_pc")
 	}
 	r.MangledRA = a.arm64 && cr.MangledRA
 
@@ -55,7 +55,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	raRule, spRule, fpRule, raListed := a.rowRules(cr)
 	if raRule.Kind == cfi.Undefined {
 		r.RAUndefined = true
-		return r, nil, nil
+		return nil, nil
 	}
 
 	// Stack pointer: SFrame assumes SP = CFA in the caller, or on s390x
@@ -67,44 +67,44 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	case cfi.SameValue:
 	case cfi.ValOffset:
 		if sp.Offset != a.spValOffset() {
-			return r, nil, skip(pc, SPRule, "%s = CFA%+d", a.regName(a.sp), sp.Offset)
+			return nil, skip(pc, SPRule, "%s = CFA%+d", a.regName(a.sp), sp.Offset)
 		}
 	case cfi.Undefined:
-		return r, nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.regName(a.sp))
+		return nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.regName(a.sp))
 	case cfi.Offset, cfi.Register:
 		if !a.s390x {
-			return r, nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
+			return nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
 		}
 	default:
-		return r, nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
+		return nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
 	}
 
 	// CFA.
 	switch cr.CFA.Kind {
 	case cfi.CFARegOffset:
 		if !fitsInt32(cr.CFA.Offset) {
-			return r, nil, skip(pc, OffsetRange, "CFA offset %d", cr.CFA.Offset)
+			return nil, skip(pc, OffsetRange, "CFA offset %d", cr.CFA.Offset)
 		}
 		if d := a.checkCFAOffset(pc, cr.CFA.Offset); d != nil {
-			return r, nil, d
+			return nil, d
 		}
 		r.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: uint32(cr.CFA.Reg), Offset: int32(cr.CFA.Offset)}
 		if cr.CFA.Reg != a.sp && cr.CFA.Reg != a.fp {
 			if !a.flexABI || cr.CFA.Reg > maxFlexReg {
-				return r, nil, skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
+				return nil, skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
 			}
 			flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
 		}
 	case cfi.CFAExpression:
 		e, ok := cfi.ParseSimpleExpr(cr.CFA.Expr)
 		if !ok || !a.flexABI || e.Reg > maxFlexReg {
-			return r, nil, skip(pc, CFAExpression, "CFA = expression % x", cr.CFA.Expr)
+			return nil, skip(pc, CFAExpression, "CFA = expression % x", cr.CFA.Expr)
 		}
 		if !fitsInt32(e.Offset) {
-			return r, nil, skip(pc, OffsetRange, "CFA offset %d", e.Offset)
+			return nil, skip(pc, OffsetRange, "CFA offset %d", e.Offset)
 		}
 		if d := a.checkCFAOffset(pc, e.Offset); d != nil {
-			return r, nil, d
+			return nil, d
 		}
 		if e.Deref {
 			r.CFA = sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)}
@@ -120,7 +120,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	// Outgoing arguments pushed by the caller-side code: GNU as gives up
 	// when the CFA is SP-based (and ignores it when FP-based).
 	if argsSet && cr.ArgsSize != 0 && r.CFA.Kind == sframe.LocReg && uint64(r.CFA.Reg) == a.sp {
-		return r, nil, skip(pc, ArgsSize, "DW_CFA_GNU_args_size %d with CFA = %s%+d", cr.ArgsSize, a.regName(a.sp), r.CFA.Offset)
+		return nil, skip(pc, ArgsSize, "DW_CFA_GNU_args_size %d with CFA = %s%+d", cr.ArgsSize, a.regName(a.sp), r.CFA.Offset)
 	}
 
 	// Return address.
@@ -134,7 +134,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	}
 	r.RA, why, d = a.raLoc(pc, raRule)
 	if d != nil {
-		return r, nil, d
+		return nil, d
 	}
 	if flexWhy == nil {
 		flexWhy = why
@@ -143,15 +143,15 @@ func (a *abi) row(cr *cfi.Row, argsSet bool) (r sframe.Row, flexWhy, d *Diagnost
 	// Frame pointer.
 	r.FP, why, d = a.fpLoc(pc, fpRule)
 	if d != nil {
-		return r, nil, d
+		return nil, d
 	}
 	if flexWhy == nil {
 		flexWhy = why
 	}
 	if a.arm64 && r.FP.Kind == sframe.LocCFA && r.RA.Kind == sframe.LocUnsaved {
-		return r, nil, skip(pc, FPWithoutRA, "x29 saved at CFA%+d while x30 is not saved", r.FP.Offset)
+		return nil, skip(pc, FPWithoutRA, "x29 saved at CFA%+d while x30 is not saved", r.FP.Offset)
 	}
-	return r, flexWhy, nil
+	return flexWhy, nil
 }
 
 func (a *abi) raLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnostic) {

@@ -613,7 +613,11 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 			break
 		}
 		argsSet := cr.ArgsSize != 0 && (i == 0 || t.Rows[i-1].ArgsSize != cr.ArgsSize)
-		r, flexWhy, d := a.row(cr, argsSet)
+		// Made in place: a row built apart and copied in is two copies of
+		// it per row.
+		rows = append(rows, sframe.Row{})
+		r := &rows[len(rows)-1]
+		flexWhy, d := a.row(cr, argsSet, r)
 		if d != nil {
 			return fn, d
 		}
@@ -629,10 +633,9 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		r.Start = uint32(cr.Loc - f.Start)
 		// Rows equal in SFrame terms collapse, unless an instruction set
 		// the CFA, FP or RA rule there (GNU as starts a row then).
-		if n := len(rows); n > 0 && sameRow(&rows[n-1], &r) && !a.touches(cr.Touched) {
-			continue
+		if n := len(rows); n > 1 && sameRow(&rows[n-2], r) && !a.touches(cr.Touched) {
+			rows = rows[:n-1]
 		}
-		rows = append(rows, r)
 	}
 	// GNU as ends every function with the row being built at the last
 	// location advance, even when nothing SFrame tracks changed there
