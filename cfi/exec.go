@@ -201,13 +201,16 @@ type executor struct {
 // change to the state since the last row sets touch or hidden, so without
 // either the state is the last row's; a row that changed no register rule
 // shares the last row's Regs instead of copying them.
+//
+// The touch and the CFA rule are read and copied field by field: the
+// instructions have just stored them a field at a time, and a copy of the
+// whole struct reads them back in wider loads the processor cannot serve
+// from those stores (a stall on every row).
 func (x *executor) flush() {
 	if x.done {
 		return
 	}
-	t, s := x.t, &x.in.cur
-	touch, hidden := x.touch, x.hidden
-	x.touch, x.hidden = Touch{}, false
+	t, s, tc := x.t, &x.in.cur, &x.touch
 	n := len(t.Rows)
 	share := false
 	if n > 0 {
@@ -215,16 +218,17 @@ func (x *executor) flush() {
 		switch {
 		case last.Loc == x.loc:
 			// Two advances to one PC (or none yet): the later rules win.
-			touch = touch.or(last.Touched)
+			*tc = tc.or(last.Touched)
 			if !t.sharesRegs(n - 1) {
 				t.regs = t.regs[:len(t.regs)-len(last.Regs)]
 			}
 			t.Rows, t.regOff = t.Rows[:n-1], t.regOff[:n-1]
 			n--
-		case touch.IsZero() && (!hidden || s.equalRow(last)):
+		case tc.none() && (!x.hidden || s.equalRow(last)):
+			x.hidden = false
 			return
 		default:
-			share = !hidden && touch.Set == 0 && touch.Restored == 0 && !touch.RestoreState
+			share = !x.hidden && tc.Set == 0 && tc.Restored == 0 && !tc.RestoreState
 		}
 	}
 	var regs []RegRule
@@ -237,12 +241,20 @@ func (x *executor) flush() {
 		regs = t.regs[start:len(t.regs):len(t.regs)]
 		t.regOff = append(t.regOff, int32(start))
 	}
-	// Filled in place: a Row built apart and copied in costs two copies
-	// of its 120 bytes.
-	t.Rows = append(t.Rows, Row{})
+	// Filled in place, every field: a Row built apart and copied in
+	// costs two copies of its 120 bytes.
+	if len(t.Rows) < cap(t.Rows) {
+		t.Rows = t.Rows[:len(t.Rows)+1]
+	} else {
+		t.Rows = append(t.Rows, Row{})
+	}
 	r := &t.Rows[len(t.Rows)-1]
-	r.Loc, r.CFA, r.Regs = x.loc, s.cfa, regs
-	r.MangledRA, r.RAStateWithPC, r.ArgsSize, r.Touched = s.mangled, s.withPC, s.argsSize, touch
+	r.Loc, r.Regs = x.loc, regs
+	r.CFA.Kind, r.CFA.Reg, r.CFA.Offset, r.CFA.Expr = s.cfa.Kind, s.cfa.Reg, s.cfa.Offset, s.cfa.Expr
+	r.MangledRA, r.RAStateWithPC, r.ArgsSize = s.mangled, s.withPC, s.argsSize
+	r.Touched.CFA, r.Touched.RAState, r.Touched.RestoreState = tc.CFA, tc.RAState, tc.RestoreState
+	r.Touched.Set, r.Touched.Restored = tc.Set, tc.Restored
+	x.touch, x.hidden = Touch{}, false
 }
 
 // set gives reg a rule and records the touch.

@@ -159,7 +159,12 @@ type Touch struct {
 }
 
 // IsZero says nothing was touched.
-func (t Touch) IsZero() bool { return t == Touch{} }
+func (t Touch) IsZero() bool { return t.none() }
+
+// none is IsZero field by field (see executor.flush).
+func (t *Touch) none() bool {
+	return !t.CFA && !t.RAState && !t.RestoreState && t.Set == 0 && t.Restored == 0
+}
 
 func (t Touch) or(u Touch) Touch {
 	return Touch{CFA: t.CFA || u.CFA, RAState: t.RAState || u.RAState, RestoreState: t.RestoreState || u.RestoreState,
