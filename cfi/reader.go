@@ -40,11 +40,16 @@ func (r *reader) bytes(n int) []byte {
 }
 
 func (r *reader) u8() uint8 {
-	b := r.bytes(1)
-	if b == nil {
+	if r.err != nil {
 		return 0
 	}
-	return b[0]
+	if r.off >= len(r.b) {
+		r.fail(errShort)
+		return 0
+	}
+	c := r.b[r.off]
+	r.off++
+	return c
 }
 
 func (r *reader) u16() uint16 {
