@@ -73,10 +73,10 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 		return nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.regName(a.sp))
 	case cfi.Offset, cfi.Register:
 		if !a.s390x {
-			return nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
+			return nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, *sp))
 		}
 	default:
-		return nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, sp))
+		return nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, *sp))
 	}
 
 	// CFA.
@@ -130,7 +130,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 		// return address stays at the fixed CFA-8 slot the call put it
 		// in), and so do we. Without any rule for rip (a CIE that never
 		// set it) the function is still skipped.
-		raRule = cfi.Rule{Kind: cfi.Offset, Offset: int64(a.fixedRA)}
+		raRule = &cfi.Rule{Kind: cfi.Offset, Offset: int64(a.fixedRA)}
 	}
 	r.RA, why, d = a.raLoc(pc, raRule)
 	if d != nil {
@@ -154,7 +154,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 	return flexWhy, nil
 }
 
-func (a *abi) raLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnostic) {
+func (a *abi) raLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnostic) {
 	switch rule.Kind {
 	case cfi.SameValue:
 		if a.amd64 {
@@ -177,7 +177,7 @@ func (a *abi) raLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnos
 		return sframe.Loc{Kind: sframe.LocCFA, Offset: int32(rule.Offset)}, nil, nil
 	case cfi.Register:
 		if rule.Reg == a.ra {
-			return a.raLoc(pc, cfi.Rule{Kind: cfi.SameValue})
+			return a.raLoc(pc, &sameValue)
 		}
 		if a.regForm() {
 			return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, nil, nil
@@ -191,12 +191,12 @@ func (a *abi) raLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnos
 			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
 				skip(pc, RAExpression, "return address at [%s%+d]", a.regName(e.Reg), e.Offset), nil
 		}
-		return l, nil, skip(pc, RAExpression, "return address rule %s", ruleString(a, rule))
+		return l, nil, skip(pc, RAExpression, "return address rule %s", ruleString(a, *rule))
 	}
-	return l, nil, skip(pc, RAExpression, "return address rule %s", ruleString(a, rule))
+	return l, nil, skip(pc, RAExpression, "return address rule %s", ruleString(a, *rule))
 }
 
-func (a *abi) fpLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnostic) {
+func (a *abi) fpLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnostic) {
 	switch rule.Kind {
 	case cfi.SameValue:
 		return sframe.Loc{Kind: sframe.LocUnsaved}, nil, nil
@@ -227,7 +227,7 @@ func (a *abi) fpLoc(pc uint64, rule cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnos
 				skip(pc, FPExpression, "frame pointer at [%s%+d]", a.regName(e.Reg), e.Offset), nil
 		}
 	}
-	return l, nil, skip(pc, FPExpression, "frame pointer rule %s", ruleString(a, rule))
+	return l, nil, skip(pc, FPExpression, "frame pointer rule %s", ruleString(a, *rule))
 }
 
 // spValOffset is the caller's SP relative to the CFA.
@@ -285,19 +285,23 @@ func ruleString(a *abi, r cfi.Rule) string {
 }
 
 // rowRules returns the rules of the RA, SP and FP registers in the row
-// (SameValue for those it does not list), in one pass over the few it
-// lists; raListed says it lists the RA (a rule set by the FDE or CIE, an
-// explicit DW_CFA_same_value included).
-func (a *abi) rowRules(cr *cfi.Row) (ra, sp, fp cfi.Rule, raListed bool) {
+// (sameValue for those it does not list), in one pass over the few it
+// lists, without copying them; raListed says it lists the RA (a rule set
+// by the FDE or CIE, an explicit DW_CFA_same_value included).
+func (a *abi) rowRules(cr *cfi.Row) (ra, sp, fp *cfi.Rule, raListed bool) {
+	ra, sp, fp = &sameValue, &sameValue, &sameValue
 	for i := range cr.Regs {
 		switch rr := &cr.Regs[i]; rr.Reg {
 		case a.ra:
-			ra, raListed = rr.Rule, true
+			ra, raListed = &rr.Rule, true
 		case a.sp:
-			sp = rr.Rule
+			sp = &rr.Rule
 		case a.fp:
-			fp = rr.Rule
+			fp = &rr.Rule
 		}
 	}
 	return ra, sp, fp, raListed
 }
+
+// sameValue is the rule of a register a row does not list (read only).
+var sameValue = cfi.Rule{Kind: cfi.SameValue}
