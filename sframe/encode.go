@@ -171,41 +171,42 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 	if r.CFA.Reg == fp {
 		baseReg = BaseRegFP
 	}
-	add(cfaOff, false)
-	var slotBuf [2]Loc
-	slots := slotBuf[:0]
+	words[0], ctrl[0] = cfaOff, false
+	// Then the RA slot (unless the ABI fixes it) and the FP slot (unless
+	// fixed), as far as the last one saved.
+	var slots [2]*Loc
+	k := 0
 	if o.CFAFixedRA == CFAFixedRAInvalid {
-		slots = append(slots, r.RA)
+		slots[k] = &r.RA
+		k++
 	} else if r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
 		return 0, 0, fmt.Errorf("RA rule differs from the fixed RA offset (needs a flexible FDE)")
 	}
 	if o.CFAFixedFP == CFAFixedFPInvalid {
-		slots = append(slots, r.FP)
+		slots[k] = &r.FP
+		k++
 	}
-	last := -1
-	for i, l := range slots {
+	n = 1
+	for i, l := range slots[:k] {
 		switch l.Kind {
 		case LocUnsaved, LocFixed, LocDefault:
+			words[1+i] = RAOffsetInvalid
+			continue
 		case LocCFA:
-			last = i
+			words[1+i] = int64(l.Offset)
 		case LocReg:
 			if o.ABI != ABIS390XBE || o.Version != Version2 || l.Offset != 0 {
 				return 0, 0, fmt.Errorf("register-based RA/FP rule needs a flexible FDE")
 			}
-			last = i
+			words[1+i] = int64(l.Reg)<<1 | 1 // s390x V2: register in the LSB form
 		default:
 			return 0, 0, fmt.Errorf("register-based RA/FP rule needs a flexible FDE")
 		}
+		ctrl[1+i] = false
+		n = 2 + i // the words up to this saved slot
 	}
-	for i := 0; i <= last; i++ {
-		switch {
-		case slots[i].Kind == LocCFA:
-			add(int64(slots[i].Offset), false)
-		case slots[i].Kind == LocReg:
-			add(int64(slots[i].Reg)<<1|1, false) // s390x V2: register in the LSB form
-		default:
-			add(RAOffsetInvalid, false)
-		}
+	for i := 1; i < n; i++ {
+		ctrl[i] = false
 	}
 	return n, baseReg, nil
 }
