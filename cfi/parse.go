@@ -364,6 +364,7 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 	}
 	c.Initial = r.b[r.off:rec.end:rec.end]
 	c.initOff = r.off
+	c.augZ, c.augL = c.hasZ(), strings.Contains(c.Augmentation, "L")
 	return c, nil
 }
 
@@ -411,12 +412,12 @@ func (p *parser) fde(rec record, f *FDE) error {
 	if err != nil {
 		return p.errorf(rec.off, "FDE address fields: %v", err)
 	}
-	if cie.hasZ() {
+	if cie.augZ {
 		n := r.uleb()
 		if r.err != nil || n > uint64(r.left()) {
 			return p.errorf(rec.off, "FDE augmentation data length %d runs past the record", n)
 		}
-		if cie.LSDAEnc != PEOmit && strings.Contains(cie.Augmentation, "L") && n > 0 {
+		if cie.LSDAEnc != PEOmit && cie.augL && n > 0 {
 			ar := &reader{b: p.s.Data[:r.off+int(n)], off: r.off, order: p.s.Order}
 			ctx.funcStart = f.Start
 			f.LSDA, _ = readEncoded(ar, cie.LSDAEnc&^PEIndirect, ctx)

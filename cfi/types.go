@@ -61,6 +61,8 @@ type CIE struct {
 	Initial      []byte // initial instructions
 
 	initOff int // offset of Initial in the section
+	// The augmentation's 'z' and 'L', looked up once for its FDEs.
+	augZ, augL bool
 }
 
 // FDE is a frame description entry.
