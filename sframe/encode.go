@@ -214,38 +214,43 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 // wordSize is the fewest bytes of 1, 2 and 4 that hold data word w
 // (unsigned when c, a control word), or 8 when 4 do not.
 func wordSize(w int64, c bool) int {
+	if c {
+		switch {
+		case uint64(w) <= math.MaxUint8:
+			return 1
+		case uint64(w) <= math.MaxUint16:
+			return 2
+		case uint64(w) <= math.MaxUint32:
+			return 4
+		}
+		return 8
+	}
 	switch {
-	case fits(w, c, 1):
+	case w == int64(int8(w)):
 		return 1
-	case fits(w, c, 2):
+	case w == int64(int16(w)):
 		return 2
-	case fits(w, c, 4):
+	case w == int64(int32(w)):
 		return 4
 	}
 	return 8
 }
 
-// appSized appends the low size bytes (1, 2 or 4) of v in the given order.
-func appSized(be bool, b []byte, v uint32, size int) []byte {
+// putSized writes the low size bytes (1, 2 or 4) of v at the start of b
+// in the given order.
+func putSized(be bool, b []byte, v uint32, size int) {
 	switch {
 	case size == 1:
-		return append(b, uint8(v))
+		b[0] = uint8(v)
 	case size == 2 && be:
-		return binary.BigEndian.AppendUint16(b, uint16(v))
+		binary.BigEndian.PutUint16(b, uint16(v))
 	case size == 2:
-		return binary.LittleEndian.AppendUint16(b, uint16(v))
+		binary.LittleEndian.PutUint16(b, uint16(v))
 	case be:
-		return binary.BigEndian.AppendUint32(b, v)
+		binary.BigEndian.PutUint32(b, v)
+	default:
+		binary.LittleEndian.PutUint32(b, v)
 	}
-	return binary.LittleEndian.AppendUint32(b, v)
-}
-
-func fits(w int64, c bool, size int) bool {
-	bits := uint(size * 8)
-	if c {
-		return w >= 0 && w < 1<<bits
-	}
-	return w >= -(1<<(bits-1)) && w < 1<<(bits-1)
 }
 
 // Encode writes a section from the neutral model. Functions keep their
@@ -395,10 +400,13 @@ func (e *Encoder) Add(fn *Function) error {
 		if fn.Flex {
 			info2 = uint8(FDETypeFlex)
 		}
-		fre = appSized(e.be, fre, uint32(len(fn.Rows)), 2)
-		fre = append(fre, info, info2, fn.RepSize)
+		p := len(fre)
+		fre = fre[:p+5]
+		putSized(e.be, fre[p:], uint32(len(fn.Rows)), 2)
+		fre[p+2], fre[p+3], fre[p+4] = info, info2, fn.RepSize
 	}
 	var sizes [3]int // FREs by data-word size
+	asz := 1 << (freType - FREAddr1)
 	for ri := range fn.Rows {
 		r := &fn.Rows[ri]
 		n, base, err := rowWords(o, fn, r, &words, &ctrl)
@@ -416,16 +424,19 @@ func (e *Encoder) Add(fn *Function) error {
 				}
 			}
 		}
-		fre = appSized(e.be, fre, r.Start, 1<<(freType-FREAddr1))
 		sizeCode := uint8(size >> 1) // 1->0, 2->1, 4->2
 		sizes[sizeCode]++
 		fi := base | uint8(n)<<1 | sizeCode<<5
 		if r.MangledRA {
 			fi |= freInfoMangledRABit
 		}
-		fre = append(fre, fi)
+		// Within the capacity need made sure of: written in place.
+		p := len(fre)
+		fre = fre[:p+asz+1+n*size]
+		putSized(e.be, fre[p:], r.Start, asz)
+		fre[p+asz] = fi
 		for j := 0; j < n; j++ {
-			fre = appSized(e.be, fre, uint32(words[j]), size)
+			putSized(e.be, fre[p+asz+1+j*size:], uint32(words[j]), size)
 		}
 	}
 	if freOff+len(fre)-len(e.fre) > math.MaxUint32 {

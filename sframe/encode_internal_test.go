@@ -3,6 +3,7 @@ package sframe
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"testing"
 )
 
@@ -43,5 +44,25 @@ func TestEncoderChunks(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("chunked FREs differ from one chunk")
+	}
+}
+
+// TestWordSize: the narrowest data-word size for signed words and
+// unsigned control words, at each boundary.
+func TestWordSize(t *testing.T) {
+	for _, tc := range []struct {
+		w    int64
+		ctrl bool
+		want int
+	}{
+		{0, false, 1}, {127, false, 1}, {-128, false, 1}, {128, false, 2}, {-129, false, 2},
+		{32767, false, 2}, {-32768, false, 2}, {32768, false, 4}, {-32769, false, 4},
+		{math.MaxInt32, false, 4}, {math.MinInt32, false, 4}, {math.MaxInt32 + 1, false, 8}, {math.MinInt32 - 1, false, 8},
+		{0, true, 1}, {255, true, 1}, {256, true, 2}, {65535, true, 2}, {65536, true, 4},
+		{math.MaxUint32, true, 4}, {math.MaxUint32 + 1, true, 8}, {-1, true, 8},
+	} {
+		if got := wordSize(tc.w, tc.ctrl); got != tc.want {
+			t.Errorf("wordSize(%d, control %v) = %d, want %d", tc.w, tc.ctrl, got, tc.want)
+		}
 	}
 }
