@@ -30,7 +30,8 @@ func (p *Plan) EarlyRuns() []Run {
 
 // CopyRuns copies runs from the input file src to the output file dst,
 // file to file (copy_file_range), each to its output offset. Both files'
-// offsets move; nothing else may use them meanwhile.
+// offsets move; nothing else may use them meanwhile. Each run's blocks are
+// allocated before it is copied (see reserve).
 func CopyRuns(dst, src *os.File, runs []Run) error {
 	for _, r := range runs {
 		if err := copyRun(dst, src, r.Off, r.Src, r.Size); err != nil {
@@ -45,6 +46,7 @@ func copyRun(dst, src *os.File, off, srcOff, size uint64) error {
 	if _, err := dst.Seek(int64(off), io.SeekStart); err != nil {
 		return err
 	}
+	reserve(dst, off, size)
 	if _, err := src.Seek(int64(srcOff), io.SeekStart); err != nil {
 		return err
 	}

@@ -227,11 +227,16 @@ func (p *Plan) WriteFile(dst, src *os.File, sframe []byte) error {
 		return fmt.Errorf("%w: got %d bytes, planned %d", ErrSizeMismatch, len(sframe), p.Size)
 	}
 	a := p.assembler(sframe)
+	base, err := dst.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
 	pos := uint64(0)
 	for _, c := range p.cleanRuns() {
 		if err := a.write(dst, pos, c.off); err != nil {
 			return err
 		}
+		reserve(dst, uint64(base)+c.off, c.size)
 		if _, err := src.Seek(int64(c.src), io.SeekStart); err != nil {
 			return err
 		}
