@@ -196,22 +196,7 @@ func threadCPU() time.Duration {
 // caches cold: see BenchmarkWalkSFrameVsDWARF for whole stacks, as a
 // profiler walks them.
 func BenchmarkStepSFrameVsDWARF(b *testing.B) {
-	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
-	if name == "" {
-		name = "/lib/x86_64-linux-gnu/libc.so.6"
-	}
-	data, err := os.ReadFile(name)
-	if err != nil {
-		b.Skip(err)
-	}
-	res, err := convert.Convert(name, data, convert.Options{Force: true})
-	if err != nil {
-		b.Skip(err)
-	}
-	tb, err := sframe.Open(res.SFrame, res.Addr)
-	if err != nil {
-		b.Fatal(err)
-	}
+	name, tb := benchTable(b)
 	d, err := newDwarfStepper(name, false)
 	if err != nil {
 		b.Fatal(err)
@@ -303,22 +288,7 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 // finding a function at all; the others add the scan; row1-in-order is
 // the first group's PCs in address order.
 func BenchmarkLookupByRow(b *testing.B) {
-	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
-	if name == "" {
-		name = "/lib/x86_64-linux-gnu/libc.so.6"
-	}
-	data, err := os.ReadFile(name)
-	if err != nil {
-		b.Skip(err)
-	}
-	res, err := convert.Convert(name, data, convert.Options{Force: true})
-	if err != nil {
-		b.Skip(err)
-	}
-	tb, err := sframe.Open(res.SFrame, res.Addr)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, tb := benchTable(b)
 	groups := []struct {
 		name   string
 		lo, hi int // FRE index in the function, [lo, hi)
@@ -366,4 +336,28 @@ func BenchmarkLookupByRow(b *testing.B) {
 			b.ReportMetric(float64(len(g.pcs)), "pcs")
 		})
 	}
+}
+
+// benchTable returns the library the step benchmarks use
+// (CFI2SFRAME_BENCH_FILE, else libc) and the SFrame section its conversion
+// gives, opened; it skips the benchmark where there is none.
+func benchTable(b *testing.B) (string, *sframe.Table) {
+	b.Helper()
+	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
+	if name == "" {
+		name = "/lib/x86_64-linux-gnu/libc.so.6"
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		b.Skip(err)
+	}
+	res, err := convert.Convert(name, data, convert.Options{Force: true})
+	if err != nil {
+		b.Skip(err)
+	}
+	tb, err := sframe.Open(res.SFrame, res.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return name, tb
 }
