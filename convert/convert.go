@@ -293,9 +293,10 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early func()
 // the functions, and the encoder keeps only their FREs, as bytes. On a
 // machine with more CPUs the functions are cut into parts (see parts),
 // which that many goroutines take in turn, each with its own execution
-// context, into an encoder per part; the parts are appended in order when
-// all are done, so the functions, their order and the diagnostics are
-// those of one pass. The execution errors are added to st.Errors.
+// context, into an encoder per part; the parts are appended in order as
+// they are done (joiner), so the functions, their order and the
+// diagnostics are those of one pass. The execution errors are added to
+// st.Errors.
 func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Result, *sframe.Encoder, error) {
 	ef := f.ELF
 	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: PLTSections(ef), Symbol: lazySymbolizer(f)},
@@ -339,36 +340,28 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Res
 		res.Add(r)
 		return res, enc, nil
 	}
-	done := make([]part, len(cuts)-1)
+	j := &joiner{parts: make([]part, len(cuts)-1), ready: make([]bool, len(cuts)-1), enc: enc, res: res, st: st}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(done)) {
+	for range min(runtime.GOMAXPROCS(0), len(j.parts)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ws := st.Clone()
-			for i := int(next.Add(1) - 1); i < len(done); i = int(next.Add(1) - 1) {
-				p := &done[i]
-				if p.enc, p.err = newEncoder(cuts[i+1] - cuts[i]); p.err != nil {
-					continue
+			for i := int(next.Add(1) - 1); i < len(j.parts); i = int(next.Add(1) - 1) {
+				p := &j.parts[i]
+				if p.enc, p.err = newEncoder(cuts[i+1] - cuts[i]); p.err == nil {
+					n := len(ws.Errors)
+					p.res, p.err = t.Functions(ws.Cursor(all[cuts[i]:cuts[i+1]]), p.enc.Add)
+					p.cfiErrs = ws.Errors[n:]
 				}
-				n := len(ws.Errors)
-				p.res, p.err = t.Functions(ws.Cursor(all[cuts[i]:cuts[i+1]]), p.enc.Add)
-				p.cfiErrs = ws.Errors[n:]
+				j.finish(i)
 			}
 		}()
 	}
 	wg.Wait()
-	for i := range done {
-		p := &done[i]
-		if p.err != nil {
-			return nil, nil, p.err
-		}
-		st.Errors = append(st.Errors, p.cfiErrs...)
-		res.Add(p.res)
-		if err := enc.Append(p.enc); err != nil {
-			return nil, nil, err
-		}
+	if j.err != nil {
+		return nil, nil, j.err
 	}
 	return res, enc, nil
 }
@@ -379,6 +372,41 @@ type part struct {
 	res     *translate.Result
 	cfiErrs []error
 	err     error
+}
+
+// joiner adds the parts to the file's encoder, result and CFI errors in
+// their order, each as soon as it and every part before it are done, and
+// lets its encoder go: at most a few parts' encoders are held at once,
+// not all of them. The first error, in part order, is kept.
+type joiner struct {
+	mu    sync.Mutex
+	parts []part
+	ready []bool
+	next  int // the first part not added yet
+	enc   *sframe.Encoder
+	res   *translate.Result
+	st    *cfi.Stream
+	err   error
+}
+
+// finish records that part i is done and adds what can be added.
+func (j *joiner) finish(i int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.ready[i] = true
+	for ; j.next < len(j.parts) && j.ready[j.next]; j.next++ {
+		p := &j.parts[j.next]
+		switch {
+		case j.err != nil:
+		case p.err != nil:
+			j.err = p.err
+		default:
+			j.st.Errors = append(j.st.Errors, p.cfiErrs...)
+			j.res.Add(p.res)
+			j.err = j.enc.Append(p.enc)
+		}
+		*p = part{}
+	}
 }
 
 // minSplit is the fewest FDEs translateLinked shares between goroutines:
