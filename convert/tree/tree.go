@@ -224,18 +224,34 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 			o.Progress(done, names)
 		}
 	}
+	finish := func(j job, r Record) {
+		report(r)
+		for _, l := range j.links {
+			report(relink(ctx, r, l))
+		}
+	}
 	ch := make(chan job)
-	var wg sync.WaitGroup
+	var wg, writing sync.WaitGroup
+	// Outputs that replace a file are written (and synced) on goroutines
+	// of their own, at most n at once, while the workers go on.
+	writes := make(chan struct{}, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range ch {
-				r := one(ctx, j, o, mk)
-				report(r)
-				for _, l := range j.links {
-					report(relink(ctx, r, l))
+				r, write := one(ctx, j, o, mk)
+				if write == nil {
+					finish(j, r)
+					continue
 				}
+				writes <- struct{}{}
+				writing.Add(1)
+				go func() {
+					defer writing.Done()
+					finish(j, write())
+					<-writes
+				}()
 			}
 		}()
 	}
@@ -251,6 +267,7 @@ feed:
 	}
 	close(ch)
 	wg.Wait()
+	writing.Wait()
 	sum.Interrupted = names - started
 	if !sum.OK() {
 		mk.removeEmpty()
@@ -266,32 +283,42 @@ func largestFirst(jobs []job) {
 	slices.SortStableFunc(jobs, func(a, b job) int { return cmp.Compare(b.size, a.size) })
 }
 
-// one converts one file, creating the output's directory through mk.
-func one(ctx context.Context, j job, o Options, mk *dirMaker) Record {
+// one converts one file, creating the output's directory through mk, and
+// returns its record; or, when the output replaces a file (and so is
+// synced before its rename: a wait on the disk, not on the CPU), nil and
+// a function that writes it and returns the record, for Run to call on
+// another goroutine while this one converts the next file. The input
+// stays open until the output is written.
+func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Record) {
 	rec := Record{File: j.in}
 	fail := func(oc Outcome, err error) Record {
 		rec.Outcome, rec.Error, rec.Err = oc, err.Error(), err
 		return rec
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(Failed, fmt.Errorf("%s: interrupted", j.in))
+		return fail(Failed, fmt.Errorf("%s: interrupted", j.in)), nil
 	}
 	in, err := convert.OpenInput(j.in)
 	if err != nil {
-		return fail(Failed, err)
+		return fail(Failed, err), nil
 	}
-	defer in.Close()
+	later := false
+	defer func() {
+		if !later {
+			in.Close()
+		}
+	}()
 	// Nothing to do: copy it when writing elsewhere, leave it otherwise.
-	leave := func(oc Outcome, why error) Record {
+	leave := func(oc Outcome, why error) (Record, func() Record) {
 		rec.Outcome, rec.Error, rec.Err = oc, why.Error(), why
 		if o.OutDir == "" || j.out == j.in {
-			return rec
+			return rec, nil
 		}
 		if err := write(ctx, mk, j.out, in.Mode, in.Data); err != nil {
-			return fail(Failed, err)
+			return fail(Failed, err), nil
 		}
 		rec.Output = j.out
-		return rec
+		return rec, nil
 	}
 	switch {
 	case bytes.HasPrefix(in.Data, []byte("\x7fELF")), bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)):
@@ -312,26 +339,36 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) Record {
 	case errors.As(err, &layout):
 		return leave(NoLayout, err)
 	case err != nil:
-		return fail(Failed, err)
+		return fail(Failed, err), nil
 	case res.Unchanged:
 		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Note))
 	}
-	if err := mk.mkdirAll(filepath.Dir(j.out)); err != nil {
-		return fail(Failed, err)
-	}
-	if err := convert.WriteResult(ctx, j.out, in.Mode, in, res); err != nil {
-		if ctx.Err() != nil {
-			err = &convert.Error{File: j.in, Err: errInterrupted}
+	writeOut := func() Record {
+		if err := mk.mkdirAll(filepath.Dir(j.out)); err != nil {
+			return fail(Failed, err)
 		}
-		return fail(Failed, err)
+		if err := convert.WriteResult(ctx, j.out, in.Mode, in, res); err != nil {
+			if ctx.Err() != nil {
+				err = &convert.Error{File: j.in, Err: errInterrupted}
+			}
+			return fail(Failed, err)
+		}
+		rec.Outcome, rec.Output = Converted, j.out
+		rec.Functions = res.Translate.Converted + res.Translate.PLTFuncs
+		rec.Skipped = res.Translate.Skipped
+		rec.SFrameBytes = len(res.SFrame)
+		rec.CFIErrors = len(res.CFIErrors)
+		rec.Warning = res.Warning
+		return rec
 	}
-	rec.Outcome, rec.Output = Converted, j.out
-	rec.Functions = res.Translate.Converted + res.Translate.PLTFuncs
-	rec.Skipped = res.Translate.Skipped
-	rec.SFrameBytes = len(res.SFrame)
-	rec.CFIErrors = len(res.CFIErrors)
-	rec.Warning = res.Warning
-	return rec
+	if _, err := os.Lstat(j.out); err != nil {
+		return writeOut(), nil // a new file: not synced, nothing to wait on
+	}
+	later = true
+	return Record{}, func() Record {
+		defer in.Close()
+		return writeOut()
+	}
 }
 
 func write(ctx context.Context, mk *dirMaker, dst string, mode fs.FileMode, data []byte) error {

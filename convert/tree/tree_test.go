@@ -7,11 +7,13 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
@@ -236,6 +238,41 @@ func TestCancelled(t *testing.T) {
 		b, _ := os.ReadFile(f)
 		if !bytes.Equal(b, before[f]) {
 			t.Errorf("%s changed by a cancelled run", f)
+		}
+	}
+	noTemp(t, root)
+}
+
+// TestCancelledWhileWriting: an in-place run cancelled when its first
+// file is recorded, with other outputs still being written on their own
+// goroutines, leaves every file either as it was or converted (as its
+// record says) and no temporary file.
+func TestCancelledWhileWriting(t *testing.T) {
+	root, want := sampleTree(t)
+	// More files to convert than the workers hold at once.
+	hello := filepath.Join(root, "bin", "hello")
+	for i := range 6 {
+		copyFile(t, hello, filepath.Join(root, "more", fmt.Sprintf("hello%d", i)))
+		want[filepath.Join(root, "more", fmt.Sprintf("hello%d", i))] = Converted
+	}
+	before := snapshot(t, want)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	converted := map[string]bool{}
+	sum, err := Run(ctx, []string{root}, Options{Jobs: 2, Record: func(r Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		converted[r.File] = r.Outcome == Converted
+		cancel()
+	}})
+	if err != nil || sum.OK() {
+		t.Fatalf("cancelled run: %+v, %v", sum, err)
+	}
+	for f := range want {
+		b, _ := os.ReadFile(f)
+		if same := bytes.Equal(b, before[f]); same == converted[f] {
+			t.Errorf("%s: unchanged %v, recorded converted %v", f, same, converted[f])
 		}
 	}
 	noTemp(t, root)
