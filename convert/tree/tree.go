@@ -65,6 +65,8 @@ type Record struct {
 type Options struct {
 	Convert convert.Options
 	// Jobs is the number of files converted at once (0: runtime.NumCPU()).
+	// Outputs that replace a file, which are synced before their rename,
+	// are written on goroutines of their own, up to Jobs more at once.
 	Jobs int
 	// OutDir, when set, receives the results instead of the inputs being
 	// replaced: a file argument F goes to OutDir/base(F); a file found
