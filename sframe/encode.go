@@ -188,6 +188,7 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 	}
 	n = 1
 	for i, l := range slots[:k] {
+		ctrl[1+i] = false
 		switch l.Kind {
 		case LocUnsaved, LocFixed, LocDefault:
 			words[1+i] = RAOffsetInvalid
@@ -202,11 +203,7 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 		default:
 			return 0, 0, fmt.Errorf("register-based RA/FP rule needs a flexible FDE")
 		}
-		ctrl[1+i] = false
 		n = 2 + i // the words up to this saved slot
-	}
-	for i := 1; i < n; i++ {
-		ctrl[i] = false
 	}
 	return n, baseReg, nil
 }
