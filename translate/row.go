@@ -36,9 +36,10 @@ func (a *abi) regName(r uint64) string {
 	return n
 }
 
-// row translates one CFI row into *r (zero on entry). flexWhy is set when the row needs a flexible
-// FDE (it says what needs it, for the diagnostic when none may be used); d
-// is set when the row cannot be described at all.
+// row translates one CFI row into *r (zero on entry). flexWhy is set when
+// the row needs a flexible FDE (it says what needs it, for the diagnostic
+// when none may be used); d is set when the row cannot be described at
+// all.
 //
 // argsSet says the row is where DW_CFA_GNU_args_size set its (non-zero)
 // size; like GNU as, the size matters only there, and only when the CFA is
@@ -52,7 +53,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 
 	// Return address. Undefined marks the outermost frame: an FRE without
 	// data words, whatever the other rules say.
-	raRule, spRule, fpRule, raListed := a.rowRules(cr)
+	raRule, sp, fpRule, raListed := a.rowRules(cr)
 	if raRule.Kind == cfi.Undefined {
 		r.RAUndefined = true
 		return nil, nil
@@ -63,7 +64,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 	// 160), so that the caller's SP is known whatever else says where it
 	// was saved: s390x code saves r15 with the other registers (stmg) or in
 	// a floating-point register, and GNU as passes over both rules.
-	switch sp := spRule; sp.Kind {
+	switch sp.Kind {
 	case cfi.SameValue:
 	case cfi.ValOffset:
 		if sp.Offset != a.spValOffset() {
