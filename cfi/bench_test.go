@@ -1,19 +1,16 @@
 package cfi
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/benchfile"
 )
 
 // BenchmarkParseExecute parses and executes every FDE of a large library:
 // CFI2SFRAME_BENCH_FILE, else the system libc.
 func BenchmarkParseExecute(b *testing.B) {
-	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
-	if name == "" {
-		name = "/lib/x86_64-linux-gnu/libc.so.6"
-	}
+	name := benchfile.Name()
 	f, err := elfread.Open(name)
 	if err != nil {
 		b.Skip(err)

@@ -3,16 +3,15 @@ package convert
 import (
 	"os"
 	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/benchfile"
 )
 
 // BenchmarkSFrame builds the .sframe of a large library in memory, as a
 // conversion does (CFI2SFRAME_BENCH_FILE, else libc): the CPU side of a
 // conversion, without the copy.
 func BenchmarkSFrame(b *testing.B) {
-	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
-	if name == "" {
-		name = "/lib/x86_64-linux-gnu/libc.so.6"
-	}
+	name := benchfile.Name()
 	f, err := os.Open(name)
 	if err != nil {
 		b.Skip(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/benchfile"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
@@ -289,11 +290,12 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 // the first group's PCs in address order.
 func BenchmarkLookupByRow(b *testing.B) {
 	_, tb := benchTable(b)
-	groups := []struct {
+	type group struct {
 		name   string
 		lo, hi int // FRE index in the function, [lo, hi)
 		pcs    []uint64
-	}{{"row1", 0, 1, nil}, {"row2", 1, 2, nil}, {"row3-4", 2, 4, nil}, {"row5-8", 4, 8, nil}, {"row9+", 8, math.MaxInt, nil}}
+	}
+	groups := []group{{"row1", 0, 1, nil}, {"row2", 1, 2, nil}, {"row3-4", 2, 4, nil}, {"row5-8", 4, 8, nil}, {"row9+", 8, math.MaxInt, nil}}
 	var d sframe.FDE
 	x := uint64(88172645463325252)
 	for tries := 0; tries < 400000; tries++ {
@@ -316,11 +318,7 @@ func BenchmarkLookupByRow(b *testing.B) {
 	// decoding.
 	sorted := slices.Clone(groups[0].pcs)
 	slices.Sort(sorted)
-	groups = append(groups, struct {
-		name   string
-		lo, hi int
-		pcs    []uint64
-	}{"row1-in-order", 0, 1, sorted})
+	groups = append(groups, group{"row1-in-order", 0, 1, sorted})
 	var r sframe.StepRule
 	for _, g := range groups {
 		if len(g.pcs) < 100 {
@@ -343,10 +341,7 @@ func BenchmarkLookupByRow(b *testing.B) {
 // gives, opened; it skips the benchmark where there is none.
 func benchTable(b *testing.B) (string, *sframe.Table) {
 	b.Helper()
-	name := os.Getenv("CFI2SFRAME_BENCH_FILE")
-	if name == "" {
-		name = "/lib/x86_64-linux-gnu/libc.so.6"
-	}
+	name := benchfile.Name()
 	data, err := os.ReadFile(name)
 	if err != nil {
 		b.Skip(err)
