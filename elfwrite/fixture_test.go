@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,5 +91,63 @@ func TestFixtures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSectionAcrossImageEnd: a non-loaded section that starts inside the
+// loaded image and runs past its end (a hostile layout the fuzzer made)
+// moves behind the new segment whole, as the sections after the image
+// do: its bytes are not cut where .sframe begins, and a symbol table so
+// placed is not rewritten over .sframe.
+func TestSectionAcrossImageEnd(t *testing.T) {
+	in, err := os.ReadFile(filepath.Join("testdata", "tiny-x86_64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parse(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf := minimalSFrame(binary.LittleEndian, 3, -8)
+	for i, s := range f.shs {
+		if i == 0 || s.flags&shfAlloc != 0 || s.typ == shtNobits || i == f.shstrndx {
+			continue
+		}
+		t.Run(f.sectionName(s), func(t *testing.T) {
+			b := slices.Clone(in)
+			// .rodata, the image's last bytes, ends at 0x2006.
+			binary.LittleEndian.PutUint64(b[f.shoff+uint64(i)*shdrSize+24:], 0x2004)
+			p, err := NewPlan(b, uint64(len(sf)), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Bytes(sf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkOutput(t, b, out, p, sf)
+		})
+	}
+}
+
+// TestDisjoint: a plan whose patch would write into .sframe, or whose
+// pieces overlap, is refused rather than written.
+func TestDisjoint(t *testing.T) {
+	tests := []struct {
+		name    string
+		pieces  []piece
+		patches []patch
+		ok      bool
+	}{
+		{"apart", []piece{{off: 0, size: 0x100}, {off: 0x100, size: 0x40}}, []patch{{off: 0x10, zeros: 0xf0}, {off: 0x140, data: make([]byte, 8)}}, true},
+		{"patch into .sframe", []piece{{off: 0, size: 0x100}, {off: 0x100, size: 0x40}}, []patch{{off: 0xf8, data: make([]byte, 0x10)}}, false},
+		{"zeros over .sframe", []piece{{off: 0, size: 0x100}, {off: 0x100, size: 0x40}}, []patch{{off: 0x120, zeros: 1}}, false},
+		{"pieces overlap", []piece{{off: 0, size: 0x108}, {off: 0x100, size: 0x40}}, nil, false},
+	}
+	for _, tc := range tests {
+		p := &Plan{pieces: tc.pieces, patches: tc.patches, sfPiece: 1}
+		if err := p.disjoint(); (err == nil) != tc.ok {
+			t.Errorf("%s: disjoint() = %v, want ok %v", tc.name, err, tc.ok)
+		}
 	}
 }

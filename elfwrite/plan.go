@@ -66,10 +66,41 @@ func NewPlan(in []byte, size uint64, opts Options) (*Plan, error) {
 // newPlan is NewPlan for a parsed input, which it does not modify.
 func newPlan(f *file, size uint64, opts Options) (*Plan, error) {
 	p, err := layout(f, size, opts)
-	if err == nil {
-		p.opts = opts
+	if err != nil {
+		return nil, err
 	}
-	return p, err
+	if err := p.disjoint(); err != nil {
+		return nil, err
+	}
+	p.opts = opts
+	return p, nil
+}
+
+// disjoint checks what every layout promises and a hostile input could
+// break unseen: the pieces of the output do not overlap, and no patch
+// writes into .sframe (a symbol table rewritten over it would leave a
+// section that does not decode).
+func (p *Plan) disjoint() error {
+	idx := make([]int, 0, len(p.pieces))
+	for i, pc := range p.pieces {
+		if pc.size > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return p.pieces[idx[a]].off < p.pieces[idx[b]].off })
+	for k := 1; k < len(idx); k++ {
+		a, b := p.pieces[idx[k-1]], p.pieces[idx[k]]
+		if a.off+a.size > b.off {
+			return &UnsupportedError{What: fmt.Sprintf("a layout where output ranges [%#x, +%#x) and [%#x, +%#x) overlap (sections sharing bytes?)", a.off, a.size, b.off, b.size)}
+		}
+	}
+	sf := p.pieces[p.sfPiece]
+	for _, pt := range p.patches {
+		if n := pt.size(); n > 0 && pt.off < sf.off+sf.size && sf.off < pt.off+n {
+			return &UnsupportedError{What: fmt.Sprintf("a layout where the bytes at %#x (+%#x) would be rewritten inside .sframe", pt.off, n)}
+		}
+	}
+	return nil
 }
 
 func layout(f *file, size uint64, opts Options) (*Plan, error) {

@@ -91,7 +91,10 @@ func (l *linker) headAndTail() (head, tail []outSection, err error) {
 			continue
 		}
 		alloc := s.flags&shfAlloc != 0
-		past := s.off > l.loadEnd || s.off == l.loadEnd && (s.size > 0 || !alloc)
+		// A non-loaded section that starts inside the image but runs
+		// past its end moves too: the new segment takes those bytes.
+		past := s.off > l.loadEnd || s.off == l.loadEnd && (s.size > 0 || !alloc) ||
+			!alloc && s.typ != shtNobits && s.off+s.size > l.loadEnd
 		if s.typ != shtNobits && past || s.typ == shtNobits && !alloc && s.off >= l.loadEnd {
 			if alloc {
 				return nil, nil, layoutErr("allocated section %d (%s) lies outside every PT_LOAD", i, f.sectionName(s))
