@@ -80,9 +80,9 @@ func OpenInput(name string) (*Input, error) {
 
 // mapFile maps size bytes of fh read-only, or, on a file system that
 // cannot map, reads them; mapped says which (a mapping is released with
-// syscall.Munmap).
+// munmap).
 func mapFile(fh *os.File, size int64) (data []byte, mapped bool, err error) {
-	data, err = syscall.Mmap(int(fh.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	data, err = mmap(int(fh.Fd()), int(size))
 	if err == nil {
 		return data, true, nil
 	}
@@ -107,7 +107,7 @@ func (in *Input) Close() error {
 	in.mapped = false
 	d := in.Data
 	in.Data = nil
-	if merr := syscall.Munmap(d); merr != nil {
+	if merr := munmap(d); merr != nil {
 		return merr
 	}
 	return err

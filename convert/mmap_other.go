@@ -1,0 +1,12 @@
+//go:build !linux
+
+package convert
+
+import "syscall"
+
+// mmap and munmap are the syscall package's here (see mmap_linux.go).
+func mmap(fd int, size int) ([]byte, error) {
+	return syscall.Mmap(fd, 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
+}
+
+func munmap(b []byte) error { return syscall.Munmap(b) }
