@@ -66,7 +66,8 @@ type Options struct {
 	Convert convert.Options
 	// Jobs is the number of files converted at once (0: runtime.NumCPU()).
 	// Outputs that replace a file, which are synced before their rename,
-	// are written on goroutines of their own, up to Jobs more at once.
+	// are written on goroutines of their own, up to writersPerJob×Jobs
+	// at once.
 	Jobs int
 	// OutDir, when set, receives the results instead of the inputs being
 	// replaced: a file argument F goes to OutDir/base(F); a file found
@@ -235,8 +236,9 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	ch := make(chan job)
 	var wg, writing sync.WaitGroup
 	// Outputs that replace a file are written (and synced) on goroutines
-	// of their own, at most n at once, while the workers go on.
-	writes := make(chan struct{}, n)
+	// of their own, at most writersPerJob×n at once, while the workers go
+	// on.
+	writes := make(chan struct{}, writersPerJob*n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
@@ -276,6 +278,19 @@ feed:
 	}
 	return sum, nil
 }
+
+// writersPerJob bounds the outputs being written, per worker, while the
+// workers convert the next files. A writer waits on the disk, not on a
+// CPU: the sync before the rename, and, on a file system mounted with
+// discard, the blocks of the replaced file given back when its mapping
+// goes. With one writer per worker the workers waited for them: an
+// in-place run over a copy of /usr/bin and /usr/lib/x86_64-linux-gnu
+// (2,050 files converted, -j 2, ext4 with discard) took 12.2–13.1 s
+// with 2 writers, 11.0–11.2 s with 4, 9.5–10.7 s with 8, and no less
+// with 16 or 32; peak RSS 225–250 MB throughout (on tmpfs the same run
+// takes 5 s). Each pending write holds its input's mapping and its
+// result, so the bound stays small.
+const writersPerJob = 4
 
 // largestFirst orders the jobs by input size, largest first, names in
 // the order listed among equal sizes. A conversion's time grows with the
