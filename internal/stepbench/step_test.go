@@ -193,11 +193,15 @@ func threadCPU() time.Duration {
 // and the ratio (DWARF / SFrame; the goal is >= 10), for the DWARF step
 // that parses its FDE record (dwarf-ns/step, dwarf/sframe) and for the
 // one that had them all parsed beforehand (dwarf-preparsed-ns/step,
-// dwarf-preparsed/sframe). Random PCs over a whole library keep the
-// caches cold: see BenchmarkWalkSFrameVsDWARF for whole stacks, as a
-// profiler walks them.
+// dwarf-preparsed/sframe). The same PCs are also stepped by
+// floorStepper, the least any reader of the format can do (floor-ns/step,
+// dwarf/floor), and by the same with a copy of the index in its granule
+// table (floor2-ns/step, dwarf/floor2): what the format allows here, for
+// the 10× goal. The PCs are those where every step gives the same
+// caller. Random PCs over a whole library keep the caches cold: see
+// BenchmarkWalkSFrameVsDWARF for whole stacks, as a profiler walks them.
 func BenchmarkStepSFrameVsDWARF(b *testing.B) {
-	name, tb := benchTable(b)
+	name, tb, sec := benchTable(b)
 	d, err := newDwarfStepper(name, false)
 	if err != nil {
 		b.Fatal(err)
@@ -208,6 +212,11 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	}
 	space := &unwind.Space{Maps: []unwind.Mapping{{Lo: 0, Hi: ^uint64(0), Table: tb}}}
 	u := unwind.New(unwind.AMD64, space, fakeStack{})
+	fl, err := newFloorStepper(sec, tb.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idx2 := fl.copiedIndex()
 
 	// PCs where both sides give the same caller.
 	var pcs []uint64
@@ -229,45 +238,75 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 		if ra2, cfa2, fp2, ok := dp.step(pc, spVal, fpVal, fakeStack{}); !ok || ra2 != ra || cfa2 != cfa || fp2 != fp {
 			b.Fatalf("pc %#x: the two DWARF steppers disagree", pc)
 		}
+		if ra2, cfa2, fp2, ok := fl.step(pc, spVal, fpVal, fakeStack{}); !ok || ra2 != ra || cfa2 != cfa || fp2 != fp {
+			continue // a function the floor does not read (a flexible FDE)
+		}
+		if ra2, cfa2, fp2, ok := fl.step2(idx2, pc, spVal, fpVal, fakeStack{}); !ok || ra2 != ra || cfa2 != cfa || fp2 != fp {
+			b.Fatalf("pc %#x: the floor's two lookups disagree", pc)
+		}
 		pcs = append(pcs, pc)
 	}
 	if len(pcs) < 1000 {
 		b.Fatalf("only %d PCs where both steps agree", len(pcs))
 	}
-	// Both sides in each iteration, one pass over the PCs each, timed in
+	// Every side in each iteration, one pass over the PCs each, timed in
 	// CPU time of this thread; each side's best pass is its figure. The
 	// collector's background work for the DWARF side's garbage runs on
 	// other threads and is not counted (in DWARF's favour).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var m unwind.Memory = fakeStack{}
-	bestS, bestD, bestP := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	bestS, bestD, bestP, bestF := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	bestF2 := time.Duration(math.MaxInt64)
 	var sink uint64
 	// One Frame for every step, reset in place as a sampler would; the
 	// DWARF side takes PC, SP and FP as arguments.
 	var fr unwind.Frame
-	for b.Loop() {
-		t0 := threadCPU()
+	sframePass := func() {
 		for _, pc := range pcs {
 			fr.Reset(unwind.AMD64, pc, spVal, fpVal, 0)
 			u.Step(&fr)
 			sink += fr.PC
 		}
-		t1 := threadCPU()
-		for _, pc := range pcs {
-			ra, _, _, _ := d.step(pc, spVal, fpVal, m)
-			sink += ra
+	}
+	pass := func(step func(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64, uint64, bool)) func() {
+		return func() {
+			for _, pc := range pcs {
+				ra, _, _, _ := step(pc, spVal, fpVal, m)
+				sink += ra
+			}
 		}
-		t2 := threadCPU()
-		for _, pc := range pcs {
-			ra, _, _, _ := dp.step(pc, spVal, fpVal, m)
-			sink += ra
+	}
+	floor2 := func(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64, uint64, bool) {
+		return fl.step2(idx2, pc, sp, fp, m)
+	}
+	// Every pass that reads the SFrame section follows one that reads
+	// the DWARF CFI, which takes its lines out of the nearer caches: the
+	// DWARF step runs twice an iteration, the second pass not counted
+	// (with its figure the best of twice as many passes, DWARF would
+	// look faster than before the floor was added).
+	var flush time.Duration
+	passes := []struct {
+		best *time.Duration
+		run  func()
+	}{
+		{&bestD, pass(d.step)}, {&bestS, sframePass},
+		{&bestP, pass(dp.step)}, {&bestF, pass(fl.step)},
+		{&flush, pass(d.step)}, {&bestF2, pass(floor2)},
+	}
+	for b.Loop() {
+		for _, p := range passes {
+			t0 := threadCPU()
+			p.run()
+			*p.best = min(*p.best, threadCPU()-t0)
 		}
-		t3 := threadCPU()
-		bestS, bestD, bestP = min(bestS, t1-t0), min(bestD, t2-t1), min(bestP, t3-t2)
 	}
 	_ = sink
 	reportSides(b, bestS, bestD, bestP, float64(len(pcs)))
+	b.ReportMetric(float64(bestF.Nanoseconds())/float64(len(pcs)), "floor-ns/step")
+	b.ReportMetric(float64(bestD)/float64(bestF), "dwarf/floor")
+	b.ReportMetric(float64(bestF2.Nanoseconds())/float64(len(pcs)), "floor2-ns/step")
+	b.ReportMetric(float64(bestD)/float64(bestF2), "dwarf/floor2")
 	pc := pcs[0]
 	b.ReportMetric(testing.AllocsPerRun(100, func() {
 		fr := unwind.Topmost(unwind.AMD64, pc, spVal, fpVal, 0)
@@ -289,7 +328,7 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 // finding a function at all; the others add the scan; row1-in-order is
 // the first group's PCs in address order.
 func BenchmarkLookupByRow(b *testing.B) {
-	_, tb := benchTable(b)
+	_, tb, _ := benchTable(b)
 	type group struct {
 		name   string
 		lo, hi int // FRE index in the function, [lo, hi)
@@ -339,7 +378,7 @@ func BenchmarkLookupByRow(b *testing.B) {
 // benchTable returns the library the step benchmarks use
 // (CFI2SFRAME_BENCH_FILE, else libc) and the SFrame section its conversion
 // gives, opened; it skips the benchmark where there is none.
-func benchTable(b *testing.B) (string, *sframe.Table) {
+func benchTable(b *testing.B) (string, *sframe.Table, []byte) {
 	b.Helper()
 	name := benchfile.Name()
 	data, err := os.ReadFile(name)
@@ -354,5 +393,5 @@ func benchTable(b *testing.B) (string, *sframe.Table) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return name, tb
+	return name, tb, res.SFrame
 }
