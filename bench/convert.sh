@@ -32,13 +32,7 @@ if [ ! -x /usr/bin/time ]; then
 		exit 1
 	fi
 fi
-tc=$(bash scripts/reference-toolchain.sh --print)
-readelf=$tc/sid/bin/x86_64-readelf
-[ -x "$readelf" ] || readelf=$(command -v readelf)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-c2s=$tmp/cfi2sframe
-go build -o "$c2s" ./cmd/cfi2sframe
+. bench/common.sh
 go build -o "$tmp/genfdes" ./bench/genfdes
 
 # measure NAME CMD...: RUNS runs (5 by default), the median wall seconds

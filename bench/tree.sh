@@ -22,13 +22,7 @@ dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(/usr/bin /usr/lib/x86_64-linux-gnu)
 jobs=${JOBS:-2}
 runs=${RUNS:-2}
-tc=$(bash scripts/reference-toolchain.sh --print)
-readelf=$tc/sid/bin/x86_64-readelf
-[ -x "$readelf" ] || readelf=$(command -v readelf)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-c2s=$tmp/cfi2sframe
-go build -o "$c2s" ./cmd/cfi2sframe
+. bench/common.sh
 
 # copy DEST: dirs copied under DEST, as cp -a makes them.
 copy() {
