@@ -176,6 +176,19 @@ func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
 		}
 	}
 
+	if sfSec != nil && sfSec.Type != elf.SHT_NOBITS && sfSec.Size > 0 {
+		// A section laid over .sframe's bytes (a tool placing one where
+		// it saw free space) changes them when it is written.
+		for _, s := range ef.Sections {
+			if s == sfSec || s.Type == elf.SHT_NOBITS || s.Type == elf.SHT_NULL || s.Size == 0 {
+				continue
+			}
+			if s.Offset < fileEnd(sfSec.Offset, sfSec.Size) && sfSec.Offset < fileEnd(s.Offset, s.Size) {
+				add("sframe-overlap", "section %s (file offset %#x, %#x bytes) shares bytes with %s (file offset %#x, %#x bytes)", s.Name, s.Offset, s.Size, sfSec.Name, sfSec.Offset, sfSec.Size)
+			}
+		}
+	}
+
 	for _, s := range ef.Sections {
 		if s.Flags&elf.SHF_ALLOC == 0 || s.Type == elf.SHT_NOBITS || s.Type == elf.SHT_NULL || s.Size == 0 || s.Flags&elf.SHF_TLS != 0 && s.Type == elf.SHT_NOBITS {
 			continue
@@ -189,6 +202,15 @@ func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
 		}
 	}
 	return out
+}
+
+// fileEnd is off+size, or the largest offset when that overflows (a
+// header's values, not checked against the file).
+func fileEnd(off, size uint64) uint64 {
+	if off+size < off {
+		return ^uint64(0)
+	}
+	return off + size
 }
 
 // LoaderSFrame returns the bytes a loader finds through PT_GNU_SFRAME: the

@@ -112,6 +112,17 @@ func TestCheckLayoutBroken(t *testing.T) {
 				}
 			}
 		}, "sframe-bytes"},
+		{"a section over .sframe's bytes", func(b []byte) {
+			// .strtab moved onto the last bytes of .sframe.
+			shoff := bo.Uint64(b[40:])
+			c := f.Section(".strtab")
+			for i := 0; i < int(bo.Uint16(b[60:])); i++ {
+				sh := b[shoff+uint64(i)*64:]
+				if bo.Uint64(sh[24:]) == c.Offset && bo.Uint64(sh[32:]) == c.Size {
+					bo.PutUint64(sh[24:], sec.Offset+sec.Size-4)
+				}
+			}
+		}, "sframe-overlap"},
 		{"overlapping loads (BFD's adjusted lma)", func(b []byte) {
 			phdrField(t, b, elf.PT_LOAD, 16, secondLoad.Vaddr-firstLoad.Memsz/2) // first PT_LOAD's vaddr
 			phdrField(t, b, elf.PT_LOAD, 40, firstLoad.Memsz+0x1000)
