@@ -37,7 +37,8 @@ func (p LayoutProblem) String() string { return "layout: " + p.Detail }
 //   - PT_PHDR inside the first PT_LOAD and at e_phoff, of the table's size;
 //   - PT_GNU_SFRAME inside a PT_LOAD and, when a .sframe section header
 //     exists, describing the same bytes at the same address; a .sframe
-//     section without PT_GNU_SFRAME, which no loader finds;
+//     section without PT_GNU_SFRAME, which no loader finds; another
+//     section sharing file bytes with .sframe;
 //   - every allocated section with contents inside a PT_LOAD at the
 //     offset that segment maps it from (or running on into PT_LOADs that
 //     follow it back to back in the file and in memory).
@@ -127,6 +128,27 @@ func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
 		}
 	}
 
+	checkSFrame(ef, data, mapped, add)
+
+	for _, s := range ef.Sections {
+		if s.Flags&elf.SHF_ALLOC == 0 || s.Type == elf.SHT_NOBITS || s.Type == elf.SHT_NULL || s.Size == 0 || s.Flags&elf.SHF_TLS != 0 && s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		load, sameOff := mappedAcross(s.Addr, s.Size, s.Offset)
+		switch {
+		case load == nil:
+			add("section-unmapped", "allocated section %s [%#x,%#x) is in no PT_LOAD", s.Name, s.Addr, s.Addr+s.Size)
+		case !sameOff:
+			add("section-offset", "section %s at %#x has file offset %#x, the PT_LOAD mapping it reads it from %#x", s.Name, s.Addr, s.Offset, load.Off+(s.Addr-load.Vaddr))
+		}
+	}
+	return out
+}
+
+// checkSFrame is CheckLayout's part on .sframe: PT_GNU_SFRAME against the
+// PT_LOADs (mapped) and the section header, the bytes each describes, and
+// any other section over them; it reports through add.
+func checkSFrame(ef *elf.File, data []byte, mapped func(addr, size, off uint64) (*elf.Prog, bool), add func(what, format string, args ...any)) {
 	var sfSegs []*elf.Prog
 	for _, p := range ef.Progs {
 		if p.Type == ptGNUSFrame {
@@ -188,20 +210,6 @@ func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
 			}
 		}
 	}
-
-	for _, s := range ef.Sections {
-		if s.Flags&elf.SHF_ALLOC == 0 || s.Type == elf.SHT_NOBITS || s.Type == elf.SHT_NULL || s.Size == 0 || s.Flags&elf.SHF_TLS != 0 && s.Type == elf.SHT_NOBITS {
-			continue
-		}
-		load, sameOff := mappedAcross(s.Addr, s.Size, s.Offset)
-		switch {
-		case load == nil:
-			add("section-unmapped", "allocated section %s [%#x,%#x) is in no PT_LOAD", s.Name, s.Addr, s.Addr+s.Size)
-		case !sameOff:
-			add("section-offset", "section %s at %#x has file offset %#x, the PT_LOAD mapping it reads it from %#x", s.Name, s.Addr, s.Offset, load.Off+(s.Addr-load.Vaddr))
-		}
-	}
-	return out
 }
 
 // fileEnd is off+size, or the largest offset when that overflows (a
