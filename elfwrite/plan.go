@@ -81,18 +81,16 @@ func newPlan(f *file, size uint64, opts Options) (*Plan, error) {
 // writes into .sframe (a symbol table rewritten over it would leave a
 // section that does not decode).
 func (p *Plan) disjoint() error {
-	idx := make([]int, 0, len(p.pieces))
-	for i, pc := range p.pieces {
-		if pc.size > 0 {
-			idx = append(idx, i)
+	var a piece // the last piece with bytes, in output order
+	for _, i := range p.byOffset() {
+		b := p.pieces[i]
+		if b.size == 0 {
+			continue
 		}
-	}
-	sort.Slice(idx, func(a, b int) bool { return p.pieces[idx[a]].off < p.pieces[idx[b]].off })
-	for k := 1; k < len(idx); k++ {
-		a, b := p.pieces[idx[k-1]], p.pieces[idx[k]]
-		if a.off+a.size > b.off {
+		if a.size > 0 && a.off+a.size > b.off {
 			return &UnsupportedError{What: fmt.Sprintf("a layout where output ranges [%#x, +%#x) and [%#x, +%#x) overlap (sections sharing bytes?)", a.off, a.size, b.off, b.size)}
 		}
+		a = b
 	}
 	sf := p.pieces[p.sfPiece]
 	for _, pt := range p.patches {
@@ -319,6 +317,17 @@ func (p *Plan) cleanRuns() []piece {
 	return out
 }
 
+// byOffset returns the indices of the pieces sorted by output offset
+// (pieces at one offset in their order).
+func (p *Plan) byOffset() []int {
+	idx := make([]int, len(p.pieces))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p.pieces[idx[a]].off < p.pieces[idx[b]].off })
+	return idx
+}
+
 // assembler builds output bytes from the plan's pieces and patches.
 type assembler struct {
 	p      *Plan
@@ -335,12 +344,7 @@ type assembler struct {
 type span struct{ lo, hi uint64 }
 
 func (p *Plan) assembler(sframe []byte) *assembler {
-	idx := make([]int, len(p.pieces))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return p.pieces[idx[a]].off < p.pieces[idx[b]].off })
-	a := &assembler{p: p, sframe: sframe, idx: idx}
+	a := &assembler{p: p, sframe: sframe, idx: p.byOffset()}
 	for _, pt := range p.patches {
 		if pt.data == nil && pt.zeros > 0 {
 			a.zeros = append(a.zeros, span{pt.off, pt.off + pt.zeros})
