@@ -184,6 +184,8 @@ func byStart(a, b Entry) int { return cmp.Compare(a.Start, b.Start) }
 
 // A Cursor executes a list of a stream's entries one at a time, in the
 // list's order, into the stream's one reused table (a translate.Source).
+// It can also give each entry's FDE before executing it (NextFDE), for a
+// caller that executes only some of them (Table).
 type Cursor struct {
 	s       *Stream
 	entries []Entry
@@ -198,14 +200,42 @@ func (s *Stream) Cursor(entries []Entry) *Cursor { return &Cursor{s: s, entries:
 // cannot be parsed again or executed are passed over, their errors added
 // to the stream's Errors.
 func (c *Cursor) Next() (*Table, error) {
-	for len(c.entries) > 0 {
-		e := c.entries[0]
-		c.entries = c.entries[1:]
-		if t, err := c.s.ExecuteEntry(e); err == nil {
+	for {
+		if _, err := c.NextFDE(); err != nil {
+			return nil, err
+		}
+		if t := c.Table(); t != nil {
 			return t, nil
 		}
 	}
+}
+
+// NextFDE parses the next entry again and returns its FDE, not executed,
+// valid until the next call; io.EOF after the last. Entries that cannot
+// be parsed again are passed over, their errors added to the stream's
+// Errors.
+func (c *Cursor) NextFDE() (*FDE, error) {
+	for len(c.entries) > 0 {
+		e := c.entries[0]
+		c.entries = c.entries[1:]
+		if err := c.s.parse(e, &c.s.fde); err != nil {
+			c.s.Errors = append(c.s.Errors, err)
+			continue
+		}
+		return &c.s.fde, nil
+	}
 	return nil, io.EOF
+}
+
+// Table executes the FDE NextFDE returned last and returns its table,
+// valid until the next call, or nil when it cannot be executed (the
+// error is added to the stream's Errors).
+func (c *Cursor) Table() *Table {
+	t, err := c.s.Execute(&c.s.fde)
+	if err != nil {
+		return nil
+	}
+	return t
 }
 
 // Execute runs fde into the stream's table and returns it; the table and

@@ -15,7 +15,9 @@
 // It has one kind of input and one output: Translate pulls the file's
 // functions from a Source one at a time (cfi.Stream.Cursor executes each
 // FDE when it is reached) and hands each SFrame function to an emit
-// function (sframe.Encoder.Add, or Collect), keeping none. A caller that
+// function (sframe.Encoder.Add, or Collect), keeping none. The common
+// AMD64 FDEs are translated straight from their programs without being
+// executed into a table (the direct path, fast.go), with the same result. A caller that
 // spreads the work over goroutines cuts the functions where Cut allows
 // and gives each part to a Translator's Functions.
 package translate
@@ -305,6 +307,39 @@ func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
 	return res, nil
 }
 
+// A LazySource is a Source that can give each function's FDE before
+// executing it (cfi.Cursor is one): Functions then executes only the FDEs
+// the direct path (fast.go) does not take.
+type LazySource interface {
+	Source
+	// NextFDE returns the next function's FDE, not executed, or io.EOF
+	// after the last; valid until the next call.
+	NextFDE() (*cfi.FDE, error)
+	// Table executes the FDE NextFDE returned last and returns its table,
+	// valid until the next call, or nil when it cannot be executed (the
+	// source keeps the error).
+	Table() *cfi.Table
+}
+
+// eager is the LazySource of a Source that executes every FDE.
+type eager struct {
+	src Source
+	tab *cfi.Table
+}
+
+func (e *eager) Next() (*cfi.Table, error) { return e.src.Next() }
+
+func (e *eager) NextFDE() (*cfi.FDE, error) {
+	t, err := e.src.Next()
+	if err != nil {
+		return nil, err
+	}
+	e.tab = t
+	return t.FDE, nil
+}
+
+func (e *eager) Table() *cfi.Table { return e.tab }
+
 // Functions translates every function src gives, in order, handing each
 // to emit as Translate does. src may be a part of a file's functions:
 // two parts translate apart as they do together when they are cut where
@@ -314,35 +349,70 @@ func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*
 	if src == nil {
 		return res, nil
 	}
+	lz, ok := src.(LazySource)
+	if !ok {
+		lz = &eager{src: src}
+	}
 	a := t.a // its rows are this call's
 	out := emitter(emit, t.o)
 	var seq sequence
 	var last uint64
-	for n := 0; ; n++ {
-		tab, err := src.Next()
+	var dc directCIE
+	var direct []sframe.Row
+	for n := 0; ; {
+		f, err := lz.NextFDE()
 		if err == io.EOF {
 			return res, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		f := tab.FDE
+		var ok bool
+		var tab *cfi.Table
+		if direct, ok = a.directRows(f, &dc, direct); !ok {
+			if tab = lz.Table(); tab == nil {
+				continue // not executable: left out, as the source keeps its error
+			}
+		}
 		if n > 0 && f.Start < last {
 			return nil, fmt.Errorf("translate: functions out of order: %#x after %#x", f.Start, last)
 		}
 		last = f.Start
-		if err := t.function(&a, tab, &seq, out, res); err != nil {
+		n++
+		fi := fnIn{f: f, tab: tab, src: lz}
+		if ok {
+			fi.direct = direct
+		}
+		if err := t.function(&a, &fi, &seq, out, res); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// fnIn is one function to translate: its FDE and its executed table, or
+// (tab nil) the rows the direct path made of it, with the source that
+// executes it when the table is needed after all.
+type fnIn struct {
+	f      *cfi.FDE
+	tab    *cfi.Table
+	direct []sframe.Row
+	src    LazySource
+}
+
+// table returns the function's executed table.
+func (fi *fnIn) table() *cfi.Table {
+	if fi.tab == nil {
+		fi.tab = fi.src.Table()
+	}
+	return fi.tab
 }
 
 // function decides about one CFI function, in the order of the checks
 // Describer makes too: ignored for its range, inside a PLT section
 // described from its instructions, overlapping the function before it,
 // then describe.
-func (t *Translator) function(a *abi, tab *cfi.Table, seq *sequence, emit func(sframe.Function) error, res *Result) error {
-	f := tab.FDE
+func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.Function) error, res *Result) error {
+	f := fi.f
 	if ignored(f.Start, f.Size) {
 		res.Empty++
 		return nil
@@ -350,6 +420,10 @@ func (t *Translator) function(a *abi, tab *cfi.Table, seq *sequence, emit func(s
 	if j := spanIndex(t.pltSpans, f.Start, f.End()); j >= 0 {
 		// CFI for a PLT described from its instructions: say so when
 		// the two disagree.
+		tab := fi.table()
+		if tab == nil {
+			return nil // cannot happen: the direct path takes only FDEs that execute
+		}
 		if d := a.checkPLTCFI(tab, t.pltFuncs); d != nil {
 			d.Symbol = t.pltNames[j]
 			res.Diags = append(res.Diags, *d)
@@ -363,7 +437,16 @@ func (t *Translator) function(a *abi, tab *cfi.Table, seq *sequence, emit func(s
 		res.Diags = append(res.Diags, *d)
 		return nil
 	}
-	fn, fns, d := a.describe(tab, t.o)
+	var fn sframe.Function
+	var fns []sframe.Function
+	var d *Diagnostic
+	if fi.tab == nil {
+		// The direct path's rows: no PLT expression, no diagnostic, no
+		// outermost row.
+		fn = sframe.Function{Start: f.Start, Size: uint32(f.Size), PCType: sframe.PCInc, Signal: f.CIE.Signal, Rows: fi.direct}
+	} else {
+		fn, fns, d = a.describe(fi.tab, t.o)
+	}
 	switch {
 	case fns != nil:
 		// A PLT known only from its CFI (no section headers).
