@@ -121,49 +121,68 @@ func ctrlWord(l Loc) int64 {
 	return c
 }
 
-// rowWords computes the data words of a row; ctrl marks control words
-// (unsigned).
-func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWords]bool) (n int, baseReg uint8, err error) {
+// cfaWord is the data word of a CFA offset (s390x stores it scaled).
+func cfaWord(o *Options, off int32) (int64, error) {
+	cfaOff := int64(off)
+	if o.ABI == ABIS390XBE {
+		adj := cfaOff + S390XCFAOffsetAdjust
+		if adj%S390XCFAOffsetAlign != 0 {
+			return 0, fmt.Errorf("s390x CFA offset %d is not a multiple of %d", cfaOff, S390XCFAOffsetAlign)
+		}
+		cfaOff = adj / S390XCFAOffsetAlign
+	}
+	return cfaOff, nil
+}
+
+// flexWords computes the data words of a row of a flexible FDE; ctrl
+// marks control words (unsigned).
+func flexWords(o *Options, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWords]bool) (n int, baseReg uint8, err error) {
 	// GNU leaves the base-register bit clear when it carries no meaning
 	// (no data words, or a flex FDE whose control word names the register).
 	if r.RAUndefined {
 		return 0, BaseRegFP, nil
 	}
-	sp, fp := SPReg(o.ABI), FPReg(o.ABI)
-	cfaOff := int64(r.CFA.Offset)
-	if o.ABI == ABIS390XBE {
-		adj := cfaOff + S390XCFAOffsetAdjust
-		if adj%S390XCFAOffsetAlign != 0 {
-			return 0, 0, fmt.Errorf("s390x CFA offset %d is not a multiple of %d", cfaOff, S390XCFAOffsetAlign)
-		}
-		cfaOff = adj / S390XCFAOffsetAlign
+	cfaOff, err := cfaWord(o, r.CFA.Offset)
+	if err != nil {
+		return 0, 0, err
 	}
 	add := func(w int64, c bool) {
 		words[n], ctrl[n] = w, c
 		n++
 	}
-	if fn.Flex {
-		if r.CFA.Kind != LocReg && r.CFA.Kind != LocRegDeref {
-			return 0, 0, fmt.Errorf("CFA rule must name a register")
-		}
-		add(ctrlWord(r.CFA), true)
-		add(cfaOff, false)
-		fpTracked := r.FP.Kind != LocUnsaved
-		switch r.RA.Kind {
-		case LocUnsaved, LocFixed, LocDefault:
-			if fpTracked {
-				add(0, true)
-			}
-		default:
-			add(ctrlWord(r.RA), true)
-			add(int64(r.RA.Offset), false)
-		}
-		if fpTracked {
-			add(ctrlWord(r.FP), true)
-			add(int64(r.FP.Offset), false)
-		}
-		return n, BaseRegFP, nil
+	if r.CFA.Kind != LocReg && r.CFA.Kind != LocRegDeref {
+		return 0, 0, fmt.Errorf("CFA rule must name a register")
 	}
+	add(ctrlWord(r.CFA), true)
+	add(cfaOff, false)
+	fpTracked := r.FP.Kind != LocUnsaved
+	switch r.RA.Kind {
+	case LocUnsaved, LocFixed, LocDefault:
+		if fpTracked {
+			add(0, true)
+		}
+	default:
+		add(ctrlWord(r.RA), true)
+		add(int64(r.RA.Offset), false)
+	}
+	if fpTracked {
+		add(ctrlWord(r.FP), true)
+		add(int64(r.FP.Offset), false)
+	}
+	return n, BaseRegFP, nil
+}
+
+// defaultWords computes the data words of a row of a default FDE: all
+// offsets (signed): the CFA offset, then the RA slot (unless the
+// ABI fixes it) and the FP slot, as far as the last one saved.
+func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseReg uint8, err error) {
+	if r.RAUndefined {
+		return 0, BaseRegFP, nil
+	}
+	if words[0], err = cfaWord(o, r.CFA.Offset); err != nil {
+		return 0, 0, err
+	}
+	sp, fp := SPReg(o.ABI), FPReg(o.ABI)
 	if r.CFA.Kind != LocReg || (r.CFA.Reg != sp && r.CFA.Reg != fp) {
 		return 0, 0, fmt.Errorf("CFA is not SP or FP based (needs a flexible FDE)")
 	}
@@ -171,9 +190,6 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 	if r.CFA.Reg == fp {
 		baseReg = BaseRegFP
 	}
-	words[0], ctrl[0] = cfaOff, false
-	// Then the RA slot (unless the ABI fixes it) and the FP slot (unless
-	// fixed), as far as the last one saved.
 	var slots [2]*Loc
 	k := 0
 	if o.CFAFixedRA == CFAFixedRAInvalid {
@@ -188,7 +204,6 @@ func rowWords(o *Options, fn *Function, r *Row, words *[maxDataWords]int64, ctrl
 	}
 	n = 1
 	for i, l := range slots[:k] {
-		ctrl[1+i] = false
 		switch l.Kind {
 		case LocUnsaved, LocFixed, LocDefault:
 			words[1+i] = RAOffsetInvalid
@@ -231,6 +246,50 @@ func wordSize(w int64, c bool) int {
 		return 4
 	}
 	return 8
+}
+
+// offsetsSize is wordSize of the widest of words, all offsets (signed),
+// in one pass: 1 for none.
+func offsetsSize(words []int64) int {
+	var bits int64
+	for _, w := range words {
+		bits |= w ^ w>>63 // a negative word's magnitude bits
+	}
+	switch {
+	case bits < 1<<7:
+		return 1
+	case bits < 1<<15:
+		return 2
+	case bits < 1<<31:
+		return 4
+	}
+	return 8
+}
+
+// putWords writes words, size bytes each (1, 2 or 4), at the start of b.
+func putWords(be bool, b []byte, words []int64, size int) {
+	switch {
+	case size == 1:
+		for j, w := range words {
+			b[j] = uint8(w)
+		}
+	case size == 2 && be:
+		for j, w := range words {
+			binary.BigEndian.PutUint16(b[2*j:], uint16(w))
+		}
+	case size == 2:
+		for j, w := range words {
+			binary.LittleEndian.PutUint16(b[2*j:], uint16(w))
+		}
+	case be:
+		for j, w := range words {
+			binary.BigEndian.PutUint32(b[4*j:], uint32(w))
+		}
+	default:
+		for j, w := range words {
+			binary.LittleEndian.PutUint32(b[4*j:], uint32(w))
+		}
+	}
 }
 
 // putSized writes the low size bytes (1, 2 or 4) of v at the start of b
@@ -406,17 +465,25 @@ func (e *Encoder) Add(fn *Function) error {
 	asz := 1 << (freType - FREAddr1)
 	for ri := range fn.Rows {
 		r := &fn.Rows[ri]
-		n, base, err := rowWords(o, fn, r, &words, &ctrl)
+		var n, size int
+		var base uint8
+		var err error
+		if fn.Flex {
+			n, base, err = flexWords(o, r, &words, &ctrl)
+			size = 1
+			for j := 0; j < n; j++ {
+				size = max(size, wordSize(words[j], ctrl[j]))
+			}
+		} else {
+			n, base, err = defaultWords(o, r, &words)
+			size = offsetsSize(words[:n])
+		}
 		if err != nil {
 			return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
 		}
-		size := 1
-		for j := 0; j < n; j++ {
-			size = max(size, wordSize(words[j], ctrl[j]))
-		}
 		if size > 4 {
 			for j := 0; j < n; j++ {
-				if wordSize(words[j], ctrl[j]) > 4 {
+				if wordSize(words[j], ctrl[j] && fn.Flex) > 4 {
 					return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
 				}
 			}
@@ -432,9 +499,7 @@ func (e *Encoder) Add(fn *Function) error {
 		fre = fre[:p+asz+1+n*size]
 		putSized(e.be, fre[p:], r.Start, asz)
 		fre[p+asz] = fi
-		for j := 0; j < n; j++ {
-			putSized(e.be, fre[p+asz+1+j*size:], uint32(words[j]), size)
-		}
+		putWords(e.be, fre[p+asz+1:], words[:n], size)
 	}
 	if freOff+len(fre)-len(e.fre) > math.MaxUint32 {
 		return fmt.Errorf("sframe: FRE sub-section exceeds 4 GiB")

@@ -66,3 +66,21 @@ func TestWordSize(t *testing.T) {
 		}
 	}
 }
+
+// TestOffsetsSize: offsetsSize is wordSize of the widest offset, for
+// every pair of boundary values and for none.
+func TestOffsetsSize(t *testing.T) {
+	vals := []int64{0, 1, -1, 127, -128, 128, -129, 32767, -32768, 32768, -32769,
+		math.MaxInt32, math.MinInt32, math.MaxInt32 + 1, math.MinInt32 - 1, math.MaxInt64, math.MinInt64}
+	if got := offsetsSize(nil); got != 1 {
+		t.Errorf("offsetsSize(none) = %d, want 1", got)
+	}
+	for _, a := range vals {
+		for _, b := range vals {
+			want := max(wordSize(a, false), wordSize(b, false))
+			if got := offsetsSize([]int64{a, b}); got != want {
+				t.Errorf("offsetsSize(%d, %d) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
