@@ -93,26 +93,36 @@ func (r *reader) uN(n int) uint64 {
 }
 
 func (r *reader) uleb() uint64 {
-	var v uint64
+	if r.err != nil {
+		return 0
+	}
+	v, n := ULEB128(r.b[r.off:])
+	if n == 0 {
+		r.off = len(r.b)
+		r.fail(errShort)
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+// ULEB128 decodes the unsigned LEB128 number at the start of p, as every
+// CFA program operand is read (bits past 64 dropped); n is the bytes it
+// took, 0 when it runs past p.
+func ULEB128(p []byte) (v uint64, n int) {
 	var shift uint
-	for {
-		if r.err != nil {
-			return 0
-		}
-		if r.off >= len(r.b) {
-			r.fail(errShort)
-			return 0
-		}
-		c := r.b[r.off]
-		r.off++
+	for n < len(p) {
+		c := p[n]
+		n++
 		if shift < 64 {
 			v |= uint64(c&0x7f) << shift
 		}
 		shift += 7
 		if c&0x80 == 0 {
-			return v
+			return v, n
 		}
 	}
+	return 0, 0
 }
 
 func (r *reader) sleb() int64 {

@@ -71,15 +71,7 @@ func (a *abi) directRows(f *cfi.FDE, c *directCIE, rows []sframe.Row) ([]sframe.
 	if !d.done && !d.flush() {
 		return d.rows, false
 	}
-	// As function does: GNU as's row at the last location advance.
-	rows = d.rows
-	if la := d.lastAdvance; la > f.Start && la < f.End() && len(rows) > 0 {
-		if last := rows[len(rows)-1]; uint64(last.Start) < la-f.Start {
-			last.Start = uint32(la - f.Start)
-			rows = append(rows, last)
-		}
-	}
-	return rows, true
+	return lastAdvanceRow(d.rows, f, d.lastAdvance), true
 }
 
 // directInitial runs a CIE's initial instructions when they only define
@@ -95,7 +87,7 @@ func (a *abi) directInitial(cie *cfi.CIE) (directState, bool) {
 		switch {
 		case op&0xc0 == 0x80: // DW_CFA_offset
 			reg = uint64(op & 0x3f)
-			if u, n = uleb(p[i:]); n == 0 {
+			if u, n = cfi.ULEB128(p[i:]); n == 0 {
 				return s, false
 			}
 			i += n
@@ -136,13 +128,13 @@ func (a *abi) directSave(s *directState, reg uint64, off int64) bool {
 // with its operands at the start of p, and returns how many bytes they
 // took (0 when truncated).
 func directCFA(s *directState, op byte, p []byte) int {
-	u, n := uleb(p)
+	u, n := cfi.ULEB128(p)
 	if n == 0 {
 		return 0
 	}
 	switch op {
 	case 0x0c:
-		off, m := uleb(p[n:])
+		off, m := cfi.ULEB128(p[n:])
 		if m == 0 {
 			return 0
 		}
@@ -191,7 +183,7 @@ func (d *directRun) program(p []byte) bool {
 			}
 			continue
 		case 0x80: // DW_CFA_offset
-			if u, n = uleb(p[i:]); n == 0 {
+			if u, n = cfi.ULEB128(p[i:]); n == 0 {
 				return false
 			}
 			i += n
@@ -223,12 +215,12 @@ func (d *directRun) program(p []byte) bool {
 				return false
 			}
 		case 0x05: // DW_CFA_offset_extended
-			reg, n := uleb(p[i:])
+			reg, n := cfi.ULEB128(p[i:])
 			if n == 0 || reg >= 64 {
 				return false
 			}
 			i += n
-			if u, n = uleb(p[i:]); n == 0 {
+			if u, n = cfi.ULEB128(p[i:]); n == 0 {
 				return false
 			}
 			i += n
@@ -236,7 +228,7 @@ func (d *directRun) program(p []byte) bool {
 				return false
 			}
 		case 0x06: // DW_CFA_restore_extended
-			reg, n := uleb(p[i:])
+			reg, n := cfi.ULEB128(p[i:])
 			if n == 0 || reg >= 64 {
 				return false
 			}
@@ -340,22 +332,4 @@ func (d *directRun) flush() bool {
 	}
 	d.last, d.lastSet, d.row = *s, true, false
 	return true
-}
-
-// uleb decodes an unsigned LEB128 number as the interpreter does (bits
-// past 64 dropped); n is 0 when it runs past p.
-func uleb(p []byte) (v uint64, n int) {
-	var shift uint
-	for n < len(p) {
-		c := p[n]
-		n++
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			return v, n
-		}
-	}
-	return 0, 0
 }
