@@ -367,9 +367,9 @@ func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*
 		if err != nil {
 			return nil, err
 		}
-		var ok bool
+		var taken bool
 		var tab *cfi.Table
-		if direct, ok = a.directRows(f, &dc, direct); !ok {
+		if direct, taken = a.directRows(f, &dc, direct); !taken {
 			if tab = lz.Table(); tab == nil {
 				continue // not executable: left out, as the source keeps its error
 			}
@@ -379,10 +379,7 @@ func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*
 		}
 		last = f.Start
 		n++
-		fi := fnIn{f: f, tab: tab, src: lz}
-		if ok {
-			fi.direct = direct
-		}
+		fi := fnIn{f: f, tab: tab, direct: direct, src: lz}
 		if err := t.function(&a, &fi, &seq, out, res); err != nil {
 			return nil, err
 		}
@@ -390,8 +387,9 @@ func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*
 }
 
 // fnIn is one function to translate: its FDE and its executed table, or
-// (tab nil) the rows the direct path made of it, with the source that
-// executes it when the table is needed after all.
+// (tab nil) the rows the direct path made of it (direct, meaningless
+// otherwise), with the source that executes it when the table is needed
+// after all.
 type fnIn struct {
 	f      *cfi.FDE
 	tab    *cfi.Table
@@ -720,16 +718,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 			rows = rows[:n-1]
 		}
 	}
-	// GNU as ends every function with the row being built at the last
-	// location advance, even when nothing SFrame tracks changed there
-	// (gen-sframe.c links in its scratchpad FRE unconditionally). Do the
-	// same, so that objects come out as as --gsframe makes them.
-	if la := t.LastAdvance; la > f.Start && la < f.End() && len(rows) > 0 {
-		if last := rows[len(rows)-1]; uint64(last.Start) < la-f.Start {
-			last.Start = uint32(la - f.Start)
-			rows = append(rows, last)
-		}
-	}
+	rows = lastAdvanceRow(rows, f, t.LastAdvance)
 	if len(rows) > math.MaxUint16 {
 		return fn, skip(f.Start, TooManyRows, "%d rows (at most %d)", len(rows), math.MaxUint16)
 	}
@@ -740,6 +729,21 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 // touches says whether an interval set a rule GNU as turns into a new
 // row: the CFA, FP or RA (RA restores only where RA is tracked per row),
 // restore_state, or the RA signing state.
+// lastAdvanceRow ends f's rows as GNU as ends every function: with the
+// row being built at the last location advance la (0: none inside f),
+// even when nothing SFrame tracks changed there (gen-sframe.c links in
+// its scratchpad FRE unconditionally), so that objects come out as as
+// --gsframe makes them.
+func lastAdvanceRow(rows []sframe.Row, f *cfi.FDE, la uint64) []sframe.Row {
+	if la > f.Start && la < f.End() && len(rows) > 0 {
+		if last := rows[len(rows)-1]; uint64(last.Start) < la-f.Start {
+			last.Start = uint32(la - f.Start)
+			rows = append(rows, last)
+		}
+	}
+	return rows
+}
+
 func (a *abi) touches(t cfi.Touch) bool {
 	bit := func(r uint64) uint64 { return 1 << r }
 	ra := t.Set&bit(a.ra) != 0 || (!a.amd64 && t.Restored&bit(a.ra) != 0)
