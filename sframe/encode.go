@@ -483,7 +483,7 @@ func (e *Encoder) Add(fn *Function) error {
 		}
 		if size > 4 {
 			for j := 0; j < n; j++ {
-				if wordSize(words[j], ctrl[j] && fn.Flex) > 4 {
+				if wordSize(words[j], ctrl[j]) > 4 {
 					return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
 				}
 			}
