@@ -84,3 +84,72 @@ func TestOffsetsSize(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainFREs: wherever plainFREs takes a function's rows, it writes
+// the bytes and counts rowFREs gives for them, on each ABI and byte order
+// it serves (with and without fixed RA and FP slots), for rows of every
+// kind with offsets at the data-word boundaries; and it takes the rows
+// real AMD64 and AArch64 functions have.
+func TestPlainFREs(t *testing.T) {
+	offs := []int32{0, 8, -8, 127, -128, 128, -129, 32767, -32768, 32768, -32769, math.MaxInt32, math.MinInt32}
+	kinds := []LocKind{LocUnsaved, LocFixed, LocDefault, LocCFA, LocCFAValue, LocReg, LocRegDeref}
+	rng := uint64(1)
+	next := func(n int) int { // xorshift: the same rows every run
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return int(rng % uint64(n))
+	}
+	loc := func(regs []uint32) Loc {
+		return Loc{Kind: kinds[next(len(kinds))], Reg: regs[next(len(regs))], Offset: offs[next(len(offs))]}
+	}
+	for _, o := range []Options{
+		{Version: Version3, ABI: ABIAMD64LE, Order: binary.LittleEndian, CFAFixedRA: -8},
+		{Version: Version2, ABI: ABIAMD64LE, Order: binary.LittleEndian, CFAFixedRA: -8, CFAFixedFP: -16},
+		{Version: Version3, ABI: ABIAArch64LE, Order: binary.LittleEndian},
+		{Version: Version3, ABI: ABIAArch64BE, Order: binary.BigEndian},
+		{Version: Version2, ABI: ABIAArch64BE, Order: binary.BigEndian, CFAFixedFP: -16},
+	} {
+		e, err := NewEncoder(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs := []uint32{e.sp, e.fp, 0, 16}
+		taken := 0
+		for i := range 20000 {
+			rows := make([]Row, 1+next(3))
+			for k := range rows {
+				r := &rows[k]
+				r.Start, r.CFA, r.RA, r.FP = uint32(k*3), loc(regs), loc(regs), loc(regs)
+				r.MangledRA, r.RAUndefined = next(4) == 0, next(50) == 0
+				if next(2) == 0 { // mostly the usual shapes
+					r.CFA.Kind, r.CFA.Reg, r.RAUndefined = LocReg, regs[next(2)], false
+					r.RA.Kind, r.FP.Kind = []LocKind{LocFixed, LocCFA}[next(2)], []LocKind{LocUnsaved, LocCFA}[next(2)]
+				}
+			}
+			for _, asz := range []int{1, 2, 4} {
+				var gotSizes, wantSizes [3]int
+				buf := make([]byte, 3, 3+len(rows)*(4+1+4*maxDataWords)) // as Add makes room
+				got, ok := e.plainFREs(rows, buf, asz, &gotSizes)
+				want, err := e.rowFREs(&Function{Start: 0x1000, Rows: rows}, buf, asz, &wantSizes)
+				if !ok {
+					if len(got) != len(buf) {
+						t.Fatalf("%v: plainFREs refused rows %+v but left %d bytes", o.ABI, rows, len(got)-len(buf))
+					}
+					continue
+				}
+				taken++
+				if err != nil {
+					t.Fatalf("%v: plainFREs took rows %+v that rowFREs refuses: %v", o.ABI, rows, err)
+				}
+				if !bytes.Equal(got, want) || gotSizes != wantSizes {
+					t.Fatalf("%v case %d: rows %+v: plainFREs % x %v, rowFREs % x %v", o.ABI, i, rows, got, gotSizes, want, wantSizes)
+				}
+			}
+		}
+		if taken < 3*1000 {
+			t.Errorf("%v: plainFREs took only %d of 60000 row sets", o.ABI, taken)
+		}
+		t.Logf("%v: %d of 60000 row sets taken", o.ABI, taken)
+	}
+}
