@@ -42,11 +42,13 @@ type directState struct {
 }
 
 // directCIE caches the state a CIE's initial instructions leave, for the
-// FDEs of that CIE that follow one another.
+// FDEs of that CIE that follow one another, and holds the remembered
+// states of the FDE being run (no FDE's run starts by clearing them).
 type directCIE struct {
-	cie  *cfi.CIE
-	ok   bool
-	init directState
+	cie   *cfi.CIE
+	ok    bool
+	init  directState
+	stack [directMaxDepth]directState
 }
 
 // directRows returns f's rows (in rows' memory) and true when f is in the
@@ -63,7 +65,7 @@ func (a *abi) directRows(f *cfi.FDE, c *directCIE, rows []sframe.Row) ([]sframe.
 	if !c.ok {
 		return rows, false
 	}
-	d := directRun{a: a, init: &c.init, s: c.init, loc: f.Start, start: f.Start, end: f.End(),
+	d := directRun{a: a, init: &c.init, s: c.init, stack: &c.stack, loc: f.Start, start: f.Start, end: f.End(),
 		codeAlign: cie.CodeAlign, dataAlign: cie.DataAlign, order: f.ByteOrder(), rows: rows[:0], row: true}
 	if !d.program(f.Program) {
 		return d.rows, false
@@ -153,7 +155,7 @@ type directRun struct {
 	a               *abi
 	init            *directState
 	s               directState
-	stack           [directMaxDepth]directState
+	stack           *[directMaxDepth]directState // the states remembered, depth of them
 	depth           int
 	loc, start, end uint64
 	codeAlign       uint64
