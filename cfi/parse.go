@@ -1,6 +1,7 @@
 package cfi
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 )
@@ -107,6 +108,9 @@ type parser struct {
 	cies map[int64]*CIE
 	bad  map[int64]error
 	errs []error
+	// The CIE found last: FDEs of one CIE mostly follow one another.
+	lastOff int64
+	last    *CIE
 }
 
 func (p *parser) errorf(off int64, format string, args ...any) *Error {
@@ -255,7 +259,11 @@ func isReported(err error) bool { _, ok := err.(reported); return ok }
 
 // cie parses (once) the CIE whose record starts at off.
 func (p *parser) cie(off int64) (*CIE, error) {
+	if p.last != nil && off == p.lastOff {
+		return p.last, nil
+	}
 	if c := p.cies[off]; c != nil {
+		p.lastOff, p.last = off, c
 		return c, nil
 	}
 	if err := p.bad[off]; err != nil {
@@ -373,6 +381,24 @@ func (c *CIE) hasZ() bool {
 	return strings.HasPrefix(a, "z")
 }
 
+// pcrelSdata4 reads an FDE's address fields encoded DW_EH_PE_pcrel |
+// DW_EH_PE_sdata4, as readEncoded and readRange do; r has 8 bytes left.
+func (p *parser) pcrelSdata4(r *reader) (start, size uint64) {
+	b := r.b[r.off : r.off+8]
+	var s, n int32
+	if p.s.Order == binary.LittleEndian {
+		s, n = int32(binary.LittleEndian.Uint32(b)), int32(binary.LittleEndian.Uint32(b[4:]))
+	} else {
+		s, n = int32(p.s.Order.Uint32(b)), int32(p.s.Order.Uint32(b[4:]))
+	}
+	start, size = uint64(int64(s))+p.s.Addr+uint64(r.off), uint64(int64(n))
+	if p.s.PtrSize == 4 {
+		start, size = start&0xffffffff, size&0xffffffff
+	}
+	r.off += 8
+	return start, size
+}
+
 // fde parses the FDE of rec into f.
 func (p *parser) fde(rec record, f *FDE) error {
 	var ciePos int64
@@ -395,12 +421,17 @@ func (p *parser) fde(rec record, f *FDE) error {
 	r := &reader{b: p.s.Data[:rec.end], off: rec.body, order: p.s.Order}
 	*f = FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}
 	ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
-	if p.s.Kind == EHFrame {
+	switch {
+	case p.s.Kind == EHFrame && cie.FDEEnc == PEPCRel|PESdata4 && r.left() >= 8:
+		// What every common linker writes: readEncoded's result for
+		// it, without its general steps.
+		f.Start, f.Size = p.pcrelSdata4(r)
+	case p.s.Kind == EHFrame:
 		f.Start, err = readEncoded(r, cie.FDEEnc, ctx)
 		if err == nil {
 			f.Size, err = readRange(r, cie.FDEEnc, ctx)
 		}
-	} else {
+	default:
 		size := p.s.PtrSize
 		if cie.AddrSize != 0 {
 			size = int(cie.AddrSize)

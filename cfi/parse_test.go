@@ -99,6 +99,39 @@ func TestPointerEncodings(t *testing.T) {
 	}
 }
 
+// TestPCRelSdata4: the address fields of the usual FDE encoding, read
+// without readEncoded, are what readEncoded and readRange give, in both
+// byte orders and pointer sizes, at section addresses and field values
+// that wrap.
+func TestPCRelSdata4(t *testing.T) {
+	vals := []uint32{0, 1, 0x7fffffff, 0x80000000, 0xfffffff0, 0x12345678}
+	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		for _, ptr := range []int{4, 8} {
+			for _, addr := range []uint64{0, 0x1000, 0xfffffff0, 0xffffffffffff0000} {
+				for _, a := range vals {
+					for _, b := range vals {
+						sec := &Section{Addr: addr, PtrSize: ptr, Order: order}
+						data := make([]byte, 13)
+						order.PutUint32(data[5:], a)
+						order.PutUint32(data[9:], b)
+						p := &parser{s: sec}
+						r := &reader{b: data, off: 5, order: order}
+						start, size := p.pcrelSdata4(r)
+						w := &reader{b: data, off: 5, order: order}
+						ctx := ptrCtx{sec: sec, ptrSize: ptr}
+						wantStart, err1 := readEncoded(w, PEPCRel|PESdata4, ctx)
+						wantSize, err2 := readRange(w, PEPCRel|PESdata4, ctx)
+						if err1 != nil || err2 != nil || start != wantStart || size != wantSize || r.off != w.off {
+							t.Errorf("%v ptr %d addr %#x fields %#x %#x: got %#x %#x at %d, want %#x %#x at %d",
+								order, ptr, addr, a, b, start, size, r.off, wantStart, wantSize, w.off)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestDebugFrame64 builds a 64-bit-DWARF .debug_frame (CIE id all ones,
 // CIE pointer a section offset) with a version 4 CIE, in both byte orders.
 func TestDebugFrame64(t *testing.T) {

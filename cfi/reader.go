@@ -57,6 +57,9 @@ func (r *reader) u16() uint16 {
 	if b == nil {
 		return 0
 	}
+	if r.order == binary.LittleEndian { // without the interface call
+		return binary.LittleEndian.Uint16(b)
+	}
 	return r.order.Uint16(b)
 }
 
@@ -65,6 +68,9 @@ func (r *reader) u32() uint32 {
 	if b == nil {
 		return 0
 	}
+	if r.order == binary.LittleEndian { // without the interface call
+		return binary.LittleEndian.Uint32(b)
+	}
 	return r.order.Uint32(b)
 }
 
@@ -72,6 +78,9 @@ func (r *reader) u64() uint64 {
 	b := r.bytes(8)
 	if b == nil {
 		return 0
+	}
+	if r.order == binary.LittleEndian { // without the interface call
+		return binary.LittleEndian.Uint64(b)
 	}
 	return r.order.Uint64(b)
 }
