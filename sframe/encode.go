@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Function is the version-independent description of one function's
@@ -724,14 +726,46 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 		o.Order.PutUint32(out[20:], 0)
 		o.Order.PutUint32(out[24:], uint32(fdesLen))
 		copy(out[HeaderSize:], o.AuxHdr)
-		for _, c := range e.full {
-			out = append(out, c...)
-		}
-		e.out = append(out, e.fre...)
-		e.freAt = hsz + fdesLen
+		// The FRE chunks are joined while the index is written: both
+		// are mostly first touches of new pages.
+		chunks := append(e.full, e.fre)
 		e.fre, e.full = nil, nil
+		e.freAt = hsz + fdesLen
+		var err error
+		if e.freLen+fdesLen < minParallelJoin {
+			e.out = joinChunks(out, chunks)
+			err = e.writeFDEs(addr)
+		} else {
+			joined := make(chan []byte, 1)
+			go func() { joined <- joinChunks(out, chunks) }()
+			e.out = out[:e.freAt+e.freLen]
+			err = e.writeFDEs(addr)
+			e.out = <-joined
+		}
+		if err != nil {
+			return nil, err
+		}
+		return e.out, nil
 	}
-	fdes := e.out[hsz : hsz+fdesLen]
+	if err := e.writeFDEs(addr); err != nil {
+		return nil, err
+	}
+	return e.out, nil
+}
+
+// writeFDEs writes the FDE index of the section built, for address addr.
+func (e *Encoder) writeFDEs(addr uint64) error {
+	o := &e.o
+	fdeSize := fdeSizeV2
+	if o.Version == Version3 {
+		fdeSize = fdeSizeV3
+	}
+	hsz := HeaderSize + len(o.AuxHdr)
+	fdes := e.out[hsz : hsz+len(e.ents)*fdeSize]
+	put32, put64 := binary.LittleEndian.PutUint32, binary.LittleEndian.PutUint64
+	if e.be {
+		put32, put64 = binary.BigEndian.PutUint32, binary.BigEndian.PutUint64
+	}
 	for k := range e.ents {
 		en := &e.ents[k]
 		// Field offset within the section, for PC-relative starts.
@@ -740,25 +774,60 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 			base += uint64(hsz + k*fdeSize)
 		}
 		startOff := int64(en.start - base)
-		p := fdes[k*fdeSize:]
+		p := fdes[k*fdeSize : (k+1)*fdeSize]
 		if o.Version == Version2 {
 			if startOff < math.MinInt32 || startOff > math.MaxInt32 {
-				return nil, &FuncError{Start: en.start, Msg: "start address too far from the section for V2's 32-bit offset"}
+				return &FuncError{Start: en.start, Msg: "start address too far from the section for V2's 32-bit offset"}
 			}
-			o.Order.PutUint32(p, uint32(int32(startOff)))
-			o.Order.PutUint32(p[4:], en.size)
-			o.Order.PutUint32(p[8:], en.freOff)
-			o.Order.PutUint32(p[12:], en.nfre)
+			put32(p, uint32(int32(startOff)))
+			put32(p[4:], en.size)
+			put32(p[8:], en.freOff)
+			put32(p[12:], en.nfre)
 			p[16] = en.info
 			p[17] = en.rep
 			p[18], p[19] = 0, 0
 		} else {
-			o.Order.PutUint64(p, uint64(startOff))
-			o.Order.PutUint32(p[8:], en.size)
-			o.Order.PutUint32(p[12:], en.freOff)
+			put64(p, uint64(startOff))
+			put32(p[8:], en.size)
+			put32(p[12:], en.freOff)
 		}
 	}
-	return e.out, nil
+	return nil
 }
+
+// joinChunks appends the chunks to out, within its capacity. A section
+// of megabytes is joined by as many goroutines as there are CPUs, each
+// copying every so many chunks: most of the time goes in first touches
+// of out's pages, which the kernel serves on every CPU at once.
+func joinChunks(out []byte, chunks [][]byte) []byte {
+	at := make([]int, len(chunks)+1) // where each chunk goes
+	at[0] = len(out)
+	for i, c := range chunks {
+		at[i+1] = at[i] + len(c)
+	}
+	out = out[:at[len(chunks)]]
+	n := min(runtime.GOMAXPROCS(0), len(chunks), (at[len(chunks)]-at[0])/minParallelJoin)
+	if n < 2 {
+		for i, c := range chunks {
+			copy(out[at[i]:], c)
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for g := range n {
+		go func() {
+			defer wg.Done()
+			for i := g; i < len(chunks); i += n {
+				copy(out[at[i]:], chunks[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// minParallelJoin is the fewest FRE bytes a goroutine of joinChunks takes.
+const minParallelJoin = 1 << 20
 
 func byStart(a, b encEntry) int { return cmp.Compare(a.start, b.start) }
