@@ -332,9 +332,9 @@ func writeFile(t *testing.T, in []byte, p *Plan, data []byte) []byte {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	old := minFileCopy
-	minFileCopy = 1
-	defer func() { minFileCopy = old }()
+	old, oldWhole := minFileCopy, minWhole
+	minFileCopy, minWhole = 1, 1
+	defer func() { minFileCopy, minWhole = old, oldWhole }()
 	if err := p.WriteFile(dst, src, data); err != nil {
 		t.Fatalf("WriteFile: %v", err)
 	}

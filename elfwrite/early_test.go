@@ -38,9 +38,9 @@ func writeFileAfter(t *testing.T, in []byte, p *Plan, data []byte, wrong bool) [
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	old := minFileCopy
-	minFileCopy = 1
-	defer func() { minFileCopy = old }()
+	old, oldWhole := minFileCopy, minWhole
+	minFileCopy, minWhole = 1, 1
+	defer func() { minFileCopy, minWhole = old, oldWhole }()
 	copied := runs
 	if wrong {
 		copied = nil

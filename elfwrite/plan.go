@@ -353,11 +353,23 @@ func (p *Plan) assembler(sframe []byte) *assembler {
 	return a
 }
 
-// write writes output bytes [from, to) to w, one chunk at a time.
+// write writes output bytes [from, to) to w, one chunk at a time; a run
+// that comes whole from one slice in memory (the section, a rewritten
+// table) is written from it, not through the buffer.
 func (a *assembler) write(w io.Writer, from, to uint64) error {
 	p := a.p
-	for lo := from; lo < to; lo += writeChunk {
+	for lo := from; lo < to; {
+		if b := a.whole(lo, to); b != nil {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			lo += uint64(len(b))
+			continue
+		}
 		hi := min(lo+writeChunk, to)
+		if e := a.nextWhole(lo, hi); e < hi {
+			hi = e // the chunk stops where a whole run starts
+		}
 		if a.buf == nil {
 			a.buf = make([]byte, min(writeChunk, p.OutputSize))
 		}
@@ -400,6 +412,7 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 				filled = true
 			}
 		}
+		lo = hi
 		if sk, ok := w.(io.Seeker); ok && a.sparse && !filled {
 			if _, err := sk.Seek(int64(len(b)), io.SeekCurrent); err != nil {
 				return err
@@ -411,6 +424,67 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 		}
 	}
 	return nil
+}
+
+// minWhole is the shortest run write takes straight from its slice (a
+// variable for the tests, which also take short runs).
+var minWhole uint64 = 64 << 10
+
+// whole returns the output bytes from lo on (up to to) when they come
+// whole from one slice in memory, at least minWhole of them: the new
+// section or a piece with data no patch touches, or one patch with data
+// no other patch touches. nil otherwise.
+func (a *assembler) whole(lo, to uint64) []byte {
+	p := a.p
+	var over []int // the patches over [lo, e)
+	span := func(off, size uint64, data []byte) []byte {
+		if data == nil || off > lo || off+size <= lo {
+			return nil
+		}
+		e := min(off+size, to)
+		if e-lo < minWhole {
+			return nil
+		}
+		over = over[:0]
+		for j, pt := range p.patches {
+			if n := pt.size(); n > 0 && pt.off < e && lo < pt.off+n {
+				over = append(over, j)
+			}
+		}
+		return data[lo-off : e-off]
+	}
+	for j, pt := range p.patches {
+		if b := span(pt.off, pt.size(), pt.data); b != nil && len(over) == 1 && over[0] == j {
+			return b
+		}
+	}
+	for i, pc := range p.pieces {
+		if i != p.sfPiece && pc.data == nil {
+			continue
+		}
+		if b := span(pc.off, pc.size, p.content(i, pc, a.sframe)); b != nil && len(over) == 0 {
+			return b
+		}
+	}
+	return nil
+}
+
+// nextWhole returns where the first run whole would take starts within
+// (lo, hi), or hi.
+func (a *assembler) nextWhole(lo, hi uint64) uint64 {
+	p := a.p
+	e := hi
+	for _, pt := range p.patches {
+		if pt.data != nil && pt.off > lo && pt.off < e && pt.size() >= minWhole {
+			e = pt.off
+		}
+	}
+	for i, pc := range p.pieces {
+		if (i == p.sfPiece || pc.data != nil) && pc.off > lo && pc.off < e && pc.size >= minWhole {
+			e = pc.off
+		}
+	}
+	return e
 }
 
 // maxReplans bounds how often Insert re-encodes when the section address
