@@ -83,7 +83,7 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 		return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: unsupported .eh_frame_hdr (%d bytes, version %d)", hdr.Offset, len(hdr.Data), first(hdr.Data))
 	}
 	hs := &Section{Kind: EHFrame, Data: hdr.Data, Addr: hdr.Addr, Order: hdr.Order, PtrSize: ptr, DataRel: hdr.Addr}
-	r := &reader{b: hdr.Data, off: 4, order: hdr.Order}
+	r := newReader(hdr.Data, 4, hdr.Order)
 	addr, err := readEncoded(r, hdr.Data[1], ptrCtx{sec: hs, ptrSize: ptr})
 	if err != nil {
 		return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: .eh_frame_hdr: eh_frame_ptr: %v", hdr.Offset, err)

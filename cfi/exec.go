@@ -326,7 +326,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 		off = 0
 	}
 	// r.off is a section offset, so errors and pcrel operands are right.
-	r := &reader{b: data, off: off, order: x.sec.Order}
+	r := newReader(data, off, x.sec.Order)
 	x.init = initial
 	for r.off < len(data) && !x.done {
 		at := r.off

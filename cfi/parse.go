@@ -111,6 +111,12 @@ type parser struct {
 	// The CIE found last: FDEs of one CIE mostly follow one another.
 	lastOff int64
 	last    *CIE
+	le      bool // s.Order is little-endian
+}
+
+// reader reads the section's bytes b from off.
+func (p *parser) reader(b []byte, off int) *reader {
+	return &reader{b: b, off: off, order: p.s.Order, le: p.le}
 }
 
 func (p *parser) errorf(off int64, format string, args ...any) *Error {
@@ -132,7 +138,7 @@ type record struct {
 // frame reads the record header at off. ok is false when the walk cannot
 // continue (an error was recorded).
 func (p *parser) frame(off int) (rec record, ok bool) {
-	r := &reader{b: p.s.Data, off: off, order: p.s.Order}
+	r := p.reader(p.s.Data, off)
 	rec.off = int64(off)
 	length := uint64(r.u32())
 	if r.err != nil {
@@ -204,7 +210,7 @@ func newParser(s *Section) (*parser, error) {
 	if s.PtrSize != 4 && s.PtrSize != 8 {
 		return nil, &Error{Kind: s.Kind, Msg: fmt.Sprintf("unsupported pointer size %d", s.PtrSize)}
 	}
-	return &parser{s: s, cies: map[int64]*CIE{}, bad: map[int64]error{}}, nil
+	return &parser{s: s, cies: map[int64]*CIE{}, bad: map[int64]error{}, le: s.Order == binary.LittleEndian}, nil
 }
 
 // walk reads every record of the section; each FDE is parsed into f
@@ -292,7 +298,7 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 	if rec.zeroLen || rec.body == 0 || !rec.isCIE {
 		return nil, p.errorf(off, "no CIE at this offset")
 	}
-	r := &reader{b: p.s.Data[:rec.end], off: rec.body, order: p.s.Order}
+	r := p.reader(p.s.Data[:rec.end], rec.body)
 	c := &CIE{Offset: off}
 	c.Version = r.u8()
 	switch c.Version {
@@ -337,7 +343,7 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 			return nil, p.errorf(off, "CIE augmentation data length %d runs past the record", n)
 		}
 		data := r.off
-		ar := &reader{b: p.s.Data[:data+int(n)], off: data, order: p.s.Order}
+		ar := p.reader(p.s.Data[:data+int(n)], data)
 		ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
 	augLoop:
 		for _, ch := range aug[1:] {
@@ -386,7 +392,7 @@ func (c *CIE) hasZ() bool {
 func (p *parser) pcrelSdata4(r *reader) (start, size uint64) {
 	b := r.b[r.off : r.off+8]
 	var s, n int32
-	if p.s.Order == binary.LittleEndian {
+	if p.le {
 		s, n = int32(binary.LittleEndian.Uint32(b)), int32(binary.LittleEndian.Uint32(b[4:]))
 	} else {
 		s, n = int32(p.s.Order.Uint32(b)), int32(p.s.Order.Uint32(b[4:]))
@@ -418,7 +424,7 @@ func (p *parser) fde(rec record, f *FDE) error {
 		p.errs = append(p.errs, err)
 		return p.errorf(rec.off, "FDE uses the malformed CIE at offset %#x", ciePos)
 	}
-	r := &reader{b: p.s.Data[:rec.end], off: rec.body, order: p.s.Order}
+	r := p.reader(p.s.Data[:rec.end], rec.body)
 	*f = FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}
 	ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
 	switch {
@@ -449,7 +455,7 @@ func (p *parser) fde(rec record, f *FDE) error {
 			return p.errorf(rec.off, "FDE augmentation data length %d runs past the record", n)
 		}
 		if cie.LSDAEnc != PEOmit && cie.augL && n > 0 {
-			ar := &reader{b: p.s.Data[:r.off+int(n)], off: r.off, order: p.s.Order}
+			ar := p.reader(p.s.Data[:r.off+int(n)], r.off)
 			ctx.funcStart = f.Start
 			f.LSDA, _ = readEncoded(ar, cie.LSDAEnc&^PEIndirect, ctx)
 		}

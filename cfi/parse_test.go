@@ -114,7 +114,7 @@ func TestPCRelSdata4(t *testing.T) {
 						data := make([]byte, 13)
 						order.PutUint32(data[5:], a)
 						order.PutUint32(data[9:], b)
-						p := &parser{s: sec}
+						p := &parser{s: sec, le: order == binary.LittleEndian}
 						r := &reader{b: data, off: 5, order: order}
 						start, size := p.pcrelSdata4(r)
 						w := &reader{b: data, off: 5, order: order}

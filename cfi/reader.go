@@ -14,7 +14,13 @@ type reader struct {
 	b     []byte
 	off   int // position in b
 	order binary.ByteOrder
+	le    bool // order is little-endian: read without the interface call
 	err   error
+}
+
+// newReader reads b from off in byte order order.
+func newReader(b []byte, off int, order binary.ByteOrder) *reader {
+	return &reader{b: b, off: off, order: order, le: order == binary.LittleEndian}
 }
 
 func (r *reader) fail(err error) {
@@ -57,7 +63,7 @@ func (r *reader) u16() uint16 {
 	if b == nil {
 		return 0
 	}
-	if r.order == binary.LittleEndian { // without the interface call
+	if r.le {
 		return binary.LittleEndian.Uint16(b)
 	}
 	return r.order.Uint16(b)
@@ -68,7 +74,7 @@ func (r *reader) u32() uint32 {
 	if b == nil {
 		return 0
 	}
-	if r.order == binary.LittleEndian { // without the interface call
+	if r.le {
 		return binary.LittleEndian.Uint32(b)
 	}
 	return r.order.Uint32(b)
@@ -79,7 +85,7 @@ func (r *reader) u64() uint64 {
 	if b == nil {
 		return 0
 	}
-	if r.order == binary.LittleEndian { // without the interface call
+	if r.le {
 		return binary.LittleEndian.Uint64(b)
 	}
 	return r.order.Uint64(b)
