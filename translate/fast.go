@@ -19,11 +19,11 @@ import (
 // the two to the same rows over real files and fuzzed programs
 // (TestDirectMatches, FuzzDirect).
 
-// Bounds of the programs the direct path takes: with fewer advances than
-// this, executing the program cannot reach cfi.MaxRows or the
-// interpreter's cap on rule cells (64 registers a row at most, as only
-// registers below 64 are taken); deeper remember_state nesting is left to
-// the interpreter.
+// Bounds of the programs the direct path takes: a program of fewer bytes
+// than directMaxAdvances has fewer advances, so executing it cannot reach
+// cfi.MaxRows or the interpreter's cap on rule cells (64 registers a row
+// at most, as only registers below 64 are taken); deeper remember_state
+// nesting is left to the interpreter.
 const (
 	directMaxAdvances = 1 << 14
 	directMaxDepth    = 8
@@ -55,7 +55,7 @@ type directCIE struct {
 // direct path's reach, false otherwise. c caches the CIE's initial state.
 func (a *abi) directRows(f *cfi.FDE, c *directCIE, rows []sframe.Row) ([]sframe.Row, bool) {
 	cie := f.CIE
-	if !a.amd64 || cie == nil || cie.RAColumn != a.ra || f.Size > math.MaxUint32 || f.End() < f.Start {
+	if !a.amd64 || cie == nil || cie.RAColumn != a.ra || f.Size > math.MaxUint32 || f.End() < f.Start || len(f.Program) >= directMaxAdvances {
 		return rows, false
 	}
 	if c.cie != cie {
@@ -164,16 +164,15 @@ type directRun struct {
 	rows            []sframe.Row
 	row             bool // an instruction since the last row starts one (GNU as's rule, touches)
 	done            bool // an advance reached the end
-	advances        int
 	lastAdvance     uint64
-	last            directState // the state of the last row
-	lastSet         bool
+	lastSet         bool // a row was recorded
+	lastRA          bool // the last row's raSaved
 }
 
 // program runs the FDE's instructions; false when one is outside the
 // direct path's reach.
 func (d *directRun) program(p []byte) bool {
-	for i := 0; i < len(p) && !d.done; {
+	for i := 0; i < len(p); {
 		op := p[i]
 		i++
 		var u uint64
@@ -182,6 +181,9 @@ func (d *directRun) program(p []byte) bool {
 		case 0x40: // DW_CFA_advance_loc
 			if !d.advance(uint64(op & 0x3f)) {
 				return false
+			}
+			if d.done {
+				return true
 			}
 			continue
 		case 0x80: // DW_CFA_offset
@@ -215,6 +217,9 @@ func (d *directRun) program(p []byte) bool {
 			i += w
 			if !d.advance(u) {
 				return false
+			}
+			if d.done {
+				return true
 			}
 		case 0x05: // DW_CFA_offset_extended
 			reg, n := cfi.ULEB128(p[i:])
@@ -305,8 +310,7 @@ func (d *directRun) advance(delta uint64) bool {
 	} else {
 		d.lastAdvance = to
 	}
-	d.advances++
-	return d.advances < directMaxAdvances
+	return true
 }
 
 // flush records the row of the current state at loc, when an instruction
@@ -315,7 +319,9 @@ func (d *directRun) advance(delta uint64) bool {
 // writes (function would give a diagnostic or a flexible FDE).
 func (d *directRun) flush() bool {
 	s := &d.s
-	if !d.row && d.lastSet && *s == d.last {
+	// Without an instruction that starts a row, only restoring the RA
+	// (which on AMD64 starts none) can have changed the state.
+	if !d.row && d.lastSet && s.raSaved == d.lastRA {
 		return true
 	}
 	a := d.a
@@ -332,6 +338,6 @@ func (d *directRun) flush() bool {
 	} else {
 		r.FP = sframe.Loc{Kind: sframe.LocUnsaved}
 	}
-	d.last, d.lastSet, d.row = *s, true, false
+	d.lastRA, d.lastSet, d.row = s.raSaved, true, false
 	return true
 }
