@@ -370,60 +370,82 @@ func (a *assembler) write(w io.Writer, from, to uint64) error {
 		if e := a.nextWhole(lo, hi); e < hi {
 			hi = e // the chunk stops where a whole run starts
 		}
+		if seeker, ok := w.(io.Seeker); ok && a.sparse {
+			// In a new file, zeros are skipped, with no buffer touched;
+			// a chunk ends where its last bytes other than zero do.
+			end := a.fill(nil, lo, hi)
+			if end == lo {
+				if _, err := seeker.Seek(int64(hi-lo), io.SeekCurrent); err != nil {
+					return err
+				}
+				lo = hi
+				continue
+			}
+			hi = end
+		}
 		if a.buf == nil {
 			a.buf = make([]byte, min(writeChunk, p.OutputSize))
 		}
 		b := a.buf[:hi-lo]
 		clear(b)
-		filled := false // bytes other than zero were copied into b
-		idx := a.idx
-		// Pieces do not overlap: start at the first one ending after lo.
-		k := sort.Search(len(idx), func(k int) bool { pc := p.pieces[idx[k]]; return pc.off+pc.size > lo })
-		for ; k < len(idx) && p.pieces[idx[k]].off < hi; k++ {
-			i := idx[k]
-			pc := p.pieces[i]
-			s, e := max(pc.off, lo), min(pc.off+pc.size, hi)
-			// Bytes a cleared range covers are left zero, unread.
-			for s < e {
-				t := e
-				for _, z := range a.zeros {
-					if z.lo <= s && s < z.hi {
-						s = min(z.hi, e)
-					} else if s < z.lo && z.lo < t {
-						t = z.lo
-					}
-				}
-				if s >= t {
-					continue
-				}
-				copy(b[s-lo:t-lo], p.content(i, pc, a.sframe)[s-pc.off:t-pc.off])
-				filled = true
-				s = t
-			}
-		}
-		for _, pt := range p.patches {
-			if e := pt.off + pt.size(); pt.off < hi && e > lo {
-				s, e := max(pt.off, lo), min(e, hi)
-				if pt.data == nil {
-					clear(b[s-lo : e-lo])
-					continue
-				}
-				copy(b[s-lo:e-lo], pt.data[s-pt.off:e-pt.off])
-				filled = true
-			}
-		}
+		a.fill(b, lo, hi)
 		lo = hi
-		if sk, ok := w.(io.Seeker); ok && a.sparse && !filled {
-			if _, err := sk.Seek(int64(len(b)), io.SeekCurrent); err != nil {
-				return err
-			}
-			continue
-		}
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// fill assembles output bytes [lo, hi) into b (cleared, hi-lo long) and
+// returns the end of the bytes it copied into it (lo for none); with b
+// nil it copies nothing, only says where that end would be.
+func (a *assembler) fill(b []byte, lo, hi uint64) (end uint64) {
+	end = lo
+	p := a.p
+	idx := a.idx
+	// Pieces do not overlap: start at the first one ending after lo.
+	k := sort.Search(len(idx), func(k int) bool { pc := p.pieces[idx[k]]; return pc.off+pc.size > lo })
+	for ; k < len(idx) && p.pieces[idx[k]].off < hi; k++ {
+		i := idx[k]
+		pc := p.pieces[i]
+		s, e := max(pc.off, lo), min(pc.off+pc.size, hi)
+		// Bytes a cleared range covers are left zero, unread.
+		for s < e {
+			t := e
+			for _, z := range a.zeros {
+				if z.lo <= s && s < z.hi {
+					s = min(z.hi, e)
+				} else if s < z.lo && z.lo < t {
+					t = z.lo
+				}
+			}
+			if s >= t {
+				continue
+			}
+			if b != nil {
+				copy(b[s-lo:t-lo], p.content(i, pc, a.sframe)[s-pc.off:t-pc.off])
+			}
+			end = max(end, t)
+			s = t
+		}
+	}
+	for _, pt := range p.patches {
+		if e := pt.off + pt.size(); pt.off < hi && e > lo {
+			s, e := max(pt.off, lo), min(e, hi)
+			if pt.data == nil {
+				if b != nil {
+					clear(b[s-lo : e-lo])
+				}
+				continue
+			}
+			if b != nil {
+				copy(b[s-lo:e-lo], pt.data[s-pt.off:e-pt.off])
+			}
+			end = max(end, e)
+		}
+	}
+	return end
 }
 
 // minWhole is the shortest run write takes straight from its slice (a
