@@ -350,7 +350,12 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Res
 			ws := st.Clone()
 			for i := int(next.Add(1) - 1); i < len(j.parts); i = int(next.Add(1) - 1) {
 				p := &j.parts[i]
-				if p.enc, p.err = newEncoder(cuts[i+1] - cuts[i]); p.err == nil {
+				if p.enc = j.reuse(); p.enc == nil {
+					p.enc, p.err = newEncoder(cuts[i+1] - cuts[i])
+				} else {
+					p.enc.Grow(cuts[i+1] - cuts[i])
+				}
+				if p.err == nil {
 					n := len(ws.Errors)
 					p.res, p.err = t.Functions(ws.Cursor(all[cuts[i]:cuts[i+1]]), p.enc.Add)
 					p.cfiErrs = ws.Errors[n:]
@@ -376,17 +381,31 @@ type part struct {
 
 // joiner adds the parts to the file's encoder, result and CFI errors in
 // their order, each as soon as it and every part before it are done, and
-// lets its encoder go: at most a few parts' encoders are held at once,
-// not all of them. The first error, in part order, is kept.
+// keeps its encoder, emptied, for a later part: at most a few parts'
+// encoders are held at once, not all of them, and their index entries
+// take the same memory again. The first error, in part order, is kept.
 type joiner struct {
 	mu    sync.Mutex
 	parts []part
 	ready []bool
-	next  int // the first part not added yet
+	next  int               // the first part not added yet
+	free  []*sframe.Encoder // emptied encoders of parts added
 	enc   *sframe.Encoder
 	res   *translate.Result
 	st    *cfi.Stream
 	err   error
+}
+
+// reuse returns an emptied encoder of a part added, or nil.
+func (j *joiner) reuse() *sframe.Encoder {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.free) == 0 {
+		return nil
+	}
+	e := j.free[len(j.free)-1]
+	j.free = j.free[:len(j.free)-1]
+	return e
 }
 
 // finish records that part i is done and adds what can be added.
@@ -403,7 +422,9 @@ func (j *joiner) finish(i int) {
 		default:
 			j.st.Errors = append(j.st.Errors, p.cfiErrs...)
 			j.res.Add(p.res)
-			j.err = j.enc.Append(p.enc)
+			if j.err = j.enc.Append(p.enc); j.err == nil {
+				j.free = append(j.free, p.enc)
+			}
 		}
 		*p = part{}
 	}

@@ -635,9 +635,10 @@ func (e *Encoder) put4(b []byte, v uint32, size int) {
 
 // Append adds the functions of other, an encoder with the same options,
 // after e's, as if they had been added to e in the same order: their FRE
-// bytes follow e's. other must not be used afterwards. Translating on two
-// goroutines, each into its own encoder, and appending the second to the
-// first gives the section one encoder would have built.
+// bytes follow e's. other is left empty, as NewEncoder made it but for
+// the room its index had, and may take functions again. Translating on
+// two goroutines, each into its own encoder, and appending the second to
+// the first gives the section one encoder would have built.
 func (e *Encoder) Append(other *Encoder) error {
 	if e.freAt != 0 || other.freAt != 0 {
 		return fmt.Errorf("sframe: functions appended after the section was built")
@@ -663,8 +664,14 @@ func (e *Encoder) Append(other *Encoder) error {
 	e.numFREs += other.numFREs
 	e.stats.merge(&other.stats)
 	e.sorted = false
-	*other = Encoder{}
+	other.empty()
 	return nil
+}
+
+// empty drops e's functions and FRE chunks (which an encoder appended to
+// may hold), keeping its options and the room of its index.
+func (e *Encoder) empty() {
+	*e = Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, ents: e.ents[:0]}
 }
 
 func sameOptions(a, b *Options) bool {

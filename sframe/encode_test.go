@@ -273,25 +273,35 @@ func TestEncoderAppend(t *testing.T) {
 
 // appendedAt adds funcs[:cut] to one encoder and the rest to a second,
 // appends the second to the first, as a conversion on two goroutines
-// does, and returns the first. what names the functions in a failure.
+// does, and returns the first. The second takes the rest in two halves,
+// appended one after the other: an encoder appended is empty and takes
+// functions again, as the conversion reuses them. what names the
+// functions in a failure.
 func appendedAt(t *testing.T, what string, o sframe.Options, funcs []sframe.Function, cut int) *sframe.Encoder {
 	t.Helper()
 	a, err := sframe.NewEncoder(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := sframe.NewEncoder(o)
-	for i := range funcs {
-		e := a
-		if i >= cut {
-			e = b
-		}
-		if err := e.Add(&funcs[i]); err != nil {
+	for i := range funcs[:cut] {
+		if err := a.Add(&funcs[i]); err != nil {
 			t.Fatalf("%s: function %d: %v", what, i, err)
 		}
 	}
-	if err := a.Append(b); err != nil {
-		t.Fatalf("%s cut %d: %v", what, cut, err)
+	b, _ := sframe.NewEncoder(o)
+	mid := cut + (len(funcs)-cut)/2
+	for _, half := range [][2]int{{cut, mid}, {mid, len(funcs)}} {
+		for i := half[0]; i < half[1]; i++ {
+			if err := b.Add(&funcs[i]); err != nil {
+				t.Fatalf("%s: function %d: %v", what, i, err)
+			}
+		}
+		if err := a.Append(b); err != nil {
+			t.Fatalf("%s cut %d: %v", what, cut, err)
+		}
+		if b.Len() != 0 {
+			t.Fatalf("%s cut %d: %d functions left in an appended encoder", what, cut, b.Len())
+		}
 	}
 	return a
 }
