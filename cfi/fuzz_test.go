@@ -1,6 +1,7 @@
 package cfi
 
 import (
+	"bytes"
 	"encoding/binary"
 	"path/filepath"
 	"testing"
@@ -67,6 +68,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatal("empty error")
 			}
 		}
+		sameAsSlow(t, s, fdes, errs)
 		var in Interpreter
 		var tab Table
 		for _, fd := range fdes {
@@ -113,4 +115,25 @@ func FuzzExecute(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameAsSlow checks that parsing s without quickFDE gives fdes and errs.
+func sameAsSlow(t *testing.T, s *Section, fdes []*FDE, errs []error) {
+	t.Helper()
+	want, wantErrs := parse(s, true)
+	if len(fdes) != len(want) || len(errs) != len(wantErrs) {
+		t.Fatalf("%d FDEs and %d errors, %d and %d without quickFDE", len(fdes), len(errs), len(want), len(wantErrs))
+	}
+	for i, e := range errs {
+		if e.Error() != wantErrs[i].Error() {
+			t.Fatalf("error %q, without quickFDE %q", e, wantErrs[i])
+		}
+	}
+	for i, f := range fdes {
+		w := want[i]
+		if f.Offset != w.Offset || f.CIE.Offset != w.CIE.Offset || f.Start != w.Start || f.Size != w.Size || f.StartField != w.StartField ||
+			f.LSDA != w.LSDA || f.progOff != w.progOff || !bytes.Equal(f.Program, w.Program) || cap(f.Program) != cap(w.Program) {
+			t.Fatalf("FDE %d: %+v, without quickFDE %+v", i, *f, *w)
+		}
+	}
 }

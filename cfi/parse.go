@@ -112,6 +112,7 @@ type parser struct {
 	lastOff int64
 	last    *CIE
 	le      bool // s.Order is little-endian
+	slow    bool // quickFDE takes nothing
 }
 
 // reader reads the section's bytes b from off.
@@ -190,10 +191,17 @@ func (p *parser) frame(off int) (rec record, ok bool) {
 // *Error values and skipped; a record whose length runs past the end of
 // the section stops the walk.
 func Parse(s *Section) ([]*FDE, []error) {
+	return parse(s, false)
+}
+
+// parse is Parse, with quickFDE left out when slow (for the tests that
+// hold it to frame and fde).
+func parse(s *Section, slow bool) ([]*FDE, []error) {
 	p, err := newParser(s)
 	if err != nil {
 		return nil, []error{err}
 	}
+	p.slow = slow
 	var fdes []*FDE
 	var f FDE
 	p.walk(&f, func(f *FDE) {
@@ -219,6 +227,11 @@ func newParser(s *Section) (*parser, error) {
 func (p *parser) walk(f *FDE, yield func(*FDE)) {
 	s := p.s
 	for off := 0; off < len(s.Data); {
+		if next, ok := p.quickFDE(off, f); ok {
+			off = next
+			yield(f)
+			continue
+		}
 		rec, ok := p.frame(off)
 		if !ok {
 			break
@@ -250,6 +263,9 @@ func (p *parser) walk(f *FDE, yield func(*FDE)) {
 // fdeAt parses the FDE whose record starts at off (one walk already
 // accepted) into f.
 func (p *parser) fdeAt(off int64, f *FDE) error {
+	if _, ok := p.quickFDE(int(off), f); ok {
+		return nil
+	}
 	rec, ok := p.frame(int(off))
 	if !ok || rec.zeroLen || rec.body == 0 || rec.isCIE {
 		return p.errorf(off, "no FDE at this offset")
@@ -397,12 +413,73 @@ func (p *parser) pcrelSdata4(r *reader) (start, size uint64) {
 	} else {
 		s, n = int32(p.s.Order.Uint32(b)), int32(p.s.Order.Uint32(b[4:]))
 	}
-	start, size = uint64(int64(s))+p.s.Addr+uint64(r.off), uint64(int64(n))
+	start, size = p.pcrel(s, r.off), uint64(int64(n))
 	if p.s.PtrSize == 4 {
-		start, size = start&0xffffffff, size&0xffffffff
+		size &= 0xffffffff
 	}
 	r.off += 8
 	return start, size
+}
+
+// pcrel is the pointer a DW_EH_PE_pcrel | DW_EH_PE_sdata4 field at
+// section offset off holding v stands for, as readEncoded makes it.
+func (p *parser) pcrel(v int32, off int) uint64 {
+	a := uint64(int64(v)) + p.s.Addr + uint64(off)
+	if p.s.PtrSize == 4 {
+		a &= 0xffffffff
+	}
+	return a
+}
+
+// quickFDE parses the record at off into f as frame and fde would, when
+// it is an FDE of the shape nearly every little-endian .eh_frame FDE
+// has: a 32-bit length, a pointer to the CIE found last, addresses (and
+// an LSDA, if any) encoded DW_EH_PE_pcrel | DW_EH_PE_sdata4, augmentation
+// data of under 128 bytes. It returns the offset of the next record; ok
+// is false for any other record, which frame and fde then read (every
+// malformed record among them).
+func (p *parser) quickFDE(off int, f *FDE) (next int, ok bool) {
+	d := p.s.Data
+	cie := p.last
+	if p.slow || !p.le || p.s.Kind != EHFrame || cie == nil || cie.FDEEnc != PEPCRel|PESdata4 || off < 0 || len(d)-off < 16 {
+		return 0, false
+	}
+	length := binary.LittleEndian.Uint32(d[off:])
+	idOff := off + 4
+	if length < 12 || length >= 0xfffffff0 || uint64(length) > uint64(len(d)-idOff) {
+		return 0, false // short, reserved or 64-bit lengths, or past the end
+	}
+	end := idOff + int(length)
+	if id := binary.LittleEndian.Uint32(d[idOff:]); id == 0 || int64(idOff)-int64(id) != p.lastOff {
+		return 0, false
+	}
+	body := idOff + 4
+	start := p.pcrel(int32(binary.LittleEndian.Uint32(d[body:])), body)
+	size := uint64(int64(int32(binary.LittleEndian.Uint32(d[body+4:]))))
+	if p.s.PtrSize == 4 {
+		size &= 0xffffffff
+	}
+	if start+size < start && size != 0 {
+		return 0, false
+	}
+	q, lsda := body+8, uint64(0)
+	if cie.augZ {
+		if q >= end || d[q] >= 0x80 || int(d[q]) > end-q-1 {
+			return 0, false
+		}
+		n := int(d[q])
+		q++
+		if cie.LSDAEnc != PEOmit && cie.augL && n > 0 {
+			if cie.LSDAEnc&^PEIndirect != PEPCRel|PESdata4 || n < 4 {
+				return 0, false
+			}
+			lsda = p.pcrel(int32(binary.LittleEndian.Uint32(d[q:])), q)
+		}
+		q += n
+	}
+	*f = FDE{Offset: int64(off), CIE: cie, Start: start, Size: size, StartField: int64(body), LSDA: lsda,
+		Program: d[q:end:end], sec: p.s, progOff: q}
+	return end, true
 }
 
 // fde parses the FDE of rec into f.

@@ -1,10 +1,12 @@
 package cfi
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -243,4 +245,108 @@ func TestRealFiles(t *testing.T) {
 		ef.Close()
 	}
 	t.Logf("%d files, %d FDEs parsed and executed", len(files), total)
+}
+
+// TestQuickFDE: wherever quickFDE takes a record, frame and fde take it
+// too and give the same FDE and next offset; over the FDEs of real files
+// (the fixtures, ls, libc and, when present, libLLVM-15) and copies of
+// them with one byte of each FDE's first 24 changed. It must take most
+// FDEs of real files.
+func TestQuickFDE(t *testing.T) {
+	paths := []string{"/usr/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1"}
+	fx, _ := filepath.Glob("testdata/*.elf")
+	paths = append(paths, fx...)
+	checked := 0
+	for _, path := range paths {
+		f, err := elfread.Open(path)
+		if err != nil {
+			continue
+		}
+		secs, err := Sections(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, sec := range secs {
+			fdes, _ := Parse(sec)
+			if len(fdes) == 0 {
+				continue
+			}
+			taken := quickAgrees(t, path, sec, fdes, nil)
+			if sec.Kind == EHFrame && sec.Order == binary.LittleEndian && taken < len(fdes)*9/10 {
+				t.Errorf("%s: quickFDE took %d of %d FDEs", path, taken, len(fdes))
+			}
+			checked += taken
+			// One byte changed in each of a few FDEs: the length, the CIE
+			// pointer, the addresses, the augmentation length or the LSDA.
+			data := slices.Clone(sec.Data)
+			m := *sec
+			m.Data = data
+			for i, fd := range fdes[:min(len(fdes), 2000)] {
+				o := int(fd.Offset) + i%24
+				if o < len(data) {
+					data[o] ^= byte(1 << (i % 8))
+				}
+			}
+			mf, _ := Parse(&m)
+			quickAgrees(t, path+" (changed)", &m, mf, fdes)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no FDE checked")
+	}
+}
+
+// quickAgrees checks quickFDE against frame and fde at every FDE of fdes
+// (from sec), and at every record offset of orig when given, and returns
+// how many quickFDE took.
+func quickAgrees(t *testing.T, what string, sec *Section, fdes, orig []*FDE) int {
+	t.Helper()
+	quick, _ := newParser(sec)
+	slow, _ := newParser(sec)
+	taken := 0
+	offs := []int64{}
+	for _, fd := range append(fdes, orig...) {
+		offs = append(offs, fd.Offset, fd.CIE.Offset)
+	}
+	for _, off := range offs {
+		// The CIE the slow walk would have found last.
+		quick.cie(fdesCIE(sec, off))
+		var got, want FDE
+		next, ok := quick.quickFDE(int(off), &got)
+		if !ok {
+			continue
+		}
+		taken++
+		rec, rok := slow.frame(int(off))
+		if !rok || rec.zeroLen || rec.body == 0 || rec.isCIE {
+			t.Fatalf("%s: quickFDE took the record at %#x, frame does not", what, off)
+		}
+		if err := slow.fde(rec, &want); err != nil {
+			t.Fatalf("%s: quickFDE took the record at %#x, fde refuses it: %v", what, off, err)
+		}
+		if next != rec.end || got.CIE.Offset != want.CIE.Offset || !bytes.Equal(got.Program, want.Program) || cap(got.Program) != cap(want.Program) {
+			t.Fatalf("%s at %#x: quickFDE next %#x CIE %#x program % x, frame and fde %#x %#x % x", what, off, next, got.CIE.Offset, got.Program, rec.end, want.CIE.Offset, want.Program)
+		}
+		type fields struct {
+			off, start, size, startField, lsda uint64
+			sec                                *Section
+			progOff                            int
+		}
+		g := fields{uint64(got.Offset), got.Start, got.Size, uint64(got.StartField), got.LSDA, got.sec, got.progOff}
+		w := fields{uint64(want.Offset), want.Start, want.Size, uint64(want.StartField), want.LSDA, want.sec, want.progOff}
+		if g != w {
+			t.Fatalf("%s at %#x: quickFDE %+v, frame and fde %+v", what, off, g, w)
+		}
+	}
+	return taken
+}
+
+// fdesCIE returns the CIE offset the record at off points to, or -1.
+func fdesCIE(sec *Section, off int64) int64 {
+	if off < 0 || off+8 > int64(len(sec.Data)) {
+		return -1
+	}
+	id := int64(sec.Order.Uint32(sec.Data[off+4:]))
+	return off + 4 - id
 }
