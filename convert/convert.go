@@ -149,12 +149,22 @@ func Convert(name string, in []byte, o Options) (*Result, error) {
 }
 
 // convertBytes converts the file in, of whichever kind it is; a linked
-// file's output is only planned (Result.plan). early, when not nil,
-// gives a plan already made for in (elfwrite.NewPlan, any size), which
-// saves parsing and planning it again; it is called only when the plan
-// is needed, and may return nil. The options are normalized; errors do
-// not name the file.
-func convertBytes(in []byte, o Options, early func() *elfwrite.Plan) (*Result, error) {
+// file's output is only planned (Result.plan). early, when not nil, is
+// what ConvertWrite's writer shares (see earlyWrite). The options are
+// normalized; errors do not name the file.
+// earlyWrite is what ConvertWrite's writer shares with the conversion
+// while it copies the input's unchanged bytes.
+type earlyWrite struct {
+	// plan gives a plan already made for the input (elfwrite.NewPlan,
+	// any size), which saves parsing and planning it again; it is called
+	// only when the plan is needed, and may return nil.
+	plan func() *elfwrite.Plan
+	// copying is closed once the copy is over (done, failed or never
+	// started): until then the translation leaves it a CPU.
+	copying <-chan struct{}
+}
+
+func convertBytes(in []byte, o Options, early *earlyWrite) (*Result, error) {
 	if isArchive(in) {
 		return convertArchive(in, o)
 	}
@@ -199,7 +209,7 @@ func supported(ef *elf.File) error {
 // translated one FDE at a time into an encoder, is placed where the
 // output's layout puts the section, and checked against Options.For's
 // reader.
-func convertLinked(in []byte, f *elfread.File, o Options, early func() *elfwrite.Plan) (*Result, error) {
+func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*Result, error) {
 	if !o.Force {
 		if _, err := f.SFrame(); err == nil {
 			return nil, ErrHasSFrame
@@ -210,7 +220,11 @@ func convertLinked(in []byte, f *elfread.File, o Options, early func() *elfwrite
 		return nil, err
 	}
 	res := &Result{FDEs: st.Parsed}
-	tr, enc, err := translateLinked(f, st, o)
+	var copying <-chan struct{}
+	if early != nil {
+		copying = early.copying
+	}
+	tr, enc, err := translateLinked(f, st, o, copying)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +264,7 @@ func indexCFI(f *elfread.File) (*cfi.Stream, error) {
 // (V3's start fields are relative to it) and keeps the plan: the
 // standard layout, or, where elfwrite refuses it and
 // Options.FragileLayout allows, the fragile one, with a warning.
-func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early func() *elfwrite.Plan) error {
+func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early *earlyWrite) error {
 	encode := func(addr uint64) ([]byte, error) {
 		b, err := enc.Section(addr)
 		if err == nil {
@@ -260,7 +274,7 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early func()
 	}
 	plan := func(opts elfwrite.Options) (*elfwrite.Plan, []byte, error) {
 		if early != nil {
-			if p := early(); p != nil && p.Options() == opts {
+			if p := early.plan(); p != nil && p.Options() == opts {
 				return elfwrite.PlaceFrom(p, encode)
 			}
 		}
@@ -295,9 +309,12 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early func()
 // which that many goroutines take in turn, each with its own execution
 // context, into an encoder per part; the parts are appended in order as
 // they are done (joiner), so the functions, their order and the
-// diagnostics are those of one pass. The execution errors are added to
-// st.Errors.
-func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Result, *sframe.Encoder, error) {
+// diagnostics are those of one pass. While copying is open (the file's
+// unchanged bytes being copied), one goroutine fewer translates: the copy
+// is as much work as the translation and the kernel does it on one CPU,
+// so it must have that CPU to itself, not share two with the goroutines
+// and end last. The execution errors are added to st.Errors.
+func translateLinked(f *elfread.File, st *cfi.Stream, o Options, copying <-chan struct{}) (*translate.Result, *sframe.Encoder, error) {
 	ef := f.ELF
 	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: PLTSections(ef), Symbol: lazySymbolizer(f)},
 		translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
@@ -343,10 +360,13 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options) (*translate.Res
 	j := &joiner{parts: make([]part, len(cuts)-1), ready: make([]bool, len(cuts)-1), enc: enc, res: res, st: st}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(j.parts)) {
+	for w := range min(runtime.GOMAXPROCS(0), len(j.parts)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if w == 1 && copying != nil {
+				<-copying
+			}
 			ws := st.Clone()
 			for i := int(next.Add(1) - 1); i < len(j.parts); i = int(next.Add(1) - 1) {
 				p := &j.parts[i]

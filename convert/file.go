@@ -126,7 +126,7 @@ func ConvertInput(in *Input, o Options) (*Result, error) {
 
 // convertInput is ConvertInput with normalized options, starting from
 // the plan early (see convertBytes).
-func convertInput(in *Input, o Options, early func() *elfwrite.Plan) (res *Result, err error) {
+func convertInput(in *Input, o Options, early *earlyWrite) (res *Result, err error) {
 	if faulted(func() { res, err = convertBytes(in.Data, o, early) }) {
 		res, err = nil, ErrChanged
 	}
@@ -178,10 +178,11 @@ func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs
 	// first), hands the plan over for the conversion to start from, copies
 	// what lies in front of the section and waits for the rest.
 	planned := make(chan *elfwrite.Plan, 1) // nil: no plan, nothing copied early
+	copying := make(chan struct{})          // closed when the early copy is over
 	final := make(chan *Result, 1)          // nil: the conversion failed
 	written := make(chan error, 1)          // errNoEarly: nothing was written
-	go func() { written <- writeEarly(ctx, in, o, dst, perm, planned, final) }()
-	res, err := convertInput(in, o, sync.OnceValue(func() *elfwrite.Plan { return <-planned }))
+	go func() { written <- writeEarly(ctx, in, o, dst, perm, planned, copying, final) }()
+	res, err := convertInput(in, o, &earlyWrite{plan: sync.OnceValue(func() *elfwrite.Plan { return <-planned }), copying: copying})
 	if err != nil || res.Unchanged {
 		final <- nil
 		<-written // the temporary file, if any, is gone
@@ -197,9 +198,11 @@ func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs
 // writeEarly is ConvertWrite's writer: it plans in's output for an empty
 // section and sends the plan on planned (nil when there is none, and
 // then returns errNoEarly), copies the runs in front of the section to a
-// temporary file, waits for the conversion's result on final (nil: it
-// failed) and writes the rest.
-func writeEarly(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode, planned chan<- *elfwrite.Plan, final <-chan *Result) error {
+// temporary file, closes copying (whatever happens), waits for the
+// conversion's result on final (nil: it failed) and writes the rest.
+func writeEarly(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode, planned chan<- *elfwrite.Plan, copying chan<- struct{}, final <-chan *Result) error {
+	copied := sync.OnceFunc(func() { close(copying) })
+	defer copied()
 	var p *elfwrite.Plan
 	var runs []elfwrite.Run
 	if faulted(func() { p, runs = earlyPlan(in.Data, o) }) || len(runs) == 0 {
@@ -208,7 +211,9 @@ func writeEarly(ctx context.Context, in *Input, o Options, dst string, perm fs.F
 	}
 	planned <- p
 	return elfwrite.WriteFileAtomic(ctx, dst, perm, func(f *os.File) error {
-		if err := elfwrite.CopyRuns(f, in.file, runs); err != nil {
+		err := elfwrite.CopyRuns(f, in.file, runs)
+		copied()
+		if err != nil {
 			return err
 		}
 		res := <-final
@@ -220,7 +225,6 @@ func writeEarly(ctx context.Context, in *Input, o Options, dst string, perm fs.F
 		}
 		// The unchanged bytes come from the mapping too: a fault on it
 		// is an error here as in ConvertInput.
-		var err error
 		if faulted(func() { err = res.plan.WriteFileAfter(f, in.file, res.SFrame, runs) }) {
 			return ErrChanged
 		}
