@@ -285,13 +285,19 @@ type symRewrite struct {
 func (f *file) rewriteSymbolsOnce(b []byte, newIdx []uint32, moved map[int]bool, d uint64) ([]byte, bool) {
 	var out []byte // a copy of b, made at the first symbol that changes
 	bo := f.bo
+	mv := make([]bool, len(newIdx)) // moved, by index: a map lookup a symbol cost a millisecond here
+	for i := range moved {
+		if i >= 0 && i < len(mv) {
+			mv[i] = moved[i]
+		}
+	}
 	for o := 0; o+symSize <= len(b); o += symSize {
 		shndx := uint32(bo.Uint16(b[o+6:]))
 		if shndx == 0 || shndx >= shnLoReserv || int(shndx) >= len(newIdx) {
 			continue
 		}
 		ni := newIdx[shndx]
-		if ni == shndx && !moved[int(shndx)] {
+		if ni == shndx && !mv[shndx] {
 			continue
 		}
 		if out == nil {
@@ -299,7 +305,7 @@ func (f *file) rewriteSymbolsOnce(b []byte, newIdx []uint32, moved map[int]bool,
 		}
 		e := out[o : o+symSize]
 		bo.PutUint16(e[6:], uint16(ni))
-		if moved[int(shndx)] {
+		if mv[shndx] {
 			bo.PutUint64(e[8:], bo.Uint64(e[8:])+d)
 		}
 	}
