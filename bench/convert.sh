@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end cost of cfi2sframe on a big file, against GNU readelf on the
 # same file and against cp of it (the floor: a conversion writes a whole
-# new file), in one run: the median wall time of RUNS runs (default 5) and
-# the peak RSS (GNU time) of
+# new file), in one run: the median wall time of RUNS runs (default 5; cp
+# and convert alternate) and the peak RSS (GNU time) of
 #   convert (IN -o OUT, OUT new), convert again over the existing OUT
 #   (replacing a file is synced before the rename, a new one is not),
 #   verify OUT, report IN, dump OUT,
@@ -35,25 +35,41 @@ fi
 . bench/common.sh
 go build -o "$tmp/genfdes" ./bench/genfdes
 
-# measure NAME CMD...: RUNS runs (5 by default), the median wall seconds
-# and the largest peak KiB into $tmp/NAME.time. When $fresh names a file,
-# it is removed before each run (a new output, not a replaced one).
+# run1 NAME CMD...: one run of CMD, appended to $tmp/NAME.all as its wall
+# seconds (bash's clock, to the microsecond: GNU time's %e has 10 ms,
+# a sixth of cp's time here) and its peak KiB (GNU time). When $fresh
+# names a file, it is removed first (a new output, not a replaced one).
+run1() {
+	local name=$1 t0 t1
+	shift
+	[ -z "${fresh:-}" ] || rm -f "$fresh"
+	t0=$EPOCHREALTIME
+	/usr/bin/time -f '%M' -o "$tmp/$name.one" "$@" >/dev/null 2>"$tmp/$name.err" || {
+		echo "bench: $name failed:" >&2
+		cat "$tmp/$name.err" >&2
+		return 1
+	}
+	t1=$EPOCHREALTIME
+	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}') $(cat "$tmp/$name.one")" >>"$tmp/$name.all"
+}
+
+# summarize NAME: the median wall seconds and the largest peak KiB of
+# NAME's runs into $tmp/NAME.time.
+summarize() {
+	echo "$(sort -n "$tmp/$1.all" | awk '{t[NR] = $1} END {print t[int((NR + 1) / 2)]}')" \
+		"$(sort -n -k2 "$tmp/$1.all" | tail -1 | cut -d' ' -f2)" >"$tmp/$1.time"
+}
+
+# measure NAME CMD...: RUNS runs (5 by default) of CMD, summarized.
 runs=${RUNS:-5}
 measure() {
 	local name=$1 i
 	shift
 	: >"$tmp/$name.all"
 	for ((i = 0; i < runs; i++)); do
-		[ -z "${fresh:-}" ] || rm -f "$fresh"
-		/usr/bin/time -f '%e %M' -o "$tmp/$name.one" "$@" >/dev/null 2>"$tmp/$name.err" || {
-			echo "bench: $name failed:" >&2
-			cat "$tmp/$name.err" >&2
-			return 1
-		}
-		cat "$tmp/$name.one" >>"$tmp/$name.all"
+		run1 "$name" "$@" || return 1
 	done
-	echo "$(sort -n "$tmp/$name.all" | awk '{t[NR] = $1} END {print t[int((NR + 1) / 2)]}')" \
-		"$(sort -n -k2 "$tmp/$name.all" | tail -1 | cut -d' ' -f2)" >"$tmp/$name.time"
+	summarize "$name"
 }
 
 # bench LABEL FILE: the table for one input.
@@ -62,9 +78,18 @@ bench() {
 	"$c2s" dump "$in" >/dev/null 2>&1 && force=--force
 	cat "$in" >/dev/null # page cache warm for everyone
 	measure readelf "$readelf" --debug-dump=frames-interp "$in"
-	fresh=$tmp/cp measure cp cp "$in" "$tmp/cp"
+	# cp and the conversion alternate, so that both meet the machine in
+	# the same state (its speed drifts by a third over minutes here).
+	local i
+	: >"$tmp/cp.all"
+	: >"$tmp/convert.all"
+	for ((i = 0; i < runs; i++)); do
+		fresh=$tmp/cp run1 cp cp "$in" "$tmp/cp"
+		fresh=$tmp/out run1 convert "$c2s" -q $force "$in" -o "$tmp/out"
+	done
+	summarize cp
+	summarize convert
 	rm -f "$tmp/cp"
-	fresh=$tmp/out measure convert "$c2s" -q $force "$in" -o "$tmp/out"
 	measure convert-replace "$c2s" -q $force "$in" -o "$tmp/out"
 	measure verify "$c2s" verify -q "$tmp/out"
 	measure report "$c2s" report "$in"
@@ -72,7 +97,7 @@ bench() {
 	read -r rt rm <"$tmp/readelf.time"
 	local ehsize
 	ehsize=$("$readelf" -SW "$in" | sed 's/^ *\[ *[0-9]*\]//' | awk '$1==".eh_frame"{print $5}')
-	printf '\n%s: %s (%s bytes; .eh_frame %d bytes)\n' "$label" "$in" "$(stat -c %s "$in")" "$((16#${ehsize:-0}))"
+	printf '\n%s: %s (%s bytes; .eh_frame %d bytes)\n' "$label" "$in" "$(stat -L -c %s "$in")" "$((16#${ehsize:-0}))"
 	read -r ct cm <"$tmp/cp.time"
 	printf '%-28s %9s %12s %16s %12s\n' step "wall (s)" "peak RSS" "time / readelf" "time / cp"
 	for s in convert convert-replace verify report dump readelf cp; do
