@@ -352,6 +352,31 @@ type Encoder struct {
 	plain          bool   // data words are the offsets (not s390x)
 	sp, fp         uint32 // the ABI's stack and frame pointers
 	raSlot, fpSlot bool   // rows carry an RA, an FP slot
+
+	// The arena of e's chunks (Reserve, or Use of a region carved from
+	// one) and where each FRE chunk lies in it: fullAt for the full
+	// chunks, freRegion for fre (-1: not in it).
+	arena     *arena
+	fullAt    []int
+	freRegion int
+}
+
+// A Region is a part of an encoder's arena (Carve), for another encoder's
+// FREs (Use).
+type Region struct {
+	a  *arena
+	at int
+	b  []byte
+}
+
+// arena is one buffer that the FRE chunks of an encoder and of the
+// encoders carved from it are cut from, in the order they are appended,
+// behind room for the section's header and FDE index.
+type arena struct {
+	owner  *Encoder // the encoder whose section it holds
+	buf    []byte
+	prefix int // the room in front
+	next   int // where the next region starts
 }
 
 // encEntry is what the FDE index needs of one function.
@@ -383,7 +408,7 @@ func NewEncoder(o Options) (*Encoder, error) {
 	var probe [2]byte
 	o.Order.PutUint16(probe[:], 1)
 	return &Encoder{o: o, be: probe[1] == 1, plain: o.ABI != ABIS390XBE, sp: SPReg(o.ABI), fp: FPReg(o.ABI),
-		raSlot: o.CFAFixedRA == CFAFixedRAInvalid, fpSlot: o.CFAFixedFP == CFAFixedFPInvalid}, nil
+		raSlot: o.CFAFixedRA == CFAFixedRAInvalid, fpSlot: o.CFAFixedFP == CFAFixedFPInvalid, freRegion: -1}, nil
 }
 
 // Grow makes room for n more functions: their index entries, and, when
@@ -394,6 +419,73 @@ func (e *Encoder) Grow(n int) {
 	if e.freLen == 0 && cap(e.fre) == 0 {
 		e.fre = make([]byte, 0, min(freChunk, max(n, 64)*freGuess))
 	}
+}
+
+// Reserve gives e, which has no FREs yet, an arena: one buffer with room
+// in front for the header and the index of up to funcs functions, and
+// freBytes behind it for the FREs of e (ownBytes of them) and of the
+// encoders that Use the regions Carve cuts from it. When each encoder's
+// FREs fit in its region and are appended in the order the regions were
+// cut, Section moves them together in place, instead of copying them all
+// into a new buffer: a conversion spends most of that copy on first
+// touches of new memory. Anything else (an encoder outgrowing its region,
+// more functions) only costs that copy.
+func (e *Encoder) Reserve(funcs, freBytes, ownBytes int) {
+	fdeSize := fdeSizeV2
+	if e.o.Version == Version3 {
+		fdeSize = fdeSizeV3
+	}
+	if e.arena != nil || e.freLen != 0 || cap(e.fre) != 0 || funcs < 0 || freBytes <= 0 || funcs > (math.MaxInt32-freBytes)/fdeSize {
+		return
+	}
+	prefix := HeaderSize + len(e.o.AuxHdr) + funcs*fdeSize
+	e.arena = &arena{owner: e, buf: make([]byte, prefix+freBytes), prefix: prefix, next: prefix}
+	e.Use(e.Carve(ownBytes))
+}
+
+// Carve cuts the next n bytes of e's arena into a region; nil when e has
+// no arena or too little of it left.
+func (e *Encoder) Carve(n int) *Region {
+	a := e.arena
+	if a == nil || n <= 0 || n > len(a.buf)-a.next {
+		return nil
+	}
+	r := &Region{a: a, at: a.next, b: a.buf[a.next : a.next : a.next+n]}
+	a.next += n
+	return r
+}
+
+// Use makes r, when not nil, where e's FREs go first; e must have none yet
+// (a new encoder, or one emptied by Append).
+func (e *Encoder) Use(r *Region) {
+	if r == nil || e.freLen != 0 || len(e.full) != 0 || cap(e.fre) != 0 {
+		return
+	}
+	e.fre, e.freRegion = r.b, r.at
+	if e.arena == nil {
+		e.arena = r.a
+	}
+	if e.arena != r.a {
+		e.freRegion = -1
+	}
+}
+
+// inPlace reports whether Section can put the FREs together in e's arena,
+// behind a header and index of front bytes: each chunk is the region
+// carved for it, in order.
+func (e *Encoder) inPlace(front int) bool {
+	a := e.arena
+	if a == nil || a.owner != e || front > a.prefix {
+		return false
+	}
+	at := a.prefix
+	for i, c := range e.full {
+		if e.fullAt[i] < at {
+			return false
+		}
+		at = e.fullAt[i] + len(c)
+	}
+	return len(e.fre) == 0 || e.freRegion >= at
 }
 
 // freGuess is the FRE bytes Grow expects a function to take: most have
@@ -449,7 +541,9 @@ func (e *Encoder) Add(fn *Function) error {
 	if len(e.fre)+need > cap(e.fre) {
 		if len(e.fre) > 0 {
 			e.full = append(e.full, e.fre)
+			e.fullAt = append(e.fullAt, e.freRegion)
 		}
+		e.freRegion = -1
 		// Chunks double from a few KiB up to freChunk: a small section
 		// (an object's, an archive member's) takes no more than it needs.
 		e.fre = make([]byte, 0, max(need, min(freChunk, max(2*cap(e.fre), minFREChunk))))
@@ -657,9 +751,17 @@ func (e *Encoder) Append(other *Encoder) error {
 	}
 	if len(e.fre) > 0 {
 		e.full = append(e.full, e.fre)
+		e.fullAt = append(e.fullAt, e.freRegion)
 	}
 	e.full = append(e.full, other.full...)
-	e.fre = other.fre
+	e.fullAt = append(e.fullAt, other.fullAt...)
+	e.fre, e.freRegion = other.fre, other.freRegion
+	if other.arena != e.arena { // other's offsets are in another buffer
+		for i := len(e.fullAt) - len(other.fullAt); i < len(e.fullAt); i++ {
+			e.fullAt[i] = -1
+		}
+		e.freRegion = -1
+	}
 	e.freLen += other.freLen
 	e.numFREs += other.numFREs
 	e.stats.merge(&other.stats)
@@ -671,7 +773,7 @@ func (e *Encoder) Append(other *Encoder) error {
 // empty drops e's functions and FRE chunks (which an encoder appended to
 // may hold), keeping its options and the room of its index.
 func (e *Encoder) empty() {
-	*e = Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, ents: e.ents[:0]}
+	*e = Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, ents: e.ents[:0], freRegion: -1}
 }
 
 func sameOptions(a, b *Options) bool {
@@ -713,42 +815,30 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 	fdesLen := len(e.ents) * fdeSize
 	if e.freAt == 0 {
 		e.order()
-		out := make([]byte, hsz+fdesLen, hsz+fdesLen+e.freLen)
-		var flags uint8
-		if o.Sort {
-			flags |= FlagFDESorted
-		}
-		if o.PCRel {
-			flags |= FlagFDEFuncStartPCRel
-		}
-		if o.FramePointer {
-			flags |= FlagFramePointer
-		}
-		o.Order.PutUint16(out, Magic)
-		out[2], out[3], out[4] = o.Version, flags, uint8(o.ABI)
-		out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), uint8(len(o.AuxHdr))
-		o.Order.PutUint32(out[8:], uint32(len(e.ents)))
-		o.Order.PutUint32(out[12:], uint32(e.numFREs))
-		o.Order.PutUint32(out[16:], uint32(e.freLen))
-		o.Order.PutUint32(out[20:], 0)
-		o.Order.PutUint32(out[24:], uint32(fdesLen))
-		copy(out[HeaderSize:], o.AuxHdr)
-		// The FRE chunks are joined while the index is written: both
-		// are mostly first touches of new pages.
-		chunks := append(e.full, e.fre)
-		e.fre, e.full = nil, nil
 		e.freAt = hsz + fdesLen
 		var err error
-		if e.freLen+fdesLen < minParallelJoin {
-			e.out = joinChunks(out, chunks)
+		switch {
+		case e.inPlace(hsz + fdesLen):
+			// The FREs are moved while the index is written.
+			e.out = e.sectionInArena(hsz + fdesLen)
+			moved := make(chan struct{})
+			go func() { e.moveInPlace(); close(moved) }()
 			err = e.writeFDEs(addr)
-		} else {
+			<-moved
+		case e.freLen+fdesLen < minParallelJoin:
+			e.out = joinChunks(e.header(fdesLen), append(e.full, e.fre))
+			err = e.writeFDEs(addr)
+		default:
+			// The FRE chunks are joined while the index is written: both
+			// are mostly first touches of new pages.
+			out, chunks := e.header(fdesLen), append(e.full, e.fre)
 			joined := make(chan []byte, 1)
 			go func() { joined <- joinChunks(out, chunks) }()
 			e.out = out[:e.freAt+e.freLen]
 			err = e.writeFDEs(addr)
 			e.out = <-joined
 		}
+		e.fre, e.full, e.fullAt, e.arena = nil, nil, nil, nil
 		if err != nil {
 			return nil, err
 		}
@@ -758,6 +848,59 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 		return nil, err
 	}
 	return e.out, nil
+}
+
+// header returns a new buffer holding the section's header, with room
+// for the FDE index (fdesLen bytes) and capacity for the FREs.
+func (e *Encoder) header(fdesLen int) []byte {
+	hsz := HeaderSize + len(e.o.AuxHdr)
+	out := make([]byte, hsz+fdesLen, hsz+fdesLen+e.freLen)
+	e.putHeader(out, fdesLen)
+	return out
+}
+
+// putHeader writes the section's header at the start of out.
+func (e *Encoder) putHeader(out []byte, fdesLen int) {
+	o := &e.o
+	var flags uint8
+	if o.Sort {
+		flags |= FlagFDESorted
+	}
+	if o.PCRel {
+		flags |= FlagFDEFuncStartPCRel
+	}
+	if o.FramePointer {
+		flags |= FlagFramePointer
+	}
+	o.Order.PutUint16(out, Magic)
+	out[2], out[3], out[4] = o.Version, flags, uint8(o.ABI)
+	out[5], out[6], out[7] = uint8(o.CFAFixedFP), uint8(o.CFAFixedRA), uint8(len(o.AuxHdr))
+	o.Order.PutUint32(out[8:], uint32(len(e.ents)))
+	o.Order.PutUint32(out[12:], uint32(e.numFREs))
+	o.Order.PutUint32(out[16:], uint32(e.freLen))
+	o.Order.PutUint32(out[20:], 0)
+	o.Order.PutUint32(out[24:], uint32(fdesLen))
+	copy(out[HeaderSize:], o.AuxHdr)
+}
+
+// sectionInArena returns the section in e's arena, its header written:
+// front bytes of header and index just before the FREs, which moveInPlace
+// puts at the end of the arena's room in front.
+func (e *Encoder) sectionInArena(front int) []byte {
+	a := e.arena
+	out := a.buf[a.prefix-front : a.prefix+e.freLen : a.prefix+e.freLen]
+	e.putHeader(out, front-HeaderSize-len(e.o.AuxHdr))
+	return out
+}
+
+// moveInPlace moves the FRE chunks together at the end of the arena's
+// room in front, in order: each lies at or after where it goes (inPlace).
+func (e *Encoder) moveInPlace() {
+	a := e.arena
+	at := a.prefix
+	for _, c := range append(e.full, e.fre) {
+		at += copy(a.buf[at:], c)
+	}
 }
 
 // writeFDEs writes the FDE index of the section built, for address addr.

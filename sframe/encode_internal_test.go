@@ -153,3 +153,90 @@ func TestPlainFREs(t *testing.T) {
 		t.Logf("%v: %d of 60000 row sets taken", o.ABI, taken)
 	}
 }
+
+// TestArena: encoders whose FREs go into an arena (Reserve, Carve) give
+// the section Encode gives, whether Section moves them in place (each fits
+// its part, appended in carving order) or joins them into a new buffer (a
+// part outgrown, parts appended in another order, more functions than
+// the room in front holds), in both versions.
+func TestArena(t *testing.T) {
+	var funcs []Function
+	for i := range 3000 {
+		fn := Function{Start: 0x1000 + uint64(i)*0x100, Size: 0x80}
+		for r := range i % 9 {
+			fn.Rows = append(fn.Rows, Row{Start: uint32(r * 5), CFA: Loc{Kind: LocReg, Reg: 7, Offset: int32(8 + 300*r)},
+				RA: Loc{Kind: LocFixed, Offset: -8}, FP: Loc{Kind: LocCFA, Offset: int32(-16 * r)}})
+		}
+		funcs = append(funcs, fn)
+	}
+	for _, v := range []uint8{Version2, Version3} {
+		o := Options{Version: v, ABI: ABIAMD64LE, Order: binary.LittleEndian, CFAFixedRA: -8, PCRel: true, Sort: true, Addr: 0x9000}
+		want, err := Encode(funcs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name        string
+			funcs, part int  // room for functions in front, bytes a part
+			swap        bool // the last two parts carved in the other order
+			inPlace     bool
+		}{
+			{"fits", len(funcs), 40000, false, true},
+			{"part outgrown", len(funcs), 2000, false, false},
+			{"first part outgrown", len(funcs), -2000, false, false},
+			{"carved out of order", len(funcs), 40000, true, false},
+			{"index outgrown", len(funcs) - 1, 40000, false, false},
+		} {
+			e, _ := NewEncoder(o)
+			e.Reserve(tc.funcs, 20*max(tc.part, 40000), 4096)
+			const parts = 6
+			encs := make([]*Encoder, parts)
+			for p := range encs {
+				encs[p], _ = NewEncoder(o)
+			}
+			for p := range encs {
+				q := p
+				if tc.swap && p >= parts-2 {
+					q = 2*parts - 3 - p
+				}
+				n := tc.part
+				if n < 0 { // the first part gets -n bytes, the others 40000
+					n = 40000
+					if p == 0 {
+						n = -tc.part
+					}
+				}
+				encs[q].Use(e.Carve(n))
+			}
+			e.Add(&funcs[0])
+			for i := 1; i < len(funcs); i++ {
+				if err := encs[i*parts/len(funcs)].Add(&funcs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, p := range encs {
+				if err := e.Append(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			buf, pre := e.arena.buf, e.arena.prefix
+			front := HeaderSize + len(funcs)*map[uint8]int{Version2: fdeSizeV2, Version3: fdeSizeV3}[v]
+			if got := e.inPlace(front); got != tc.inPlace {
+				t.Errorf("v%d %s: in place %v, want %v", v, tc.name, got, tc.inPlace)
+			}
+			got, err := e.Section(o.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("v%d %s: section differs from Encode's", v, tc.name)
+			}
+			if inArena := pre >= front && &got[0] == &buf[pre-front]; inArena != tc.inPlace {
+				t.Errorf("v%d %s: section in the arena %v, want %v", v, tc.name, inArena, tc.inPlace)
+			}
+			if again, err := e.Section(o.Addr + 0x40); err != nil || len(again) != len(want) {
+				t.Errorf("v%d %s: Section at another address: %d bytes, %v", v, tc.name, len(again), err)
+			}
+		}
+	}
+}
