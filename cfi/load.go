@@ -1,8 +1,11 @@
 package cfi
 
 import (
+	"unsafe"
+
 	"cmp"
 	"fmt"
+	"github.com/cfi2sframe/cfi2sframe/internal/hugepage"
 	"io"
 	"maps"
 	"slices"
@@ -96,6 +99,7 @@ func Index(f *elfread.File) (*Stream, error) {
 		n += len(sec.Data) / 32
 	}
 	s.Entries = make([]Entry, 0, n+1)
+	hugepage.Advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s.Entries))), cap(s.Entries)*int(unsafe.Sizeof(Entry{}))))
 	var fde FDE
 	var execErrs []error
 	for i, sec := range secs {

@@ -1,9 +1,12 @@
 package sframe
 
 import (
+	"unsafe"
+
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"github.com/cfi2sframe/cfi2sframe/internal/hugepage"
 	"math"
 	"math/bits"
 	"runtime"
@@ -415,7 +418,10 @@ func NewEncoder(o Options) (*Encoder, error) {
 // no FRE was added yet, a first FRE chunk sized for about that many (an
 // encoder given a few functions does not take a whole chunk).
 func (e *Encoder) Grow(n int) {
-	e.ents = slices.Grow(e.ents, n)
+	if len(e.ents)+n > cap(e.ents) {
+		e.ents = slices.Grow(e.ents, n)
+		hugepage.Advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(e.ents))), cap(e.ents)*int(unsafe.Sizeof(encEntry{}))))
+	}
 	if e.freLen == 0 && cap(e.fre) == 0 {
 		e.fre = make([]byte, 0, min(freChunk, max(n, 64)*freGuess))
 	}
@@ -440,6 +446,7 @@ func (e *Encoder) Reserve(funcs, freBytes, ownBytes int) {
 	}
 	prefix := HeaderSize + len(e.o.AuxHdr) + funcs*fdeSize
 	e.arena = &arena{owner: e, buf: make([]byte, prefix+freBytes), prefix: prefix, next: prefix}
+	hugepage.Advise(e.arena.buf)
 	e.Use(e.Carve(ownBytes))
 }
 

@@ -5,12 +5,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/cfi2sframe/cfi2sframe/internal/hugepage"
 	"os"
 	"runtime/debug"
 )
 
 func main() {
 	tuneGC()
+	hugepage.Enable() // a batch program: see the package's doc
 	os.Exit(run())
 }
 
