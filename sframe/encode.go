@@ -572,7 +572,11 @@ func (e *Encoder) Add(fn *Function) error {
 	var sizes [3]int // FREs by data-word size
 	asz := 1 << (freType - FREAddr1)
 	ok := false
-	if !fn.Flex && e.plain {
+	switch {
+	case fn.Flex || !e.plain:
+	case !e.raSlot && e.fpSlot && !e.be:
+		fre, ok = e.amd64FREs(fn.Rows, fre, asz, &sizes)
+	default:
 		fre, ok = e.plainFREs(fn.Rows, fre, asz, &sizes)
 	}
 	if !ok {
@@ -720,6 +724,60 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 			}
 		}
 		fre = fre[:p+q+n*size]
+	}
+	return fre, true
+}
+
+// amd64FREs is plainFREs for AMD64's options (the RA at its fixed slot,
+// the FP tracked, little-endian), with their tests taken out of the loop:
+// each row has one or two words, the CFA offset and the FP's.
+func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ []byte, ok bool) {
+	start := fre
+	for ri := range rows {
+		r := &rows[ri]
+		if r.RAUndefined || r.CFA.Kind != LocReg || r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
+			return start, false
+		}
+		fi := uint8(BaseRegSP)
+		switch r.CFA.Reg {
+		case e.sp:
+		case e.fp:
+			fi = BaseRegFP
+		default:
+			return start, false
+		}
+		w0, w1, n := int64(r.CFA.Offset), int64(0), 1
+		switch r.FP.Kind {
+		case LocCFA:
+			w1, n = int64(r.FP.Offset), 2
+		case LocUnsaved, LocFixed, LocDefault:
+		default:
+			return start, false
+		}
+		mag := (w0 ^ w0>>63) | (w1 ^ w1>>63)
+		size, code := 4, uint8(2)
+		switch {
+		case mag < 1<<7:
+			size, code = 1, 0
+		case mag < 1<<15:
+			size, code = 2, 1
+		}
+		sizes[code]++
+		fi |= uint8(n)<<1 | code<<5
+		if r.MangledRA {
+			fi |= freInfoMangledRABit
+		}
+		// As in plainFREs: four bytes a field, each overwriting the
+		// rest of the one before.
+		p := len(fre)
+		b := fre[p : p+4+1+4*2]
+		binary.LittleEndian.PutUint32(b, r.Start)
+		b[asz] = fi
+		binary.LittleEndian.PutUint32(b[asz+1:], uint32(w0))
+		if n > 1 {
+			binary.LittleEndian.PutUint32(b[asz+1+size:], uint32(w1))
+		}
+		fre = fre[:p+asz+1+n*size]
 	}
 	return fre, true
 }

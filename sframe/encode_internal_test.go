@@ -128,9 +128,15 @@ func TestPlainFREs(t *testing.T) {
 				}
 			}
 			for _, asz := range []int{1, 2, 4} {
-				var gotSizes, wantSizes [3]int
+				var gotSizes, wantSizes, amdSizes [3]int
 				buf := make([]byte, 3, 3+len(rows)*(4+1+4*maxDataWords)) // as Add makes room
 				got, ok := e.plainFREs(rows, buf, asz, &gotSizes)
+				if !e.raSlot && e.fpSlot && !e.be { // AMD64's options: amd64FREs too
+					amd, amdOK := e.amd64FREs(rows, append(make([]byte, 0, cap(buf)), buf...), asz, &amdSizes)
+					if amdOK != ok || !bytes.Equal(amd, got) || amdSizes != gotSizes {
+						t.Fatalf("%v: rows %+v: amd64FREs % x %v (%v), plainFREs % x %v (%v)", o.ABI, rows, amd, amdSizes, amdOK, got, gotSizes, ok)
+					}
+				}
 				want, err := e.rowFREs(&Function{Start: 0x1000, Rows: rows}, buf, asz, &wantSizes)
 				if !ok {
 					if len(got) != len(buf) {
