@@ -254,7 +254,19 @@ func (d *directRun) program(p []byte) bool {
 			d.depth--
 			d.s = d.stack[d.depth]
 			d.row = true
-		case 0x0c, 0x0d, 0x0e: // DW_CFA_def_cfa, def_cfa_register, def_cfa_offset
+		case 0x0e: // DW_CFA_def_cfa_offset: most often a one-byte operand
+			if i < len(p) && p[i] < 0x80 {
+				d.s.cfaOff = int64(p[i])
+				i++
+				d.row = true
+				continue
+			}
+			if n = directCFA(&d.s, op, p[i:]); n == 0 {
+				return false
+			}
+			i += n
+			d.row = true
+		case 0x0c, 0x0d: // DW_CFA_def_cfa, def_cfa_register
 			if n = directCFA(&d.s, op, p[i:]); n == 0 {
 				return false
 			}
