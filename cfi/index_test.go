@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,4 +91,50 @@ func errStrings(errs []error) []string {
 		out = append(out, e.Error())
 	}
 	return out
+}
+
+// TestSortEntries: SortEntries gives what a stable sort by start gives,
+// for entries in 1 to 20 interleaved ascending sequences (merged, or
+// sorted past maxSequences), with equal starts within and across them,
+// and for shuffled ones.
+func TestSortEntries(t *testing.T) {
+	rng := uint64(7)
+	next := func(n int) int {
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return int(rng % uint64(n))
+	}
+	merged := 0
+	for round := range 400 {
+		k := 1 + round%20
+		n := next(3000)
+		var e []Entry
+		tails := make([]uint64, k)
+		for i := range n {
+			j := next(k)
+			if round%7 == 0 {
+				tails[j] = uint64(next(50)) // shuffled, many equal
+			} else {
+				tails[j] += uint64(next(3)) // ascending, some equal
+			}
+			e = append(e, Entry{Start: tails[j], Size: uint64(i), ref: uint64(i)})
+		}
+		want := slices.Clone(e)
+		slices.SortStableFunc(want, byStart)
+		if round%7 != 0 && k <= maxSequences {
+			c := slices.Clone(e)
+			if !mergeSequences(c) {
+				t.Fatalf("round %d: %d sequences not merged", round, k)
+			}
+			merged++
+		}
+		SortEntries(e)
+		if !slices.Equal(e, want) {
+			t.Fatalf("round %d (%d sequences, %d entries): not a stable sort", round, k, n)
+		}
+	}
+	if merged == 0 {
+		t.Fatal("nothing merged")
+	}
 }
