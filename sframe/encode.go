@@ -655,15 +655,8 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 	start := fre
 	for ri := range rows {
 		r := &rows[ri]
-		if r.RAUndefined || r.CFA.Kind != LocReg {
-			return start, false
-		}
-		fi := uint8(BaseRegSP)
-		switch r.CFA.Reg {
-		case e.sp:
-		case e.fp:
-			fi = BaseRegFP
-		default:
+		fi, ok := e.plainBase(r)
+		if !ok {
 			return start, false
 		}
 		// The words: CFA offset, then the RA slot (unless the ABI fixes
@@ -695,20 +688,8 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 				return start, false
 			}
 		}
-		// The words are int32s: 1, 2 or 4 bytes each.
-		mag := (w0 ^ w0>>63) | (w1 ^ w1>>63) | (w2 ^ w2>>63)
-		size, code := 4, uint8(2)
-		switch {
-		case mag < 1<<7:
-			size, code = 1, 0
-		case mag < 1<<15:
-			size, code = 2, 1
-		}
+		fi, size, code := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63)|(w2^w2>>63), r.MangledRA)
 		sizes[code]++
-		fi |= uint8(n)<<1 | code<<5
-		if r.MangledRA {
-			fi |= freInfoMangledRABit
-		}
 		// Every field is stored as four bytes, the next one overwriting
 		// what lies past its size: Add made room for the widest row.
 		p := len(fre)
@@ -735,15 +716,8 @@ func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 	start := fre
 	for ri := range rows {
 		r := &rows[ri]
-		if r.RAUndefined || r.CFA.Kind != LocReg || r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
-			return start, false
-		}
-		fi := uint8(BaseRegSP)
-		switch r.CFA.Reg {
-		case e.sp:
-		case e.fp:
-			fi = BaseRegFP
-		default:
+		fi, ok := e.plainBase(r)
+		if !ok || r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
 			return start, false
 		}
 		w0, w1, n := int64(r.CFA.Offset), int64(0), 1
@@ -754,19 +728,8 @@ func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 		default:
 			return start, false
 		}
-		mag := (w0 ^ w0>>63) | (w1 ^ w1>>63)
-		size, code := 4, uint8(2)
-		switch {
-		case mag < 1<<7:
-			size, code = 1, 0
-		case mag < 1<<15:
-			size, code = 2, 1
-		}
+		fi, size, code := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63), r.MangledRA)
 		sizes[code]++
-		fi |= uint8(n)<<1 | code<<5
-		if r.MangledRA {
-			fi |= freInfoMangledRABit
-		}
 		// As in plainFREs: four bytes a field, each overwriting the
 		// rest of the one before.
 		p := len(fre)
@@ -780,6 +743,38 @@ func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 		fre = fre[:p+asz+1+n*size]
 	}
 	return fre, true
+}
+
+// plainBase returns the base-register bit of a row's FRE info byte when
+// the row has data words and its CFA is SP or FP plus an offset.
+func (e *Encoder) plainBase(r *Row) (fi uint8, ok bool) {
+	switch {
+	case r.RAUndefined || r.CFA.Kind != LocReg:
+		return 0, false
+	case r.CFA.Reg == e.sp:
+		return BaseRegSP, true
+	case r.CFA.Reg == e.fp:
+		return BaseRegFP, true
+	}
+	return 0, false
+}
+
+// plainInfo completes a row's FRE info byte fi (the base register) for n
+// data words of the int32s whose magnitude bits are mag, and returns it
+// with their size (1, 2 or 4 bytes) and its code.
+func plainInfo(fi uint8, n int, mag int64, mangledRA bool) (info uint8, size int, code uint8) {
+	size, code = 4, 2
+	switch {
+	case mag < 1<<7:
+		size, code = 1, 0
+	case mag < 1<<15:
+		size, code = 2, 1
+	}
+	fi |= uint8(n)<<1 | code<<5
+	if mangledRA {
+		fi |= freInfoMangledRABit
+	}
+	return fi, size, code
 }
 
 // put4 writes the low size bytes (1, 2 or 4) of v at the start of b in
