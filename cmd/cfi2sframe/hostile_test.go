@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/race"
 )
 
 // The hostile tests run the command (this test binary, re-executed with
@@ -73,7 +74,7 @@ func runChild(t *testing.T, dir string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var cmd *exec.Cmd
-	if p, err := exec.LookPath("prlimit"); err == nil && !raceEnabled {
+	if p, err := exec.LookPath("prlimit"); err == nil && !race.Enabled {
 		cmd = exec.CommandContext(ctx, p, append([]string{fmt.Sprintf("--as=%d", asLimit), "--", self}, args...)...)
 	} else {
 		t.Log("prlimit not found or -race: running without an address-space limit")
@@ -313,7 +314,7 @@ func TestHostileInputs(t *testing.T) {
 			if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
 				t.Errorf("crashed:\n%s", r.stderr)
 			}
-			if r.maxRSS > rssLimit && !raceEnabled {
+			if r.maxRSS > rssLimit && !race.Enabled {
 				t.Errorf("peak RSS %d MB, ceiling %d MB", r.maxRSS>>20, rssLimit>>20)
 			}
 			if d := diff(before, snapshot(t, dir)); len(d) > 0 {
