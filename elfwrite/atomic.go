@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/cfi2sframe/cfi2sframe/elfread"
 )
@@ -49,77 +50,34 @@ func ResolveOutput(dst string) (string, error) {
 }
 
 // WriteFileAtomic replaces dst with what write writes to the file it is
-// given, atomically: write fills a temporary file in dst's directory,
-// which gets mode perm (permission bits plus setuid, setgid and sticky)
-// and is renamed over dst. It is the one writer of every command's
-// outputs. When dst exists, the new contents are synced before the
-// rename and the directory after it, so that a crash leaves either the
-// old file or the new one; a new dst is not synced, as cp, ld and
-// objcopy do not (a crash can then leave it empty, but nothing is lost).
-// If dst is a symbolic link, the file it points to is replaced (or
-// created, for a dangling link) and the link is kept. If dst exists and
-// is not a regular file (a device, FIFO, directory or socket) nothing is
-// written and an error says so. When ctx is done before write is called
-// or before the rename, nothing is renamed and the error wraps
-// ctx.Err(). On any error the temporary file is removed and dst is left
-// untouched; the error names dst once ("dst: what went wrong"). dst may
-// be the file the input was read from (in-place conversion). Callers
+// given, atomically, through WriteAtomic: the new file gets mode perm
+// (permission bits plus setuid, setgid and sticky). If dst is a symbolic
+// link, the file it points to is replaced (or created, for a dangling
+// link) and the link is kept. If dst exists and is not a regular file (a
+// device, FIFO, directory or socket) nothing is written and an error
+// says so. The error names dst once ("dst: what went wrong"). dst may be
+// the file the input was read from (in-place conversion). Callers
 // preserving the input's mode pass os.Stat(input).Mode().
 func WriteFileAtomic(ctx context.Context, dst string, perm fs.FileMode, write func(f *os.File) error) error {
-	if err := writeFileAtomic(ctx, dst, perm, write); err != nil {
-		return fmt.Errorf("%s: %w", dst, err)
-	}
-	return nil
-}
-
-func writeFileAtomic(ctx context.Context, dst string, perm fs.FileMode, write func(f *os.File) error) (err error) {
-	if dst, err = ResolveOutput(dst); err != nil {
-		return err
-	}
-	_, statErr := os.Lstat(dst)
-	replacing := statErr == nil
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")
+	d, err := OpenDest(dst, perm)
 	if err != nil {
 		return err
 	}
-	name := tmp.Name()
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(name)
-		}
-	}()
-	if err = ctx.Err(); err != nil {
-		return err
+	defer d.Dir.Close()
+	return WriteAtomic(ctx, d, write)
+}
+
+// OpenDest resolves dst (ResolveOutput) and opens its directory: the
+// destination of a new file of mode perm at path dst. The caller closes
+// its Dir. An error names dst.
+func OpenDest(dst string, perm fs.FileMode) (Dest, error) {
+	res, err := ResolveOutput(dst)
+	if err != nil {
+		return Dest{}, fmt.Errorf("%s: %w", dst, err)
 	}
-	if err = write(tmp); err != nil {
-		return err
+	dir, err := os.OpenFile(filepath.Dir(res), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return Dest{}, fmt.Errorf("%s: %w", dst, err)
 	}
-	if err = ctx.Err(); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(perm & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
-		return err
-	}
-	if replacing {
-		if err = tmp.Sync(); err != nil {
-			return err
-		}
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(name, dst); err != nil {
-		return err
-	}
-	// Make the rename durable; failure to sync the directory is not an
-	// error for the file's contents, which are already in place.
-	if !replacing {
-		return nil
-	}
-	if d, derr := os.Open(filepath.Dir(dst)); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return Dest{Dir: dir, Name: filepath.Base(res), Path: dst, Perm: perm}, nil
 }
