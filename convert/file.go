@@ -47,6 +47,14 @@ func OpenInput(name string) (*Input, error) {
 	if err != nil {
 		return nil, err // *PathError: "open NAME: reason"
 	}
+	return OpenInputFile(fh, name)
+}
+
+// OpenInputFile is OpenInput for a file already open (opened without
+// blocking, and, in a tree others can write to, without following a
+// symbolic link: see convert/tree), named name in errors. It takes f
+// over: Close closes it, and so does an error.
+func OpenInputFile(fh *os.File, name string) (*Input, error) {
 	keep := false
 	defer func() {
 		if !keep {
@@ -61,13 +69,13 @@ func OpenInput(name string) (*Input, error) {
 		return nil, &Error{File: name, Err: fmt.Errorf("%s, not a regular file", elfread.KindOf(st.Mode()))}
 	}
 	in := &Input{Name: name, Mode: st.Mode(), Size: st.Size(), Info: st}
-	keep = true
-	in.file = fh
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		in.Dev, in.Ino = uint64(sys.Dev), sys.Ino
 	}
 	switch {
 	case st.Size() == 0:
+		keep = true
+		in.file = fh
 		return in, nil
 	case st.Size() > maxInput:
 		return nil, &Error{File: name, Err: fmt.Errorf("%d bytes: larger than the %d bytes accepted", st.Size(), int64(maxInput))}
@@ -75,8 +83,13 @@ func OpenInput(name string) (*Input, error) {
 	if in.Data, in.mapped, err = mapFile(fh, st.Size()); err != nil {
 		return nil, &Error{File: name, Err: err}
 	}
+	keep = true
+	in.file = fh
 	return in, nil
 }
+
+// File is the open input file (nil once closed).
+func (in *Input) File() *os.File { return in.file }
 
 // mapFile maps size bytes of fh read-only, or, on a file system that
 // cannot map, reads them; mapped says which (a mapping is released with
@@ -144,7 +157,34 @@ func convertInput(in *Input, o Options, early *earlyWrite) (res *Result, err err
 // cancelled before the rename, the temporary file is removed and dst is
 // untouched.
 func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, res *Result) error {
-	return elfwrite.WriteFileAtomic(ctx, dst, perm, func(f *os.File) error {
+	return writeResult(ctx, pathDest(dst, perm), in, res)
+}
+
+// WriteResultTo is WriteResult to a destination in an open directory,
+// which also says the new file's metadata (elfwrite.Dest).
+func WriteResultTo(ctx context.Context, d elfwrite.Dest, in *Input, res *Result) error {
+	return writeResult(ctx, openDest(d), in, res)
+}
+
+// dest is where an output goes: a path, or an elfwrite.Dest.
+type dest struct {
+	path string
+	perm fs.FileMode
+	d    *elfwrite.Dest
+}
+
+func pathDest(path string, perm fs.FileMode) dest { return dest{path: path, perm: perm} }
+func openDest(d elfwrite.Dest) dest               { return dest{d: &d} }
+
+func (t dest) write(ctx context.Context, fill func(f *os.File) error) error {
+	if t.d != nil {
+		return elfwrite.WriteAtomic(ctx, *t.d, fill)
+	}
+	return elfwrite.WriteFileAtomic(ctx, t.path, t.perm, fill)
+}
+
+func writeResult(ctx context.Context, t dest, in *Input, res *Result) error {
+	return t.write(ctx, func(f *os.File) error {
 		switch {
 		case res.plan == nil:
 			_, err := f.Write(res.Output)
@@ -167,12 +207,22 @@ func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, r
 // ConvertInput returns it; a conversion error leaves no file behind and
 // is returned as ConvertInput returns it, before any write error.
 func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
+	return convertWrite(ctx, in, o, pathDest(dst, perm))
+}
+
+// ConvertWriteTo is ConvertWrite to a destination in an open directory,
+// which also says the new file's metadata (elfwrite.Dest).
+func ConvertWriteTo(ctx context.Context, in *Input, o Options, d elfwrite.Dest) (*Result, error) {
+	return convertWrite(ctx, in, o, openDest(d))
+}
+
+func convertWrite(ctx context.Context, in *Input, o Options, dst dest) (*Result, error) {
 	o, err := o.normalize()
 	if err != nil {
 		return nil, err
 	}
 	if !in.mapped || in.file == nil || !bytes.HasPrefix(in.Data, []byte(elf.ELFMAG)) {
-		return convertThenWrite(ctx, in, o, dst, perm)
+		return convertThenWrite(ctx, in, o, dst)
 	}
 	// The writer plans the output for an empty section (as Place does
 	// first), hands the plan over for the conversion to start from, copies
@@ -181,7 +231,7 @@ func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs
 	copying := make(chan struct{})          // closed when the early copy is over
 	final := make(chan *Result, 1)          // nil: the conversion failed
 	written := make(chan error, 1)          // errNoEarly: nothing was written
-	go func() { written <- writeEarly(ctx, in, o, dst, perm, planned, copying, final) }()
+	go func() { written <- writeEarly(ctx, in, o, dst, planned, copying, final) }()
 	res, err := convertInput(in, o, &earlyWrite{plan: sync.OnceValue(func() *elfwrite.Plan { return <-planned }), copying: copying})
 	if err != nil || res.Unchanged {
 		final <- nil
@@ -192,7 +242,7 @@ func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs
 	if werr := <-written; werr != errNoEarly {
 		return res, werr
 	}
-	return res, WriteResult(ctx, dst, perm, in, res)
+	return res, writeResult(ctx, dst, in, res)
 }
 
 // writeEarly is ConvertWrite's writer: it plans in's output for an empty
@@ -200,7 +250,7 @@ func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs
 // then returns errNoEarly), copies the runs in front of the section to a
 // temporary file, closes copying (whatever happens), waits for the
 // conversion's result on final (nil: it failed) and writes the rest.
-func writeEarly(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode, planned chan<- *elfwrite.Plan, copying chan<- struct{}, final <-chan *Result) error {
+func writeEarly(ctx context.Context, in *Input, o Options, dst dest, planned chan<- *elfwrite.Plan, copying chan<- struct{}, final <-chan *Result) error {
 	copied := sync.OnceFunc(func() { close(copying) })
 	defer copied()
 	var p *elfwrite.Plan
@@ -210,7 +260,7 @@ func writeEarly(ctx context.Context, in *Input, o Options, dst string, perm fs.F
 		return errNoEarly
 	}
 	planned <- p
-	return elfwrite.WriteFileAtomic(ctx, dst, perm, func(f *os.File) error {
+	return dst.write(ctx, func(f *os.File) error {
 		err := elfwrite.CopyRuns(f, in.file, runs)
 		copied()
 		if err != nil {
@@ -237,12 +287,12 @@ var errNoEarly = errors.New("nothing to copy early")
 
 // convertThenWrite is ConvertInput, then WriteResult unless there is
 // nothing to write.
-func convertThenWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
+func convertThenWrite(ctx context.Context, in *Input, o Options, dst dest) (*Result, error) {
 	res, err := convertInput(in, o, nil)
 	if err != nil || res.Unchanged {
 		return res, err
 	}
-	return res, WriteResult(ctx, dst, perm, in, res)
+	return res, writeResult(ctx, dst, in, res)
 }
 
 // earlyPlan returns the plan of a linked file for an empty section (with
