@@ -1,19 +1,23 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/cfi2sframe/cfi2sframe/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/convert/tree"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
 )
 
 type convertFlags struct {
@@ -29,6 +33,7 @@ type convertFlags struct {
 	jobs        int
 	json        bool
 	forReader   string
+	dates       bool
 }
 
 func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
@@ -45,6 +50,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
 	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` files at once (default: all CPUs)")
 	f.BoolVar(&fl.json, "json", false, "several inputs: print one JSON record per file on stdout")
+	f.BoolVarP(&fl.dates, "preserve-dates", "p", false, "give converted files their input's access and modification times (files copied unchanged with -o DIR keep them always)")
 }
 
 // runConvert is the root command: cfi2sframe IN -o OUT, or the tree form
@@ -133,7 +139,12 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	}
 	// Converted and written at once: the unchanged bytes are copied while
 	// the CFI is translated.
-	res, err := convert.ConvertWrite(ctx, in, opts, out, in.Mode)
+	var res *convert.Result
+	if fl.inPlace {
+		res, err = convertInPlace(ctx, in, opts, fl.dates)
+	} else {
+		res, err = convert.ConvertWrite(ctx, in, opts, out, in.Mode)
+	}
 	if err != nil {
 		return interrupted(withHint(err))
 	}
@@ -199,6 +210,45 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	return nil
 }
 
+// convertInPlace converts in and replaces its file with the result,
+// which keeps everything but its bytes (owner, group, mode bits,
+// extended attributes; with dates its times): a file whose metadata
+// cannot be kept, or that carries a signature over its content, is left
+// as it was, with an error saying why.
+func convertInPlace(ctx context.Context, in *convert.Input, opts convert.Options, dates bool) (*convert.Result, error) {
+	meta, err := fsmeta.Read(in.File())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", in.Name, err)
+	}
+	if why := fsmeta.Signature(meta, in.Data); why != "" {
+		return nil, fmt.Errorf("%s: %s; left alone", in.Name, why)
+	}
+	if meta.Sealed() {
+		return nil, fmt.Errorf("%s: immutable or append-only (chattr +i, +a); left as it was", in.Name)
+	}
+	d, err := elfwrite.OpenDest(in.Name, in.Mode)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Dir.Close()
+	d.Finish = func(f *os.File) error {
+		_, err := fsmeta.Apply(f, meta, fsmeta.Options{Times: dates})
+		return err
+	}
+	d.Same = func(st *unix.Stat_t) error {
+		if st == nil || st.Dev != in.Dev || st.Ino != in.Ino {
+			return errors.New("replaced by another file during the conversion; left as it is")
+		}
+		return nil
+	}
+	res, err := convert.ConvertWriteTo(ctx, in, opts, d)
+	var lost *fsmeta.LostError
+	if errors.As(err, &lost) {
+		err = fmt.Errorf("%w; left as it was", err)
+	}
+	return res, err
+}
+
 // exitError carries an exit status other than 1.
 type exitError struct {
 	code int
@@ -213,7 +263,7 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 	// that every output can be written (no two inputs to one path, no
 	// output that is an input, ...), and removes it again if nothing
 	// succeeds: a refused run creates nothing.
-	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output}
+	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output, PreserveDates: fl.dates}
 	enc := json.NewEncoder(stdout)
 	tty := false
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
@@ -228,8 +278,12 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 			_ = enc.Encode(r)
 		}
 		switch {
-		case r.Outcome == tree.Failed:
+		case r.Outcome == tree.Failed || r.Outcome == tree.Refused:
 			fmt.Fprintf(stderr, "cfi2sframe: %s\n", r.Error)
+		case r.Outcome == tree.Signed && !fl.quiet:
+			fmt.Fprintf(stderr, "cfi2sframe: left alone: %s\n", r.Error)
+		case len(r.NotKept) > 0 && !fl.quiet:
+			fmt.Fprintf(stderr, "cfi2sframe: %s: its copy %s could not keep its %s (not permitted)\n", r.File, r.Output, strings.Join(r.NotKept, ", "))
 		case r.Outcome == tree.NoLayout && !fl.quiet:
 			fmt.Fprintf(stderr, "cfi2sframe: left alone: %s\n", r.Error)
 		case r.Warning != "":
@@ -268,14 +322,52 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 			fmt.Fprintf(stderr, "; %d symbolic links or special files left alone", sum.Special)
 		}
 		fmt.Fprintln(stderr)
+		if k := keptText(sum.Kept); k != "" {
+			fmt.Fprintln(stderr, k)
+		}
 	}
 	switch {
 	case ctx.Err() != nil:
 		return &exitError{130, fmt.Sprintf("interrupted: %d files not started", sum.Interrupted)}
 	case !sum.OK():
+		if n := sum.Counts[tree.Refused]; n > 0 {
+			return fmt.Errorf("%d of %d files failed, %d refused (their metadata could not be kept)", sum.Counts[tree.Failed], sum.Files, n)
+		}
 		return fmt.Errorf("%d of %d files failed", sum.Counts[tree.Failed], sum.Files)
 	}
 	return nil
+}
+
+// keptText says what the files written kept besides their bytes, and
+// what a copy made again ("" if nothing).
+func keptText(k tree.Kept) string {
+	var kept, made []string
+	add := func(list *[]string, n int, what string) {
+		if n > 0 {
+			*list = append(*list, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(&kept, k.Owners, "files owned by another user or group")
+	add(&kept, k.SpecialBits, "with setuid, setgid or sticky bits")
+	add(&kept, k.Xattrs, "with capabilities, ACLs or other extended attributes")
+	add(&made, k.Dirs, "directories")
+	add(&made, k.Symlinks, "symbolic links")
+	add(&made, k.Devices, "devices, FIFOs or sockets")
+	add(&made, k.HardLinks, "hard links")
+	var parts []string
+	if len(kept) > 0 {
+		parts = append(parts, "kept: "+strings.Join(kept, ", "))
+	}
+	if len(made) > 0 {
+		parts = append(parts, "copied: "+strings.Join(made, ", "))
+	}
+	if k.NotKept > 0 {
+		parts = append(parts, fmt.Sprintf("%d copies could not keep all metadata (not root)", k.NotKept))
+	}
+	if k.Stale > 0 {
+		parts = append(parts, fmt.Sprintf("%d temporary files of killed runs removed", k.Stale))
+	}
+	return strings.Join(parts, "; ")
 }
 
 var outcomeText = map[tree.Outcome]string{
@@ -285,5 +377,7 @@ var outcomeText = map[tree.Outcome]string{
 	tree.NotELF:      "not ELF",
 	tree.Unsupported: "unsupported machine or type",
 	tree.NoLayout:    "without a safe layout",
+	tree.Signed:      "signed (left alone)",
+	tree.Refused:     "refused (metadata not kept)",
 	tree.Failed:      "failed",
 }

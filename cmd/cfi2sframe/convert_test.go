@@ -40,7 +40,7 @@ func TestTreeCommand(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "hello"), hello, 0o755)
 	os.WriteFile(filepath.Join(dir, "notes"), []byte("text\n"), 0o644)
 	_, stderr, err := runCmd("--in-place", "-j", "1", dir)
-	if err != nil || !strings.Contains(stderr, "2 files: 1 converted, 0 already have SFrame, 0 without CFI, 1 not ELF, 0 unsupported machine or type, 0 without a safe layout, 0 failed") {
+	if err != nil || !strings.Contains(stderr, "2 files: 1 converted, 0 already have SFrame, 0 without CFI, 1 not ELF, 0 unsupported machine or type, 0 without a safe layout, 0 signed (left alone), 0 refused (metadata not kept), 0 failed") {
 		t.Errorf("tree run: %v\n%s", err, stderr)
 	}
 	os.WriteFile(filepath.Join(dir, "broken"), hello[:300], 0o755)

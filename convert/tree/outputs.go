@@ -24,6 +24,17 @@ import (
 // an output that exists and is not a regular file. Each refusal is one
 // line naming the inputs and the output path.
 func checkOutputs(paths []string, jobs []job, outDir string) error {
+	type name struct {
+		in, out string
+		id      fileID
+	}
+	var all []name // every name written: first names and hard links
+	for _, j := range jobs {
+		all = append(all, name{j.in, j.out, j.id})
+		for _, l := range j.links {
+			all = append(all, name{l.in, l.out, j.id})
+		}
+	}
 	c := &outChecker{dirs: map[string]dirPlace{}}
 	if st, err := os.Stat(outDir); err == nil && !st.IsDir() {
 		return fmt.Errorf("-o %s: is %s, not a directory (several inputs or a directory are written into directory %s)", outDir, elfread.KindOf(st.Mode()), outDir)
@@ -51,16 +62,16 @@ func checkOutputs(paths []string, jobs []job, outDir string) error {
 			return fmt.Errorf("%s would be written into itself (%s)", p, dst)
 		}
 	}
-	inputs := make(map[fileID]string, len(jobs))
-	for _, j := range jobs {
+	inputs := make(map[fileID]string, len(all))
+	for _, j := range all {
 		if _, ok := inputs[j.id]; !ok && j.id != (fileID{}) {
 			inputs[j.id] = j.in
 		}
 	}
 	type use struct{ in, out string }
-	files := make(map[string]use, len(jobs)) // output file -> its input
-	dirs := map[string]use{}                 // directory an output goes into -> the first such output
-	for _, j := range jobs {
+	files := make(map[string]use, len(all)) // output file -> its input
+	dirs := map[string]use{}                // directory an output goes into -> the first such output
+	for _, j := range all {
 		dst, err := elfwrite.ResolveOutput(j.out)
 		if err != nil {
 			// A component on the way is not a directory (Lstat's ENOTDIR):

@@ -1,14 +1,21 @@
 // Package tree converts many files and whole directory trees at once, in
 // parallel, and says what happened to each file.
 //
-// Directories are walked recursively without following symbolic links;
-// only regular files are looked at. Each file is converted on its own: a
-// file that fails does not stop the others. Files with nothing to do (not
-// ELF, no CFI, already SFrame, a machine SFrame does not cover) are never
-// rewritten in place, so they stay byte-identical. Output goes through a
-// temporary file renamed over the destination; when the context is
-// cancelled no new file is started and a conversion in flight removes its
-// temporary file instead of renaming it.
+// Directories are walked recursively relative to open directory
+// descriptors, never following a symbolic link (see walk.go); only
+// regular files are converted. Each file is converted on its own: a file
+// that fails does not stop the others. Files with nothing to do (not ELF,
+// no CFI, already SFrame, a machine SFrame does not cover, a signature
+// over the content) are never rewritten in place, so they stay
+// byte-identical. A converted file keeps everything but its bytes: owner,
+// group, every mode bit, extended attributes (capabilities, ACLs, SELinux
+// labels), given to the new file before it takes the old one's name; a
+// file whose metadata cannot be kept is left as it was. With OutDir the
+// result is a copy of the whole tree, as cp -a makes it. Output goes
+// through elfwrite.WriteAtomic: a file without a name until it takes its
+// place, so that a killed run leaves nothing; when the context is
+// cancelled no new file is started and a conversion in flight drops its
+// output.
 package tree
 
 import (
@@ -17,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,8 +31,11 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
 	"github.com/cfi2sframe/cfi2sframe/relobj"
 )
 
@@ -41,11 +50,13 @@ const (
 	NotELF      Outcome = "not-elf"     // neither an ELF file nor an ar archive
 	Unsupported Outcome = "unsupported" // an ELF machine, class or type SFrame or we do not cover
 	NoLayout    Outcome = "no-layout"   // no layout the standard tools keep (*convert.LayoutError); left alone
+	Signed      Outcome = "signed"      // a signature over the content (IMA/EVM attribute, appended module signature) would no longer match; left alone
+	Refused     Outcome = "refused"     // its metadata could not be kept (not permitted; immutable or append-only); left as it was
 	Failed      Outcome = "failed"      // malformed input, write error, interrupted
 )
 
 // Outcomes lists every outcome in the order summaries print them.
-var Outcomes = []Outcome{Converted, HasSFrame, NoCFI, NotELF, Unsupported, NoLayout, Failed}
+var Outcomes = []Outcome{Converted, HasSFrame, NoCFI, NotELF, Unsupported, NoLayout, Signed, Refused, Failed}
 
 // Record is the account of one file.
 type Record struct {
@@ -59,6 +70,11 @@ type Record struct {
 	SFrameBytes int     `json:"sframe_bytes,omitempty"`
 	CFIErrors   int     `json:"cfi_errors,omitempty"` // malformed CFI records skipped
 	Warning     string  `json:"warning,omitempty"`    // converted, but see this (convert.Result.Warning)
+	// NotKept is what of the file's metadata its copy in OutDir could not
+	// keep, for a user who is not root (as cp -a leaves it out).
+	NotKept []string `json:"not_kept,omitempty"`
+
+	meta *fsmeta.Meta // what the file written was given (nil: none written)
 }
 
 // Options configures Run.
@@ -83,122 +99,204 @@ type Options struct {
 	// Record, if set, receives each file's record as it completes (from
 	// one goroutine at a time).
 	Record func(Record)
+	// PreserveDates gives converted files their input's access and
+	// modification times (strip's -p); files copied unchanged to OutDir
+	// keep them always.
+	PreserveDates bool
 }
 
 // Summary counts the files by outcome.
 type Summary struct {
 	Counts      map[Outcome]int
 	Files       int // regular files looked at
-	Special     int // symbolic links and other non-regular entries left alone
+	Special     int // in place: symbolic links and other entries but directories, left alone
 	Interrupted int // files not started because the context was cancelled
+	Kept        Kept
+}
+
+// Kept counts what the files written kept besides their bytes, and, with
+// OutDir, what the copy made again.
+type Kept struct {
+	Owners      int // files owned by another user or group than the one running
+	SpecialBits int // files with setuid, setgid or sticky bits
+	Xattrs      int // files with capabilities, ACLs or other extended attributes
+	Dirs        int // OutDir: directories
+	Symlinks    int // OutDir: symbolic links
+	Devices     int // OutDir: devices, FIFOs and sockets
+	HardLinks   int // names made as hard links to a file written under another name
+	NotKept     int // OutDir, not as root: files some of whose metadata could not be kept
+	Stale       int // temporary files of killed runs removed
 }
 
 // OK says every file that could be converted was: no file failed and none
 // was left undone.
 func (s *Summary) OK() bool { return s.Counts[Failed] == 0 && s.Interrupted == 0 }
 
+// root is one argument's place: a directory argument, or a file
+// argument's directory, held open for the run.
+type root struct {
+	top     *os.File // the directory the files' paths are relative to
+	display string   // top's path, as given
+	isDir   bool     // a directory argument (else a file argument's directory)
+	out     string   // OutDir: where top's copy goes (OutDir itself for a file argument)
+	outTop  *os.File // OutDir: out, open
+	// entries are the directories (top first), symbolic links, devices,
+	// FIFOs and sockets below a directory argument, in walk order
+	// (parents first): what a copy to OutDir makes again.
+	entries []dirEntry
+}
+
+// place is one name of a file: below its root, and the path shown.
+type place struct {
+	r       *root
+	rel     string // below r.top
+	in, out string // paths shown; out == in in place
+}
+
 // job is one file to convert and where its result goes.
 type job struct {
-	in, out string
-	// links are other names of the same file (hard links, or the same
-	// path given twice) in place: they get the converted file too, as
-	// links again, instead of a copy each.
-	links []string
+	place
+	// links are other names of the same file (hard links, or in place
+	// the same path given twice): they get the file written for the
+	// first name too, as links again, instead of a copy each.
+	links []place
 	id    fileID // the input's device and inode
 	size  int64  // the input's size when listed: Run starts the largest first
 }
 
 // collect lists the regular files under paths (files and directories)
 // with their destinations; see Options.OutDir. Symbolic links and special
-// files are counted, not followed. It creates nothing: checkOutputs then
-// looks for outputs that collide.
-func collect(paths []string, outDir string) (jobs []job, special int, err error) {
+// files are counted in place, listed for the copy with OutDir, and never
+// followed. It creates nothing: checkOutputs then looks for outputs that
+// collide. In place, temporary files whose writer is gone are removed
+// (stale counts them). The caller closes the roots' tops.
+func collect(paths []string, outDir string) (jobs []job, roots []*root, special, stale int, err error) {
 	first := map[fileID]int{}
-	add := func(in, out string, st fs.FileInfo) {
-		id := idOf(st)
-		if outDir == "" && id != (fileID{}) {
-			if i, ok := first[id]; ok {
-				if jobs[i].in != in && !contains(jobs[i].links, in) {
-					jobs[i].links = append(jobs[i].links, in)
-				}
-				return
+	add := func(pl place, st *unix.Stat_t) {
+		id := idOfStat(st)
+		if i, ok := first[id]; ok {
+			j := &jobs[i]
+			if outDir == "" && (j.in == pl.in || slices.ContainsFunc(j.links, func(l place) bool { return l.in == pl.in })) {
+				return // the same path again: one file, one name
 			}
-			first[id] = len(jobs)
+			j.links = append(j.links, pl)
+			return
 		}
-		jobs = append(jobs, job{in: in, out: out, id: id, size: st.Size()})
+		first[id] = len(jobs)
+		jobs = append(jobs, job{place: pl, id: id, size: st.Size})
+	}
+	defer func() {
+		if err != nil {
+			closeRoots(roots)
+		}
+	}()
+	var clean *int
+	if outDir == "" {
+		clean = &stale
 	}
 	for _, p := range paths {
 		st, err := os.Lstat(p)
 		if err != nil {
-			return nil, 0, err
+			return nil, roots, 0, 0, err
 		}
-		base := filepath.Base(filepath.Clean(p))
 		switch {
 		case st.Mode().IsRegular():
-			out := p
-			if outDir != "" {
-				out = filepath.Join(outDir, base)
-			}
-			add(p, out, st)
-		case st.IsDir():
-			err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				if d.IsDir() {
-					return nil
-				}
-				if !d.Type().IsRegular() {
-					special++
-					return nil
-				}
-				out := path
-				if outDir != "" {
-					rel, err := filepath.Rel(p, path)
-					if err != nil {
-						return err
-					}
-					out = filepath.Join(outDir, base, rel)
-				}
-				st, err := d.Info()
-				if err != nil {
-					return err
-				}
-				add(path, out, st)
-				return nil
-			})
+			top, err := os.OpenFile(filepath.Dir(p), os.O_RDONLY|unix.O_DIRECTORY, 0)
 			if err != nil {
-				return nil, 0, err
+				return nil, roots, 0, 0, err
+			}
+			r := &root{top: top, display: filepath.Dir(p), out: outDir}
+			roots = append(roots, r)
+			var lst unix.Stat_t
+			if err := unix.Fstatat(int(top.Fd()), filepath.Base(p), &lst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return nil, roots, 0, 0, &os.PathError{Op: "lstat", Path: p, Err: err}
+			}
+			pl := place{r: r, rel: filepath.Base(p), in: p, out: p}
+			if outDir != "" {
+				pl.out = filepath.Join(outDir, filepath.Base(filepath.Clean(p)))
+			}
+			add(pl, &lst)
+		case st.IsDir():
+			top, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				return nil, roots, 0, 0, err
+			}
+			r := &root{top: top, display: p, isDir: true}
+			if outDir != "" {
+				r.out = filepath.Join(outDir, filepath.Base(filepath.Clean(p)))
+			}
+			roots = append(roots, r)
+			file := func(rel, display string, st *unix.Stat_t) error {
+				pl := place{r: r, rel: rel, in: display, out: display}
+				if outDir != "" {
+					pl.out = filepath.Join(r.out, rel)
+				}
+				add(pl, st)
+				return nil
+			}
+			other := func(e dirEntry) error {
+				switch {
+				case outDir != "":
+					r.entries = append(r.entries, e)
+				case e.meta.Mode&unix.S_IFMT != unix.S_IFDIR:
+					special++
+				}
+				return nil
+			}
+			if err := walkDir(top, ".", p, nil, file, other, clean); err != nil {
+				return nil, roots, 0, 0, err
 			}
 		default:
 			special++
 		}
 	}
-	return jobs, special, nil
+	return jobs, roots, special, stale, nil
+}
+
+func closeRoots(roots []*root) {
+	for _, r := range roots {
+		r.top.Close()
+		if r.outTop != nil {
+			r.outTop.Close()
+		}
+	}
+}
+
+// countNames counts the names of the jobs' files.
+func countNames(jobs []job) int {
+	n := 0
+	for _, j := range jobs {
+		n += 1 + len(j.links)
+	}
+	return n
 }
 
 // Run converts every regular file under paths. The error is for problems
 // found before anything is created or touched (a missing argument, an
 // unreadable directory, colliding outputs: see checkOutputs); per-file
 // problems are in the records and the summary; options that cannot be
-// used are an error (a *convert.OptionError) before anything. With OutDir, it creates
-// OutDir and the directories below it as outputs need them; a run that
-// does not succeed (a file failed, or ctx was cancelled) removes those it
-// created and left empty.
+// used are an error (a *convert.OptionError) before anything. With
+// OutDir, it creates OutDir and the directories below it as outputs need
+// them, and, once every file is done, the rest of the copy: empty
+// directories, symbolic links, devices, FIFOs and sockets, and the
+// directories' metadata (unless cancelled); a run that does not succeed
+// (a file failed, or ctx was cancelled) then removes the directories it
+// created and left empty, so that only files it wrote remain.
 func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	if err := o.Convert.Validate(); err != nil {
 		return nil, err
 	}
-	jobs, special, err := collect(paths, o.OutDir)
+	jobs, roots, special, stale, err := collect(paths, o.OutDir)
 	if err != nil {
 		return nil, err
 	}
+	defer closeRoots(roots)
 	mk := &dirMaker{}
 	if o.OutDir != "" {
 		if err := checkOutputs(paths, jobs, o.OutDir); err != nil {
 			return nil, err
 		}
-		if err := mk.mkdirAll(o.OutDir); err != nil {
+		if err := openOutputs(mk, roots, o.OutDir); err != nil {
 			mk.removeEmpty()
 			return nil, err
 		}
@@ -208,29 +306,33 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 		n = runtime.NumCPU()
 	}
 	largestFirst(jobs)
-	names := 0
-	for _, j := range jobs {
-		names += 1 + len(j.links)
-	}
-	sum := &Summary{Counts: map[Outcome]int{}, Files: names, Special: special}
+	sum := &Summary{Counts: map[Outcome]int{}, Files: countNames(jobs), Special: special}
+	sum.Kept.Stale = stale
 	var mu sync.Mutex
 	done := 0
 	report := func(r Record) {
 		mu.Lock()
 		defer mu.Unlock()
 		sum.Counts[r.Outcome]++
+		sum.Kept.count(r)
 		done++
 		if o.Record != nil {
 			o.Record(r)
 		}
 		if o.Progress != nil {
-			o.Progress(done, names)
+			o.Progress(done, sum.Files)
 		}
 	}
 	finish := func(j job, r Record) {
 		report(r)
 		for _, l := range j.links {
-			report(relink(ctx, r, l))
+			lr := relink(ctx, r, j.place, l, mk)
+			if lr.Output != "" {
+				mu.Lock()
+				sum.Kept.HardLinks++
+				mu.Unlock()
+			}
+			report(lr)
 		}
 	}
 	ch := make(chan job)
@@ -272,11 +374,36 @@ feed:
 	close(ch)
 	wg.Wait()
 	writing.Wait()
-	sum.Interrupted = names - started
+	sum.Interrupted = sum.Files - started
+	if o.OutDir != "" && ctx.Err() == nil {
+		for _, r := range roots {
+			finishCopy(r, mk, report, &sum.Kept)
+		}
+	}
 	if !sum.OK() {
 		mk.removeEmpty()
 	}
 	return sum, nil
+}
+
+// count adds what the file of r kept.
+func (k *Kept) count(r Record) {
+	m := r.meta
+	if m == nil {
+		return
+	}
+	if m.Uid != uint32(os.Geteuid()) || m.Gid != uint32(os.Getegid()) {
+		k.Owners++
+	}
+	if m.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX) != 0 {
+		k.SpecialBits++
+	}
+	if len(m.Xattrs) > 0 {
+		k.Xattrs++
+	}
+	if len(r.NotKept) > 0 {
+		k.NotKept++
+	}
 }
 
 // writersPerJob bounds the outputs being written, per worker, while the
@@ -315,27 +442,66 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 	if err := ctx.Err(); err != nil {
 		return fail(Failed, fmt.Errorf("%s: interrupted", j.in)), nil
 	}
-	in, err := convert.OpenInput(j.in)
+	in, meta, dir, err := openJob(j)
 	if err != nil {
 		return fail(Failed, err), nil
 	}
+	var outDir *os.File // OutDir: the output's directory
 	later := false
 	defer func() {
 		if !later {
 			in.Close()
+			dir.Close()
+			if outDir != nil {
+				outDir.Close()
+			}
 		}
 	}()
+	inPlace := o.OutDir == ""
+	if !inPlace {
+		if outDir, err = mk.below(j.r, filepath.Dir(j.rel)); err != nil {
+			return fail(Failed, err), nil
+		}
+	}
+	// dest is where the output goes, given meta as finish says.
+	dest := func(times bool) elfwrite.Dest {
+		d := elfwrite.Dest{Dir: dir, Name: filepath.Base(j.rel), Path: j.out}
+		if !inPlace {
+			d.Dir = outDir
+		}
+		fo := fsmeta.Options{Times: times, BestEffort: !inPlace && os.Geteuid() != 0}
+		d.Finish = func(f *os.File) error {
+			lost, err := fsmeta.Apply(f, meta, fo)
+			rec.NotKept = lost
+			return err
+		}
+		if inPlace {
+			d.Same = func(st *unix.Stat_t) error {
+				if st == nil || idOfStat(st) != j.id {
+					return errSwapped
+				}
+				return nil
+			}
+		}
+		return d
+	}
 	// Nothing to do: copy it when writing elsewhere, leave it otherwise.
 	leave := func(oc Outcome, why error) (Record, func() Record) {
 		rec.Outcome, rec.Error, rec.Err = oc, why.Error(), why
-		if o.OutDir == "" || j.out == j.in {
+		if inPlace {
 			return rec, nil
 		}
-		if err := write(ctx, mk, j.out, in.Mode, in.Data); err != nil {
+		if err := elfwrite.WriteAtomic(ctx, dest(true), func(f *os.File) error { return copySparse(f, in.File(), in.Size) }); err != nil {
 			return fail(Failed, err), nil
 		}
-		rec.Output = j.out
+		rec.Output, rec.meta = j.out, meta
 		return rec, nil
+	}
+	if why := fsmeta.Signature(meta, in.Data); why != "" {
+		return leave(Signed, fmt.Errorf("%s: %s; left alone", j.in, why))
+	}
+	if inPlace && meta.Sealed() {
+		return fail(Refused, fmt.Errorf("%s: immutable or append-only (chattr +i, +a); left as it was", j.in)), nil
 	}
 	switch {
 	case bytes.HasPrefix(in.Data, []byte("\x7fELF")), bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)):
@@ -361,16 +527,17 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Note))
 	}
 	writeOut := func() Record {
-		if err := mk.mkdirAll(filepath.Dir(j.out)); err != nil {
-			return fail(Failed, err)
-		}
-		if err := convert.WriteResult(ctx, j.out, in.Mode, in, res); err != nil {
-			if ctx.Err() != nil {
+		if err := convert.WriteResultTo(ctx, dest(o.PreserveDates), in, res); err != nil {
+			var lost *fsmeta.LostError
+			switch {
+			case ctx.Err() != nil:
 				err = &convert.Error{File: j.in, Err: errInterrupted}
+			case errors.As(err, &lost):
+				return fail(Refused, fmt.Errorf("%w; left as it was", err))
 			}
 			return fail(Failed, err)
 		}
-		rec.Outcome, rec.Output = Converted, j.out
+		rec.Outcome, rec.Output, rec.meta = Converted, j.out, meta
 		rec.Functions = res.Translate.Converted + res.Translate.PLTFuncs
 		rec.Skipped = res.Translate.Skipped
 		rec.SFrameBytes = len(res.SFrame)
@@ -378,70 +545,100 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 		rec.Warning = res.Warning
 		return rec
 	}
-	if _, err := os.Lstat(j.out); err != nil {
+	var exists unix.Stat_t
+	d := dest(false)
+	if unix.Fstatat(int(d.Dir.Fd()), d.Name, &exists, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return writeOut(), nil // a new file: not synced, nothing to wait on
 	}
 	later = true
 	return Record{}, func() Record {
-		defer in.Close()
+		defer func() {
+			in.Close()
+			dir.Close()
+			if outDir != nil {
+				outDir.Close()
+			}
+		}()
 		return writeOut()
 	}
 }
 
-func write(ctx context.Context, mk *dirMaker, dst string, mode fs.FileMode, data []byte) error {
-	if err := mk.mkdirAll(filepath.Dir(dst)); err != nil {
-		return err
+// openJob opens j's input without following a link on the way, checks
+// that it is the file listed, and reads its metadata; dir is its
+// directory, open.
+func openJob(j job) (in *convert.Input, meta *fsmeta.Meta, dir *os.File, err error) {
+	dir, err = openBelow(j.r.top, filepath.Dir(j.rel), j.r.display)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return elfwrite.WriteFileAtomic(ctx, dst, mode, func(f *os.File) error {
-		_, err := f.Write(data)
-		return err
-	})
+	defer func() {
+		if err != nil {
+			dir.Close()
+		}
+	}()
+	f, err := openAt(dir, filepath.Base(j.rel), openFileFlags, j.in)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || idOfStat(&st) != j.id {
+		f.Close()
+		return nil, nil, nil, &os.PathError{Op: "open", Path: j.in, Err: errSwapped}
+	}
+	if in, err = convert.OpenInputFile(f, j.in); err != nil {
+		return nil, nil, nil, err
+	}
+	if meta, err = fsmeta.Read(in.File()); err != nil {
+		in.Close()
+		return nil, nil, nil, fmt.Errorf("%s: %w", j.in, err)
+	}
+	return in, meta, dir, nil
 }
 
 // errInterrupted is the error of a file left as it was because the run
 // was cancelled.
 var errInterrupted = errors.New("interrupted; left as it was")
 
-// relink gives the other name l of a file converted in place the new
-// file, as a hard link again (link to a temporary name, then rename over
-// l), and reports it with the first name's outcome.
-func relink(ctx context.Context, r Record, l string) Record {
+// relink gives l, another name of the file first, the file written for
+// first, as a hard link again (linked to a temporary name renamed over
+// l's), and reports it with first's outcome. In place only a converted
+// file is linked again (the others are one file still); with OutDir
+// every file written is.
+func relink(ctx context.Context, r Record, first, l place, mk *dirMaker) Record {
 	rec := r
-	rec.File = l
-	if r.Outcome != Converted {
-		rec.Error = strings.Replace(r.Error, r.File, l, 1)
+	rec.File, rec.NotKept, rec.meta = l.in, nil, nil
+	inPlace := first.out == first.in
+	if r.Output == "" || (inPlace && r.Outcome != Converted) {
+		rec.Output = ""
+		rec.Error = strings.Replace(r.Error, r.File, l.in, 1)
 		return rec
 	}
-	rec.Output = l
+	rec.Output = l.out
 	fail := func(err error) Record {
-		rec.Outcome, rec.Output, rec.Error = Failed, "", fmt.Sprintf("%s: %v (it was a hard link to %s, which was converted)", l, err, r.File)
+		rec.Outcome, rec.Output, rec.Error, rec.Err = Failed, "", fmt.Sprintf("%s: %v (it is a hard link to %s, which was written)", l.in, err, r.File), err
 		return rec
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(errors.New("interrupted; left as it was"))
+		return fail(errInterrupted)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(l), "."+filepath.Base(l)+".tmp*")
+	open := func(p place) (*os.File, error) {
+		if inPlace {
+			return openBelow(p.r.top, filepath.Dir(p.rel), p.r.display)
+		}
+		return mk.below(p.r, filepath.Dir(p.rel))
+	}
+	from, err := open(first)
 	if err != nil {
 		return fail(err)
 	}
-	name := tmp.Name()
-	tmp.Close()
-	os.Remove(name)
-	if err := os.Link(r.Output, name); err != nil {
+	defer from.Close()
+	to, err := open(l)
+	if err != nil {
 		return fail(err)
 	}
-	if err := os.Rename(name, l); err != nil {
-		os.Remove(name)
+	defer to.Close()
+	if err := elfwrite.LinkAtomic(from, filepath.Base(first.rel), to, filepath.Base(l.rel)); err != nil {
 		return fail(err)
 	}
 	return rec
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,0 +1,175 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
+)
+
+// A tree others can write to must not steer the walk, or the writes,
+// outside it: every directory is opened relative to its parent's open
+// descriptor with O_NOFOLLOW, and every file relative to its directory's,
+// as hardened rm -rf and chown -R do. A directory swapped for a symbolic
+// link meanwhile makes the open fail (ELOOP or ENOTDIR) and that file
+// fail, instead of leading out of the tree.
+
+// openFlags open a directory below another without following a link.
+const openDirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+
+// openFileFlags open a regular file to read without following a link,
+// blocking on a FIFO or taking a terminal.
+const openFileFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+
+// openAt opens name in dir with flags, as an *os.File named display.
+func openAt(dir *os.File, name string, flags int, display string) (*os.File, error) {
+	fd, err := unix.Openat(int(dir.Fd()), name, flags, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || (flags&unix.O_DIRECTORY != 0 && errors.Is(err, unix.ENOTDIR)) {
+			err = errSwapped
+		}
+		return nil, &os.PathError{Op: "open", Path: display, Err: err}
+	}
+	return os.NewFile(uintptr(fd), display), nil
+}
+
+// errSwapped: a component of a path found a directory or a file, and is a
+// symbolic link or another type now.
+var errSwapped = errors.New("changed during the run (a symbolic link or another kind of file now); not followed")
+
+// openBelow opens the directory rel (a relative path, "." for top
+// itself) below top, one component at a time without following links.
+// display names top in errors.
+func openBelow(top *os.File, rel, display string) (*os.File, error) {
+	dir, err := openAt(top, ".", openDirFlags, display)
+	if err != nil || rel == "." || rel == "" {
+		return dir, err
+	}
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		display = filepath.Join(display, c)
+		next, err := openAt(dir, c, openDirFlags, display)
+		dir.Close()
+		if err != nil {
+			return nil, err
+		}
+		dir = next
+	}
+	return dir, nil
+}
+
+// dirEntry is a directory, symbolic link, device, FIFO or socket found by
+// the walk: what a copy (OutDir) makes again.
+type dirEntry struct {
+	rel    string // below its root's top ("." the top itself)
+	meta   *fsmeta.Meta
+	target string // a symbolic link's
+}
+
+// maxPath is the longest path the walk accepts (PATH_MAX less the
+// terminating NUL): records and messages name every file by its path.
+const maxPath = 4095
+
+// walk lists the tree below the open directory dir (rel below the top,
+// shown as display), calling file for each regular file and other for
+// every other entry, directories included, and descending into
+// directories. Temporary files of WriteAtomic are passed over, and
+// removed where their writer is gone (stale counts those).
+func walk(dir *os.File, rel, display string, file func(rel, display string, st *unix.Stat_t) error, other func(e dirEntry) error, stale *int) error {
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("%s: %w", display, err)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		crel, cdisp := filepath.Join(rel, name), filepath.Join(display, name)
+		if len(cdisp) > maxPath {
+			return &os.PathError{Op: "walk", Path: cdisp, Err: unix.ENAMETOOLONG}
+		}
+		if elfwrite.IsTemp(name) {
+			if removed, _ := elfwrite.RemoveStale(dir, name); removed {
+				*stale++
+			}
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // gone meanwhile
+			}
+			return &os.PathError{Op: "lstat", Path: cdisp, Err: err}
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if err := file(crel, cdisp, &st); err != nil {
+				return err
+			}
+		case unix.S_IFDIR:
+			sub, err := openAt(dir, name, openDirFlags, cdisp)
+			if err != nil {
+				return err
+			}
+			err = walkDir(sub, crel, cdisp, &st, file, other, stale)
+			sub.Close()
+			if err != nil {
+				return err
+			}
+		default:
+			m, err := fsmeta.ReadAt(dir, name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", cdisp, err)
+			}
+			e := dirEntry{rel: crel, meta: m}
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				if e.target, err = readlinkAt(dir, name); err != nil {
+					return fmt.Errorf("%s: %w", cdisp, err)
+				}
+			}
+			if err := other(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// walkDir reports the open directory sub (rel, display), which the
+// parent listed with st, and walks it.
+func walkDir(sub *os.File, rel, display string, st *unix.Stat_t, file func(rel, display string, st *unix.Stat_t) error, other func(e dirEntry) error, stale *int) error {
+	m, err := fsmeta.Read(sub)
+	if err != nil {
+		return fmt.Errorf("%s: %w", display, err)
+	}
+	if st != nil {
+		var now unix.Stat_t
+		if err := unix.Fstat(int(sub.Fd()), &now); err != nil || idOfStat(&now) != idOfStat(st) {
+			return &os.PathError{Op: "open", Path: display, Err: errSwapped}
+		}
+	}
+	if err := other(dirEntry{rel: rel, meta: m}); err != nil {
+		return err
+	}
+	return walk(sub, rel, display, file, other, stale)
+}
+
+func readlinkAt(dir *os.File, name string) (string, error) {
+	for size := 256; size <= 1<<16; size *= 4 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(int(dir.Fd()), name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+	return "", errors.New("symbolic link target too long")
+}
+
+func idOfStat(st *unix.Stat_t) fileID { return fileID{st.Dev, st.Ino} }
