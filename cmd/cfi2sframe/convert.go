@@ -129,7 +129,18 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		}
 		return err
 	}
-	in, err := convert.OpenInput(name)
+	// The metadata is read before the input is mapped, which updates its
+	// access time.
+	fh, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	meta, err := fsmeta.Read(fh)
+	if err != nil {
+		fh.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	in, err := convert.OpenInputFile(fh, name)
 	if err != nil {
 		return err
 	}
@@ -141,7 +152,7 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	// the CFI is translated.
 	var res *convert.Result
 	if fl.inPlace {
-		res, err = convertInPlace(ctx, in, opts, fl.dates)
+		res, err = convertInPlace(ctx, in, meta, opts, fl.dates)
 	} else {
 		res, err = convert.ConvertWrite(ctx, in, opts, out, in.Mode)
 	}
@@ -215,11 +226,7 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 // extended attributes; with dates its times): a file whose metadata
 // cannot be kept, or that carries a signature over its content, is left
 // as it was, with an error saying why.
-func convertInPlace(ctx context.Context, in *convert.Input, opts convert.Options, dates bool) (*convert.Result, error) {
-	meta, err := fsmeta.Read(in.File())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", in.Name, err)
-	}
+func convertInPlace(ctx context.Context, in *convert.Input, meta *fsmeta.Meta, opts convert.Options, dates bool) (*convert.Result, error) {
 	if why := fsmeta.Signature(meta, in.Data); why != "" {
 		return nil, fmt.Errorf("%s: %s; left alone", in.Name, why)
 	}
@@ -353,7 +360,7 @@ func keptText(k tree.Kept) string {
 	add(&made, k.Dirs, "directories")
 	add(&made, k.Symlinks, "symbolic links")
 	add(&made, k.Devices, "devices, FIFOs or sockets")
-	add(&made, k.HardLinks, "hard links")
+	add(&kept, k.HardLinks, "names kept as hard links")
 	var parts []string
 	if len(kept) > 0 {
 		parts = append(parts, "kept: "+strings.Join(kept, ", "))

@@ -128,9 +128,11 @@ type Kept struct {
 	Stale       int // temporary files of killed runs removed
 }
 
-// OK says every file that could be converted was: no file failed and none
-// was left undone.
-func (s *Summary) OK() bool { return s.Counts[Failed] == 0 && s.Interrupted == 0 }
+// OK says every file that could be converted was: no file failed, none
+// was refused for metadata it could not keep, and none was left undone.
+func (s *Summary) OK() bool {
+	return s.Counts[Failed] == 0 && s.Counts[Refused] == 0 && s.Interrupted == 0
+}
 
 // root is one argument's place: a directory argument, or a file
 // argument's directory, held open for the run.
@@ -585,12 +587,14 @@ func openJob(j job) (in *convert.Input, meta *fsmeta.Meta, dir *os.File, err err
 		f.Close()
 		return nil, nil, nil, &os.PathError{Op: "open", Path: j.in, Err: errSwapped}
 	}
+	// The metadata before the mapping is read: reading updates the
+	// access time.
+	if meta, err = fsmeta.Read(f); err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("%s: %w", j.in, err)
+	}
 	if in, err = convert.OpenInputFile(f, j.in); err != nil {
 		return nil, nil, nil, err
-	}
-	if meta, err = fsmeta.Read(in.File()); err != nil {
-		in.Close()
-		return nil, nil, nil, fmt.Errorf("%s: %w", j.in, err)
 	}
 	return in, meta, dir, nil
 }
