@@ -49,31 +49,22 @@ func openOutputs(mk *dirMaker, roots []*root, outDir string) error {
 // missing (mode 0700; finishCopy gives the copy its modes) without
 // following links.
 func (m *dirMaker) below(r *root, rel string) (*os.File, error) {
-	dir, err := openAt(r.outTop, ".", openDirFlags, r.out)
-	if err != nil || rel == "." || rel == "" {
-		return dir, err
+	return openBelow(r.outTop, rel, r.out, m.mkdirAt)
+}
+
+// mkdirAt makes name in parent (shown as display), mode 0700, unless it
+// is there, remembering it for removeEmpty.
+func (m *dirMaker) mkdirAt(parent *os.File, name, display string) error {
+	err := unix.Mkdirat(int(parent.Fd()), name, 0o700)
+	switch {
+	case err == nil:
+		m.mu.Lock()
+		m.made = append(m.made, display)
+		m.mu.Unlock()
+	case !errors.Is(err, unix.EEXIST):
+		return &os.PathError{Op: "mkdir", Path: display, Err: err}
 	}
-	display := r.out
-	for _, c := range strings.Split(rel, string(filepath.Separator)) {
-		display = filepath.Join(display, c)
-		err := unix.Mkdirat(int(dir.Fd()), c, 0o700)
-		switch {
-		case err == nil:
-			m.mu.Lock()
-			m.made = append(m.made, display)
-			m.mu.Unlock()
-		case !errors.Is(err, unix.EEXIST):
-			dir.Close()
-			return nil, &os.PathError{Op: "mkdir", Path: display, Err: err}
-		}
-		next, err := openAt(dir, c, openDirFlags, display)
-		dir.Close()
-		if err != nil {
-			return nil, err
-		}
-		dir = next
-	}
-	return dir, nil
+	return nil
 }
 
 // finishCopy completes the copy of a directory argument once its files
@@ -137,10 +128,7 @@ func finishCopy(r *root, mk *dirMaker, report func(Record), k *Kept) {
 // makeEntry makes name in dir again as e (a symbolic link, device, FIFO
 // or socket) with its metadata: under a temporary name renamed over name.
 func makeEntry(dir *os.File, name string, e dirEntry, fo fsmeta.Options) error {
-	tmp := "." + name + elfwrite.TempMarker + "entry"
-	if len(tmp) > 255 {
-		tmp = "." + name[:200] + elfwrite.TempMarker + "entry"
-	}
+	tmp := entryTemp(name)
 	fd := int(dir.Fd())
 	_ = unix.Unlinkat(fd, tmp, 0)
 	var err error
@@ -161,14 +149,35 @@ func makeEntry(dir *os.File, name string, e dirEntry, fo fsmeta.Options) error {
 	return err
 }
 
-// removeStale removes the temporary files of killed runs in dir.
+// entrySuffix ends the temporary name under which makeEntry makes an
+// entry: finishCopy runs once at a time in a copy, so one left behind is
+// a killed run's.
+const entrySuffix = elfwrite.TempMarker + "entry"
+
+func entryTemp(name string) string {
+	if len(name) > 200 { // NAME_MAX is 255
+		name = name[:200]
+	}
+	return "." + name + entrySuffix
+}
+
+// removeStale removes the temporary files of killed runs in dir: files
+// whose writer is gone, and entries makeEntry left.
 func removeStale(dir *os.File, k *Kept) {
 	names, err := dir.Readdirnames(-1)
 	if err != nil {
 		return
 	}
 	for _, n := range names {
-		if removed, _ := elfwrite.RemoveStale(dir, n); removed {
+		removed := false
+		switch {
+		case !elfwrite.IsTemp(n):
+		case strings.HasSuffix(n, entrySuffix):
+			removed = unix.Unlinkat(int(dir.Fd()), n, 0) == nil
+		default:
+			removed, _ = elfwrite.RemoveStale(dir, n)
+		}
+		if removed {
 			k.Stale++
 		}
 	}

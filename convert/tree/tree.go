@@ -569,7 +569,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 // that it is the file listed, and reads its metadata; dir is its
 // directory, open.
 func openJob(j job) (in *convert.Input, meta *fsmeta.Meta, dir *os.File, err error) {
-	dir, err = openBelow(j.r.top, filepath.Dir(j.rel), j.r.display)
+	dir, err = openBelow(j.r.top, filepath.Dir(j.rel), j.r.display, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -627,7 +627,7 @@ func relink(ctx context.Context, r Record, first, l place, mk *dirMaker) Record 
 	}
 	open := func(p place) (*os.File, error) {
 		if inPlace {
-			return openBelow(p.r.top, filepath.Dir(p.rel), p.r.display)
+			return openBelow(p.r.top, filepath.Dir(p.rel), p.r.display, nil)
 		}
 		return mk.below(p.r, filepath.Dir(p.rel))
 	}

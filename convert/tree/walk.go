@@ -46,14 +46,22 @@ var errSwapped = errors.New("changed during the run (a symbolic link or another 
 
 // openBelow opens the directory rel (a relative path, "." for top
 // itself) below top, one component at a time without following links.
-// display names top in errors.
-func openBelow(top *os.File, rel, display string) (*os.File, error) {
+// display names top in errors. With create set, each component is first
+// made (create is given its open parent, its name and its path shown;
+// it may find it there already).
+func openBelow(top *os.File, rel, display string, create func(parent *os.File, name, display string) error) (*os.File, error) {
 	dir, err := openAt(top, ".", openDirFlags, display)
 	if err != nil || rel == "." || rel == "" {
 		return dir, err
 	}
 	for _, c := range strings.Split(rel, string(filepath.Separator)) {
 		display = filepath.Join(display, c)
+		if create != nil {
+			if err := create(dir, c, display); err != nil {
+				dir.Close()
+				return nil, err
+			}
+		}
 		next, err := openAt(dir, c, openDirFlags, display)
 		dir.Close()
 		if err != nil {
