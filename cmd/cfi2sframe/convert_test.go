@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // runCmd runs the root command with args and returns stdout, stderr and
@@ -66,5 +69,57 @@ func TestOutputDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "hello")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestInPlaceKeepsMetadata: one file converted in place keeps its owner,
+// group, setgid bit and capability; with -p its times too. A file signed
+// by IMA is left alone with an error.
+func TestInPlaceKeepsMetadata(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("gives files other owners and capabilities: needs root")
+	}
+	dir := t.TempDir()
+	f := filepath.Join(dir, "chage")
+	hello, err := os.ReadFile("../../testdata/example/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, hello, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	capRaw := []byte{1, 0, 0, 2, 0, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	os.Chown(f, 1000, 42)
+	os.Chmod(f, 0o755|os.ModeSetgid)
+	if err := unix.Setxattr(f, "security.capability", capRaw, 0); err != nil {
+		t.Skip("no file capabilities here:", err)
+	}
+	mtime := time.Unix(1234567890, 0)
+	os.Chtimes(f, mtime, mtime)
+	if _, stderr, err := runCmd("-q", "-p", "--in-place", f); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(f, &st); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(f, "security.capability", buf)
+	if st.Uid != 1000 || st.Gid != 42 || st.Mode&0o7777 != 0o2755 || st.Mtim.Sec != mtime.Unix() || err != nil || !bytes.Equal(buf[:n], capRaw) {
+		t.Errorf("uid %d gid %d mode %o mtime %d capability %x %v", st.Uid, st.Gid, st.Mode&0o7777, st.Mtim.Sec, buf[:n], err)
+	}
+	if out, _ := os.ReadFile(f); bytes.Equal(out, hello) {
+		t.Error("not converted")
+	}
+
+	signed := filepath.Join(dir, "signed")
+	os.WriteFile(signed, hello, 0o755)
+	unix.Setxattr(signed, "security.ima", []byte{3, 2}, 0)
+	_, _, err = runCmd("-q", "--in-place", signed)
+	if err == nil || !strings.Contains(err.Error(), "security.ima") {
+		t.Errorf("signed file: %v", err)
+	}
+	if out, _ := os.ReadFile(signed); !bytes.Equal(out, hello) {
+		t.Error("signed file changed")
 	}
 }
