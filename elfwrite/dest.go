@@ -79,7 +79,7 @@ func writeAtomic(ctx context.Context, d Dest, write func(f *os.File) error) (err
 	}
 	f, tmpName, err := createTemp(dirfd, d.Name)
 	if err != nil {
-		return err
+		return fmt.Errorf("creating the new file in its directory: %w", err)
 	}
 	defer func() {
 		if err != nil && tmpName != "" {
@@ -95,8 +95,8 @@ func writeAtomic(ctx context.Context, d Dest, write func(f *os.File) error) (err
 	}
 	if d.Finish != nil {
 		err = d.Finish(f)
-	} else {
-		err = f.Chmod(d.Perm & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky))
+	} else if err = f.Chmod(d.Perm & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
+		err = fmt.Errorf("setting the mode: %w", err)
 	}
 	if err != nil {
 		return err
@@ -126,15 +126,15 @@ func writeAtomic(ctx context.Context, d Dest, write func(f *os.File) error) (err
 				return nil
 			}
 			if !errors.Is(lerr, unix.EEXIST) {
-				return lerr
+				return fmt.Errorf("linking the new file into place: %w", lerr)
 			}
 		}
 		if tmpName, err = linkTempName(f, dirfd, d.Name); err != nil {
-			return err
+			return fmt.Errorf("linking the new file to a temporary name: %w", err)
 		}
 	}
 	if err = unix.Renameat(dirfd, tmpName, dirfd, d.Name); err != nil {
-		return err
+		return fmt.Errorf("renaming the new file into place: %w", err)
 	}
 	tmpName = ""
 	// Make the rename durable; failure to sync the directory is not an

@@ -170,48 +170,46 @@ type job struct {
 // with their destinations; see Options.OutDir. Symbolic links and special
 // files are counted in place, listed for the copy with OutDir, and never
 // followed. It creates nothing: checkOutputs then looks for outputs that
-// collide. In place, temporary files whose writer is gone are removed
-// (stale counts them). The caller closes the roots' tops.
-func collect(paths []string, outDir string) (jobs []job, roots []*root, special, stale int, err error) {
+// collide. In place, temporary files whose writer is gone are removed.
+// Entries that changed while they were read are failed records. The
+// caller closes the roots' tops.
+func collect(paths []string, outDir string) (_ *collection, err error) {
+	c := &collection{}
 	first := map[fileID]int{}
 	add := func(pl place, st *unix.Stat_t) {
 		id := idOfStat(st)
 		if i, ok := first[id]; ok {
-			j := &jobs[i]
+			j := &c.jobs[i]
 			if outDir == "" && (j.in == pl.in || slices.ContainsFunc(j.links, func(l place) bool { return l.in == pl.in })) {
 				return // the same path again: one file, one name
 			}
 			j.links = append(j.links, pl)
 			return
 		}
-		first[id] = len(jobs)
-		jobs = append(jobs, job{place: pl, id: id, size: st.Size})
+		first[id] = len(c.jobs)
+		c.jobs = append(c.jobs, job{place: pl, id: id, size: st.Size})
 	}
 	defer func() {
 		if err != nil {
-			closeRoots(roots)
+			closeRoots(c.roots)
 		}
 	}()
-	var clean *int
-	if outDir == "" {
-		clean = &stale
-	}
 	for _, p := range paths {
 		st, err := os.Lstat(p)
 		if err != nil {
-			return nil, roots, 0, 0, err
+			return nil, err
 		}
 		switch {
 		case st.Mode().IsRegular():
 			top, err := os.OpenFile(filepath.Dir(p), os.O_RDONLY|unix.O_DIRECTORY, 0)
 			if err != nil {
-				return nil, roots, 0, 0, err
+				return nil, err
 			}
 			r := &root{top: top, display: filepath.Dir(p), out: outDir}
-			roots = append(roots, r)
+			c.roots = append(c.roots, r)
 			var lst unix.Stat_t
 			if err := unix.Fstatat(int(top.Fd()), filepath.Base(p), &lst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return nil, roots, 0, 0, &os.PathError{Op: "lstat", Path: p, Err: err}
+				return nil, &os.PathError{Op: "lstat", Path: p, Err: err}
 			}
 			pl := place{r: r, rel: filepath.Base(p), in: p, out: p}
 			if outDir != "" {
@@ -221,38 +219,51 @@ func collect(paths []string, outDir string) (jobs []job, roots []*root, special,
 		case st.IsDir():
 			top, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 			if err != nil {
-				return nil, roots, 0, 0, err
+				return nil, err
 			}
 			r := &root{top: top, display: p, isDir: true}
 			if outDir != "" {
 				r.out = filepath.Join(outDir, filepath.Base(filepath.Clean(p)))
 			}
-			roots = append(roots, r)
-			file := func(rel, display string, st *unix.Stat_t) error {
+			c.roots = append(c.roots, r)
+			w := &walker{clean: outDir == ""}
+			w.file = func(rel, display string, st *unix.Stat_t) {
 				pl := place{r: r, rel: rel, in: display, out: display}
 				if outDir != "" {
 					pl.out = filepath.Join(r.out, rel)
 				}
 				add(pl, st)
-				return nil
 			}
-			other := func(e dirEntry) error {
+			w.other = func(e dirEntry) {
 				switch {
 				case outDir != "":
 					r.entries = append(r.entries, e)
 				case e.meta.Mode&unix.S_IFMT != unix.S_IFDIR:
-					special++
+					c.special++
 				}
-				return nil
 			}
-			if err := walkDir(top, ".", p, nil, file, other, clean); err != nil {
-				return nil, roots, 0, 0, err
+			w.failed = func(display string, err error) {
+				c.failed = append(c.failed, Record{File: display, Outcome: Failed, Error: err.Error(), Err: err})
+			}
+			err = w.walkDir(top, ".", p, nil)
+			c.stale += w.stale
+			if err != nil {
+				return nil, err
 			}
 		default:
-			special++
+			c.special++
 		}
 	}
-	return jobs, roots, special, stale, nil
+	return c, nil
+}
+
+// collection is what collect found.
+type collection struct {
+	jobs    []job
+	roots   []*root
+	special int      // in place: entries neither regular files nor directories
+	stale   int      // temporary files of killed runs removed
+	failed  []Record // entries that changed while the walk read them
 }
 
 func closeRoots(roots []*root) {
@@ -288,10 +299,11 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	if err := o.Convert.Validate(); err != nil {
 		return nil, err
 	}
-	jobs, roots, special, stale, err := collect(paths, o.OutDir)
+	c, err := collect(paths, o.OutDir)
 	if err != nil {
 		return nil, err
 	}
+	jobs, roots := c.jobs, c.roots
 	defer closeRoots(roots)
 	mk := &dirMaker{}
 	if o.OutDir != "" {
@@ -308,8 +320,8 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 		n = runtime.NumCPU()
 	}
 	largestFirst(jobs)
-	sum := &Summary{Counts: map[Outcome]int{}, Files: countNames(jobs), Special: special}
-	sum.Kept.Stale = stale
+	sum := &Summary{Counts: map[Outcome]int{}, Files: countNames(jobs) + len(c.failed), Special: c.special}
+	sum.Kept.Stale = c.stale
 	var mu sync.Mutex
 	done := 0
 	report := func(r Record) {
@@ -336,6 +348,9 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 			}
 			report(lr)
 		}
+	}
+	for _, r := range c.failed {
+		report(r)
 	}
 	ch := make(chan job)
 	var wg, writing sync.WaitGroup
@@ -376,7 +391,7 @@ feed:
 	close(ch)
 	wg.Wait()
 	writing.Wait()
-	sum.Interrupted = sum.Files - started
+	sum.Interrupted = sum.Files - len(c.failed) - started
 	if o.OutDir != "" && ctx.Err() == nil {
 		for _, r := range roots {
 			finishCopy(r, mk, report, &sum.Kept)

@@ -84,86 +84,103 @@ type dirEntry struct {
 // terminating NUL): records and messages name every file by its path.
 const maxPath = 4095
 
-// walk lists the tree below the open directory dir (rel below the top,
-// shown as display), calling file for each regular file and other for
-// every other entry, directories included, and descending into
-// directories. Temporary files of WriteAtomic are passed over, and
-// removed where their writer is gone (stale counts those).
-func walk(dir *os.File, rel, display string, file func(rel, display string, st *unix.Stat_t) error, other func(e dirEntry) error, stale *int) error {
-	names, err := dir.Readdirnames(-1)
+// walker lists a tree: file is called for each regular file, other for
+// every other entry (directories included, before what they hold).
+// Temporary files of WriteAtomic are passed over; with clean set, those
+// whose writer is gone are removed (stale counts them). An entry that
+// changes while it is read (a race with another user of the tree: a
+// directory now a link, a link now a file) is passed to failed and the
+// walk goes on; only a path longer than maxPath, or the top directory
+// unreadable, stops it.
+type walker struct {
+	file   func(rel, display string, st *unix.Stat_t)
+	other  func(e dirEntry)
+	failed func(display string, err error)
+	clean  bool
+	stale  int
+}
+
+// walkDir reports the open directory sub (rel, display), which its
+// parent listed with st (nil for the top), and walks it.
+func (w *walker) walkDir(sub *os.File, rel, display string, st *unix.Stat_t) error {
+	m, err := fsmeta.Read(sub)
+	if err == nil && st != nil {
+		var now unix.Stat_t
+		if err = unix.Fstat(int(sub.Fd()), &now); err == nil && idOfStat(&now) != idOfStat(st) {
+			err = errSwapped
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", display, err)
 	}
+	names, err := sub.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("%s: %w", display, err)
+	}
+	w.other(dirEntry{rel: rel, meta: m})
 	slices.Sort(names)
 	for _, name := range names {
 		crel, cdisp := filepath.Join(rel, name), filepath.Join(display, name)
 		if len(cdisp) > maxPath {
 			return &os.PathError{Op: "walk", Path: cdisp, Err: unix.ENAMETOOLONG}
 		}
-		if elfwrite.IsTemp(name) {
-			if removed, _ := elfwrite.RemoveStale(dir, name); removed {
-				*stale++
-			}
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // gone meanwhile
-			}
-			return &os.PathError{Op: "lstat", Path: cdisp, Err: err}
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			if err := file(crel, cdisp, &st); err != nil {
+		if err := w.entry(sub, name, crel, cdisp); err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) && pe.Op == "walk" {
 				return err
 			}
-		case unix.S_IFDIR:
-			sub, err := openAt(dir, name, openDirFlags, cdisp)
-			if err != nil {
-				return err
-			}
-			err = walkDir(sub, crel, cdisp, &st, file, other, stale)
-			sub.Close()
-			if err != nil {
-				return err
-			}
-		default:
-			m, err := fsmeta.ReadAt(dir, name)
-			if err != nil {
-				return fmt.Errorf("%s: %w", cdisp, err)
-			}
-			e := dirEntry{rel: crel, meta: m}
-			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				if e.target, err = readlinkAt(dir, name); err != nil {
-					return fmt.Errorf("%s: %w", cdisp, err)
-				}
-			}
-			if err := other(e); err != nil {
-				return err
-			}
+			w.failed(cdisp, err)
 		}
 	}
 	return nil
 }
 
-// walkDir reports the open directory sub (rel, display), which the
-// parent listed with st, and walks it.
-func walkDir(sub *os.File, rel, display string, st *unix.Stat_t, file func(rel, display string, st *unix.Stat_t) error, other func(e dirEntry) error, stale *int) error {
-	m, err := fsmeta.Read(sub)
-	if err != nil {
-		return fmt.Errorf("%s: %w", display, err)
-	}
-	if st != nil {
-		var now unix.Stat_t
-		if err := unix.Fstat(int(sub.Fd()), &now); err != nil || idOfStat(&now) != idOfStat(st) {
-			return &os.PathError{Op: "open", Path: display, Err: errSwapped}
+// entry looks at name in dir (crel, cdisp) and descends into it if it is
+// a directory.
+func (w *walker) entry(dir *os.File, name, crel, cdisp string) error {
+	if elfwrite.IsTemp(name) {
+		if !w.clean {
+			return nil
 		}
+		if removed, _ := elfwrite.RemoveStale(dir, name); removed {
+			w.stale++
+		}
+		return nil
 	}
-	if err := other(dirEntry{rel: rel, meta: m}); err != nil {
-		return err
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // gone meanwhile
+		}
+		return &os.PathError{Op: "lstat", Path: cdisp, Err: err}
 	}
-	return walk(sub, rel, display, file, other, stale)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		w.file(crel, cdisp, &st)
+	case unix.S_IFDIR:
+		sub, err := openAt(dir, name, openDirFlags, cdisp)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		return w.walkDir(sub, crel, cdisp, &st)
+	default:
+		m, err := fsmeta.ReadAt(dir, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cdisp, err)
+		}
+		e := dirEntry{rel: crel, meta: m}
+		if m.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if e.target, err = readlinkAt(dir, name); err != nil {
+				if errors.Is(err, unix.EINVAL) { // not a link any more
+					err = errSwapped
+				}
+				return fmt.Errorf("%s: %w", cdisp, err)
+			}
+		}
+		w.other(e)
+	}
+	return nil
 }
 
 func readlinkAt(dir *os.File, name string) (string, error) {
