@@ -76,7 +76,6 @@ func finishCopy(r *root, mk *dirMaker, report func(Record), k *Kept) {
 	if !r.isDir {
 		return
 	}
-	euid := os.Geteuid()
 	fo := fsmeta.Options{Times: true, BestEffort: euid != 0}
 	fail := func(rel string, err error) {
 		p := filepath.Join(r.display, rel)

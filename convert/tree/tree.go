@@ -403,13 +403,16 @@ feed:
 	return sum, nil
 }
 
+// euid and egid are who runs: a copy keeps what they may set.
+var euid, egid = uint32(os.Geteuid()), uint32(os.Getegid())
+
 // count adds what the file of r kept.
 func (k *Kept) count(r Record) {
 	m := r.meta
 	if m == nil {
 		return
 	}
-	if m.Uid != uint32(os.Geteuid()) || m.Gid != uint32(os.Getegid()) {
+	if m.Uid != euid || m.Gid != egid {
 		k.Owners++
 	}
 	if m.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX) != 0 {
@@ -486,7 +489,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 		if !inPlace {
 			d.Dir = outDir
 		}
-		fo := fsmeta.Options{Times: times, BestEffort: !inPlace && os.Geteuid() != 0}
+		fo := fsmeta.Options{Times: times, BestEffort: !inPlace && euid != 0}
 		d.Finish = func(f *os.File) error {
 			lost, err := fsmeta.Apply(f, meta, fo)
 			rec.NotKept = lost

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -45,14 +46,36 @@ func openAt(dir *os.File, name string, flags int, display string) (*os.File, err
 var errSwapped = errors.New("changed during the run (a symbolic link or another kind of file now); not followed")
 
 // openBelow opens the directory rel (a relative path, "." for top
-// itself) below top, one component at a time without following links.
-// display names top in errors. With create set, each component is first
-// made (create is given its open parent, its name and its path shown;
-// it may find it there already).
+// itself) below top without following a symbolic link in any component:
+// in one openat2 with RESOLVE_NO_SYMLINKS and RESOLVE_BENEATH, or, where
+// the kernel has no openat2 (before 5.6), one component at a time with
+// O_NOFOLLOW. display names top in errors. With create set, a missing
+// component is made (create is given its open parent, its name and its
+// path shown; it may find it there already).
 func openBelow(top *os.File, rel, display string, create func(parent *os.File, name, display string) error) (*os.File, error) {
+	if rel == "." || rel == "" {
+		return openAt(top, ".", openDirFlags, display)
+	}
+	if !noOpenat2.Load() {
+		fd, err := unix.Openat2(int(top.Fd()), rel, &unix.OpenHow{
+			Flags:   uint64(openDirFlags &^ unix.O_NOFOLLOW),
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH,
+		})
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(fd), filepath.Join(display, rel)), nil
+		case errors.Is(err, unix.ENOSYS):
+			noOpenat2.Store(true)
+		case errors.Is(err, unix.ENOENT) && create != nil:
+		case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EXDEV):
+			return nil, &os.PathError{Op: "open", Path: filepath.Join(display, rel), Err: errSwapped}
+		default:
+			return nil, &os.PathError{Op: "open", Path: filepath.Join(display, rel), Err: err}
+		}
+	}
 	dir, err := openAt(top, ".", openDirFlags, display)
-	if err != nil || rel == "." || rel == "" {
-		return dir, err
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range strings.Split(rel, string(filepath.Separator)) {
 		display = filepath.Join(display, c)
@@ -71,6 +94,9 @@ func openBelow(top *os.File, rel, display string, create func(parent *os.File, n
 	}
 	return dir, nil
 }
+
+// noOpenat2 is set once the kernel said it has no openat2.
+var noOpenat2 atomic.Bool
 
 // dirEntry is a directory, symbolic link, device, FIFO or socket found by
 // the walk: what a copy (OutDir) makes again.
