@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
 // TestIndexMatchesScan: Index's entries are Scan's FDEs (same order,
@@ -20,7 +20,7 @@ import (
 // two streams report the same errors.
 func TestIndexMatchesScan(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/sframe/v*")
-	more, _ := filepath.Glob("../elfwrite/testdata/tiny-*")
+	more, _ := filepath.Glob("../internal/elfwrite/testdata/tiny-*")
 	files = append(files, more...)
 	for _, f := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/ls"} {
 		if _, err := os.Stat(f); err == nil {

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
 // Stream is the call-frame information of one file, parsed but not yet

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
 func TestParseAugmentations(t *testing.T) {
@@ -204,7 +204,7 @@ func TestParseErrors(t *testing.T) {
 // of system files.
 func TestRealFiles(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/sframe/v*")
-	more, _ := filepath.Glob("../elfwrite/testdata/tiny-*")
+	more, _ := filepath.Glob("../internal/elfwrite/testdata/tiny-*")
 	files = append(files, more...)
 	for _, f := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/ls", "/usr/aarch64-linux-gnu/lib/libc.so.6"} {
 		if _, err := os.Stat(f); err == nil {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cfi2sframe/cfi2sframe/acceptance"
+	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 )
 
 // The errors of this package are values a caller tells apart with

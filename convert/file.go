@@ -12,8 +12,8 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
-	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 )
 
 // Input is an input file mapped into memory read-only: its pages are read
@@ -52,7 +52,7 @@ func OpenInput(name string) (*Input, error) {
 
 // OpenInputFile is OpenInput for a file already open (opened without
 // blocking, and, in a tree others can write to, without following a
-// symbolic link: see convert/tree), named name in errors. It takes f
+// symbolic link: see internal/tree), named name in errors. It takes f
 // over: Close closes it, and so does an error.
 func OpenInputFile(fh *os.File, name string) (*Input, error) {
 	keep := false

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
-	"github.com/cfi2sframe/cfi2sframe/relobj"
+	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 )
 
 // arMember formats one GNU ar member.

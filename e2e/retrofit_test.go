@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
 // ErrNoSection is wrapped by the *ELFError of OpenFile, OpenELF and

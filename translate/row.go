@@ -12,7 +12,7 @@ import (
 )
 
 // maxFlexReg is the largest register number a flexible FDE control word
-// may name: the kernel's unwinder reads 5 bits of it (acceptance/kernel.go).
+// may name: the kernel's unwinder reads 5 bits of it (internal/acceptance/kernel.go).
 // sid's gas writes larger ones too (an s390x access register, DWARF 48-63,
 // as r49), which the kernel would read as another register; such rules
 // are skipped here.

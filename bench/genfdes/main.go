@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
 // The convert package's errors say what is wrong with a file or with the

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
 // TestHints: the command's words for convert's typed errors: the flag

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 )
 
 // checkOutput refuses an output that is the input itself, reached by any

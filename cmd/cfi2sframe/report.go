@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cfi2sframe/cfi2sframe/elfwrite"
-	"github.com/cfi2sframe/cfi2sframe/report"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/report"
 )
 
 func newReportCmd() *cobra.Command {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/trace"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
-	"github.com/cfi2sframe/cfi2sframe/trace"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
 

@@ -34,9 +34,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
-	"github.com/cfi2sframe/cfi2sframe/relobj"
+	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 )
 
 // Outcome is what happened to one file. The string values are stable:

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/cfi2sframe/cfi2sframe/acceptance"
+	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 )
 
 // LoadELF returns a linked file's .sframe bytes, address and executable
@@ -46,7 +46,7 @@ func loadELF(t *testing.T, name string) acceptance.Input {
 // reader finds there is asserted: the figures are GNU's own output's
 // standing with the real readers.
 func TestGNUFixtures(t *testing.T) {
-	files, err := filepath.Glob("../testdata/sframe/v[23]-*")
+	files, err := filepath.Glob("../../testdata/sframe/v[23]-*")
 	if err != nil {
 		t.Fatal(err)
 	}

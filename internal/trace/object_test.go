@@ -11,7 +11,7 @@ import (
 )
 
 func TestLoadObject(t *testing.T) {
-	hello := filepath.Join("..", "testdata", "example", "hello")
+	hello := filepath.Join("..", "..", "testdata", "example", "hello")
 	o, err := loadObject(hello, "/usr/bin/hello", true, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestLoadObject(t *testing.T) {
 		}
 	}
 
-	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
+	exe := filepath.Join("..", "..", "testdata", "sframe", "v3-x86_64-exe")
 	o, err = loadObject(exe, exe, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestLoadObject(t *testing.T) {
 // A stripped executable still has _start: the SFrame function at the
 // entry point.
 func TestEntryNamedStart(t *testing.T) {
-	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
+	exe := filepath.Join("..", "..", "testdata", "sframe", "v3-x86_64-exe")
 	o, err := loadObject(exe, exe, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestLoadObjectRefusesNonRegular(t *testing.T) {
 // An object whose .sframe is malformed is kept without a table, and the
 // reason (shown after the object's path) says where the section is.
 func TestLoadObjectBadSFrame(t *testing.T) {
-	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
+	exe := filepath.Join("..", "..", "testdata", "sframe", "v3-x86_64-exe")
 	b, err := os.ReadFile(exe)
 	if err != nil {
 		t.Fatal(err)

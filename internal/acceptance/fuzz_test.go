@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/acceptance"
+	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 )
 
 // FuzzCheck applies every reader's rules to arbitrary bytes (seeded with
 // the sections GNU ld wrote): no panic, and the counts reported stay
 // consistent with the violations kept.
 func FuzzCheck(f *testing.F) {
-	files, _ := filepath.Glob("../testdata/sframe/v[23]-*")
+	files, _ := filepath.Glob("../../testdata/sframe/v[23]-*")
 	for _, name := range files {
 		if strings.HasSuffix(name, ".objdump") || strings.HasSuffix(name, ".o") {
 			continue

@@ -26,7 +26,7 @@ func convertSFrame(name string, r io.ReaderAt, size int64) ([]byte, uint64, erro
 // from it when the file is stripped; a failed conversion says why; an
 // object with .sframe is not converted.
 func TestLoadObjectConverts(t *testing.T) {
-	hello := filepath.Join("..", "testdata", "example", "hello")
+	hello := filepath.Join("..", "..", "testdata", "example", "hello")
 	if strip, err := exec.LookPath("strip"); err == nil {
 		stripped := filepath.Join(t.TempDir(), "hello")
 		if out, err := exec.Command(strip, "-o", stripped, hello).CombinedOutput(); err != nil {
@@ -68,7 +68,7 @@ func TestLoadObjectConverts(t *testing.T) {
 	if o.Table != nil || o.Conversion == nil || o.Conversion.Err != "no luck" || !strings.HasSuffix(o.NoSFrame, "converting its CFI failed: no luck") {
 		t.Errorf("failed conversion: table %v, no-SFrame reason %q, conversion %+v", o.Table, o.NoSFrame, o.Conversion)
 	}
-	exe := filepath.Join("..", "testdata", "sframe", "v3-x86_64-exe")
+	exe := filepath.Join("..", "..", "testdata", "sframe", "v3-x86_64-exe")
 	if o, err := loadObject(exe, exe, false, fail); err != nil || o.Table == nil || o.Conversion != nil || calls != 1 {
 		t.Errorf("object with .sframe: %v, conversion %+v, %d conversions", err, o.Conversion, calls)
 	}

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
 // Collect walks the paths (files or directories; symbolic links inside

@@ -70,7 +70,7 @@ func TestConvertArchive(t *testing.T) {
 }
 
 func TestAppendAndTargets(t *testing.T) {
-	in, err := os.ReadFile("../testdata/sframe/v3-x86_64-O2-ffs.o")
+	in, err := os.ReadFile("../../testdata/sframe/v3-x86_64-O2-ffs.o")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func FuzzConvertArchive(f *testing.F) {
 
 // FuzzFDETargets reads relocations of arbitrary ELF input.
 func FuzzFDETargets(f *testing.F) {
-	for _, n := range []string{"../testdata/sframe/v3-x86_64-O2.o", "../testdata/sframe/v3-aarch64be-O2-pacb.o"} {
+	for _, n := range []string{"../../testdata/sframe/v3-x86_64-O2.o", "../../testdata/sframe/v3-aarch64be-O2-pacb.o"} {
 		if b, err := os.ReadFile(n); err == nil {
 			f.Add(b)
 		}

@@ -6,7 +6,7 @@ import (
 	"log"
 	"os"
 
-	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 )
 
 // The conversion command learns where .sframe lands, encodes the section

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
-	"github.com/cfi2sframe/cfi2sframe/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 )
 
 // checkOutputs refuses, before anything is created, a run with OutDir

@@ -17,7 +17,7 @@ import (
 
 func fixtures(t *testing.T) []*File {
 	t.Helper()
-	files, errs := Collect([]string{"../testdata/sframe", "../testdata/example"}, nil)
+	files, errs := Collect([]string{"../../testdata/sframe", "../../testdata/example"}, nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

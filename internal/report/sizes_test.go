@@ -14,7 +14,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -64,11 +64,11 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 // whole file, on the fixtures (PLTs, AArch64, both byte orders) and the
 // system's libc, in both versions.
 func TestFiguresMatchWhole(t *testing.T) {
-	names, err := filepath.Glob("../testdata/sframe/v[23]-*")
+	names, err := filepath.Glob("../../testdata/sframe/v[23]-*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	names = append(names, "../testdata/example/hello", "/lib/x86_64-linux-gnu/libc.so.6")
+	names = append(names, "../../testdata/example/hello", "/lib/x86_64-linux-gnu/libc.so.6")
 	n := 0
 	for _, name := range names {
 		if strings.HasSuffix(name, ".objdump") || strings.HasSuffix(name, ".o") {

@@ -12,12 +12,12 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-const fixtures = "../testdata/sframe/"
+const fixtures = "../../testdata/sframe/"
 
 func fixture(t *testing.T, name string) string {
 	t.Helper()
