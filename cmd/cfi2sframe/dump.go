@@ -19,8 +19,15 @@ func newDumpCmd() *cobra.Command {
 		Use:   "dump [--json] FILE...",
 		Short: "Print the .sframe section of ELF files or raw SFrame sections",
 		Long: `dump prints the SFrame section of each FILE in the layout of
-GNU objdump --sframe, or as JSON with --json. FILE is an ELF file with a
-.sframe section (or PT_GNU_SFRAME segment) or a raw SFrame section.`,
+GNU objdump --sframe (the header, then every function's start, size and
+rows: the CFA, frame pointer and return address rules from each PC on),
+or as JSON with --json. FILE is an ELF file with a .sframe section (or
+PT_GNU_SFRAME segment), or a raw SFrame section such as objcopy -O binary
+--only-section=.sframe extracts. SFrame versions 1, 2 and 3 are read, in
+either byte order. The whole section is checked first: a malformed one is
+an error and prints nothing.`,
+		Example: `  cfi2sframe dump /usr/lib/x86_64-linux-gnu/libc.so.6 | less
+  cfi2sframe dump --json prog > prog-sframe.json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, name := range args {

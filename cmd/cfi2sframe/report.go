@@ -23,7 +23,11 @@ not followed) and prints, per file and in total: the bytes of .eh_frame and
 ratio, FDE and FRE counts, FRE-type and data-word-size histograms, the share
 of CFI functions and code bytes SFrame describes, and the functions skipped,
 by reason. Output is an aligned table, or JSON, or CSV; --html also writes a
-self-contained page with charts. A progress line is shown on a terminal.`,
+self-contained page with charts. A progress line is shown on a terminal.
+Nothing is written to the files: report converts them in memory.`,
+		Example: `  cfi2sframe report /usr/bin/ls /usr/lib/x86_64-linux-gnu/libc.so.6
+  cfi2sframe report --html report.html /usr/bin
+  cfi2sframe report --csv build/ > sizes.csv`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if asJSON && asCSV {

@@ -11,42 +11,84 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cfi2sframe IN -o OUT | cfi2sframe COMMAND",
 		Short: "Convert DWARF CFI (.eh_frame, .debug_frame) in ELF files into SFrame",
-		Long: `cfi2sframe turns the call-frame information already inside ELF files
-(.eh_frame, .debug_frame) into SFrame (.sframe, PT_GNU_SFRAME), the compact
-stack-trace format read by profilers, the Linux kernel and libsframe.
+		Long: `cfi2sframe turns the DWARF call-frame information ELF files already
+carry (.eh_frame, .debug_frame) into SFrame (.sframe, PT_GNU_SFRAME), the
+compact stack-trace format read by profilers, the Linux kernel's user-space
+unwinder, glibc's backtrace and GNU libsframe. It is for binaries built
+without GNU as --gsframe: old toolchains, clang, prebuilt vendor libraries.
+Executables, PIEs and shared libraries for x86-64, AArch64 and s390x get a
+.sframe section and a PT_GNU_SFRAME segment; a relocatable object gets
+.sframe and .rela.sframe as GNU as --gsframe writes them, for ld to merge;
+a static archive has every object in it converted. The result can be read
+back with objdump --sframe or cfi2sframe dump.
 
-  cfi2sframe in.elf -o out.elf     add .sframe (V3 unless --sframe-version 2)
-  cfi2sframe --in-place PATH...    convert files and directory trees in place
-  cfi2sframe -o DIR PATH...        write the results (and unchanged copies) into DIR
-  cfi2sframe dump FILE             print an SFrame section like objdump --sframe
-  cfi2sframe verify FILE           check .sframe against the CFI at every PC
-  cfi2sframe report FILE|DIR...    size and coverage of SFrame against .eh_frame
+    cfi2sframe IN -o OUT           write IN with SFrame added to OUT
+    cfi2sframe --in-place PATH...  convert files and trees in place
+    cfi2sframe -o DIR PATH...      convert into DIR, copying the rest
+    cfi2sframe dump FILE...        print .sframe like objdump --sframe
+    cfi2sframe verify FILE...      check .sframe against the CFI at every PC
+    cfi2sframe report FILE|DIR...  size and coverage of SFrame vs .eh_frame
+    cfi2sframe trace -p PID        walk a process's stacks with SFrame alone
 
-The output is written to a temporary file and renamed, keeping the input's
-mode; on any error nothing is written. A summary (functions converted,
-skipped by reason) goes to stderr unless -q. A relocatable object without
-.eh_frame (data only) is copied unchanged with a note, as as --gsframe
-writes no .sframe for it.
+SFrame version 3 is written unless --sframe-version 2 (with --pcrel,
+PC-relative function starts) or --for READER, which writes what the Linux
+kernel, glibc or a libsframe release takes and checks the output against
+that reader's rules. A file that already has SFrame data is refused unless
+--force replaces it. Functions SFrame cannot describe are left out and
+counted by reason; --diagnostics lists them.
 
-With several paths or a directory, every regular file found (directories
-walked recursively, symbolic links not followed) is converted on its own,
--j N at a time (default: all CPUs), with a progress bar on a terminal and a
-summary by outcome: converted, already have SFrame, without CFI, not ELF,
-unsupported machine or type, failed. --json prints one record per file.
-Files with nothing to do are left byte-identical (with -o DIR, copied).
-With -o DIR a file argument F is written to DIR/F's base name and a file
-under a directory argument D to DIR/D's base name/its path below D, as
-cp -r places them; outputs that would collide (two inputs to one path, an
-output that is an input, a directory copied into itself) are refused before
-anything is created. The exit status is 0 when no file failed; a file that
-fails does not stop the others; Ctrl-C lets conversions in flight discard
-their temporary files and starts no new one (exit status 130).`,
-		Example: `  cfi2sframe /usr/bin/ls -o ls.sframe
-  cfi2sframe --sframe-version 2 --pcrel libfoo.so -o libfoo.so.new
-  cfi2sframe --in-place --force prog
+The output is written to a temporary file that takes its place only when
+complete: on any error nothing is written. -o OUT keeps the input's mode;
+--in-place also keeps its owner, group, setuid/setgid bits and extended
+attributes (capabilities, ACLs, SELinux labels), and leaves alone a file
+whose content is signed (IMA/EVM, kernel module signature) or whose
+metadata it could not keep. -p keeps the access and modification times,
+as strip -p does. A summary (functions converted, skipped by reason) goes
+to stderr unless -q. A relocatable object without .eh_frame (data only)
+is copied unchanged with a note, since GNU as --gsframe writes no .sframe
+for it either.
+
+With several paths, a directory, or -o naming an existing directory, every
+regular file found (directories walked recursively, symbolic links not
+followed) is converted on its own, -j N at a time (default: all CPUs),
+with a progress bar on a terminal and a summary by outcome: converted,
+already have SFrame, without CFI, not ELF, unsupported machine or type,
+without a safe layout, signed (left alone), refused (metadata not kept),
+failed. --json prints one record per file on stdout. Files with nothing
+to do are left byte-identical (with -o DIR, copied). With -o DIR a file
+argument F is written to DIR/F's base name and a file under a directory
+argument D to DIR/D's base name/its path below D, as cp -r places them;
+outputs that would collide (two inputs to one path, an output that is an
+input, a directory copied into itself) are refused before anything is
+created. DIR receives the whole tree as cp -a copies it: directories,
+symbolic links, hard links, devices, FIFOs and sockets, with owners,
+modes, extended attributes and times, so that it can be chrooted into.
+The walk never follows a symbolic link, and a tree others can write to
+cannot lead it outside.
+
+The exit status is 0 on success and 1 on an error. With several files,
+only those that failed or were refused count as errors, and a file that
+fails does not stop the others. Ctrl-C lets conversions in flight discard
+their temporary files and starts no new one; the exit status is then 130.`,
+		Example: `  # Add SFrame to a copy of a program, then check and print it
+  cfi2sframe /usr/bin/ls -o ls
+  cfi2sframe verify ls
+  cfi2sframe dump ls | less
+
+  # Convert a shared library in place, replacing any SFrame it has
+  cfi2sframe --in-place --force libfoo.so
+
+  # Convert two directory trees in place, 4 files at a time
   cfi2sframe --in-place -j 4 /usr/bin /usr/lib/x86_64-linux-gnu
+
+  # Copy a tree into staged/, converted, with one JSON record per file
   cfi2sframe -o staged/ --json build/ > records.jsonl
-  cfi2sframe --diagnostics json prog -o prog.out > skipped.json`,
+
+  # Write SFrame version 2 with PC-relative function starts
+  cfi2sframe --sframe-version 2 --pcrel libfoo.so -o libfoo.so.new
+
+  # Write what the kernel's unwinder takes; list the functions left out
+  cfi2sframe --for kernel --diagnostics text prog -o prog.new`,
 		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

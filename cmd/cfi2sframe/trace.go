@@ -26,7 +26,7 @@ func newTraceCmd() *cobra.Command {
 		noConvert bool
 	)
 	cmd := &cobra.Command{
-		Use:   "trace [-F HZ] [-d DURATION] [--pprof FILE] [--folded FILE] [--check dwarf] [--no-convert] (-p PID | -- PROG ARGS...)",
+		Use:   "trace [-F HZ] [-d DURATION] [--pprof FILE] [--folded FILE] [--check dwarf] [--no-convert] {-p PID | -- PROG ARGS...}",
 		Short: "Sample a process's stacks with ptrace and walk them with SFrame alone",
 		Long: `trace samples every thread of a process HZ times a second with ptrace
 (seize, interrupt, read the registers, resume) and walks each stack with
@@ -48,12 +48,12 @@ detaches from every thread, leaving the process running (or stopped, if
 job control had stopped it). x86-64 only.
 
 An ELF file mapped without .sframe is walked with SFrame converted from
-its CFI in memory (convert.SFrame, the conversion cfi2sframe IN -o OUT
-writes), once per file, when trace attaches or when a walk first reaches
-a file mapped later; the summary lists each with the section's size and
-the time it took. Nothing is written. --no-convert walks only the files
-that have .sframe (a walk stops at the others). The vDSO, which no file
-holds, is converted either way (unless the kernel built it with .sframe).`,
+its CFI in memory (the same conversion cfi2sframe IN -o OUT writes), once
+per file, when trace attaches or when a walk first reaches a file mapped
+later; the summary lists each with the section's size and the time it
+took. Nothing is written. --no-convert walks only the files that have
+.sframe (a walk stops at the others). The vDSO, which no file holds, is
+converted either way (unless the kernel built it with .sframe).`,
 		Example: `  cfi2sframe trace -p 1234 -d 10s --pprof cpu.pb.gz
   cfi2sframe trace --check dwarf --folded out.folded -- ./prog args
   LD_LIBRARY_PATH=converted cfi2sframe trace --no-convert -- ./prog args`,

@@ -49,10 +49,16 @@ These are what strip, objcopy, eu-strip and patchelf leave when they
 break a file. The .sframe compared with the CFI is the one a loader
 reads, through PT_GNU_SFRAME.
 
-With --for kernel|glibc|libsframe|libsframe-2.44, verify instead checks the
-section against that reader's acceptance rules (see the acceptance package):
-it prints the first violation with its FDE and FRE index and PC, and the
-count of the others; any violation makes the exit status non-zero.`,
+With --for READER, verify instead checks the section against the rules
+by which that reader accepts a section and looks PCs up in it: kernel
+(the Linux kernel's SFrame user-space unwinder, version 3 only), glibc
+(glibc's backtrace built with --enable-sframe, version 2 only), libsframe
+(GNU libsframe 2.47.50) or libsframe-2.44. It prints the first violation
+with its FDE and FRE index and PC, and the count of the others; any
+violation makes the exit status non-zero.`,
+		Example: `  cfi2sframe verify prog libfoo.so
+  cfi2sframe verify --json -q prog > findings.json
+  cfi2sframe verify --for kernel prog`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if forReader != "" {
