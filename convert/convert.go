@@ -528,7 +528,7 @@ func noFDE(parsed int, errs []error) error {
 		return nil
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("no FDE could be read (%d malformed records; the first: %v)", len(errs), errs[0])
+		return fmt.Errorf("no FDE could be read (%d malformed records; the first: %w)", len(errs), errs[0])
 	}
 	return fmt.Errorf("%w: the call-frame sections hold no FDE", ErrNoCFI)
 }

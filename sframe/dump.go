@@ -276,7 +276,7 @@ func dumpJSON(w io.Writer, t *Table) error {
 	}
 	const empty = "[]\n}"
 	if !bytes.HasSuffix(head, []byte(empty)) {
-		return fmt.Errorf("sframe: unexpected JSON header layout")
+		return fmt.Errorf("unexpected JSON header layout")
 	}
 	b.Write(head[:len(head)-len(empty)])
 	b.WriteString("[\n")

@@ -87,7 +87,7 @@ func TestOpenFileErrors(t *testing.T) {
 
 	_, err = sframe.OpenFile(bad)
 	var de *sframe.Error
-	want := fmt.Sprintf("%s: section .sframe at file offset %#x: sframe: bad magic 0x0000 at offset 0x0", bad, off)
+	want := fmt.Sprintf("%s: section .sframe at file offset %#x: bad magic 0x0000 at offset 0x0", bad, off)
 	if !errors.As(err, &ee) || !errors.As(err, &de) || errors.Is(err, sframe.ErrNoSection) ||
 		ee.Section != ".sframe" || ee.Offset != off || err.Error() != want {
 		t.Errorf("bad magic: %v\nwant %s", err, want)

@@ -111,7 +111,7 @@ type FuncError struct {
 }
 
 func (e *FuncError) Error() string {
-	return fmt.Sprintf("sframe: function at %#x: %s", e.Start, e.Msg)
+	return fmt.Sprintf("function at %#x: %s", e.Start, e.Msg)
 }
 
 func ctrlWord(l Loc) int64 {
@@ -397,16 +397,16 @@ type encEntry struct {
 // Section).
 func NewEncoder(o Options) (*Encoder, error) {
 	if o.Version != Version2 && o.Version != Version3 {
-		return nil, fmt.Errorf("sframe: cannot encode version %d", o.Version)
+		return nil, fmt.Errorf("cannot encode version %d", o.Version)
 	}
 	if o.Order == nil {
-		return nil, fmt.Errorf("sframe: no byte order")
+		return nil, fmt.Errorf("no byte order")
 	}
 	if o.FramePointer && o.Version > Version2 {
-		return nil, fmt.Errorf("sframe: SFRAME_F_FRAME_POINTER does not exist in version %d", o.Version)
+		return nil, fmt.Errorf("SFRAME_F_FRAME_POINTER does not exist in version %d", o.Version)
 	}
 	if len(o.AuxHdr) > math.MaxUint8 {
-		return nil, fmt.Errorf("sframe: auxiliary header of %d bytes exceeds 255", len(o.AuxHdr))
+		return nil, fmt.Errorf("auxiliary header of %d bytes exceeds 255", len(o.AuxHdr))
 	}
 	var probe [2]byte
 	o.Order.PutUint16(probe[:], 1)
@@ -514,7 +514,7 @@ func (e *Encoder) Len() int { return len(e.ents) }
 func (e *Encoder) Add(fn *Function) error {
 	o := &e.o
 	if e.freAt != 0 {
-		return fmt.Errorf("sframe: function added after the section was built")
+		return fmt.Errorf("function added after the section was built")
 	}
 	if fn.Flex && o.Version < Version3 {
 		return &FuncError{Start: fn.Start, Msg: "needs a flexible FDE, which SFrame V2 cannot express"}
@@ -586,7 +586,7 @@ func (e *Encoder) Add(fn *Function) error {
 		}
 	}
 	if freOff+len(fre)-len(e.fre) > math.MaxUint32 {
-		return fmt.Errorf("sframe: FRE sub-section exceeds 4 GiB")
+		return fmt.Errorf("FRE sub-section exceeds 4 GiB")
 	}
 	e.freLen += len(fre) - len(e.fre)
 	e.fre = fre
@@ -795,13 +795,13 @@ func (e *Encoder) put4(b []byte, v uint32, size int) {
 // the first gives the section one encoder would have built.
 func (e *Encoder) Append(other *Encoder) error {
 	if e.freAt != 0 || other.freAt != 0 {
-		return fmt.Errorf("sframe: functions appended after the section was built")
+		return fmt.Errorf("functions appended after the section was built")
 	}
 	if !sameOptions(&e.o, &other.o) {
-		return fmt.Errorf("sframe: appending an encoder with other options")
+		return fmt.Errorf("appending an encoder with other options")
 	}
 	if e.freLen+other.freLen > math.MaxUint32 {
-		return fmt.Errorf("sframe: FRE sub-section exceeds 4 GiB")
+		return fmt.Errorf("FRE sub-section exceeds 4 GiB")
 	}
 	base := uint32(e.freLen)
 	e.ents = slices.Grow(e.ents, len(other.ents))
@@ -869,7 +869,7 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 		fdeSize = fdeSizeV3
 	}
 	if len(e.ents) > math.MaxUint32/fdeSize {
-		return nil, fmt.Errorf("sframe: too many functions (%d)", len(e.ents))
+		return nil, fmt.Errorf("too many functions (%d)", len(e.ents))
 	}
 	hsz := HeaderSize + len(o.AuxHdr)
 	fdesLen := len(e.ents) * fdeSize

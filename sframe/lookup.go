@@ -9,13 +9,13 @@ import (
 // values: a lookup returns them without allocating.
 var (
 	// ErrNoFDE: no function descriptor covers the PC.
-	ErrNoFDE = errors.New("sframe: no FDE covers the PC")
+	ErrNoFDE = errors.New("no FDE covers the PC")
 	// ErrNoFRE: the PC is inside a function but before its first row, or
 	// the function has no rows and that has no meaning (V1/V2).
-	ErrNoFRE = errors.New("sframe: no FRE covers the PC")
+	ErrNoFRE = errors.New("no FRE covers the PC")
 	// ErrNeedsRule (LookupStep only): the row at the PC is not one a
 	// StepRule describes; LookupInto gives its Rule.
-	ErrNeedsRule = errors.New("sframe: the row needs the full rule")
+	ErrNeedsRule = errors.New("the row needs the full rule")
 )
 
 // Lookup returns the rule that applies at pc, decoding only the FREs of

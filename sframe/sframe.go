@@ -224,7 +224,7 @@ type Error struct {
 	Msg string
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("sframe: %s at offset %#x", e.Msg, e.Off) }
+func (e *Error) Error() string { return fmt.Sprintf("%s at offset %#x", e.Msg, e.Off) }
 
 func errorf[T int | int64](off T, format string, args ...any) *Error {
 	return &Error{Off: int64(off), Msg: fmt.Sprintf(format, args...)}

@@ -119,10 +119,10 @@ func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
 	}
 	body := uint64(n - hsz)
 	if uint64(h.FDEOff) > body || uint64(h.NumFDEs)*uint64(fdeSize) > body-uint64(h.FDEOff) {
-		return h, big, 0, errorf(8, "%d FDEs of %d bytes at FDE offset %d do not fit in the %d bytes after the header", h.NumFDEs, fdeSize, h.FDEOff, body)
+		return h, big, 0, errorf(8, "%d FDEs of %d bytes at FDE offset %#x do not fit in the %#x bytes after the header", h.NumFDEs, fdeSize, h.FDEOff, body)
 	}
 	if uint64(h.FREOff) > body || uint64(h.FRELen) > body-uint64(h.FREOff) {
-		return h, big, 0, errorf(16, "FRE sub-section (offset %d, length %d) does not fit in the %d bytes after the header", h.FREOff, h.FRELen, body)
+		return h, big, 0, errorf(16, "FRE sub-section (offset %#x, length %#x) does not fit in the %#x bytes after the header", h.FREOff, h.FRELen, body)
 	}
 	// Every FRE takes at least two bytes.
 	if uint64(h.NumFREs) > uint64(h.FRELen)/2 {
@@ -242,7 +242,7 @@ func (t *Table) errFDE(i, pos int, d *FDE) *Error {
 	off := t.fdeBase + i*t.fdeSize
 	switch {
 	case pos > t.freEnd:
-		return errorf(off, "FDE %d: FRE offset %d past the FRE sub-section (%d bytes)", i, d.FREOff, t.freEnd-t.freBase)
+		return errorf(off, "FDE %d: FRE offset %#x past the FRE sub-section (%#x bytes)", i, d.FREOff, t.freEnd-t.freBase)
 	case d.FREType > FREAddr4:
 		return errorf(off, "FDE %d: unknown FRE type %d", i, d.FREType)
 	case d.FDEType > FDETypeFlex:
@@ -255,7 +255,7 @@ func (t *Table) errFDE(i, pos int, d *FDE) *Error {
 // errAttr reports FDE i's V3 attribute at FRE offset fo running past the
 // FRE sub-section.
 func (t *Table) errAttr(i int, fo uint32) *Error {
-	return errorf(t.fdeBase+i*t.fdeSize+12, "FDE %d: attribute at FRE offset %d runs past the FRE sub-section (%d bytes)", i, fo, t.freEnd-t.freBase)
+	return errorf(t.fdeBase+i*t.fdeSize+12, "FDE %d: attribute at FRE offset %#x runs past the FRE sub-section (%#x bytes)", i, fo, t.freEnd-t.freBase)
 }
 
 // errFRECount reports a header whose FRE count is not the FDEs' total.

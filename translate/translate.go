@@ -375,7 +375,7 @@ func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*
 			}
 		}
 		if n > 0 && f.Start < last {
-			return nil, fmt.Errorf("translate: functions out of order: %#x after %#x", f.Start, last)
+			return nil, fmt.Errorf("functions out of order: %#x after %#x", f.Start, last)
 		}
 		last = f.Start
 		n++

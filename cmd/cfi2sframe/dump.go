@@ -60,7 +60,7 @@ func loadSFrame(name string) (t *sframe.Table, secName, format string, done func
 	if len(data) >= 2 && (binary.LittleEndian.Uint16(data) == sframe.Magic || binary.BigEndian.Uint16(data) == sframe.Magic) {
 		t, err := checkedTable(data, 0)
 		if err != nil {
-			return nil, "", "", nil, fmt.Errorf("%s: %v", name, err)
+			return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 		}
 		return t, ".sframe", "binary", done, nil
 	}
@@ -74,7 +74,7 @@ func loadSFrame(name string) (t *sframe.Table, secName, format string, done func
 		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if t, err = checkedTable(es.Data, es.Addr); err != nil {
-		return nil, "", "", nil, fmt.Errorf("%s: section %s: %v", name, es.Name, err)
+		return nil, "", "", nil, fmt.Errorf("%s: section %s: %w", name, es.Name, err)
 	}
 	return t, es.Name, elfFormat(f.ELF), done, nil
 }

@@ -13,7 +13,7 @@ import (
 // would refuse at the end (a device, FIFO, directory or socket).
 func checkOutput(in os.FileInfo, out string, inPlace bool) error {
 	if _, err := elfwrite.ResolveOutput(out); err != nil {
-		return fmt.Errorf("%s: %v", out, err)
+		return fmt.Errorf("%s: %w", out, err)
 	}
 	st, err := os.Stat(out)
 	if err != nil || inPlace {

@@ -35,7 +35,7 @@ Nothing is written to the files: report converts them in memory.`,
 			}
 			if htmlFile != "" {
 				if _, err := elfwrite.ResolveOutput(htmlFile); err != nil {
-					return fmt.Errorf("%s: %v", htmlFile, err)
+					return fmt.Errorf("%s: %w", htmlFile, err)
 				}
 			}
 			stderr := cmd.ErrOrStderr()
@@ -75,7 +75,7 @@ Nothing is written to the files: report converts them in memory.`,
 				}
 			}
 			if len(errs) > 0 {
-				return fmt.Errorf("report: %d failures (listed above)", len(errs))
+				return fmt.Errorf("%d failures (listed above)", len(errs))
 			}
 			return nil
 		},

@@ -62,24 +62,24 @@ converted either way (unless the kernel built it with .sframe).`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash > 0 {
-				return fmt.Errorf("trace: unexpected argument %q before --", args[0])
+				return fmt.Errorf("unexpected argument %q before --", args[0])
 			} else if dash == 0 {
 				opt.Argv = args
 			} else if len(args) > 0 {
-				return fmt.Errorf("trace: give the program after --: cfi2sframe trace -- %s", args[0])
+				return fmt.Errorf("give the program after --: cfi2sframe trace -- %s", args[0])
 			}
 			if (opt.PID != 0) == (len(opt.Argv) > 0) {
-				return errors.New("trace: give one of -p PID and -- PROG ARGS")
+				return errors.New("give one of -p PID and -- PROG ARGS")
 			}
 			switch check {
 			case "":
 			case "dwarf":
 				opt.Dwarf = true
 			default:
-				return fmt.Errorf("trace: --check %q: only dwarf is known", check)
+				return fmt.Errorf("--check %q: only dwarf is known", check)
 			}
 			if opt.Duration < 0 {
-				return errors.New("trace: negative duration")
+				return errors.New("negative duration")
 			}
 			// Check the outputs can be written before sampling.
 			for _, out := range []string{pprofOut, foldedOut} {
@@ -87,7 +87,7 @@ converted either way (unless the kernel built it with .sframe).`,
 					continue
 				}
 				if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
-					return fmt.Errorf("trace: %s: no such directory", filepath.Dir(out))
+					return fmt.Errorf("%s: no such directory", filepath.Dir(out))
 				}
 			}
 			// Objects without .sframe (the vDSO always, files unless

@@ -254,7 +254,7 @@ func verifyFile(name string) (*verify.Result, error) {
 	var sec *sframe.Table
 	if len(data) > 0 {
 		if sec, err = checkedTable(data, addr); err != nil {
-			return nil, fmt.Errorf("%s: %s: %v", name, where, err)
+			return nil, fmt.Errorf("%s: %s: %w", name, where, err)
 		}
 	}
 	// The CFI is executed one FDE at a time as verify reaches its code.

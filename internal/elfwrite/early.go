@@ -55,7 +55,7 @@ func copyRun(dst, src *os.File, off, srcOff, size uint64) error {
 		return err
 	}
 	if uint64(n) != size {
-		return fmt.Errorf("elfwrite: input file shrank while it was copied (%d of %d bytes at %#x)", n, size, srcOff)
+		return fmt.Errorf("input file shrank while it was copied (%d of %d bytes at %#x)", n, size, srcOff)
 	}
 	return nil
 }

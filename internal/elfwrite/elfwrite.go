@@ -79,7 +79,7 @@ type FormatError struct {
 }
 
 func (e *FormatError) Error() string {
-	return fmt.Sprintf("elfwrite: malformed ELF at offset %#x: %s", e.Off, e.Msg)
+	return fmt.Sprintf("malformed ELF at offset %#x: %s", e.Off, e.Msg)
 }
 
 // UnsupportedError reports a well-formed input that this package does not
@@ -88,10 +88,10 @@ type UnsupportedError struct {
 	What string
 }
 
-func (e *UnsupportedError) Error() string { return "elfwrite: unsupported input: " + e.What }
+func (e *UnsupportedError) Error() string { return "unsupported input: " + e.What }
 
 // ErrHasSFrame is matched (errors.Is) by *HasSFrameError.
-var ErrHasSFrame = errors.New("elfwrite: input already has SFrame data")
+var ErrHasSFrame = errors.New("input already has SFrame data")
 
 // HasSFrameError reports that the input already has a .sframe section or a
 // PT_GNU_SFRAME segment and Options.Replace was not set.
@@ -110,7 +110,7 @@ func (e *HasSFrameError) Error() string {
 	default:
 		what = "a PT_GNU_SFRAME segment"
 	}
-	return "elfwrite: input already has " + what + " (set Replace to overwrite)"
+	return "input already has " + what + " (set Replace to overwrite)"
 }
 
 // Is makes errors.Is(err, ErrHasSFrame) true.
@@ -118,7 +118,7 @@ func (e *HasSFrameError) Is(target error) bool { return target == ErrHasSFrame }
 
 // ErrSizeMismatch is returned by Plan.Write and Plan.Bytes when the data
 // passed is not the size the plan was made for.
-var ErrSizeMismatch = errors.New("elfwrite: section data size differs from the planned size")
+var ErrSizeMismatch = errors.New("section data size differs from the planned size")
 
 // Options tune NewPlan.
 type Options struct {

@@ -101,7 +101,7 @@ var dtAddrTags = map[uint64]bool{
 type LayoutError struct{ Msg string }
 
 func (e *LayoutError) Error() string {
-	return "elfwrite: cannot keep the program header table in place: " + e.Msg
+	return "cannot keep the program header table in place: " + e.Msg
 }
 
 func layoutErr(format string, args ...any) error {

@@ -274,7 +274,7 @@ func (p *Plan) WriteFile(dst, src *os.File, sframe []byte) error {
 			return err
 		}
 		if uint64(n) != c.size {
-			return fmt.Errorf("elfwrite: input file shrank while it was copied (%d of %d bytes at %#x)", n, c.size, c.src)
+			return fmt.Errorf("input file shrank while it was copied (%d of %d bytes at %#x)", n, c.size, c.src)
 		}
 		pos = c.off + c.size
 	}
@@ -552,5 +552,5 @@ func PlaceFrom(p *Plan, encode func(addr uint64) ([]byte, error)) (*Plan, []byte
 		}
 		p = q
 	}
-	return nil, nil, fmt.Errorf("elfwrite: .sframe address did not settle after %d encodings", maxReplans)
+	return nil, nil, fmt.Errorf(".sframe address did not settle after %d encodings", maxReplans)
 }

@@ -41,15 +41,15 @@ func ConvertArchive(in []byte, conv func(m *Member) ([]byte, error)) ([]byte, er
 	var longNames []byte
 	for off := len(ArchiveMagic); off < len(in); {
 		if len(in)-off < 60 {
-			return nil, errorf("archive: truncated member header at offset %#x", off)
+			return nil, errorAt(int64(off), "archive: truncated member header")
 		}
 		h := in[off : off+60]
 		if string(h[58:60]) != "`\n" {
-			return nil, errorf("archive: bad member header at offset %#x", off)
+			return nil, errorAt(int64(off), "archive: bad member header")
 		}
 		size, err := strconv.ParseUint(strings.TrimSpace(string(h[48:58])), 10, 63)
 		if err != nil || size > uint64(len(in)-off-60) {
-			return nil, errorf("archive: bad member size at offset %#x", off)
+			return nil, errorAt(int64(off), "archive: bad member size")
 		}
 		m := &Member{header: h, Data: in[off+60 : off+60+int(size)], off: off}
 		name := strings.TrimRight(string(h[:16]), " ")
@@ -59,11 +59,11 @@ func ConvertArchive(in []byte, conv func(m *Member) ([]byte, error)) ([]byte, er
 		case strings.HasPrefix(name, "/") && name != "/" && name != "/SYM64/":
 			i, err := strconv.Atoi(name[1:])
 			if err != nil || i < 0 || i >= len(longNames) {
-				return nil, errorf("archive: bad long name %q at offset %#x", name, off)
+				return nil, errorAt(int64(off), "archive: bad long name %q", name)
 			}
 			end := bytes.Index(longNames[i:], []byte("/\n"))
 			if end < 0 {
-				return nil, errorf("archive: unterminated long name at offset %#x", off)
+				return nil, errorAt(int64(off), "archive: unterminated long name")
 			}
 			m.Name = string(longNames[i : i+end])
 		default:

@@ -38,12 +38,25 @@ type Reloc struct {
 	Addend int64
 }
 
-// Error is a problem with the input object.
-type Error struct{ Msg string }
+// Error is a problem with the input object, at file offset Off (-1: the
+// object as a whole).
+type Error struct {
+	Msg string
+	Off int64
+}
 
-func (e *Error) Error() string { return e.Msg }
+func (e *Error) Error() string {
+	if e.Off < 0 {
+		return e.Msg
+	}
+	return fmt.Sprintf("%s at offset %#x", e.Msg, e.Off)
+}
 
-func errorf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
+func errorf(format string, args ...any) error { return errorAt(-1, format, args...) }
+
+func errorAt(off int64, format string, args ...any) error {
+	return &Error{Msg: fmt.Sprintf(format, args...), Off: off}
+}
 
 // FDETargets reads the RELA section that relocates .eh_frame and returns,
 // for each relocated field offset, its target.
@@ -71,10 +84,10 @@ func FDETargets(ef *elf.File) (map[int64]Target, error) {
 		}
 		data, err := rs.Data()
 		if err != nil {
-			return nil, errorf("reading %s: %v", rs.Name, err)
+			return nil, errorAt(int64(rs.Offset), "reading %s: %v", rs.Name, err)
 		}
 		if len(data)%24 != 0 {
-			return nil, errorf("%s: size %d is not a multiple of 24", rs.Name, len(data))
+			return nil, errorAt(int64(rs.Offset), "%s: size %#x is not a multiple of 24", rs.Name, len(data))
 		}
 		bo := ef.ByteOrder
 		for off := 0; off+24 <= len(data); off += 24 {
@@ -124,10 +137,10 @@ func Append(in []byte, s Section) ([]byte, error) {
 	shnum := int(bo.Uint16(in[0x3c:]))
 	shstrndx := int(bo.Uint16(in[0x3e:]))
 	if shentsize != 64 || shnum == 0 || shstrndx == 0 || shstrndx >= shnum || shnum+2 >= 0xff00 {
-		return nil, errorf("unsupported section header table (entry size %d, %d sections, names in %d)", shentsize, shnum, shstrndx)
+		return nil, errorAt(int64(shoff), "unsupported section header table (entry size %d, %d sections, names in section %d)", shentsize, shnum, shstrndx)
 	}
 	if shoff > uint64(len(in)) || uint64(len(in))-shoff < uint64(shnum*64) {
-		return nil, errorf("section header table runs past the end of the file")
+		return nil, errorAt(int64(shoff), "section header table of %d entries runs past the end of the file (%#x bytes)", shnum, len(in))
 	}
 	symtab := -1
 	for i, sec := range ef.Sections {
@@ -135,7 +148,7 @@ func Append(in []byte, s Section) ([]byte, error) {
 			symtab = i
 		}
 		if sec.Name == s.Name || (len(s.Relocs) > 0 && sec.Name == ".rela"+s.Name) {
-			return nil, errorf("the object already has a %s section", sec.Name)
+			return nil, errorAt(int64(sec.Offset), "the object already has a %s section", sec.Name)
 		}
 	}
 	if symtab < 0 && len(s.Relocs) > 0 {
@@ -143,7 +156,7 @@ func Append(in []byte, s Section) ([]byte, error) {
 	}
 	oldStr, err := ef.Sections[shstrndx].Data()
 	if err != nil {
-		return nil, errorf("reading the section-name table: %v", err)
+		return nil, errorAt(int64(ef.Sections[shstrndx].Offset), "reading the section-name table: %v", err)
 	}
 
 	out := append([]byte(nil), in...)

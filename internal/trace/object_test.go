@@ -105,7 +105,7 @@ func TestLoadObjectBadSFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("bad .sframe at file offset %#x: sframe: bad magic 0x0000 at offset 0x0", off)
+	want := fmt.Sprintf("bad .sframe at file offset %#x: bad magic 0x0000 at offset 0x0", off)
 	if o.Table != nil || o.NoSFrame != want {
 		t.Errorf("table %v, no-SFrame reason %q, want %q", o.Table, o.NoSFrame, want)
 	}
