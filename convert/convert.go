@@ -54,7 +54,7 @@ type Options struct {
 }
 
 // ForReader returns the options whose output reader r takes, on the
-// evidence gathered in the acceptance package and README:
+// evidence gathered in the internal/acceptance and docs/readers.md:
 //
 //   - kernel: V3 with FUNC_START_PCREL, and signal trampolines whose CFI
 //     cannot be described get a signal FDE (SignalFrames): the kernel

@@ -39,7 +39,7 @@ import (
 //
 // One name besides the originals may be left by a kill, since an atomic
 // replacement needs the new file to have a name to rename: a temporary
-// file .NAME.cfi2sframe~HEX beside NAME (README, "Temporary files"), when
+// file .NAME.cfi2sframe~HEX beside NAME (docs/commands.md, "Temporary files"), when
 // it holds NAME's complete output (it got that name once written:
 // O_TMPFILE) and the second run removes it. A temporary file of any other
 // name, or a partial one, fails.
@@ -376,7 +376,7 @@ func hostileBigLibraries(t *testing.T) []string {
 }
 
 // hostileTempOf says whether rel names a temporary file of the pattern
-// the README gives, .NAME.cfi2sframe~ and hex digits, and returns the
+// docs/commands.md gives, .NAME.cfi2sframe~ and hex digits, and returns the
 // name of NAME beside it.
 func hostileTempOf(rel string) (string, bool) {
 	dir, base := filepath.Split(rel)

@@ -33,7 +33,7 @@ var kernelChecks = []string{
 
 // TestKernelAcceptance boots a kernel that has the SFrame user-space
 // unwinder (CFI2SFRAME_KERNEL: a built tree or its bzImage; see
-// scripts/kernel-acceptance.sh for the one the README's figures come
+// scripts/kernel-acceptance.sh for the one docs/acceptance.md's figures come
 // from) with qemu, samples test programs with deferred perf call chains,
 // and requires every chain of cfi2sframe's output to equal the true one or
 // to stop where the kernel is known to stop (signal frame, a caller frame

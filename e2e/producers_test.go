@@ -23,7 +23,7 @@ import (
 // through strip, eu-strip, objcopy 2.40/2.44/2.47 and patchelf intact (as
 // TestRetrofitSurvivesTools counts it). A producer whose output cannot be
 // converted fails its subtest with the refusal, except the one known limit
-// (GNU ld's and gold's static AArch64 executables; README, Layout), which
+// (GNU ld's and gold's static AArch64 executables; docs/layout.md), which
 // must be refused with its reason.
 //
 // The builds run in the background, a few at a time, while the subtests
@@ -269,8 +269,7 @@ func a64Producers() []producer {
 				// relocations that glibc's startup finds through
 				// __rela_iplt_start lie only the notes: room for one
 				// program header, and these files have neither a
-				// PT_PHDR nor a second PT_NOTE to give up. (README,
-				// Layout.)
+				// PT_PHDR nor a second PT_NOTE to give up (docs/layout.md).
 				p.refusal = `section ".rela.plt" at 0x1d8 follows the program header table and cannot move`
 			}
 			ps = append(ps, p)
@@ -533,7 +532,7 @@ func TestProducerMatrix(t *testing.T) {
 				t.Fatalf("convert: %v\n%s", err, b)
 			}
 			if p.refusal != "" {
-				t.Errorf("converted, where the known refusal %q was expected: update the test and the README", p.refusal)
+				t.Errorf("converted, where the known refusal %q was expected: update the test and docs/layout.md", p.refusal)
 			}
 			row.converted = "yes"
 			row.overhead = fmt.Sprint(overhead(t, in.file, conv))

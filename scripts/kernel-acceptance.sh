@@ -22,7 +22,7 @@
 # default 100000), KERNEL_ACCEPTANCE_BOOT_TIMEOUT and _RUN_TIMEOUT (seconds,
 # default 180 and 900).
 #
-# The kernel the figures in README.md come from (no kernel code is in this
+# The kernel the figures in docs/acceptance.md come from (no kernel code is in this
 # repository; the tree was assembled by hand):
 #   base     Debian's linux-source-7.3 7.3.4-1~bpo13+1 (trixie-backports)
 #   series   the unmerged SFrame user-unwinder files, read from the stored
@@ -350,7 +350,7 @@ truth=$w/truth
 # first, innermost first (NAME* matches any function whose name starts with
 # NAME; PLT is a stub of the .plt section); after ";" the frames of it at
 # which the kernel's
-# unwinder is known to stop (see README.md): __restore_rt, since it reads
+# unwinder is known to stop (see docs/acceptance.md): __restore_rt, since it reads
 # no signal frame; drapfn as a caller, since its rbp rule names a register
 # and the kernel applies register rules only in the interrupted frame.
 cat >"$truth" <<'EOF'

@@ -192,7 +192,7 @@ func TestTreeFailureLeavesNoDirectory(t *testing.T) {
 	}
 }
 
-// TestInPlaceNamesOnce: README, Commands: with --in-place the names of
+// TestInPlaceNamesOnce: docs/commands.md: with --in-place the names of
 // one file (a path given twice, hard links) are converted once and stay
 // one file.
 func TestInPlaceNamesOnce(t *testing.T) {

@@ -329,7 +329,7 @@ func TestHostileInputs(t *testing.T) {
 }
 
 // TestOutputThroughSymlink: -o naming a symlink (live or dangling) writes
-// the file it points to and keeps the link (README, Commands); --in-place
+// the file it points to and keeps the link (docs/commands.md); --in-place
 // replaces the input, also through a hard link's other name.
 func TestOutputThroughSymlink(t *testing.T) {
 	dir := hostileDir(t)
