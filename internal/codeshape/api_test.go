@@ -1,0 +1,138 @@
+package codeshape
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// apiBudget is the most exported identifiers the importable packages may
+// have together: top-level functions, types, variables and constants,
+// methods of exported types, and exported fields and interface methods.
+// It only goes down: the library is meant to be small (sframe, unwind,
+// convert, verify; cfi, translate and arch with what they need), and
+// what only the command uses lives under internal/. 1,019 at 2a4860c,
+// over 16 packages; 691 over 9 once the command's packages moved.
+const apiBudget = 691
+
+// exported counts the exported identifiers of the package in dir (its
+// non-test files).
+func exported(t *testing.T, fset *token.FileSet, files []string) int {
+	n := 0
+	for _, path := range files {
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Name.Name == "main" {
+			return 0
+		}
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Name.IsExported() && (d.Recv == nil || exportedRecv(d)) {
+					n++
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					n += exportedSpec(s)
+				}
+			}
+		}
+	}
+	return n
+}
+
+func exportedRecv(fn *ast.FuncDecl) bool {
+	name := funcName(fn)
+	name = strings.TrimPrefix(strings.TrimPrefix(name, "(*"), "(")
+	return ast.IsExported(name)
+}
+
+func exportedSpec(s ast.Spec) int {
+	n := 0
+	switch s := s.(type) {
+	case *ast.ValueSpec:
+		for _, id := range s.Names {
+			if id.IsExported() {
+				n++
+			}
+		}
+	case *ast.TypeSpec:
+		if !s.Name.IsExported() {
+			return 0
+		}
+		n++
+		var fields *ast.FieldList
+		switch ty := s.Type.(type) {
+		case *ast.StructType:
+			fields = ty.Fields
+		case *ast.InterfaceType:
+			fields = ty.Methods
+		}
+		if fields != nil {
+			for _, f := range fields.List {
+				for _, id := range f.Names {
+					if id.IsExported() {
+						n++
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestExportedAPI keeps the importable packages' exported identifiers
+// within apiBudget, and lists them per package (go test -v).
+func TestExportedAPI(t *testing.T) {
+	root := filepath.Join("..", "..")
+	byDir := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch n := d.Name(); {
+			case path == root:
+			case n == "testdata" || n == "internal" || n == "cmd" || n == "e2e" || n == "bench" || strings.HasPrefix(n, "."):
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			dir, _ := filepath.Rel(root, filepath.Dir(path))
+			byDir[dir] = append(byDir[dir], path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var dirs []string
+	for dir := range byDir {
+		dirs = append(dirs, dir)
+	}
+	sort.Strings(dirs)
+	total := 0
+	for _, dir := range dirs {
+		n := exported(t, fset, byDir[dir])
+		if n > 0 {
+			t.Logf("%-12s %d", dir, n)
+		}
+		total += n
+	}
+	t.Logf("total        %d", total)
+	switch {
+	case total > apiBudget:
+		t.Errorf("%d exported identifiers, over the budget of %d: unexport what only this module uses, or move it under internal/", total, apiBudget)
+	case total < apiBudget:
+		t.Errorf("%d exported identifiers, under the budget of %d: lower apiBudget to %d", total, apiBudget, total)
+	}
+}
