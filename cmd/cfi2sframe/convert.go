@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
@@ -230,8 +229,8 @@ func convertInPlace(ctx context.Context, in *convert.Input, meta *fsmeta.Meta, o
 	if why := fsmeta.Signature(meta, in.Data); why != "" {
 		return nil, fmt.Errorf("%s: %s; left alone", in.Name, why)
 	}
-	if meta.Sealed() {
-		return nil, fmt.Errorf("%s: immutable or append-only (chattr +i, +a); left as it was", in.Name)
+	if why := meta.Sealed(); why != "" {
+		return nil, fmt.Errorf("%s: %s; left as it was", in.Name, why)
 	}
 	d, err := elfwrite.OpenDest(in.Name, in.Mode)
 	if err != nil {
@@ -242,12 +241,7 @@ func convertInPlace(ctx context.Context, in *convert.Input, meta *fsmeta.Meta, o
 		_, err := fsmeta.Apply(f, meta, fsmeta.Options{Times: dates})
 		return err
 	}
-	d.Same = func(st *unix.Stat_t) error {
-		if st == nil || st.Dev != in.Dev || st.Ino != in.Ino {
-			return errors.New("replaced by another file during the conversion; left as it is")
-		}
-		return nil
-	}
+	d.Replaces = &elfwrite.FileID{Dev: in.Dev, Ino: in.Ino}
 	res, err := convert.ConvertWriteTo(ctx, in, opts, d)
 	var lost *fsmeta.LostError
 	if errors.As(err, &lost) {

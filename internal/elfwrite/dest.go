@@ -29,11 +29,19 @@ type Dest struct {
 	// takes Name (see internal/fsmeta); Perm is not used then. An error
 	// leaves Name as it was.
 	Finish func(f *os.File) error
-	// Same, if set, is called with what Name is right before it is
-	// replaced (nil: nothing there); an error (the file changed
-	// meanwhile) leaves Name as it was.
-	Same func(st *unix.Stat_t) error
+	// Replaces, if set, is the file Name must still be right before it
+	// is replaced (in-place conversion: the input); when Name is another
+	// file or none by then, Name is left as it is and the error wraps
+	// ErrReplaced.
+	Replaces *FileID
 }
+
+// FileID identifies a file: its device and inode.
+type FileID struct{ Dev, Ino uint64 }
+
+// ErrReplaced: the name a Dest replaces was given to another file
+// meanwhile.
+var ErrReplaced = errors.New("replaced by another file during the run; left as it is")
 
 // TempMarker is in the name of every temporary file WriteAtomic has to
 // name: ".NAME" + TempMarker + random hex. Such a file exists only where
@@ -109,14 +117,10 @@ func writeAtomic(ctx context.Context, d Dest, write func(f *os.File) error) (err
 	if err = ctx.Err(); err != nil {
 		return err
 	}
-	if d.Same != nil {
+	if d.Replaces != nil {
 		var now unix.Stat_t
-		var cur *unix.Stat_t
-		if unix.Fstatat(dirfd, d.Name, &now, unix.AT_SYMLINK_NOFOLLOW) == nil {
-			cur = &now
-		}
-		if err = d.Same(cur); err != nil {
-			return err
+		if unix.Fstatat(dirfd, d.Name, &now, unix.AT_SYMLINK_NOFOLLOW) != nil || (FileID{now.Dev, now.Ino}) != *d.Replaces {
+			return ErrReplaced
 		}
 	}
 	if tmpName == "" {

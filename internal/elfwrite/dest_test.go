@@ -64,16 +64,17 @@ func TestWriteAtomicUnnamed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		d    Dest
+		want error
 	}{
-		{"finish fails", Dest{Finish: func(*os.File) error { return failing }}},
-		{"name changed meanwhile", Dest{Same: func(*unix.Stat_t) error { return failing }}},
+		{"finish fails", Dest{Finish: func(*os.File) error { return failing }}, failing},
+		{"name changed meanwhile", Dest{Replaces: &FileID{Dev: 1, Ino: 1}}, ErrReplaced},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.d
 			d.Dir, d.Name, d.Path = openDir(t, dir), "old", filepath.Join(dir, "old")
 			err := WriteAtomic(context.Background(), d, func(f *os.File) error { _, err := f.WriteString("x"); return err })
-			if !errors.Is(err, failing) {
-				t.Fatalf("error %v", err)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
 			}
 			if b, _ := os.ReadFile(d.Path); string(b) != "old" {
 				t.Errorf("old file replaced: %q", b)

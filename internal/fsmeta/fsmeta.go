@@ -183,6 +183,11 @@ func Signature(m *Meta, data []byte) string {
 	return ""
 }
 
-// Sealed says whether the file may not be replaced: immutable or
-// append-only (chattr +i, +a).
-func (m *Meta) Sealed() bool { return m.Flags&(FlagImmutable|FlagAppend) != 0 }
+// Sealed says why the file may not be replaced ("" if it may): immutable
+// or append-only (chattr +i, +a).
+func (m *Meta) Sealed() string {
+	if m.Flags&(FlagImmutable|FlagAppend) != 0 {
+		return "immutable or append-only (chattr +i, +a)"
+	}
+	return ""
+}

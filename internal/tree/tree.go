@@ -75,6 +75,7 @@ type Record struct {
 	NotKept []string `json:"not_kept,omitempty"`
 
 	meta *fsmeta.Meta // what the file written was given (nil: none written)
+	link bool         // the record of another name of a file (relink)
 }
 
 // Options configures Run.
@@ -340,13 +341,7 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 	finish := func(j job, r Record) {
 		report(r)
 		for _, l := range j.links {
-			lr := relink(ctx, r, j.place, l, mk)
-			if lr.Output != "" {
-				mu.Lock()
-				sum.Kept.HardLinks++
-				mu.Unlock()
-			}
-			report(lr)
+			report(relink(ctx, r, j.place, l, mk))
 		}
 	}
 	for _, r := range c.failed {
@@ -408,6 +403,9 @@ var euid, egid = uint32(os.Geteuid()), uint32(os.Getegid())
 
 // count adds what the file of r kept.
 func (k *Kept) count(r Record) {
+	if r.link && r.Output != "" {
+		k.HardLinks++
+	}
 	m := r.meta
 	if m == nil {
 		return
@@ -466,29 +464,30 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 	if err != nil {
 		return fail(Failed, err), nil
 	}
-	var outDir *os.File // OutDir: the output's directory
+	outDir := dir // the output's directory
+	release := func() {
+		in.Close()
+		dir.Close()
+		if outDir != dir {
+			outDir.Close()
+		}
+	}
 	later := false
 	defer func() {
 		if !later {
-			in.Close()
-			dir.Close()
-			if outDir != nil {
-				outDir.Close()
-			}
+			release()
 		}
 	}()
 	inPlace := o.OutDir == ""
 	if !inPlace {
 		if outDir, err = mk.below(j.r, filepath.Dir(j.rel)); err != nil {
+			outDir = dir
 			return fail(Failed, err), nil
 		}
 	}
-	// dest is where the output goes, given meta as finish says.
+	// dest is where the output goes, given meta (with its times or not).
 	dest := func(times bool) elfwrite.Dest {
-		d := elfwrite.Dest{Dir: dir, Name: filepath.Base(j.rel), Path: j.out}
-		if !inPlace {
-			d.Dir = outDir
-		}
+		d := elfwrite.Dest{Dir: outDir, Name: filepath.Base(j.rel), Path: j.out}
 		fo := fsmeta.Options{Times: times, BestEffort: !inPlace && euid != 0}
 		d.Finish = func(f *os.File) error {
 			lost, err := fsmeta.Apply(f, meta, fo)
@@ -496,12 +495,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 			return err
 		}
 		if inPlace {
-			d.Same = func(st *unix.Stat_t) error {
-				if st == nil || idOfStat(st) != j.id {
-					return errSwapped
-				}
-				return nil
-			}
+			d.Replaces = &elfwrite.FileID{Dev: j.id.dev, Ino: j.id.ino}
 		}
 		return d
 	}
@@ -520,8 +514,8 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 	if why := fsmeta.Signature(meta, in.Data); why != "" {
 		return leave(Signed, fmt.Errorf("%s: %s; left alone", j.in, why))
 	}
-	if inPlace && meta.Sealed() {
-		return fail(Refused, fmt.Errorf("%s: immutable or append-only (chattr +i, +a); left as it was", j.in)), nil
+	if why := meta.Sealed(); inPlace && why != "" {
+		return fail(Refused, fmt.Errorf("%s: %s; left as it was", j.in, why)), nil
 	}
 	switch {
 	case bytes.HasPrefix(in.Data, []byte("\x7fELF")), bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)):
@@ -566,19 +560,12 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 		return rec
 	}
 	var exists unix.Stat_t
-	d := dest(false)
-	if unix.Fstatat(int(d.Dir.Fd()), d.Name, &exists, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	if unix.Fstatat(int(outDir.Fd()), filepath.Base(j.rel), &exists, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return writeOut(), nil // a new file: not synced, nothing to wait on
 	}
 	later = true
 	return Record{}, func() Record {
-		defer func() {
-			in.Close()
-			dir.Close()
-			if outDir != nil {
-				outDir.Close()
-			}
-		}()
+		defer release()
 		return writeOut()
 	}
 }
@@ -628,7 +615,7 @@ var errInterrupted = errors.New("interrupted; left as it was")
 // every file written is.
 func relink(ctx context.Context, r Record, first, l place, mk *dirMaker) Record {
 	rec := r
-	rec.File, rec.NotKept, rec.meta = l.in, nil, nil
+	rec.File, rec.NotKept, rec.meta, rec.link = l.in, nil, nil, true
 	inPlace := first.out == first.in
 	if r.Output == "" || (inPlace && r.Outcome != Converted) {
 		rec.Output = ""
