@@ -2,17 +2,19 @@ package e2e
 
 import (
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/judge"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
 
-// glibcChecks are the check lines scripts/glibc-acceptance.sh prints, each
-// of which must be there and say "ok": a run that skipped or lost a check
-// fails rather than passing with fewer.
+// glibcChecks are the checks internal/judge makes of the glibc harness's
+// runs, each of which must be there and say "ok": a run that skipped or
+// lost a check fails rather than passing with fewer.
 var glibcChecks = []string{
 	"reference: glibc's DWARF fallback, chain",
 	"reference: glibc's DWARF fallback, signal",
@@ -35,11 +37,11 @@ var glibcChecks = []string{
 	"control: damaged FRE, signal",
 }
 
-// TestGlibcAcceptance runs scripts/glibc-acceptance.sh's checks: glibc's
-// SFrame backtrace() (glibc built with --enable-sframe, libgcc_s out of
-// reach) on our V2 output gives the same full-depth traces as the DWARF
-// unwinder, with the built libc and with a libc we converted, plus the
-// controls (no .sframe: 0 frames; GNU as 2.44 --gsframe: full traces; a
+// TestGlibcAcceptance runs scripts/glibc-acceptance.sh check and judges its
+// runs (internal/judge): glibc's SFrame backtrace() (glibc built with
+// --enable-sframe, libgcc_s out of reach) on our V2 output gives the same
+// full-depth traces as the DWARF unwinder, with the built libc and with a
+// libc we converted, plus the controls (no .sframe: 0 frames; GNU as 2.44 --gsframe: full traces; a
 // damaged FRE: caught by verify, no wrong trace).
 //
 // It needs the glibc that `scripts/glibc-acceptance.sh build` builds into
@@ -57,23 +59,28 @@ func TestGlibcAcceptance(t *testing.T) {
 	toolchain.Tool(t, "trixie", "x86_64-as")
 	dir := t.TempDir()
 	c2s := buildCommand(t, dir)
-	cmd := exec.Command("bash", "../scripts/glibc-acceptance.sh", "check")
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command("bash", "../scripts/glibc-acceptance.sh", "check", "--out", out)
 	cmd.Env = append(cmd.Environ(), "CFI2SFRAME="+c2s)
 	outb, err := cmd.CombinedOutput()
-	out := string(outb)
-	t.Logf("scripts/glibc-acceptance.sh check:\n%s", out)
+	t.Logf("scripts/glibc-acceptance.sh check:\n%s", outb)
 	if err != nil {
-		t.Errorf("scripts/glibc-acceptance.sh check: %v", err)
+		t.Fatalf("scripts/glibc-acceptance.sh check: %v", err)
 	}
-	lines := requireChecks(t, out, glibcChecks)
+	report, checks, err := judge.Glibc(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the checks:\n%s", report)
+	lines := requireChecks(t, checks, glibcChecks)
 	// The full-depth traces go down to _start through the whole chain:
 	// main, 4 fp_level, 4 nofp_level, alloca_level, 3 lib_level, the
 	// callback, qsort, compare and leaf are 17 frames before libc's start
 	// code and _start.
 	re := regexp.MustCompile(`^(\d+) SFrame frames = DWARF, last (\S+)`)
 	for _, c := range []string{"ours --for glibc, chain, full depth", "ours --for glibc + our libc, signal, full depth"} {
-		m := re.FindStringSubmatch(strings.TrimPrefix(lines[c], "ok "))
-		if m == nil {
+		m := re.FindStringSubmatch(lines[c].Text)
+		if m == nil || lines[c].Status != "ok" {
 			continue // reported above
 		}
 		if n, _ := strconv.Atoi(m[1]); n < 20 || m[2] != "_start" {
@@ -82,28 +89,22 @@ func TestGlibcAcceptance(t *testing.T) {
 	}
 }
 
-// requireChecks reads the "STATUS name | text" lines an acceptance script
-// prints (STATUS ok, FAIL or info) and fails the test for each of checks
-// that is missing or not ok. It returns every line's "STATUS text" by
-// name.
-func requireChecks(t *testing.T, out string, checks []string) map[string]string {
+// requireChecks fails the test for each of want that is missing from
+// checks or not ok. It returns the checks by name.
+func requireChecks(t *testing.T, checks []judge.Check, want []string) map[string]judge.Check {
 	t.Helper()
-	lines := map[string]string{}
-	for _, l := range strings.Split(out, "\n") {
-		status, rest, ok := strings.Cut(l, " ")
-		name, text, ok2 := strings.Cut(strings.TrimSpace(rest), " | ")
-		if ok && ok2 && (status == "ok" || status == "FAIL" || status == "info") {
-			lines[name] = status + " " + text
-		}
-	}
+	byName := map[string]judge.Check{}
 	for _, c := range checks {
-		got, ok := lines[c]
+		byName[c.Name] = c
+	}
+	for _, name := range want {
+		c, ok := byName[name]
 		switch {
 		case !ok:
-			t.Errorf("check %q missing from the output", c)
-		case !strings.HasPrefix(got, "ok "):
-			t.Errorf("check %q: %s", c, got)
+			t.Errorf("check %q missing", name)
+		case c.Status != "ok":
+			t.Errorf("check %q: %s %s", name, c.Status, c.Text)
 		}
 	}
-	return lines
+	return byName
 }

@@ -3,18 +3,21 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/judge"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
 
-// kernelChecks are the check lines scripts/kernel-acceptance.sh prints
-// with status ok: a run that skipped or lost one fails rather than passing
-// with fewer. The "info" lines (GNU as --gsframe's figures, our default
-// output of the signal program) are logged, not judged.
+// kernelChecks are the checks internal/judge makes of the kernel
+// harness's runs that must say ok: a run that skipped or lost one fails
+// rather than passing with fewer. The "info" checks (GNU as --gsframe's
+// figures, our default output of the signal program) are logged, not
+// judged.
 var kernelChecks = []string{
 	"ours chain.ours",
 	"ours drap.ours",
@@ -38,37 +41,46 @@ var kernelChecks = []string{
 // and requires every chain of cfi2sframe's output to equal the true one or
 // to stop where the kernel is known to stop (signal frame, a caller frame
 // whose rule names a register); the controls (no .sframe, two damaged
-// sections) must fail as predicted. No kernel is built here: without
-// CFI2SFRAME_KERNEL the test skips, also in CI.
+// sections) must fail as predicted. The script records; internal/judge
+// judges the records, and CFI2SFRAME_KERNEL_RUN names the records of an
+// earlier run to judge instead. No kernel is built here: without either
+// variable the test skips, also in CI.
 func TestKernelAcceptance(t *testing.T) {
-	kernel := os.Getenv("CFI2SFRAME_KERNEL")
-	if kernel == "" {
-		t.Skip("CFI2SFRAME_KERNEL names no kernel (a built tree or bzImage with the SFrame user unwinder; see scripts/kernel-acceptance.sh); CI builds none")
+	kernel, run := os.Getenv("CFI2SFRAME_KERNEL"), os.Getenv("CFI2SFRAME_KERNEL_RUN")
+	if kernel == "" && run == "" {
+		t.Skip("CFI2SFRAME_KERNEL names no kernel (a built tree or bzImage with the SFrame user unwinder; see scripts/kernel-acceptance.sh) and CFI2SFRAME_KERNEL_RUN no recorded run; CI builds none")
 	}
-	if testing.Short() {
-		t.Skip("-short: the kernel checks boot a virtual machine")
+	if run == "" {
+		if testing.Short() {
+			t.Skip("-short: the kernel checks boot a virtual machine")
+		}
+		toolchain.Tool(t, "sid", "x86_64-as")
+		dir := t.TempDir()
+		c2s := buildCommand(t, dir)
+		run = filepath.Join(dir, "run")
+		cmd := exec.Command("bash", "../scripts/kernel-acceptance.sh", kernel, run)
+		cmd.Env = append(cmd.Environ(), "CFI2SFRAME="+c2s)
+		out, err := cmd.CombinedOutput()
+		t.Logf("scripts/kernel-acceptance.sh %s:\n%s", kernel, out)
+		if err != nil {
+			t.Fatalf("scripts/kernel-acceptance.sh: %v", err)
+		}
 	}
-	toolchain.Tool(t, "sid", "x86_64-as")
-	dir := t.TempDir()
-	c2s := buildCommand(t, dir)
-	cmd := exec.Command("bash", "../scripts/kernel-acceptance.sh", kernel)
-	cmd.Env = append(cmd.Environ(), "CFI2SFRAME="+c2s)
-	outb, err := cmd.CombinedOutput()
-	out := string(outb)
-	t.Logf("scripts/kernel-acceptance.sh %s:\n%s", kernel, out)
+	report, checks, err := judge.Kernel(run)
 	if err != nil {
-		t.Errorf("scripts/kernel-acceptance.sh: %v", err)
+		t.Fatal(err)
 	}
-	lines := requireChecks(t, out, kernelChecks)
+	t.Logf("the runs in %s:\n%s", run, report)
+	got := requireChecks(t, checks, kernelChecks)
 	// Enough samples to mean something: each of our runs has at least 50
 	// chains in the spinning functions, all right.
-	re := regexp.MustCompile(`^ok (\d+) of (\d+) deferred chains`)
+	re := regexp.MustCompile(`^(\d+) of (\d+) deferred chains`)
 	for _, c := range kernelChecks {
 		if !strings.HasPrefix(c, "ours ") {
 			continue
 		}
-		m := re.FindStringSubmatch(lines[c])
-		if m == nil {
+		m := re.FindStringSubmatch(got[c].Text)
+		if m == nil || got[c].Status != "ok" {
 			continue // reported above
 		}
 		if n, _ := strconv.Atoi(m[2]); n < 50 {

@@ -1,0 +1,153 @@
+package judge
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// KernelTruth is the true chain of every sample of the kernel harness's
+// programs whose innermost function is the first, innermost first, one
+// line per chain: the program, its frames ("NAME*" is any function one of
+// whose names starts with NAME; PLT is a stub of the .plt section), then
+// after ";" the frames at which the kernel's unwinder is known to stop
+// (docs/acceptance.md, "The kernel's limits"): __restore_rt, since it reads
+// no signal frame; drapfn as a caller, since its rbp rule names a register
+// and the kernel applies register rules only in the interrupted frame.
+const KernelTruth = `
+chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main __libc_start_main _start ;
+drap leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ; drapfn
+drap drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ;
+signal s3 s2 s1 main __libc_start_call_main __libc_start_main _start ;
+signal hleaf h1 handler __restore_rt __kill s3 s2 s1 main __libc_start_call_main __libc_start_main _start ; __restore_rt
+plt p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt PLT p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt __strlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt __strnlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt __strcpy_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
+`
+
+// A Truth is one true chain: its frames, innermost first, and the frames
+// at which an unwinder is known to stop.
+type Truth struct {
+	Frames []string
+	Limits []string
+}
+
+// ParseTruth returns the true chains of prog from a table written as
+// KernelTruth is, in their order.
+func ParseTruth(table, prog string) ([]Truth, error) {
+	var ts []Truth
+	for _, l := range strings.Split(table, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != prog {
+			continue
+		}
+		var t Truth
+		lim := false
+		for _, w := range f[1:] {
+			switch {
+			case w == ";":
+				lim = true
+			case lim:
+				t.Limits = append(t.Limits, w)
+			default:
+				t.Frames = append(t.Frames, w)
+			}
+		}
+		if len(t.Frames) == 0 {
+			return nil, fmt.Errorf("true chain of %s without frames: %q", prog, l)
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("no true chain of %s", prog)
+	}
+	return ts, nil
+}
+
+// Class is the verdict on one recorded chain.
+type Class int
+
+const (
+	// Other: its innermost frame is in none of the true chains' innermost
+	// functions (outside the spinning code).
+	Other Class = iota
+	// Equal: frame for frame the true chain, no frame more or less.
+	Equal
+	// Limit: a prefix of the true chain ending at one of its known limits.
+	Limit
+	// Wrong: anything else whose innermost frame is right, and an empty
+	// chain.
+	Wrong
+)
+
+func (c Class) String() string {
+	switch c {
+	case Other:
+		return "other"
+	case Equal:
+		return "equal"
+	case Limit:
+		return "limit"
+	case Wrong:
+		return "wrong"
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
+// A Verdict is how one chain compares with the true chains.
+type Verdict struct {
+	Class Class
+	// Why says what is wrong, where the chain stops, or which innermost
+	// frame it has, for reports; empty for Equal.
+	Why string
+	// Truth is the index of the true chain whose innermost frame the
+	// chain has, or -1 (Other, and an empty chain).
+	Truth int
+	// ThroughMain: the chain is the true one from its innermost frame
+	// through main, whatever follows.
+	ThroughMain bool
+}
+
+// Classify compares the chain ips (innermost first) with the true chains
+// truth, resolved through st. The first true chain whose innermost frame
+// the chain's is decides: frames are compared in turn up to the first that
+// differs (Wrong); a chain as long as the true one is Equal, a longer one
+// Wrong; a shorter one is Limit if its last frame is one of the true
+// chain's limits and Wrong otherwise. An empty chain is Wrong; a chain
+// whose innermost frame is in none of the true chains' is Other.
+func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
+	if len(ips) == 0 {
+		return Verdict{Class: Wrong, Why: "empty chain", Truth: -1}
+	}
+	n := len(ips)
+	top := st.find(ips[0])
+	for ti, t := range truth {
+		if !st.is(top, t.Frames[0]) {
+			continue
+		}
+		v := Verdict{Truth: ti}
+		i := 0
+		for i < n && i < len(t.Frames) && st.is(st.find(ips[i]), t.Frames[i]) {
+			i++
+		}
+		if m := slices.Index(t.Frames, "main"); m >= 0 && i > m {
+			v.ThroughMain = true
+		}
+		switch {
+		case i < n && i < len(t.Frames):
+			v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[i])
+		case n == len(t.Frames):
+			v.Class = Equal
+		case n > len(t.Frames):
+			v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-len(t.Frames), t.Frames[len(t.Frames)-1])
+		case slices.Contains(t.Limits, t.Frames[n-1]):
+			v.Class, v.Why = Limit, "stops at "+t.Frames[n-1]
+		default:
+			v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[n-1], n, len(t.Frames))
+		}
+		return v
+	}
+	return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
+}

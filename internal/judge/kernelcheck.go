@@ -1,0 +1,192 @@
+package judge
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// A Check is one judged property of a harness run: Status is "ok", "FAIL"
+// or "info" (reported, not judged).
+type Check struct {
+	Status, Name, Text string
+}
+
+func (c Check) String() string { return c.Status + " " + c.Name + " | " + c.Text }
+
+func judged(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAIL"
+}
+
+// pct is 100*a/b with one decimal and a percent sign, "-" when b is 0.
+func pct(a, b int) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", share(a, b))
+}
+
+// ParseVerifyLog reads the kernel harness's verify.log: a line "verify
+// FILE pass|fail OUTPUT" per file `cfi2sframe verify --for kernel` ran on.
+// It returns the status by file name.
+func ParseVerifyLog(r io.Reader) (map[string]string, error) {
+	m := map[string]string{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "verify" {
+			m[f[1]] = f[2]
+		}
+	}
+	return m, sc.Err()
+}
+
+func countMatching(lines []string, re *regexp.Regexp) int {
+	n := 0
+	for _, l := range lines {
+		if re.MatchString(l) {
+			n++
+		}
+	}
+	return n
+}
+
+var (
+	sframeLine    = regexp.MustCompile(`(?i)sframe`)
+	removedLine   = regexp.MustCompile(`removing bad .sframe section`)
+	refusedLine   = regexp.MustCompile(`sframe: .*(safe_read_fre|safe_read_fde|not sorted)`)
+	kernelOurs    = []string{"chain.ours", "drap.ours", "plt.ours", "chain.for-kernel", "drap.for-kernel", "signal.for-kernel", "plt.for-kernel", "signal.ours"}
+	kernelAnchors = []string{"chain.gnu", "drap.gnu", "signal.gnu", "plt.gnu"}
+	kernelPlain   = []string{"chain.plain", "drap.plain", "signal.plain", "plt.plain"}
+)
+
+// KernelChecks judges the runs by their figures: our outputs (every chain
+// in the spinning functions right or at a known limit, every true chain
+// seen, exit 0, no kernel log line about sframe, verify --for kernel
+// passes; the default output of signal only reported, it has no signal
+// FDE), GNU as --gsframe's (reported), the programs without .sframe (no
+// chain right, none right through main) and the two damaged copies
+// (verify fails, the kernel removes or refuses the section, no chain
+// right).
+func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) []Check {
+	var cs []Check
+	klog := func(label string) []string {
+		if r := g.Runs[label]; r != nil {
+			return r.KLog
+		}
+		return nil
+	}
+	for _, label := range kernelOurs {
+		f := figs[label]
+		bad := countMatching(klog(label), sframeLine)
+		text := fmt.Sprintf("%d of %d deferred chains (%s) equal the true chain, %d (%s) stop at a known limit, %d wrong; %d true chains never seen; exit %s; %d kernel log lines about sframe; verify --for kernel: %s",
+			f.Equal, f.Spin, pct(f.Equal, f.Spin), f.Limit, pct(f.Limit, f.Spin), f.Wrong, f.Missing, f.Exit, bad, verify[label])
+		switch {
+		case label == "signal.ours":
+			cs = append(cs, Check{"info", "ours " + label, "default output (no signal FDE): " + text})
+		default:
+			ok := f.Exit == "0" && f.Spin > 0 && f.Wrong == 0 && f.Missing == 0 && bad == 0 && verify[label] == "pass"
+			cs = append(cs, Check{judged(ok), "ours " + label, text})
+		}
+	}
+	for _, label := range kernelAnchors {
+		f := figs[label]
+		cs = append(cs, Check{"info", "anchor " + label, fmt.Sprintf("GNU as 2.47 --gsframe (libc.a's objects have no .sframe): %d of %d deferred chains (%s) equal the true chain, %d (%s) stop at a known limit, %d wrong; right through main %d (%s); exit %s; verify --for kernel: %s",
+			f.Equal, f.Spin, pct(f.Equal, f.Spin), f.Limit, pct(f.Limit, f.Spin), f.Wrong, f.ThroughMain, pct(f.ThroughMain, f.Spin), f.Exit, verify[label])})
+	}
+	for _, label := range kernelPlain {
+		f := figs[label]
+		text := fmt.Sprintf("no .sframe: %d of %d deferred chains equal the true chain, %d right through main (the frame-pointer fallback on -fomit-frame-pointer code); exit %s", f.Equal, f.Spin, f.ThroughMain, f.Exit)
+		cs = append(cs, Check{judged(f.Exit == "0" && f.Spin > 0 && f.Equal == 0 && f.ThroughMain == 0), "control " + label, text})
+	}
+	label := "chain.damaged-lookup"
+	f := figs[label]
+	removed := countMatching(klog(label), removedLine)
+	cs = append(cs, Check{judged(verify[label] == "fail" && removed >= 1 && f.Equal == 0), "control " + label,
+		fmt.Sprintf("verify --for kernel: %s; kernel: %d 'removing bad .sframe section'; %d of %d chains equal the true chain", verify[label], removed, f.Equal, f.Spin)})
+	label = "chain.damaged-validate"
+	f = figs[label]
+	refused := countMatching(klog(label), refusedLine)
+	cs = append(cs, Check{judged(verify[label] == "fail" && refused >= 1 && f.Equal == 0), "control " + label,
+		fmt.Sprintf("verify --for kernel: %s; kernel: %d validation failures at exec; %d of %d chains equal the true chain", verify[label], refused, f.Equal, f.Spin)})
+	return cs
+}
+
+// Kernel judges the artefacts scripts/kernel-acceptance.sh leaves in dir:
+// runs (a label and the program's arguments per line), bin/LABEL (each
+// program run), data.txt (the guest's output, see ParseGuest) and
+// verify.log (see ParseVerifyLog). It returns the report the harness
+// prints (the kernel, the boot log, verify's verdicts, each run's figures,
+// the checks) and the checks.
+func Kernel(dir string) (string, []Check, error) {
+	runs, err := os.ReadFile(filepath.Join(dir, "runs"))
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := os.Open(filepath.Join(dir, "data.txt"))
+	if err != nil {
+		return "", nil, err
+	}
+	defer data.Close()
+	g, err := ParseGuest(data)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %v", data.Name(), err)
+	}
+	vf, err := os.ReadFile(filepath.Join(dir, "verify.log"))
+	if err != nil {
+		return "", nil, err
+	}
+	verify, _ := ParseVerifyLog(strings.NewReader(string(vf)))
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nkernel: %s\n", g.Boot)
+	if g.Dyndbg != "" {
+		fmt.Fprintf(&b, "dynamic debug: %s\n", g.Dyndbg)
+	}
+	for _, l := range g.BootLog {
+		fmt.Fprintf(&b, "boot log: %s\n", l)
+	}
+	b.WriteString("\nverify --for kernel:\n")
+	if len(vf) > 0 {
+		for _, l := range strings.Split(strings.TrimSuffix(string(vf), "\n"), "\n") {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	b.WriteString("\n")
+	figs := map[string]Figures{}
+	for _, l := range strings.Split(string(runs), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		label := f[0]
+		prog, _, _ := strings.Cut(label, ".")
+		truth, err := ParseTruth(KernelTruth, prog)
+		if err != nil {
+			return "", nil, err
+		}
+		st, err := LoadSymtab(filepath.Join(dir, "bin", label))
+		if err != nil {
+			return "", nil, err
+		}
+		run := g.Runs[label]
+		if run == nil {
+			run = &Run{Label: label, Stats: map[string]string{}}
+		}
+		fg, rep := JudgeRun(st, truth, run)
+		figs[label] = fg
+		b.WriteString(rep)
+	}
+	b.WriteString("\n")
+	cs := KernelChecks(g, figs, verify)
+	for _, c := range cs {
+		b.WriteString(c.String() + "\n")
+	}
+	return b.String(), cs, nil
+}
