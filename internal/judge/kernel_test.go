@@ -1,0 +1,414 @@
+package judge
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// stackAddr stands for a frame an unwinder read from the wrong slot: an
+// address on the stack, in no function.
+const stackAddr = 0x7ffd12345678
+
+func truthOf(t *testing.T, prog string) []Truth {
+	t.Helper()
+	ts, err := ParseTruth(KernelTruth, prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+// The true chains of each program, as the harness's table had them.
+func TestParseTruth(t *testing.T) {
+	ts := truthOf(t, "drap")
+	if len(ts) != 2 || strings.Join(ts[0].Frames, " ") != "leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start" ||
+		!slices.Equal(ts[0].Limits, []string{"drapfn"}) || len(ts[1].Limits) != 0 || ts[1].Frames[0] != "drapfn" {
+		t.Errorf("drap: %+v", ts)
+	}
+	if ts := truthOf(t, "plt"); len(ts) != 5 || ts[1].Frames[0] != "PLT" || ts[4].Frames[0] != "__strcpy_*" {
+		t.Errorf("plt: %+v", ts)
+	}
+	if ts := truthOf(t, "signal"); len(ts) != 2 || !slices.Equal(ts[1].Limits, []string{"__restore_rt"}) {
+		t.Errorf("signal: %+v", ts)
+	}
+	if _, err := ParseTruth(KernelTruth, "nosuch"); err == nil {
+		t.Error("a program without true chains has some")
+	}
+}
+
+// classifyCase is one chain derived from a real one and its verdict.
+type classifyCase struct {
+	what string
+	ips  []uint64
+	want Verdict
+}
+
+func with(ips []uint64, i int, v uint64) []uint64 {
+	c := slices.Clone(ips)
+	c[i] = v
+	return c
+}
+
+// realCases are the chains of prog's variant built in dir, as gdb finds
+// them, and chains made from them as the kernel's walks are seen to end:
+// cut short (at a known limit or not), one frame too many, a frame from
+// the wrong stack slot, from a caller's frame on.
+func realCases(t *testing.T, prog string) []classifyCase {
+	chains := realChains(t, prog)
+	one := func(tag string) []uint64 {
+		if len(chains[tag]) == 0 {
+			t.Fatalf("%s: gdb gave no %s chain", prog, tag)
+		}
+		return chains[tag][0]
+	}
+	var cs []classifyCase
+	switch strings.Split(filepath.Base(prog), ".")[0] {
+	case "chain":
+		leaf := one("leaf")
+		cs = []classifyCase{
+			{"true", leaf, Verdict{Class: Equal, ThroughMain: true}},
+			{"to c5", leaf[:5], Verdict{Class: Wrong, Why: "stops after c5 (frame 5 of 13)"}},
+			{"to main", leaf[:10], Verdict{Class: Wrong, Why: "stops after main (frame 10 of 13)", ThroughMain: true}},
+			{"one more", append(slices.Clone(leaf), stackAddr), Verdict{Class: Wrong, Why: "1 frames after _start", ThroughMain: true}},
+			{"c6 wrong", with(leaf, 3, stackAddr), Verdict{Class: Wrong, Why: "frame 4 is ?7ffd12345678, want c6"}},
+			{"c2 is c3", with(leaf, 7, leaf[6]), Verdict{Class: Wrong, Why: "frame 8 is c3, want c2"}},
+			{"leaf alone", leaf[:1], Verdict{Class: Wrong, Why: "stops after leaf (frame 1 of 13)"}},
+			{"from c8", leaf[1:], Verdict{Class: Other, Why: "innermost frame c8", Truth: -1}},
+			{"from nowhere", []uint64{stackAddr, leaf[1]}, Verdict{Class: Other, Why: "innermost frame ?7ffd12345678", Truth: -1}},
+		}
+	case "drap":
+		leaf, drapfn := one("leaf"), one("drapfn")
+		cs = []classifyCase{
+			{"drapfn true", drapfn, Verdict{Class: Equal, Truth: 1, ThroughMain: true}},
+			{"leaf true", leaf, Verdict{Class: Equal, ThroughMain: true}},
+			{"leaf to drapfn", leaf[:3], Verdict{Class: Limit, Why: "stops at drapfn"}},
+			{"leaf to d3", leaf[:2], Verdict{Class: Wrong, Why: "stops after d3 (frame 2 of 9)"}},
+			{"leaf, drapfn wrong", with(leaf, 3, stackAddr), Verdict{Class: Wrong, Why: "frame 4 is ?7ffd12345678, want d2"}},
+			{"drapfn to d1", drapfn[:3], Verdict{Class: Wrong, Why: "stops after d1 (frame 3 of 7)", Truth: 1}},
+			{"leaf from drapfn", leaf[2:], Verdict{Class: Equal, Truth: 1, ThroughMain: true}},
+			{"leaf from d3", leaf[1:], Verdict{Class: Other, Why: "innermost frame d3", Truth: -1}},
+		}
+	case "signal":
+		s3, hleaf := one("s3"), one("hleaf")
+		cs = []classifyCase{
+			{"s3 true", s3, Verdict{Class: Equal, ThroughMain: true}},
+			{"hleaf true", hleaf, Verdict{Class: Equal, Truth: 1, ThroughMain: true}},
+			{"hleaf to __restore_rt", hleaf[:4], Verdict{Class: Limit, Why: "stops at __restore_rt", Truth: 1}},
+			{"hleaf, __restore_rt, a stack address", append(slices.Clone(hleaf[:4]), stackAddr), Verdict{Class: Wrong, Why: "frame 5 is ?7ffd12345678, want __kill", Truth: 1}},
+			{"hleaf to handler", hleaf[:3], Verdict{Class: Wrong, Why: "stops after handler (frame 3 of 12)", Truth: 1}},
+			{"from __kill", hleaf[4:], Verdict{Class: Other, Why: "innermost frame __kill", Truth: -1}},
+		}
+	case "plt":
+		p2 := one("p2")
+		cs = []classifyCase{
+			{"p2 true", p2, Verdict{Class: Equal, ThroughMain: true}},
+			{"p2 to main", p2[:3], Verdict{Class: Wrong, Why: "stops after main (frame 3 of 6)", ThroughMain: true}},
+		}
+		for i, c := range chains["PLT"] {
+			cs = append(cs, classifyCase{fmt.Sprintf("PLT %d", i), c, Verdict{Class: Equal, Truth: 1, ThroughMain: true}},
+				classifyCase{fmt.Sprintf("PLT %d, p2 wrong", i), with(c, 1, stackAddr), Verdict{Class: Wrong, Why: "frame 2 is ?7ffd12345678, want p2", Truth: 1}})
+		}
+		for i, c := range chains["impl"] {
+			// strlen's, strnlen's, strcpy's implementation, whichever
+			// this CPU gets.
+			cs = append(cs, classifyCase{fmt.Sprintf("impl %d", i), c, Verdict{Class: Equal, Truth: 2 + i, ThroughMain: true}},
+				classifyCase{fmt.Sprintf("impl %d to p1", i), c[:3], Verdict{Class: Wrong, Why: "stops after p1 (frame 3 of 7)", Truth: 2 + i}})
+		}
+		if len(chains["PLT"]) != 3 || len(chains["impl"]) != 3 {
+			t.Errorf("%s: %d chains in .plt, %d in what it calls, want 3 of each", prog, len(chains["PLT"]), len(chains["impl"]))
+		}
+	}
+	return cs
+}
+
+// Chains gdb finds in the four programs (each variant the harness runs),
+// and chains made from them, get the verdicts the harness's rules give:
+// equal, at a known limit (drapfn as a caller, __restore_rt), wrong (cut
+// short elsewhere, too long, a wrong frame), other (innermost frame in no
+// true chain), through main or not.
+func TestClassifyRealChains(t *testing.T) {
+	dir := programs(t)
+	for _, p := range kernelProgs {
+		truth := truthOf(t, p)
+		for _, v := range variants() {
+			prog := filepath.Join(dir, p+"."+v)
+			st, err := LoadSymtab(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range realCases(t, prog) {
+				if got := Classify(st, truth, c.ips); got != c.want {
+					t.Errorf("%s.%s, %s: %+v, want %+v", p, v, c.what, got, c.want)
+				}
+			}
+			if got := Classify(st, truth, nil); got != (Verdict{Class: Wrong, Why: "empty chain", Truth: -1}) {
+				t.Errorf("%s.%s, empty chain: %+v", p, v, got)
+			}
+		}
+	}
+}
+
+// scriptRuns are the labels of the runs scripts/kernel-acceptance.sh
+// makes, read from its "runs" list.
+func scriptRuns(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "kernel-acceptance.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "cat >\"$w/runs\" <<'EOF'\n")
+	list, _, ok2 := strings.Cut(rest, "\nEOF\n")
+	if !ok || !ok2 {
+		t.Fatal("no runs list in scripts/kernel-acceptance.sh")
+	}
+	var labels []string
+	for _, l := range strings.Split(list, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			labels = append(labels, f[0])
+		}
+	}
+	return labels
+}
+
+func chainLine(kind string, count int, ips []uint64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d %d", kind, count, len(ips))
+	for _, ip := range ips {
+		fmt.Fprintf(&b, " %x", ip)
+	}
+	return b.String()
+}
+
+// kernelRecords writes into dir what scripts/kernel-acceptance.sh leaves
+// there after a run in which the kernel behaved as docs/acceptance.md
+// says, with the chains gdb finds in the programs built here: our outputs
+// walked right through (drap's leaf and signal's handler to their limits;
+// our default output of signal adding a stack address after
+// __restore_rt), GNU's to main and a frame more, the programs without
+// .sframe one frame deep, the damaged copies removed or refused by the
+// kernel. Each run also has chains outside the spinning code (in _start)
+// and ordinary samples. bad, when not empty, is a label whose deferred
+// chains are all cut short after their second frame.
+func kernelRecords(t *testing.T, dir, bad string) {
+	t.Helper()
+	progs := programs(t)
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	labels := scriptRuns(t)
+	var runs, data, verify strings.Builder
+	data.WriteString("boot 7.3.4 #1 SMP PREEMPT_DYNAMIC\r\ndyndbg enabled 12 of 12 kernel/unwind callsites\r\nB unwind_user: deferred unwinding enabled\r\n")
+	chains := map[string]map[string][][]uint64{}
+	for i, label := range labels {
+		prog, variant, _ := strings.Cut(label, ".")
+		src := filepath.Join(progs, label)
+		if strings.HasPrefix(variant, "damaged-") {
+			src = filepath.Join(progs, "chain.ours")
+		}
+		if variant == "gnu" && !gnuBuilt {
+			src = filepath.Join(progs, prog+".plain")
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "bin", label), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&runs, "%s %d\n", label, 1000)
+		if chains[src] == nil {
+			chains[src] = realChains(t, src)
+		}
+		c := chains[src]
+		st, err := LoadSymtab(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := st.byName["_start"]
+		fmt.Fprintf(&data, "run %s\r\n", label)
+		n := 0
+		tags := slices.Sorted(maps.Keys(c))
+		for _, tag := range tags {
+			for j, ips := range c[tag] {
+				n++
+				count := 40 + 7*n + i
+				switch {
+				case label == bad:
+					ips = ips[:2]
+				case variant == "plain" || strings.HasPrefix(variant, "damaged-"):
+					ips = ips[:1]
+				case variant == "gnu":
+					m := slices.IndexFunc(ips, func(ip uint64) bool { return st.Name(ip) == "main" })
+					ips = append(slices.Clone(ips[:m+1]), stackAddr)
+				case tag == "hleaf" && variant == "ours":
+					ips = append(slices.Clone(ips[:4]), stackAddr)
+				case tag == "hleaf", prog == "drap" && tag == "leaf":
+					ips = ips[:tagLimit(tag)]
+				}
+				data.WriteString(chainLine("D", count, ips) + "\r\n")
+				if j == 0 {
+					data.WriteString(chainLine("S", count/2, ips[:1]) + "\r\n")
+				}
+			}
+		}
+		data.WriteString(chainLine("D", 3, []uint64{start}) + "\r\n")
+		data.WriteString(chainLine("S", 5, []uint64{start + 1, stackAddr}) + "\r\n")
+		fmt.Fprintf(&data, "stat exit 0\r\nstat deferred-samples %d\r\nstat deferred-marks %d\r\nstat deferred-lost 0\r\nend %s\r\n", 300+i, 290+i, label)
+		switch variant {
+		case "damaged-lookup":
+			data.WriteString("K [    3.1] sframe: removing bad .sframe section\r\n")
+		case "damaged-validate":
+			data.WriteString("K [    4.2] sframe: FDE 46: safe_read_fre(0) failed\r\n")
+		}
+		if label == "drap.ours" {
+			data.WriteString("K [    4.9] unwind_user: a line about unwinding only\r\n")
+		}
+		data.WriteString("K [    5.0] random: crng init done\r\n")
+		status := "pass"
+		if strings.HasPrefix(variant, "damaged-") {
+			status = "fail"
+		}
+		fmt.Fprintf(&verify, "verify %s %s chain: 17 functions checked\n", label, status)
+	}
+	data.WriteString("all done\r\n")
+	for name, s := range map[string]string{"runs": runs.String(), "verify.log": verify.String(),
+		"data.txt": strings.ReplaceAll(data.String(), "\r", "")} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tagLimit is the length of a chain from the innermost function tag that
+// ends at its known limit.
+func tagLimit(tag string) int {
+	if tag == "hleaf" {
+		return 4 // hleaf h1 handler __restore_rt
+	}
+	return 3 // leaf d3 drapfn
+}
+
+// The report and checks of a run whose kernel behaved as
+// docs/acceptance.md says (the chains are gdb's; see kernelRecords): every
+// check ok, the info ones reported; the figures and the report lines as
+// the harness's awk printed them.
+func TestKernel(t *testing.T) {
+	dir := t.TempDir()
+	kernelRecords(t, dir, "")
+	report, checks, err := Kernel(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info []string
+	for _, c := range checks {
+		switch {
+		case c.Status == "info":
+			info = append(info, c.Name)
+		case c.Status != "ok":
+			t.Errorf("%s", c)
+		}
+	}
+	if len(checks) != 18 || strings.Join(info, ", ") != "ours signal.ours, anchor chain.gnu, anchor drap.gnu, anchor signal.gnu, anchor plt.gnu" {
+		t.Errorf("%d checks, info: %v", len(checks), info)
+	}
+	for _, want := range []string{
+		"\nkernel: 7.3.4 #1 SMP PREEMPT_DYNAMIC\ndynamic debug: enabled 12 of 12 kernel/unwind callsites\nboot log: unwind_user: deferred unwinding enabled\n\nverify --for kernel:\n  verify chain.ours pass chain: 17 functions checked\n",
+		`drap.ours: exit 0; 116 deferred chains (296 samples marked deferred, 0 lost): in the spinning functions 113, equal to the true chain 53 (46.9%), stopped at a known limit 60 (53.1%), wrong 0; right through main 53 (46.9%); outside the spinning functions 3
+  innermost leaf: 60 chains, 0 equal, 60 at a known limit, 0 wrong
+  innermost drapfn: 53 chains, 53 equal, 0 at a known limit, 0 wrong
+  ordinary samples (frame-pointer walk at the sample): 61, in the spinning functions 56, equal to the true chain 0 (0.0%)
+        60 x limit  stops at drapfn: leaf d3 drapfn
+         3 x other  innermost frame _start: _start
+  kernel log: [    4.9] unwind_user: a line about unwinding only
+drap.for-kernel: `,
+		`signal.ours: exit 0; 124 deferred chains (300 samples marked deferred, 0 lost): in the spinning functions 121, equal to the true chain 64 (52.9%), stopped at a known limit 0 (0.0%), wrong 57; right through main 64 (52.9%); outside the spinning functions 3
+  innermost s3: 64 chains, 64 equal, 0 at a known limit, 0 wrong
+  innermost hleaf: 57 chains, 0 equal, 0 at a known limit, 57 wrong
+  ordinary samples (frame-pointer walk at the sample): 65, in the spinning functions 60, equal to the true chain 0 (0.0%)
+        57 x wrong  frame 5 is ?7ffd12345678, want __kill: hleaf h1 handler __restore_rt ?7ffd12345678
+         3 x other  innermost frame _start: _start
+  kernel log: no line about sframe/unwind
+`,
+		"ok ours drap.ours | 53 of 113 deferred chains (46.9%) equal the true chain, 60 (53.1%) stop at a known limit, 0 wrong; 0 true chains never seen; exit 0; 0 kernel log lines about sframe; verify --for kernel: pass\n",
+		"info ours signal.ours | default output (no signal FDE): 64 of 121 deferred chains (52.9%) equal the true chain, 0 (0.0%) stop at a known limit, 57 wrong; 1 true chains never seen; exit 0; 0 kernel log lines about sframe; verify --for kernel: pass\n",
+		"ok control chain.damaged-lookup | verify --for kernel: fail; kernel: 1 'removing bad .sframe section'; 0 of 51 chains equal the true chain\n",
+		"ok control chain.damaged-validate | verify --for kernel: fail; kernel: 1 validation failures at exec; 0 of 52 chains equal the true chain\n",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks\n%s\nreport:\n%s", want, report)
+			break
+		}
+	}
+}
+
+// runBlock is the lines of data from "run LABEL" to "end LABEL".
+func runBlock(t *testing.T, data, label string) string {
+	t.Helper()
+	i := strings.Index(data, "run "+label+"\n")
+	j := strings.Index(data, "end "+label+"\n")
+	if i < 0 || j < i {
+		t.Fatalf("no run %s", label)
+	}
+	return data[i : j+len("end "+label+"\n")]
+}
+
+// A run of ours whose chains stop short fails its check, saying how, as
+// does one verify fails; a program without .sframe whose chains are right
+// fails its control; a damaged copy the kernel did not remove fails its
+// control. Every other check stays as it was.
+func TestKernelFails(t *testing.T) {
+	for _, c := range []struct {
+		bad, check, text string
+		edit             func(t *testing.T, data, verify string) (string, string)
+	}{
+		{"signal.for-kernel", "ours signal.for-kernel", "0 of 123 deferred chains (0.0%) equal the true chain, 0 (0.0%) stop at a known limit, 123 wrong; 2 true chains never seen; exit 0; 0 kernel log lines about sframe; verify --for kernel: pass", nil},
+		{"", "ours chain.ours", "47 of 47 deferred chains (100.0%) equal the true chain, 0 (0.0%) stop at a known limit, 0 wrong; 0 true chains never seen; exit 0; 0 kernel log lines about sframe; verify --for kernel: fail",
+			func(t *testing.T, data, verify string) (string, string) {
+				return data, strings.Replace(verify, "verify chain.ours pass", "verify chain.ours fail", 1)
+			}},
+		{"", "control chain.plain", "no .sframe: 47 of 47 deferred chains equal the true chain, 47 right through main (the frame-pointer fallback on -fomit-frame-pointer code); exit 0",
+			func(t *testing.T, data, verify string) (string, string) {
+				ours := strings.ReplaceAll(runBlock(t, data, "chain.ours"), "chain.ours", "chain.plain")
+				return strings.Replace(data, runBlock(t, data, "chain.plain"), ours, 1), verify
+			}},
+		{"", "control chain.damaged-lookup", "verify --for kernel: fail; kernel: 0 'removing bad .sframe section'; 0 of 51 chains equal the true chain",
+			func(t *testing.T, data, verify string) (string, string) {
+				return strings.Replace(data, "removing bad", "keeping", 1), verify
+			}},
+	} {
+		dir := t.TempDir()
+		kernelRecords(t, dir, c.bad)
+		if c.edit != nil {
+			data, err1 := os.ReadFile(filepath.Join(dir, "data.txt"))
+			verify, err2 := os.ReadFile(filepath.Join(dir, "verify.log"))
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			d, v := c.edit(t, string(data), string(verify))
+			if os.WriteFile(filepath.Join(dir, "data.txt"), []byte(d), 0o644) != nil || os.WriteFile(filepath.Join(dir, "verify.log"), []byte(v), 0o644) != nil {
+				t.Fatal("cannot write the records")
+			}
+		}
+		_, checks, err := Kernel(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range checks {
+			want := "ok"
+			if k.Name == c.check {
+				want = "FAIL"
+				if k.Text != c.text {
+					t.Errorf("%s: %s, want %s", k.Name, k.Text, c.text)
+				}
+			}
+			if k.Status != want && k.Status != "info" {
+				t.Errorf("%s failing: %s", c.check, k)
+			}
+		}
+	}
+}
