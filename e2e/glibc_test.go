@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -41,14 +42,47 @@ var glibcChecks = []string{
 // runs (internal/judge): glibc's SFrame backtrace() (glibc built with
 // --enable-sframe, libgcc_s out of reach) on our V2 output gives the same
 // full-depth traces as the DWARF unwinder, with the built libc and with a
-// libc we converted, plus the controls (no .sframe: 0 frames; GNU as 2.44 --gsframe: full traces; a
-// damaged FRE: caught by verify, no wrong trace).
+// libc we converted, plus the controls (no .sframe: 0 frames; GNU as 2.44
+// --gsframe: full traces; a damaged FRE: caught by verify, no wrong
+// trace).
 //
 // It needs the glibc that `scripts/glibc-acceptance.sh build` builds into
 // its cache (30-60 minutes on 2 cores), which is outside the default test
 // run and CI: without that cache the test skips, even under
-// CFI2SFRAME_REQUIRE_TOOLCHAIN=1.
+// CFI2SFRAME_REQUIRE_TOOLCHAIN=1. CFI2SFRAME_GLIBC_RUN names the outputs of
+// an earlier `scripts/glibc-acceptance.sh check --out DIR` to judge
+// instead.
 func TestGlibcAcceptance(t *testing.T) {
+	out := os.Getenv("CFI2SFRAME_GLIBC_RUN")
+	if out == "" {
+		out = glibcRun(t)
+	}
+	report, checks, err := judge.Glibc(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the checks of the runs in %s:\n%s", out, report)
+	lines := requireChecks(t, checks, glibcChecks)
+	// The full-depth traces go down to _start through the whole chain:
+	// main, 4 fp_level, 4 nofp_level, alloca_level, 3 lib_level, the
+	// callback, qsort, compare and leaf are 17 frames before libc's start
+	// code and _start.
+	re := regexp.MustCompile(`^(\d+) SFrame frames = DWARF, last (\S+)`)
+	for _, c := range []string{"ours --for glibc, chain, full depth", "ours --for glibc + our libc, signal, full depth"} {
+		m := re.FindStringSubmatch(lines[c].Text)
+		if m == nil || lines[c].Status != "ok" {
+			continue // reported above
+		}
+		if n, _ := strconv.Atoi(m[1]); n < 20 || m[2] != "_start" {
+			t.Errorf("check %q: %s frames ending in %s, want at least 20 ending in _start", c, m[1], m[2])
+		}
+	}
+}
+
+// glibcRun runs scripts/glibc-acceptance.sh check into a new directory,
+// which it returns, or skips t when there is no glibc to run it with.
+func glibcRun(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: the glibc checks build and run some 40 programs")
 	}
@@ -67,26 +101,7 @@ func TestGlibcAcceptance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("scripts/glibc-acceptance.sh check: %v", err)
 	}
-	report, checks, err := judge.Glibc(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the checks:\n%s", report)
-	lines := requireChecks(t, checks, glibcChecks)
-	// The full-depth traces go down to _start through the whole chain:
-	// main, 4 fp_level, 4 nofp_level, alloca_level, 3 lib_level, the
-	// callback, qsort, compare and leaf are 17 frames before libc's start
-	// code and _start.
-	re := regexp.MustCompile(`^(\d+) SFrame frames = DWARF, last (\S+)`)
-	for _, c := range []string{"ours --for glibc, chain, full depth", "ours --for glibc + our libc, signal, full depth"} {
-		m := re.FindStringSubmatch(lines[c].Text)
-		if m == nil || lines[c].Status != "ok" {
-			continue // reported above
-		}
-		if n, _ := strconv.Atoi(m[1]); n < 20 || m[2] != "_start" {
-			t.Errorf("check %q: %s frames ending in %s, want at least 20 ending in _start", c, m[1], m[2])
-		}
-	}
+	return out
 }
 
 // requireChecks fails the test for each of want that is missing from

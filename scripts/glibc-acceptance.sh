@@ -35,7 +35,9 @@
 #            and the built libc.so.6 (--for glibc --force), runs it under
 #            the built ld.so and writes every run's output into a directory
 #            (see run_checks). The Go test judges them (internal/judge:
-#            `go test ./e2e -run Glibc`) and reports one "ok"/"FAIL" line
+#            `go test ./e2e -run Glibc`, which runs check, or
+#            CFI2SFRAME_GLIBC_RUN=OUT for the outputs of an earlier
+#            check) and reports one "ok"/"FAIL" line
 #            per check: SFrame-only traces equal to the DWARF traces at
 #            full depth, and the controls (no .sframe: 0 frames; GNU as
 #            2.44: full; a damaged FRE: verify fails and glibc discards the
@@ -426,7 +428,7 @@ run_checks() {
 		echo "$st" >"$w/verify/$v.exit"
 	done
 	t1=$(date +%s)
-	echo "== runs took $((t1 - t0)) s; outputs in $w (go test ./e2e -run Glibc judges them)"
+	echo "== runs took $((t1 - t0)) s; outputs in $w (CFI2SFRAME_GLIBC_RUN=$w go test ./e2e -run Glibc -v judges them)"
 }
 
 mode=all force=0 outdir=
