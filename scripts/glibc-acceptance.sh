@@ -34,14 +34,13 @@
 #            (--for glibc; --sframe-version 2; --sframe-version 2 --pcrel)
 #            and the built libc.so.6 (--for glibc --force), runs it under
 #            the built ld.so and writes every run's output into a directory
-#            (see run_checks). The Go test judges them (internal/judge:
-#            `go test ./e2e -run Glibc`, which runs check, or
-#            CFI2SFRAME_GLIBC_RUN=OUT for the outputs of an earlier
-#            check) and reports one "ok"/"FAIL" line
-#            per check: SFrame-only traces equal to the DWARF traces at
-#            full depth, and the controls (no .sframe: 0 frames; GNU as
-#            2.44: full; a damaged FRE: verify fails and glibc discards the
-#            walk).
+#            (see run_checks). The Go test judges them (internal/judge;
+#            `go test ./e2e -run Glibc` runs check, CFI2SFRAME_GLIBC_RUN=OUT
+#            judges the outputs of an earlier one) and reports one
+#            "ok"/"FAIL" line per check: SFrame-only traces equal to the
+#            DWARF traces at full depth, and the controls (no .sframe: 0
+#            frames; GNU as 2.44: full; a damaged FRE: verify fails and
+#            glibc discards the walk).
 #
 # Layout under the cache directory DIR:
 #   DIR/src/               the downloaded source package and its unpacked tree

@@ -57,9 +57,10 @@
 #            HIGH_RES_TIMERS (UNWIND_USER, HAVE_UNWIND_USER_FP and
 #            HAVE_UNWIND_USER_SFRAME follow)
 #   built    make -j2 bzImage from clean: 6 min 56 s on 2 shared cores
-#   command  scripts/kernel-acceptance.sh /path/to/linux-source-7.3
+#   command  CFI2SFRAME_KERNEL=/path/to/linux-source-7.3 go test ./e2e
+#            -run Kernel -v (this script, then the judge)
 #
-# What it does, in a temporary directory:
+# What it does, in OUT:
 #   - builds e2e/testdata/kernel/reader.c (static) and the test programs
 #     chain.c, drap.c, signal.c and plt.c (static, -O2 -fomit-frame-pointer;
 #     plt.c also -fno-builtin) with the host's gcc, and each variant of
@@ -70,8 +71,9 @@
 #     of chain.ours (leaf's one FRE moved to leaf's last byte, which the
 #     kernel's validation accepts and the first lookup in leaf fails, so
 #     the kernel removes the section; moved past leaf's end, which
-#     validation refuses at exec); `cfi2sframe verify --for kernel` must
-#     pass ours and flag the damaged ones;
+#     validation refuses at exec); `cfi2sframe verify --for kernel` runs
+#     on each (the judge requires ours to pass and the damaged ones to
+#     fail);
 #   - packs them with busybox into an initramfs whose init runs each under
 #     the reader (two software cpu-clock events on the child: one with
 #     defer_callchain and defer_output, whose PERF_RECORD_CALLCHAIN_DEFERRED
