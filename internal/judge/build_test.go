@@ -31,8 +31,10 @@ var kernelProgs = []string{"chain", "drap", "signal", "plt"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, d := range []string{buildDir, glibcDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }

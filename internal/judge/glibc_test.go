@@ -26,11 +26,9 @@ func glibcProgram(t *testing.T) string {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("no gcc")
 	}
-	dir := programs(t) // removed with the other programs
 	glibcOnce.Do(func() {
 		src := filepath.Join("..", "..", "e2e", "testdata", "glibc")
-		glibcDir = filepath.Join(dir, "glibc")
-		if glibcErr = os.Mkdir(glibcDir, 0o755); glibcErr != nil {
+		if glibcDir, glibcErr = os.MkdirTemp("", "judge-test-glibc"); glibcErr != nil {
 			return
 		}
 		o := func(n string) string { return filepath.Join(glibcDir, n) }
