@@ -412,3 +412,42 @@ func TestKernelFails(t *testing.T) {
 		}
 	}
 }
+
+// The guest's lines: the kernel log after a run's end is the run's, up to
+// the next run; a kernel log line before any run is nobody's; a program's
+// own output is skipped; a garbled chain line is an error naming it.
+func TestParseGuest(t *testing.T) {
+	g, err := ParseGuest(strings.NewReader(`boot 7.3.4 #1
+dyndbg enabled 3 of 3 kernel/unwind callsites
+B sframe: boot line
+K before any run
+run a
+hello from the program
+D 2 2 401650 7ffd12345678
+S 1 0
+stat exit 0
+end a
+K sframe: after a
+run b
+end b
+K after b
+B sframe: a late boot line
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := g.Runs["a"], g.Runs["b"]
+	if g.Boot != "7.3.4 #1" || g.Dyndbg != "enabled 3 of 3 kernel/unwind callsites" ||
+		strings.Join(g.BootLog, "|") != "sframe: boot line|sframe: a late boot line" ||
+		a == nil || b == nil || len(a.Deferred) != 1 || a.Deferred[0].Count != 2 ||
+		!slices.Equal(a.Deferred[0].IPs, []uint64{0x401650, stackAddr}) || len(a.Samples) != 1 ||
+		len(a.Samples[0].IPs) != 0 || a.Stats["exit"] != "0" ||
+		strings.Join(a.KLog, "|") != "sframe: after a" || strings.Join(b.KLog, "|") != "after b" {
+		t.Errorf("%+v\na %+v\nb %+v", g, a, b)
+	}
+	for _, bad := range []string{"D 2 3 401650 401651", "D x 1 401650", "S 1 1 40z650"} {
+		if _, err := ParseGuest(strings.NewReader("run a\n" + bad + "\nend a\n")); err == nil || !strings.HasPrefix(err.Error(), "line 2: ") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
