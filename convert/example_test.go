@@ -16,7 +16,7 @@ import (
 // Convert a program built without --gsframe (testdata/example/hello.c) as
 // the cfi2sframe command does, then look at the output: the segment a
 // loader finds the section by, and the section itself.
-func ExampleConvertWrite() {
+func ExampleFile_WriteFile() {
 	dir, err := os.MkdirTemp("", "cfi2sframe-example")
 	if err != nil {
 		log.Fatal(err)
@@ -24,12 +24,12 @@ func ExampleConvertWrite() {
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "hello")
 
-	in, err := convert.OpenInput("../testdata/example/hello")
+	in, err := convert.Open("../testdata/example/hello")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer in.Close()
-	res, err := convert.ConvertWrite(context.Background(), in, convert.Options{}, out, in.Mode)
+	res, err := in.WriteFile(context.Background(), convert.Options{}, out, 0o755)
 	if err != nil {
 		log.Fatal(err)
 	}
