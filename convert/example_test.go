@@ -55,3 +55,27 @@ func ExampleFile_WriteFile() {
 	// PT_GNU_SFRAME at 0x5310, 259 bytes
 	// SFrame version 3, 6 functions
 }
+
+// Build a program's .sframe in memory, writing nothing, as a profiler
+// does for a file mapped without one: the section is the one the
+// converted file would hold, encoded for the address it would have there.
+func ExampleFile_Convert() {
+	f, err := convert.Open("../testdata/example/hello")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	res, err := f.Convert(convert.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf(".sframe at %#x, %d bytes\n", res.Addr, len(res.SFrame))
+	t, err := sframe.Open(res.SFrame, res.Addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("SFrame version %d, %d functions\n", t.Header.Version, t.Header.NumFDEs)
+	// Output:
+	// .sframe at 0x5310, 259 bytes
+	// SFrame version 3, 6 functions
+}
