@@ -11,6 +11,9 @@
 // Every function the CFI describes must also be in .sframe, unless
 // translate would leave it out too: that decision, and its reason code,
 // are translate's own (translate.Describer), not a second copy of it.
+//
+// CheckFile checks a file: the .sframe a loader reads against the CFI,
+// and the layout of a linked file.
 package verify
 
 import (
