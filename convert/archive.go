@@ -19,11 +19,11 @@ func convertArchive(in []byte, o Options) (*Result, error) {
 			return m.Data, nil
 		}
 		r, err := convertBytes(m.Data, o, nil)
-		if errors.Is(err, ErrNoCFI) || (err == nil && r.Unchanged) {
+		if errors.Is(err, ErrNoCFI) || (err == nil && r.Unchanged != "") {
 			return m.Data, nil
 		}
 		if err == nil && r.plan != nil { // a linked file: built in memory
-			r.Output, err = r.plan.Bytes(r.SFrame)
+			r.output, err = r.plan.Bytes(r.SFrame)
 		}
 		if err != nil {
 			return nil, err
@@ -33,9 +33,8 @@ func convertArchive(in []byte, o Options) (*Result, error) {
 		t.ABI, t.CFAFixedFP, t.CFAFixedRA = r.Translate.ABI, r.Translate.CFAFixedFP, r.Translate.CFAFixedRA
 		t.Add(r.Translate)
 		res.CFIErrors = append(res.CFIErrors, r.CFIErrors...)
-		res.FDEs += r.FDEs
 		res.SFrame = append(res.SFrame, r.SFrame...)
-		return r.Output, nil
+		return r.output, nil
 	})
 	if err != nil {
 		return nil, err
@@ -43,10 +42,10 @@ func convertArchive(in []byte, o Options) (*Result, error) {
 	if members == 0 {
 		// Only objects without CFI (or no objects): nothing to add, as
 		// for a single such object.
-		return &Result{Output: in, Translate: res.Translate, Unchanged: true,
-			Note: "archive without objects with CFI: copied unchanged"}, nil
+		return &Result{output: in, Translate: res.Translate,
+			Unchanged: "archive without objects with CFI: copied unchanged"}, nil
 	}
-	res.Output = out
+	res.output = out
 	res.Members = members
 	return res, nil
 }

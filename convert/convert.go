@@ -7,10 +7,16 @@
 // It only strings the other packages together, in the one direction data
 // flows: elfread → cfi → translate → sframe → elfwrite.
 //
-// OpenInput, then ConvertWrite, is what the command does for one file;
-// see ExampleConvertWrite. SFrame builds a linked file's section in
-// memory and writes nothing. Options are checked once, by
-// Options.Validate, at each entry point; errors are typed (errors.go) and
+// As debug/elf opens a file and reads it, convert opens one (Open, or
+// NewFile for a reader) and converts it with Options into a Result: the
+// section, its address and what the conversion found. File.Convert
+// converts in memory and writes nothing (Result.Write writes the output
+// to a writer); File.WriteFile converts and writes the output to a path,
+// atomically, copying the unchanged bytes while the CFI is translated:
+// what the command does for one file (see ExampleFile_WriteFile). Every
+// command that builds SFrame from CFI (convert, report, trace) goes
+// through this one conversion. Options are checked once, by
+// Options.Validate, at each conversion; errors are typed (errors.go) and
 // name the file once, in no command's words.
 package convert
 
@@ -27,6 +33,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -41,11 +48,11 @@ type Options struct {
 	// instead of writing an FRE without data words (translate.Options).
 	OutermostGap bool
 	// For, when set, checks a linked file's output against that reader's
-	// acceptance rules (Result.Reader); ForReader fills it.
-	For acceptance.Reader
+	// acceptance rules (Result.Violations); ForReader fills it.
+	For Reader
 	// FragileLayout: for a file where no layout the standard tools keep
-	// can be made (*LayoutError), write the old one (elfwrite's
-	// AppendSegment) with Result.Warning instead of failing.
+	// can be made (ErrLayout), write the old one (a new PT_LOAD at the
+	// end) with Result.Warning instead of failing.
 	FragileLayout bool
 	// SignalFrames: V3, a signal trampoline whose CFI cannot be described
 	// gets a signal FDE whose one FRE says RA undefined
@@ -53,8 +60,20 @@ type Options struct {
 	SignalFrames bool
 }
 
+// Reader names an SFrame reader whose acceptance rules an output can be
+// made for (ForReader) and checked against (Options.For).
+type Reader string
+
+// The readers whose rules are known (docs/readers.md).
+const (
+	Kernel       Reader = "kernel"         // the Linux kernel's user-space unwinder
+	Glibc        Reader = "glibc"          // glibc's backtrace, --enable-sframe (2.42-2.44)
+	Libsframe    Reader = "libsframe"      // GNU libsframe 2.47
+	Libsframe244 Reader = "libsframe-2.44" // GNU libsframe 2.44
+)
+
 // ForReader returns the options whose output reader r takes, on the
-// evidence gathered in the internal/acceptance and docs/readers.md:
+// evidence gathered in internal/acceptance and docs/readers.md:
 //
 //   - kernel: V3 with FUNC_START_PCREL, and signal trampolines whose CFI
 //     cannot be described get a signal FDE (SignalFrames): the kernel
@@ -70,15 +89,15 @@ type Options struct {
 //     discards the whole trace at an FRE without data words.
 //   - libsframe-2.44: V2 without FUNC_START_PCREL (2.44 refuses the flag
 //     and V3).
-func ForReader(r acceptance.Reader) (Options, error) {
+func ForReader(r Reader) (Options, error) {
 	switch r {
-	case acceptance.Kernel:
+	case Kernel:
 		return Options{Version: sframe.Version3, SignalFrames: true, For: r}, nil
-	case acceptance.Libsframe:
+	case Libsframe:
 		return Options{Version: sframe.Version3, For: r}, nil
-	case acceptance.Glibc:
+	case Glibc:
 		return Options{Version: sframe.Version2, OutermostGap: true, For: r}, nil
-	case acceptance.Libsframe244:
+	case Libsframe244:
 		return Options{Version: sframe.Version2, For: r}, nil
 	}
 	return Options{}, fmt.Errorf("no output options for reader %q", r)
@@ -86,7 +105,7 @@ func ForReader(r acceptance.Reader) (Options, error) {
 
 // Validate reports options that cannot be used, as an *OptionError: a
 // version other than 2 or 3 (0 means 3), PCRel with version 3. Every
-// entry point checks its options once, before it reads the input.
+// conversion checks its options once, before it reads the input.
 func (o Options) Validate() error {
 	_, err := o.normalize()
 	return err
@@ -107,52 +126,39 @@ func (o Options) normalize() (Options, error) {
 	return o, nil
 }
 
-// Result is a converted file and what the conversion found.
+// Result is a converted file and what the conversion found. Write writes
+// the output.
 type Result struct {
-	// Output is the new ELF file. ConvertInput leaves it nil for a
-	// linked file, whose output WriteResult writes from the plan.
-	Output    []byte
-	SFrame    []byte            // the encoded .sframe section
-	Addr      uint64            // its address
+	// SFrame is the encoded .sframe section (for an archive, its
+	// members', one after the other), and Addr its address in a linked
+	// file's output, which V3's PC-relative start fields depend on (0
+	// for objects and archives, whose section is relocated by the
+	// linker).
+	SFrame    []byte
+	Addr      uint64
 	Translate *translate.Result // diagnostics, counts
 	CFIErrors []error           // malformed CIEs/FDEs, skipped
-	FDEs      int               // FDEs read (all sections)
 	Members   int               // archives: members converted
-	// Unchanged: there was nothing to convert and Output is the input as
-	// it is (a relocatable object or archive without CFI, for which
-	// as --gsframe writes no .sframe either); Note says why.
-	Unchanged bool
-	// Warning, when set, is to be shown to the user: the output was
-	// written but is fragile (Options.FragileLayout).
+	// Unchanged, when set, says why there was nothing to convert: the
+	// output is the input as it is (a relocatable object or archive
+	// without CFI, for which as --gsframe writes no .sframe either).
+	Unchanged string
+	// Warning, when set, is to be shown to the user: the output is
+	// fragile (Options.FragileLayout).
 	Warning string
-	Note    string
-	Reader  *acceptance.Result // Options.For's rules applied to the output (linked files)
+	// Violations counts the rules of Options.For's reader that the
+	// output breaks, FirstViolation says the first: lookups that fail at
+	// some PCs (an output the reader would drop whole is refused with
+	// ErrUnsupported instead).
+	Violations     int
+	FirstViolation string
 
-	plan *elfwrite.Plan // the output's layout, when Output is not built
+	output []byte         // the output, when it is not written from plan
+	plan   *elfwrite.Plan // a linked file's output, laid out
+	in     *File          // what plan copies from
 }
 
-// Convert converts the ELF file or archive in (named name in errors).
-func Convert(name string, in []byte, o Options) (*Result, error) {
-	o, err := o.normalize()
-	if err != nil {
-		return nil, err
-	}
-	res, err := convertBytes(in, o, nil)
-	if err == nil && res.plan != nil {
-		res.Output, err = res.plan.Bytes(res.SFrame)
-		res.plan = nil
-	}
-	if err != nil {
-		return nil, &Error{File: name, Err: err}
-	}
-	return res, nil
-}
-
-// convertBytes converts the file in, of whichever kind it is; a linked
-// file's output is only planned (Result.plan). early, when not nil, is
-// what ConvertWrite's writer shares (see earlyWrite). The options are
-// normalized; errors do not name the file.
-// earlyWrite is what ConvertWrite's writer shares with the conversion
+// earlyWrite is what WriteFile's writer shares with the conversion
 // while it copies the input's unchanged bytes.
 type earlyWrite struct {
 	// plan gives a plan already made for the input (elfwrite.NewPlan,
@@ -164,6 +170,10 @@ type earlyWrite struct {
 	copying <-chan struct{}
 }
 
+// convertBytes converts the file in, of whichever kind it is; a linked
+// file's output is only planned (Result.plan). early, when not nil, is
+// what WriteFile's writer shares (see earlyWrite). The options are
+// normalized; errors do not name the file.
 func convertBytes(in []byte, o Options, early *earlyWrite) (*Result, error) {
 	if isArchive(in) {
 		return convertArchive(in, o)
@@ -193,16 +203,16 @@ func supported(ef *elf.File) error {
 	switch ef.Machine {
 	case elf.EM_X86_64, elf.EM_AARCH64, elf.EM_S390:
 	default:
-		return &UnsupportedError{What: "machine " + ef.Machine.String(), Detail: "x86-64, AArch64 and s390x are supported"}
+		return &unsupportedError{what: "machine " + ef.Machine.String(), detail: "x86-64, AArch64 and s390x are supported"}
 	}
 	if ef.Class != elf.ELFCLASS64 {
-		return &UnsupportedError{What: "class " + ef.Class.String(), Detail: "ELF64 only"}
+		return &unsupportedError{what: "class " + ef.Class.String(), detail: "ELF64 only"}
 	}
 	switch ef.Type {
 	case elf.ET_EXEC, elf.ET_DYN, elf.ET_REL:
 		return nil
 	}
-	return &UnsupportedError{What: "ELF type " + ef.Type.String(), Detail: "executables, shared libraries, objects and archives"}
+	return &unsupportedError{what: "ELF type " + ef.Type.String(), detail: "executables, shared libraries, objects and archives"}
 }
 
 // convertLinked converts an executable or shared library: its CFI,
@@ -219,7 +229,7 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{FDEs: st.Parsed}
+	res := &Result{}
 	var copying <-chan struct{}
 	if early != nil {
 		copying = early.copying
@@ -233,12 +243,15 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 		return nil, err
 	}
 	if o.For != "" {
-		res.Reader = acceptance.Check(o.For, acceptance.Input{Section: res.SFrame, Addr: res.Addr, Exec: ExecRanges(f.ELF)})
+		r := acceptance.Check(acceptance.Reader(o.For), acceptance.Input{Section: res.SFrame, Addr: res.Addr, Exec: acceptance.ExecRanges(f.ELF)})
 		// An output the reader drops whole is not written: For promises
 		// what the reader takes. A lookup that fails at some PCs is only
-		// reported (Result.Reader).
-		if v := res.Reader.FirstReject(); v != nil {
-			return nil, &RejectedError{Violation: *v}
+		// reported (Result.Violations).
+		if v := r.FirstReject(); v != nil {
+			return nil, &rejectedError{violation: v.String()}
+		}
+		if v := r.First(); v != nil {
+			res.Violations, res.FirstViolation = r.Total, v.String()
 		}
 	}
 	return res, nil
@@ -284,7 +297,7 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early *early
 	var le *elfwrite.LayoutError
 	if errors.As(err, &le) {
 		if !o.FragileLayout {
-			return &LayoutError{Reason: le.Msg}
+			return &layoutError{reason: le.Msg}
 		}
 		p, data, err = plan(elfwrite.Options{Replace: o.Force, AppendSegment: true})
 		if err == nil {
@@ -316,7 +329,7 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early *early
 // and end last. The execution errors are added to st.Errors.
 func translateLinked(f *elfread.File, st *cfi.Stream, o Options, copying <-chan struct{}) (*translate.Result, *sframe.Encoder, error) {
 	ef := f.ELF
-	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: PLTSections(ef), Symbol: lazySymbolizer(f)},
+	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: lazySymbolizer(f)},
 		translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
 		return nil, nil, err
@@ -531,40 +544,6 @@ func noFDE(parsed int, errs []error) error {
 		return fmt.Errorf("no FDE could be read (%d malformed records; the first: %w)", len(errs), errs[0])
 	}
 	return fmt.Errorf("%w: the call-frame sections hold no FDE", ErrNoCFI)
-}
-
-// ExecRanges returns a linked file's executable PT_LOAD segments, which
-// the kernel requires every function start to lie in.
-func ExecRanges(ef *elf.File) []acceptance.Range {
-	out := []acceptance.Range{}
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			out = append(out, acceptance.Range{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz})
-		}
-	}
-	return out
-}
-
-// PLTSections returns the PLT sections the translator describes from their
-// instructions.
-func PLTSections(ef *elf.File) []translate.PLT {
-	var out []translate.PLT
-	for _, s := range ef.Sections {
-		switch s.Name {
-		case ".plt", ".plt.sec", ".plt.got":
-		default:
-			continue
-		}
-		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_EXECINSTR == 0 || s.Size == 0 {
-			continue
-		}
-		data, err := s.Data()
-		if err != nil {
-			continue
-		}
-		out = append(out, translate.PLT{Name: s.Name, Addr: s.Addr, Data: data, EntSize: s.Entsize})
-	}
-	return out
 }
 
 // lazySymbolizer reads the symbol table only when the first diagnostic

@@ -62,8 +62,8 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var (
-		layout  *LayoutError
-		unsupp  *UnsupportedError
+		layout  *layoutError
+		unsupp  *unsupportedError
 		option  *OptionError
 		anyElse error
 	)
@@ -81,14 +81,14 @@ func TestErrors(t *testing.T) {
 		{"has sframe", exe, Options{}, &anyElse, ErrHasSFrame, "already has SFrame data"},
 		{"object with sframe", obj, Options{}, &anyElse, ErrHasSFrame, "already has SFrame data"},
 		{"RISC-V", otherMachine(t), Options{Force: true}, &unsupp, ErrUnsupported, "unsupported machine EM_RISCV"},
-		{"no layout", noSectionHeaders(t), Options{}, &layout, nil, "no layout that strip, objcopy, eu-strip and patchelf keep"},
+		{"no layout", noSectionHeaders(t), Options{}, &layout, ErrLayout, "no layout that strip, objcopy, eu-strip and patchelf keep"},
 		{"no CFI", hostile.EHFrameOnly(nil), Options{}, &anyElse, ErrNoCFI, "hold no FDE"},
 		{"bad version", hello, Options{Version: 4}, &option, nil, "SFrame version 4 cannot be written"},
 		{"pcrel v3", hello, Options{Version: 3, PCRel: true}, &option, nil, "PCRel: applies to SFrame version 2 only"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := Convert("in.elf", tc.in, tc.opts)
+			res, err := convertMem("in.elf", tc.in, tc.opts)
 			if err == nil {
 				t.Fatalf("no error; result %+v", res)
 			}
@@ -118,7 +118,7 @@ func TestErrors(t *testing.T) {
 		t.Errorf("V2 with PCRel: %v", err)
 	}
 	// The fragile layout is taken when asked for.
-	res, err := Convert("in.elf", noSectionHeaders(t), Options{FragileLayout: true})
+	res, err := convertMem("in.elf", noSectionHeaders(t), Options{FragileLayout: true})
 	if err != nil || !strings.Contains(res.Warning, "fragile layout") {
 		t.Errorf("FragileLayout: %v, warning %q", err, res.Warning)
 	}
@@ -137,12 +137,12 @@ func TestReplaceAgreesWithGNU(t *testing.T) {
 			in := fixture(t, name)
 			gnu := decodeSFrame(t, in)
 			gnuT := openSFrame(t, in)
-			res, err := Convert(name, in, Options{Force: true})
+			res, err := convertMem(name, in, Options{Force: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours := decodeSFrame(t, res.Output)
-			oursT := openSFrame(t, res.Output)
+			ours := decodeSFrame(t, res.output)
+			oursT := openSFrame(t, res.output)
 			if ours.Header.Version != sframe.Version3 || ours.Header.Flags&sframe.FlagFDESorted == 0 {
 				t.Errorf("header %+v: want V3, sorted", ours.Header)
 			}
@@ -253,12 +253,12 @@ func TestDataOnlyObject(t *testing.T) {
 				t.Fatalf("%s: as --gsframe wrote .sframe for data only; the premise is wrong", f)
 			}
 		}
-		res, err := Convert(f, in, Options{})
+		res, err := convertMem(f, in, Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if !res.Unchanged || res.Note == "" || !bytes.Equal(res.Output, in) {
-			t.Errorf("%s: Unchanged %v, note %q, output equal %v", f, res.Unchanged, res.Note, bytes.Equal(res.Output, in))
+		if res.Unchanged == "" || !bytes.Equal(res.output, in) {
+			t.Errorf("%s: unchanged %q, output equal %v", f, res.Unchanged, bytes.Equal(res.output, in))
 		}
 	}
 }

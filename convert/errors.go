@@ -3,8 +3,6 @@ package convert
 import (
 	"errors"
 	"fmt"
-
-	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 )
 
 // The errors of this package are values a caller tells apart with
@@ -32,49 +30,56 @@ type OptionError struct {
 
 func (e *OptionError) Error() string { return "option " + e.Option + ": " + e.Msg }
 
-// UnsupportedError is an input that is not converted: an ELF machine,
-// class or type, or a kind of file a function does not take. It matches
-// ErrUnsupported.
-type UnsupportedError struct {
-	What   string // "machine EM_RISCV", "static archive"
-	Detail string // what is taken instead, or why not
+// unsupportedError is an input that is not converted: an ELF machine,
+// class or type. It matches ErrUnsupported.
+type unsupportedError struct {
+	what   string // "machine EM_RISCV"
+	detail string // what is taken instead, or why not
 }
 
-func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("unsupported %s (%s)", e.What, e.Detail)
+func (e *unsupportedError) Error() string {
+	return fmt.Sprintf("unsupported %s (%s)", e.what, e.detail)
 }
 
-func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+func (e *unsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
-// LayoutError is a linked file in which the program header table cannot
+// layoutError is a linked file in which the program header table cannot
 // grow where strip, objcopy, eu-strip and patchelf expect it
-// (elfwrite.LayoutError), when Options.FragileLayout is not set.
-type LayoutError struct {
-	Reason string // elfwrite's account of why
+// (elfwrite.LayoutError), when Options.FragileLayout is not set. It
+// matches ErrLayout.
+type layoutError struct {
+	reason string // elfwrite's account of why
 }
 
-func (e *LayoutError) Error() string {
-	return "no layout that strip, objcopy, eu-strip and patchelf keep: " + e.Reason
+func (e *layoutError) Error() string {
+	return ErrLayout.Error() + ": " + e.reason
 }
 
-// RejectedError is a linked file whose output Options.For's reader would
-// drop whole (a acceptance.Reject violation, such as the kernel's for a
-// file whose functions lie in two executable segments); nothing is
-// written. It matches ErrUnsupported: the tree form counts such files as
-// unsupported and leaves them alone.
-type RejectedError struct {
-	Violation acceptance.Violation // the first rule of kind acceptance.Reject broken
+func (e *layoutError) Is(target error) bool { return target == ErrLayout }
+
+// rejectedError is a linked file whose output Options.For's reader would
+// drop whole (such as the kernel's for a file whose functions lie in two
+// executable segments); nothing is written. It matches ErrUnsupported:
+// the tree form counts such files as unsupported and leaves them alone.
+type rejectedError struct {
+	violation string // the first rule broken that makes the reader drop it
 }
 
-func (e *RejectedError) Error() string {
-	return fmt.Sprintf("%v by the reader: %v; nothing written", ErrUnsupported, e.Violation)
+func (e *rejectedError) Error() string {
+	return fmt.Sprintf("%v by the reader: %s; nothing written", ErrUnsupported, e.violation)
 }
 
-func (e *RejectedError) Is(target error) bool { return target == ErrUnsupported }
+func (e *rejectedError) Is(target error) bool { return target == ErrUnsupported }
 
-// ErrUnsupported is matched by every *UnsupportedError and
-// *RejectedError.
+// ErrUnsupported is matched by the error for an input that is not
+// converted: an ELF machine, class or type other than those taken, or an
+// output Options.For's reader would drop whole.
 var ErrUnsupported = errors.New("unsupported")
+
+// ErrLayout is matched by the error for a linked file in which the
+// program header table cannot grow where strip, objcopy, eu-strip and
+// patchelf expect it, when Options.FragileLayout is not set.
+var ErrLayout = errors.New("no layout that strip, objcopy, eu-strip and patchelf keep")
 
 // ErrHasSFrame is the error for an input that already has SFrame data
 // when Options.Force is not set.
@@ -84,6 +89,6 @@ var ErrHasSFrame = errors.New("already has SFrame data (.sframe or PT_GNU_SFRAME
 // information.
 var ErrNoCFI = errors.New("no call-frame information (.eh_frame or .debug_frame) to convert")
 
-// ErrChanged is the error for an input that shrank while it was read (a
+// errChanged is the error for an input that shrank while it was read (a
 // fault on its mapping).
-var ErrChanged = errors.New("input file changed (truncated) while it was being read")
+var errChanged = errors.New("input file changed (truncated) while it was being read")

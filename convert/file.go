@@ -6,223 +6,146 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"runtime/debug"
 	"sync"
-	"syscall"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
 )
 
-// Input is an input file mapped into memory read-only: its pages are read
-// from the page cache when touched, so the parts of a large file that a
-// conversion never looks at cost neither time nor private memory.
-type Input struct {
-	Name string
-	Data []byte
-	Mode fs.FileMode
-	Size int64
-	Dev  uint64 // device and inode: to recognise hard links
-	Ino  uint64
-	Info fs.FileInfo // from fstat of the file opened: for os.SameFile
-
-	file   *os.File // kept open to copy unchanged bytes file to file
-	mapped bool
+// File is an input opened for conversion: a linked ELF file, a
+// relocatable object or a static archive, mapped read-only. Its pages are
+// read from the page cache when touched, so the parts of a large file
+// that a conversion never looks at cost neither time nor private memory,
+// and a fault on the mapping (another process truncated the file) is an
+// error saying the input changed, not a crash.
+type File struct {
+	in *mapped.File
 }
 
-// maxInput is the largest input accepted (ELF offsets are 64-bit, but the
-// archive and relocatable-object writers build their output in memory).
-const maxInput = 1 << 40
-
-// OpenInput maps the regular file name (a symbolic link is followed to
-// one). It refuses anything else: a FIFO with no writer would block, and
-// /dev/zero would grow until out of memory. The file is opened without
-// blocking and checked with fstat, so what is checked is what is read.
-// Close releases the mapping. An error names the file once: the
-// *fs.PathError of opening it, or an *Error.
-func OpenInput(name string) (*Input, error) {
-	fh, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+// Open opens the regular file name (a symbolic link is followed to one)
+// and maps it. It refuses anything else: a FIFO with no writer would
+// block, and /dev/zero would grow until out of memory. The file is opened
+// without blocking and checked with fstat, so what is checked is what is
+// read. Close releases it. An error is an *Error naming the file once.
+func Open(name string) (*File, error) {
+	in, err := mapped.Open(name)
 	if err != nil {
-		return nil, err // *PathError: "open NAME: reason"
-	}
-	return OpenInputFile(fh, name)
-}
-
-// OpenInputFile is OpenInput for a file already open (opened without
-// blocking, and, in a tree others can write to, without following a
-// symbolic link: see internal/tree), named name in errors. It takes f
-// over: Close closes it, and so does an error.
-func OpenInputFile(fh *os.File, name string) (*Input, error) {
-	keep := false
-	defer func() {
-		if !keep {
-			fh.Close()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", pe.Op, pe.Err) // the name once
 		}
-	}()
-	st, err := fh.Stat() // the file actually opened
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &Error{File: name, Err: fmt.Errorf("%s, not a regular file", elfread.KindOf(st.Mode()))}
-	}
-	in := &Input{Name: name, Mode: st.Mode(), Size: st.Size(), Info: st}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		in.Dev, in.Ino = uint64(sys.Dev), sys.Ino
-	}
-	switch {
-	case st.Size() == 0:
-		keep = true
-		in.file = fh
-		return in, nil
-	case st.Size() > maxInput:
-		return nil, &Error{File: name, Err: fmt.Errorf("%d bytes: larger than the %d bytes accepted", st.Size(), int64(maxInput))}
-	}
-	if in.Data, in.mapped, err = mapFile(fh, st.Size()); err != nil {
 		return nil, &Error{File: name, Err: err}
 	}
-	keep = true
-	in.file = fh
-	return in, nil
+	return &File{in: in}, nil
 }
 
-// File is the open input file (nil once closed).
-func (in *Input) File() *os.File { return in.file }
-
-// mapFile maps size bytes of fh read-only, or, on a file system that
-// cannot map, reads them; mapped says which (a mapping is released with
-// munmap).
-func mapFile(fh *os.File, size int64) (data []byte, mapped bool, err error) {
-	data, err = mmap(int(fh.Fd()), int(size))
-	if err == nil {
-		return data, true, nil
+// NewFile opens the size bytes of r, named name in errors, for
+// conversion. An *os.File holding a regular file at least that long is
+// mapped read-only, as Open maps files, and its unchanged bytes are
+// copied file to file when the output is written; any other reader is
+// read into memory first (the conversion reads the file as bytes). r is
+// not closed by Close. An error is an *Error naming the file once.
+func NewFile(name string, r io.ReaderAt, size int64) (*File, error) {
+	in, err := mapped.Read(r, size, name)
+	if err != nil {
+		return nil, &Error{File: name, Err: err}
 	}
-	data = make([]byte, size)
-	if _, err := fh.ReadAt(data, 0); err != nil {
-		return nil, false, err
-	}
-	return data, false, nil
+	return &File{in: in}, nil
 }
 
-// Close releases the mapping and the file; Data must not be used
-// afterwards.
-func (in *Input) Close() error {
-	var err error
-	if in.file != nil {
-		err = in.file.Close()
-		in.file = nil
-	}
-	if !in.mapped {
-		return err
-	}
-	in.mapped = false
-	d := in.Data
-	in.Data = nil
-	if merr := munmap(d); merr != nil {
-		return merr
-	}
-	return err
-}
+// Close releases the file's mapping (and the file, when Open opened it).
+// A Result's Write needs the file open.
+func (f *File) Close() error { return f.in.Close() }
 
-// ConvertInput converts a mapped input. A fault on the mapping (another
-// process truncated the file) becomes an error wrapping ErrChanged
-// instead of a crash. Errors about the file are *Error naming in.Name.
-func ConvertInput(in *Input, o Options) (*Result, error) {
+// Convert converts the file: a linked file's output is laid out, an
+// object's or archive's built in memory; Result.Write writes it. Options
+// that cannot be used give an *OptionError; every other error is an
+// *Error naming the file once.
+func (f *File) Convert(o Options) (*Result, error) {
 	o, err := o.normalize()
 	if err != nil {
 		return nil, err
 	}
-	return convertInput(in, o, nil)
+	return f.convert(o, nil)
 }
 
-// convertInput is ConvertInput with normalized options, starting from
-// the plan early (see convertBytes).
-func convertInput(in *Input, o Options, early *earlyWrite) (res *Result, err error) {
-	if faulted(func() { res, err = convertBytes(in.Data, o, early) }) {
-		res, err = nil, ErrChanged
+// convert is Convert with normalized options, starting from the plan
+// early (see convertBytes).
+func (f *File) convert(o Options, early *earlyWrite) (res *Result, err error) {
+	if mapped.Faulted(func() { res, err = convertBytes(f.in.Data, o, early) }) {
+		res, err = nil, errChanged
 	}
 	if err != nil {
-		return nil, &Error{File: in.Name, Err: err}
+		return nil, &Error{File: f.in.Name, Err: err}
 	}
+	res.in = f
 	return res, nil
 }
 
-// WriteResult writes a conversion's output to dst through
-// elfwrite.WriteFileAtomic, with mode perm. An output ConvertInput left
-// unbuilt (a linked file) is written straight from the plan: the input's
-// unchanged bytes are copied from in's file to the temporary file
-// (copy_file_range), the rest assembled in a small buffer. When ctx is
-// cancelled before the rename, the temporary file is removed and dst is
-// untouched.
-func WriteResult(ctx context.Context, dst string, perm fs.FileMode, in *Input, res *Result) error {
-	return writeResult(ctx, pathDest(dst, perm), in, res)
+// Write writes the output to w. A linked file's is written from its
+// layout: the input's unchanged bytes, when w is an *os.File and the
+// input was mapped from a file, are copied file to file
+// (copy_file_range), the rest assembled in a small buffer. The input
+// must still be open.
+func (r *Result) Write(w io.Writer) error {
+	if r.plan == nil {
+		_, err := w.Write(r.output)
+		return err
+	}
+	in := r.in.in
+	if in.Data == nil && in.Size > 0 {
+		return errors.New("the input is closed")
+	}
+	if f, ok := w.(*os.File); ok && in.File() != nil {
+		return r.plan.WriteFile(f, in.File(), r.SFrame)
+	}
+	return r.plan.Write(w, r.SFrame)
 }
 
-// WriteResultTo is WriteResult to a destination in an open directory,
-// which also says the new file's metadata (elfwrite.Dest).
-func WriteResultTo(ctx context.Context, d elfwrite.Dest, in *Input, res *Result) error {
-	return writeResult(ctx, openDest(d), in, res)
+// WriteFile converts the file and writes the output to name, atomically:
+// a new file, with mode perm, that takes name only once it is complete
+// (a symbolic link is written through; a device or FIFO is refused).
+// For a linked file it starts writing before the conversion ends: the
+// input bytes whose place in the output does not depend on the .sframe
+// size (the loaded image, nearly all of the file) are copied to the new
+// file on another goroutine while the CFI is translated, and the rest is
+// written once the section is encoded. When ctx is cancelled before the
+// new file takes name, name is untouched. A conversion error leaves no
+// file behind and is returned as Convert returns it, before any write
+// error; a write error names name once.
+func (f *File) WriteFile(ctx context.Context, o Options, name string, perm fs.FileMode) (*Result, error) {
+	return convertWrite(ctx, f, o, pathDest(name, perm))
 }
 
-// dest is where an output goes: a path, or an elfwrite.Dest.
+// dest is where WriteFile puts the output: a path, and the new file's
+// mode.
 type dest struct {
 	path string
 	perm fs.FileMode
-	d    *elfwrite.Dest
 }
 
 func pathDest(path string, perm fs.FileMode) dest { return dest{path: path, perm: perm} }
-func openDest(d elfwrite.Dest) dest               { return dest{d: &d} }
 
+// write is the one atomic writer of every command (elfwrite).
 func (t dest) write(ctx context.Context, fill func(f *os.File) error) error {
-	if t.d != nil {
-		return elfwrite.WriteAtomic(ctx, *t.d, fill)
-	}
 	return elfwrite.WriteFileAtomic(ctx, t.path, t.perm, fill)
 }
 
-func writeResult(ctx context.Context, t dest, in *Input, res *Result) error {
-	return t.write(ctx, func(f *os.File) error {
-		switch {
-		case res.plan == nil:
-			_, err := f.Write(res.Output)
-			return err
-		case in.file != nil:
-			return res.plan.WriteFile(f, in.file, res.SFrame)
-		}
-		return res.plan.Write(f, res.SFrame)
-	})
+func writeResult(ctx context.Context, t dest, res *Result) error {
+	return t.write(ctx, func(f *os.File) error { return res.Write(f) })
 }
 
-// ConvertWrite is ConvertInput followed by WriteResult(ctx, dst, perm,
-// in, res), but for a linked file it starts writing before the
-// conversion ends: the input bytes whose place in the output does not
-// depend on the .sframe size (the loaded image, nearly all of the file)
-// are copied to the temporary output file on another goroutine while the
-// CFI is translated, and the rest is written once the section is encoded
-// (elfwrite.EarlyRuns, WriteFileAfter). The output is the same as
-// WriteResult's. A result with Unchanged set is returned unwritten, as
-// ConvertInput returns it; a conversion error leaves no file behind and
-// is returned as ConvertInput returns it, before any write error.
-func ConvertWrite(ctx context.Context, in *Input, o Options, dst string, perm fs.FileMode) (*Result, error) {
-	return convertWrite(ctx, in, o, pathDest(dst, perm))
-}
-
-// ConvertWriteTo is ConvertWrite to a destination in an open directory,
-// which also says the new file's metadata (elfwrite.Dest).
-func ConvertWriteTo(ctx context.Context, in *Input, o Options, d elfwrite.Dest) (*Result, error) {
-	return convertWrite(ctx, in, o, openDest(d))
-}
-
-func convertWrite(ctx context.Context, in *Input, o Options, dst dest) (*Result, error) {
+func convertWrite(ctx context.Context, f *File, o Options, dst dest) (*Result, error) {
 	o, err := o.normalize()
 	if err != nil {
 		return nil, err
 	}
-	if !in.mapped || in.file == nil || !bytes.HasPrefix(in.Data, []byte(elf.ELFMAG)) {
-		return convertThenWrite(ctx, in, o, dst)
+	in := f.in
+	if !in.Mapped() || !bytes.HasPrefix(in.Data, []byte(elf.ELFMAG)) {
+		return convertThenWrite(ctx, f, o, dst)
 	}
 	// The writer plans the output for an empty section (as Place does
 	// first), hands the plan over for the conversion to start from, copies
@@ -232,36 +155,39 @@ func convertWrite(ctx context.Context, in *Input, o Options, dst dest) (*Result,
 	final := make(chan *Result, 1)          // nil: the conversion failed
 	written := make(chan error, 1)          // errNoEarly: nothing was written
 	go func() { written <- writeEarly(ctx, in, o, dst, planned, copying, final) }()
-	res, err := convertInput(in, o, &earlyWrite{plan: sync.OnceValue(func() *elfwrite.Plan { return <-planned }), copying: copying})
-	if err != nil || res.Unchanged {
+	res, err := f.convert(o, &earlyWrite{plan: sync.OnceValue(func() *elfwrite.Plan { return <-planned }), copying: copying})
+	if err != nil || res.Unchanged != "" {
 		final <- nil
 		<-written // the temporary file, if any, is gone
-		return res, err
+		if err != nil {
+			return res, err
+		}
+		return res, writeResult(ctx, dst, res)
 	}
 	final <- res
 	if werr := <-written; werr != errNoEarly {
 		return res, werr
 	}
-	return res, writeResult(ctx, dst, in, res)
+	return res, writeResult(ctx, dst, res)
 }
 
-// writeEarly is ConvertWrite's writer: it plans in's output for an empty
+// writeEarly is WriteFile's writer: it plans in's output for an empty
 // section and sends the plan on planned (nil when there is none, and
 // then returns errNoEarly), copies the runs in front of the section to a
 // temporary file, closes copying (whatever happens), waits for the
 // conversion's result on final (nil: it failed) and writes the rest.
-func writeEarly(ctx context.Context, in *Input, o Options, dst dest, planned chan<- *elfwrite.Plan, copying chan<- struct{}, final <-chan *Result) error {
+func writeEarly(ctx context.Context, in *mapped.File, o Options, dst dest, planned chan<- *elfwrite.Plan, copying chan<- struct{}, final <-chan *Result) error {
 	copied := sync.OnceFunc(func() { close(copying) })
 	defer copied()
 	var p *elfwrite.Plan
 	var runs []elfwrite.Run
-	if faulted(func() { p, runs = earlyPlan(in.Data, o) }) || len(runs) == 0 {
+	if mapped.Faulted(func() { p, runs = earlyPlan(in.Data, o) }) || len(runs) == 0 {
 		planned <- nil
 		return errNoEarly
 	}
 	planned <- p
 	return dst.write(ctx, func(f *os.File) error {
-		err := elfwrite.CopyRuns(f, in.file, runs)
+		err := elfwrite.CopyRuns(f, in.File(), runs)
 		copied()
 		if err != nil {
 			return err
@@ -274,25 +200,24 @@ func writeEarly(ctx context.Context, in *Input, o Options, dst dest, planned cha
 			return errors.New("no output plan")
 		}
 		// The unchanged bytes come from the mapping too: a fault on it
-		// is an error here as in ConvertInput.
-		if faulted(func() { err = res.plan.WriteFileAfter(f, in.file, res.SFrame, runs) }) {
-			return ErrChanged
+		// is an error here as in Convert.
+		if mapped.Faulted(func() { err = res.plan.WriteFileAfter(f, in.File(), res.SFrame, runs) }) {
+			return errChanged
 		}
 		return err
 	})
 }
 
-// errNoEarly: ConvertWrite's writer found nothing to copy early.
+// errNoEarly: WriteFile's writer found nothing to copy early.
 var errNoEarly = errors.New("nothing to copy early")
 
-// convertThenWrite is ConvertInput, then WriteResult unless there is
-// nothing to write.
-func convertThenWrite(ctx context.Context, in *Input, o Options, dst dest) (*Result, error) {
-	res, err := convertInput(in, o, nil)
-	if err != nil || res.Unchanged {
+// convertThenWrite is Convert, then the write of its output.
+func convertThenWrite(ctx context.Context, f *File, o Options, dst dest) (*Result, error) {
+	res, err := f.convert(o, nil)
+	if err != nil {
 		return res, err
 	}
-	return res, writeResult(ctx, dst, in, res)
+	return res, writeResult(ctx, dst, res)
 }
 
 // earlyPlan returns the plan of a linked file for an empty section (with
@@ -312,22 +237,4 @@ func earlyPlan(in []byte, o Options) (*elfwrite.Plan, []elfwrite.Run) {
 		return nil, nil
 	}
 	return p, p.EarlyRuns()
-}
-
-// faulted runs f and reports whether it faulted on a memory mapping (the
-// input truncated meanwhile), which is then not a crash.
-func faulted(f func()) (fault bool) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			if _, ok := r.(interface{ Addr() uintptr }); ok {
-				fault = true
-				return
-			}
-			panic(r)
-		}
-	}()
-	f()
-	return false
 }

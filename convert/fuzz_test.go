@@ -39,11 +39,11 @@ func FuzzArchive(f *testing.F) {
 		if !bytes.HasPrefix(in, []byte(relobj.ArchiveMagic)) {
 			in = append([]byte(relobj.ArchiveMagic), in...)
 		}
-		res, err := Convert("in.a", in, Options{})
+		res, err := convertMem("in.a", in, Options{})
 		if err != nil {
 			return
 		}
-		if _, err := relobj.ConvertArchive(res.Output, func(m *relobj.Member) ([]byte, error) { return m.Data, nil }); err != nil {
+		if _, err := relobj.ConvertArchive(res.output, func(m *relobj.Member) ([]byte, error) { return m.Data, nil }); err != nil {
 			t.Fatalf("converted archive does not parse: %v", err)
 		}
 	})

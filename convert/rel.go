@@ -43,7 +43,7 @@ func convertRelocatable(in []byte, f *elfread.File, o Options) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{CFIErrors: loaded.Errors, FDEs: loaded.FDEs}
+	res := &Result{CFIErrors: loaded.Errors}
 	tables, origins, errs := placeTables(loaded.Tables, targets)
 	res.CFIErrors = append(res.CFIErrors, errs...)
 	funcs, tr, err := translateRel(f.ELF, tables, o)
@@ -72,7 +72,7 @@ func convertRelocatable(in []byte, f *elfread.File, o Options) (*Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	res.Output, res.SFrame = out, b
+	res.output, res.SFrame = out, b
 	return res, nil
 }
 
@@ -95,8 +95,8 @@ func relUnchanged(in []byte, f *elfread.File, o Options) (*Result, error) {
 	// No function with CFI (data only, or assembled without CFI
 	// directives): as --gsframe writes no .sframe for such an object, so
 	// a build that converts every object gets it back unchanged.
-	return &Result{Output: in, Translate: &translate.Result{}, Unchanged: true,
-		Note: "relocatable object without .eh_frame (no functions with CFI): copied unchanged, as as --gsframe writes no .sframe for it"}, nil
+	return &Result{output: in, Translate: &translate.Result{},
+		Unchanged: "relocatable object without .eh_frame (no functions with CFI): copied unchanged, as as --gsframe writes no .sframe for it"}, nil
 }
 
 // origin is where a function's FDE came from: the relocation target of

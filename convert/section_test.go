@@ -14,14 +14,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-// TestSFrameInMemory: the section SFrame returns, from a file, any other
-// reader or a path, is the one the command's path (ConvertWrite) writes
+// TestSFrameInMemory: the section Convert returns, from a file, any other
+// reader or a path, is the one the command's path (WriteFile) writes
 // into the converted file, at the same address, with the same
-// diagnostics and CFI errors; and SFrame writes nothing.
+// diagnostics and CFI errors; and Convert writes nothing.
 func TestSFrameInMemory(t *testing.T) {
 	files := []string{
 		filepath.Join("..", "testdata", "example", "hello"),
@@ -43,11 +42,11 @@ func TestSFrameInMemory(t *testing.T) {
 		dir := t.TempDir()
 		for _, o := range opts {
 			out := filepath.Join(dir, "out")
-			in, err := OpenInput(name)
+			in, err := Open(name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := ConvertWrite(context.Background(), in, o, out, 0o755)
+			want, err := in.WriteFile(context.Background(), o, out, 0o755)
 			in.Close()
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -71,10 +70,10 @@ func TestSFrameInMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			readers := map[string]func() (*Result, error){
-				"*os.File":      func() (*Result, error) { return SFrame(name, fh, st.Size(), o) },
-				"*bytes.Reader": func() (*Result, error) { return SFrame(name, bytes.NewReader(b), int64(len(b)), o) },
-				"io.ReaderAt":   func() (*Result, error) { return SFrame(name, onlyReaderAt{bytes.NewReader(b)}, int64(len(b)), o) },
-				"path":          func() (*Result, error) { return SFrameFile(name, o) },
+				"*os.File":      func() (*Result, error) { return sframeOf(name, fh, st.Size(), o) },
+				"*bytes.Reader": func() (*Result, error) { return sframeOf(name, bytes.NewReader(b), int64(len(b)), o) },
+				"io.ReaderAt":   func() (*Result, error) { return sframeOf(name, onlyReaderAt{bytes.NewReader(b)}, int64(len(b)), o) },
+				"path":          func() (*Result, error) { return sframeOfFile(name, o) },
 			}
 			for how, conv := range readers {
 				res, err := conv()
@@ -89,11 +88,8 @@ func TestSFrameInMemory(t *testing.T) {
 				if d := cmp.Diff(want.Translate, res.Translate); d != "" {
 					t.Errorf("%s %+v from %s: translation differs from the command's (-command +SFrame):\n%s", name, o, how, d)
 				}
-				if errText(res.CFIErrors) != errText(want.CFIErrors) || res.FDEs != want.FDEs {
-					t.Errorf("%s %+v from %s: CFI errors %v, %d FDEs; the command's: %v, %d", name, o, how, res.CFIErrors, res.FDEs, want.CFIErrors, want.FDEs)
-				}
-				if res.Output != nil || res.plan != nil {
-					t.Errorf("%s from %s: the result keeps an output", name, how)
+				if errText(res.CFIErrors) != errText(want.CFIErrors) {
+					t.Errorf("%s %+v from %s: CFI errors %v; the command's: %v", name, o, how, res.CFIErrors, want.CFIErrors)
 				}
 			}
 			fh.Close()
@@ -102,6 +98,27 @@ func TestSFrameInMemory(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sframeOf converts the size bytes of r in memory: NewFile, Convert,
+// Close.
+func sframeOf(name string, r io.ReaderAt, size int64, o Options) (*Result, error) {
+	f, err := NewFile(name, r, size)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Convert(o)
+}
+
+// sframeOfFile is sframeOf on the named file: Open, Convert, Close.
+func sframeOfFile(name string, o Options) (*Result, error) {
+	f, err := Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Convert(o)
 }
 
 // onlyReaderAt hides everything but ReadAt (and says io.EOF with the
@@ -124,9 +141,9 @@ func errText(errs []error) string {
 	return strings.Join(s, "\n")
 }
 
-// TestSFrameErrors: every error of SFrame and SFrameFile is an *Error
-// naming the file once, wrapping the kinds the tree form classifies by;
-// objects and archives are refused.
+// TestSFrameErrors: every error of Open, NewFile and Convert is an
+// *Error naming the file once, wrapping the kinds the tree form
+// classifies by.
 func TestSFrameErrors(t *testing.T) {
 	dir := t.TempDir()
 	exe := fixture(t, "v3-x86_64-exe")
@@ -134,7 +151,6 @@ func TestSFrameErrors(t *testing.T) {
 	files := map[string][]byte{
 		"has-sframe": exe,
 		"object.o":   obj,
-		"lib.a":      append([]byte(relobj.ArchiveMagic), arMember("a.o/", obj)...),
 		"script":     []byte("#!/bin/sh\n"),
 		"truncated":  exe[:100],
 		"empty":      nil,
@@ -152,8 +168,7 @@ func TestSFrameErrors(t *testing.T) {
 		want string
 	}{
 		{"has-sframe", Options{}, ErrHasSFrame, "already has SFrame data"},
-		{"object.o", Options{}, ErrUnsupported, "relocatable object"},
-		{"lib.a", Options{}, ErrUnsupported, "static archive"},
+		{"object.o", Options{}, ErrHasSFrame, "already has SFrame data"},
 		{"script", Options{}, nil, "not an ELF file"},
 		{"truncated", Options{}, nil, "truncated"},
 		{"empty", Options{}, nil, "not an ELF file"},
@@ -165,10 +180,10 @@ func TestSFrameErrors(t *testing.T) {
 		name := filepath.Join(dir, tc.file)
 		b := files[tc.file]
 		calls := map[string]func() (*Result, error){
-			"SFrameFile": func() (*Result, error) { return SFrameFile(name, tc.opts) },
+			"Open": func() (*Result, error) { return sframeOfFile(name, tc.opts) },
 		}
 		if _, ok := files[tc.file]; ok {
-			calls["SFrame"] = func() (*Result, error) { return SFrame(name, bytes.NewReader(b), int64(len(b)), tc.opts) }
+			calls["NewFile"] = func() (*Result, error) { return sframeOf(name, bytes.NewReader(b), int64(len(b)), tc.opts) }
 		}
 		for how, call := range calls {
 			_, err := call()
@@ -188,15 +203,15 @@ func TestSFrameErrors(t *testing.T) {
 			}
 		}
 	}
-	if _, err := SFrame("x", bytes.NewReader(exe), int64(len(exe))+1, Options{Force: true}); err == nil || !strings.HasPrefix(err.Error(), "x: reading") {
+	if _, err := sframeOf("x", bytes.NewReader(exe), int64(len(exe))+1, Options{Force: true}); err == nil || !strings.HasPrefix(err.Error(), "x: reading") {
 		t.Errorf("size past the reader's end: %v", err)
 	}
-	// Options are checked before the file is read, and the error is
+	// Options are checked before the conversion reads the file, and the error is
 	// about no file.
 	for how, call := range map[string]func() (*Result, error){
-		"SFrameFile": func() (*Result, error) { return SFrameFile(filepath.Join(dir, "missing"), Options{Version: 4}) },
-		"SFrame": func() (*Result, error) {
-			return SFrame("x", bytes.NewReader(exe), int64(len(exe)), Options{Version: 4})
+		"Open": func() (*Result, error) { return sframeOfFile(filepath.Join(dir, "has-sframe"), Options{Version: 4}) },
+		"NewFile": func() (*Result, error) {
+			return sframeOf("x", bytes.NewReader(exe), int64(len(exe)), Options{Version: 4})
 		},
 	} {
 		var oe *OptionError

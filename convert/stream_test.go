@@ -14,6 +14,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -30,7 +31,7 @@ func TestStreamingMatchesTables(t *testing.T) {
 			continue // a system file that is not there
 		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-			res, err := Convert(name, in, Options{Version: v, Force: true})
+			res, err := convertMem(name, in, Options{Version: v, Force: true})
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
@@ -45,7 +46,7 @@ func TestStreamingMatchesTables(t *testing.T) {
 			}
 			ef := f.ELF
 			var funcs []sframe.Function
-			tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: PLTSections(ef), Symbol: f.Symbolizer()},
+			tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: f.Symbolizer()},
 				translate.Tables(l.Tables), translate.Options{Version: v}, translate.Collect(&funcs))
 			if err != nil {
 				t.Fatal(err)
@@ -91,14 +92,14 @@ func TestSplitMatchesOne(t *testing.T) {
 			convertWith := func(min int) *Result {
 				defer func(old int) { minSplit = old }(minSplit)
 				minSplit = min
-				res, err := Convert(name, in, o)
+				res, err := convertMem(name, in, o)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 				return res
 			}
 			one, two := convertWith(1<<62), convertWith(2)
-			if !bytes.Equal(one.SFrame, two.SFrame) || !bytes.Equal(one.Output, two.Output) {
+			if !bytes.Equal(one.SFrame, two.SFrame) || !bytes.Equal(one.output, two.output) {
 				t.Errorf("%s %+v: the output differs on two goroutines", name, o)
 			}
 			if d := cmp.Diff(one.Translate, two.Translate); d != "" {
@@ -195,20 +196,20 @@ func TestTruncatedWhileMapped(t *testing.T) {
 	if err := os.WriteFile(name, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	in, err := OpenInput(name)
+	in, err := Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	if !in.mapped {
+	if !in.in.Mapped() {
 		t.Skip("file system cannot map")
 	}
 	if err := os.Truncate(name, 0); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ConvertInput(in, Options{})
-	if !errors.Is(err, ErrChanged) || !strings.HasPrefix(err.Error(), name) {
-		t.Errorf("error %v, want one naming the file and wrapping ErrChanged", err)
+	_, err = in.Convert(Options{})
+	if !errors.Is(err, errChanged) || !strings.HasPrefix(err.Error(), name) {
+		t.Errorf("error %v, want one naming the file and wrapping errChanged", err)
 	}
 }
 

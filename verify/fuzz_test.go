@@ -35,13 +35,13 @@ func FuzzCommandPath(f *testing.F) {
 	f.Add(hostile.HugeSegment(elf.PT_GNU_EH_FRAME))
 	f.Add(hostile.NoShstrtab())
 	f.Fuzz(func(t *testing.T, in []byte) {
-		check(in)
+		checkBytes(in)
 		checkReader(t, in)
-		res, err := convert.Convert("in", in, convert.Options{Force: true})
+		res, out, err := convertBytes("in", in, convert.Options{Force: true})
 		if err != nil {
 			return
 		}
-		ef, err := elfread.NewFile(bytes.NewReader(res.Output), "out")
+		ef, err := elfread.NewFile(bytes.NewReader(out), "out")
 		if err != nil {
 			t.Fatalf("converted output does not read back: %v", err)
 		}
@@ -54,13 +54,13 @@ func FuzzCommandPath(f *testing.F) {
 				t.Fatalf("converted .sframe does not decode: %v", err)
 			}
 		}
-		check(res.Output)
-		checkReader(t, res.Output)
+		checkBytes(out)
+		checkReader(t, out)
 	})
 }
 
-// check is verify's path: decode .sframe, load CFI, compare.
-func check(in []byte) {
+// checkBytes is verify's path: decode .sframe, load CFI, compare.
+func checkBytes(in []byte) {
 	f, err := elfread.NewFile(bytes.NewReader(in), "x")
 	if err != nil {
 		return
@@ -77,7 +77,7 @@ func check(in []byte) {
 	if err != nil {
 		return
 	}
-	Check(Input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()})
+	check(input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()})
 }
 
 // checkReader is the verify command's path (the section read one function
@@ -104,8 +104,8 @@ func checkReader(t *testing.T, in []byte) {
 	if err != nil {
 		t.Fatalf("cfi.Load accepts the file, cfi.Index: %v", err)
 	}
-	want := Check(Input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables})
-	got := Check(Input{Machine: f.ELF.Machine, SFrame: tb, Stream: ix})
+	want := check(input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables})
+	got := check(input{Machine: f.ELF.Machine, SFrame: tb, Stream: ix})
 	if !reflect.DeepEqual(want, got) {
 		t.Fatalf("indexed CFI: %+v\nevery table: %+v", got, want)
 	}

@@ -29,7 +29,7 @@ type LayoutProblem struct {
 
 func (p LayoutProblem) String() string { return "layout: " + p.Detail }
 
-// CheckLayout checks the program and section headers of a linked file
+// checkLayout checks the program and section headers of a linked file
 // (data is the whole file) where they describe .sframe and the loaded
 // image:
 //
@@ -44,7 +44,7 @@ func (p LayoutProblem) String() string { return "layout: " + p.Detail }
 //     follow it back to back in the file and in memory).
 //
 // Relocatable objects have no layout to check: nil.
-func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
+func checkLayout(ef *elf.File, data []byte) []LayoutProblem {
 	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
 		return nil
 	}
@@ -145,7 +145,7 @@ func CheckLayout(ef *elf.File, data []byte) []LayoutProblem {
 	return out
 }
 
-// checkSFrame is CheckLayout's part on .sframe: PT_GNU_SFRAME against the
+// checkSFrame is checkLayout's part on .sframe: PT_GNU_SFRAME against the
 // PT_LOADs (mapped) and the section header, the bytes each describes, and
 // any other section over them; it reports through add.
 func checkSFrame(ef *elf.File, data []byte, mapped func(addr, size, off uint64) (*elf.Prog, bool), add func(what, format string, args ...any)) {

@@ -48,7 +48,7 @@ func TestCheckLayoutGNU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if probs := CheckLayout(parse(t, b), b); len(probs) > 0 {
+		if probs := checkLayout(parse(t, b), b); len(probs) > 0 {
 			t.Errorf("%s: %v", name, probs)
 		}
 		if _, _, ok := LoaderSFrame(parse(t, b), b); !ok {
@@ -134,7 +134,7 @@ func TestCheckLayoutBroken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := bytes.Clone(good)
 			tc.mod(b)
-			probs := CheckLayout(parse(t, b), b)
+			probs := checkLayout(parse(t, b), b)
 			found := false
 			for _, p := range probs {
 				found = found || p.What == tc.want
@@ -168,7 +168,7 @@ func TestCheckLayoutAcrossLoads(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &elf.File{FileHeader: elf.FileHeader{Class: elf.ELFCLASS64, Type: elf.ET_EXEC}, Progs: tc.loads, Sections: []*elf.Section{sec}}
-			probs := CheckLayout(f, nil)
+			probs := checkLayout(f, nil)
 			if got := len(probs) > 0; got != tc.want {
 				t.Errorf("problems %v, want some: %v", probs, tc.want)
 			}

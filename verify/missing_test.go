@@ -10,8 +10,8 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -31,7 +31,7 @@ func convertFile(t *testing.T, name string, o convert.Options) converted {
 		t.Fatal(err)
 	}
 	o.Force = true
-	res, err := convert.Convert(name, in, o)
+	res, _, err := convertBytes(name, in, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +84,8 @@ func (c converted) check(t *testing.T, data []byte, list int) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Check(Input{Machine: c.f.ELF.Machine, Order: c.f.ELF.ByteOrder, SFrame: tb, Stream: st, Symbol: c.f.Symbolizer(),
-		PLTs: convert.PLTSections(c.f.ELF), List: list})
+	return check(input{Machine: c.f.ELF.Machine, Order: c.f.ELF.ByteOrder, SFrame: tb, Stream: st, Symbol: c.f.Symbolizer(),
+		PLTs: plt.Sections(c.f.ELF), List: list})
 }
 
 // TestMissingFunctions: a CFI function missing from .sframe fails the
@@ -98,7 +98,7 @@ func (c converted) check(t *testing.T, data []byte, list int) *Result {
 func TestMissingFunctions(t *testing.T) {
 	const hello = "../testdata/example/hello"
 	v3 := convertFile(t, hello, convert.Options{})
-	glibcOpts, err := convert.ForReader(acceptance.Glibc)
+	glibcOpts, err := convert.ForReader(convert.Glibc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +193,8 @@ func TestMissingFunctions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r2 := Check(Input{Machine: tt.file.f.ELF.Machine, Order: tt.file.f.ELF.ByteOrder, SFrame: tb, Tables: l.Tables,
-					Symbol: tt.file.f.Symbolizer(), PLTs: convert.PLTSections(tt.file.f.ELF), List: tt.list})
+				r2 := check(input{Machine: tt.file.f.ELF.Machine, Order: tt.file.f.ELF.ByteOrder, SFrame: tb, Tables: l.Tables,
+					Symbol: tt.file.f.Symbolizer(), PLTs: plt.Sections(tt.file.f.ELF), List: tt.list})
 				if diff := cmp.Diff(r, r2); diff != "" {
 					t.Errorf("(-Stream +Tables):\n%s", diff)
 				}

@@ -16,7 +16,7 @@ var pltExpr = []byte{0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22}
 // (16-byte blocks: CFA rsp+8, from byte 11 rsp+16; or with pc set, the same
 // rows once, from its start) and a CFI table for the same range whose CFA
 // rule is cfa.
-func hugePCMask(t *testing.T, cfa cfi.CFA, pc sframe.PCType) Input {
+func hugePCMask(t *testing.T, cfa cfi.CFA, pc sframe.PCType) input {
 	t.Helper()
 	sp := sframe.SPReg(sframe.ABIAMD64LE)
 	const start, size = 0x2000, 0xffffffff
@@ -34,18 +34,18 @@ func hugePCMask(t *testing.T, cfa cfi.CFA, pc sframe.PCType) Input {
 	}
 	fde := &cfi.FDE{Start: start, Size: size, CIE: &cfi.CIE{RAColumn: 16, CodeAlign: 1, DataAlign: -8}}
 	tab := &cfi.Table{FDE: fde, Rows: []cfi.Row{{Loc: start, CFA: cfa, Regs: []cfi.RegRule{{Reg: 16, Rule: cfi.Rule{Kind: cfi.Offset, Offset: -8}}}}}}
-	return Input{Machine: 62, SFrame: tb, Tables: []*cfi.Table{tab}}
+	return input{Machine: 62, SFrame: tb, Tables: []*cfi.Table{tab}}
 }
 
 // TestPCMaskHuge: a 4 GiB PCMASK function is checked by its repeat block,
 // not PC by PC (which took 32 GB and hours): agreeing CFI gives no
 // finding, disagreeing CFI one finding that says it recurs.
 func TestPCMaskHuge(t *testing.T) {
-	r := Check(hugePCMask(t, cfi.CFA{Kind: cfi.CFAExpression, Expr: pltExpr}, sframe.PCMask))
+	r := check(hugePCMask(t, cfi.CFA{Kind: cfi.CFAExpression, Expr: pltExpr}, sframe.PCMask))
 	if !r.Agree || len(r.Findings) != 0 || r.Checked != 0xffffffff {
 		t.Fatalf("PLT expression against PCMASK: %+v", r)
 	}
-	r = Check(hugePCMask(t, cfi.CFA{Kind: cfi.CFARegOffset, Reg: 7, Offset: 8}, sframe.PCMask))
+	r = check(hugePCMask(t, cfi.CFA{Kind: cfi.CFARegOffset, Reg: 7, Offset: 8}, sframe.PCMask))
 	if r.Agree || len(r.Findings) != 1 {
 		t.Fatalf("constant CFA against PCMASK: want one disagreement, got %+v", r.Findings)
 	}
@@ -56,7 +56,7 @@ func TestPCMaskHuge(t *testing.T) {
 	// An RA that disagrees at every PC is one run over the whole function.
 	in := hugePCMask(t, cfi.CFA{Kind: cfi.CFAExpression, Expr: pltExpr}, sframe.PCMask)
 	in.Tables[0].Rows[0].Regs[0].Rule.Offset = -16
-	r = Check(in)
+	r = check(in)
 	if len(r.Findings) != 1 || r.Findings[0].PC != 0x2000 || r.Findings[0].End != 0x2000+0xffffffff || r.Findings[0].Every != 0 {
 		t.Errorf("RA wrong everywhere: %+v", r.Findings)
 	}
@@ -66,7 +66,7 @@ func TestPCMaskHuge(t *testing.T) {
 // with the PLT expression is checked over 32 bytes and the rest follows.
 func TestPLTExprPeriodic(t *testing.T) {
 	in := hugePCMask(t, cfi.CFA{Kind: cfi.CFAExpression, Expr: pltExpr}, sframe.PCInc)
-	r := Check(in)
+	r := check(in)
 	// The SFrame side now says rsp+16 from byte 11 to the end; the CFI
 	// says rsp+8 in bytes 0-10 of every 16: two runs in the 32-byte window
 	// that starts at the FRE boundary 0x200b.

@@ -11,6 +11,9 @@
 // Every function the CFI describes must also be in .sframe, unless
 // translate would leave it out too: that decision, and its reason code,
 // are translate's own (translate.Describer), not a second copy of it.
+//
+// CheckFile checks a file: the .sframe a loader reads against the CFI,
+// and the layout of a linked file.
 package verify
 
 import (
@@ -53,9 +56,9 @@ const (
 	SignalMark Kind = "signal-mark"
 )
 
-// DefaultList is how many Missing and how many Skipped findings Check
-// keeps when Input.List is 0; the others are only counted.
-const DefaultList = 10
+// defaultList is how many Missing and how many Skipped findings
+// CheckFile keeps (Result.Findings); the others are only counted.
+const defaultList = 10
 
 // Finding is one result of the check. For Disagree, PC is the first PC of
 // a run of PCs with the same disagreement and End the run's end.
@@ -102,10 +105,10 @@ func (f Finding) String() string {
 	return s
 }
 
-// Result is the outcome of Check.
+// Result is the outcome of CheckFile.
 type Result struct {
 	// Findings: every Disagree and NoCFI finding; of the Missing and the
-	// Skipped ones, the first Input.List of each (by address).
+	// Skipped ones, the first 10 of each (by address).
 	Findings  []Finding `json:"findings"`
 	Functions int       `json:"functions"` // SFrame functions checked
 	Checked   uint64    `json:"checked_bytes"`
@@ -119,12 +122,12 @@ type Result struct {
 	// problem.
 	Agree bool `json:"agree"`
 	// Layout lists what is wrong with where the file puts .sframe and its
-	// segments (CheckLayout); the caller fills it.
+	// segments (see checkLayout).
 	Layout []LayoutProblem `json:"layout,omitempty"`
 }
 
-// Input is what Check compares.
-type Input struct {
+// input is what check compares.
+type input struct {
 	Machine elf.Machine
 	Order   binary.ByteOrder // the file's (for AArch64); nil means little-endian
 	// SFrame is the section, read one function at a time, so memory does
@@ -147,13 +150,13 @@ type Input struct {
 	// covered by that description.
 	PLTs []translate.PLT
 	// List is how many Missing and how many Skipped findings to keep
-	// (0: DefaultList; negative: all). All are counted.
+	// (0: defaultList; negative: all). All are counted.
 	List int
 }
 
-// Check compares the section with the CFI at every PC of every SFrame
+// check compares the section with the CFI at every PC of every SFrame
 // function.
-func Check(in Input) *Result {
+func check(in input) *Result {
 	c := newChecker(in)
 	res := &Result{}
 	n := 0
@@ -207,7 +210,7 @@ type span struct{ lo, hi uint64 }
 // CFI function in translate's order, covered ones too, as whether a
 // function overlaps depends on those before it; only uncovered ones are
 // executed here, once each and into one reused table, and only the first
-// Input.List of each kind are kept, so memory stays that of the FDE list
+// input.List of each kind are kept, so memory stays that of the FDE list
 // however many functions are missing.
 func (c *checker) missing(res *Result, covered []span) {
 	isCovered := func(f cfi.Entry) bool {
@@ -220,7 +223,7 @@ func (c *checker) missing(res *Result, covered []span) {
 	desc := c.describer()
 	limit, listed := c.in.List, map[Kind]int{}
 	if limit == 0 {
-		limit = DefaultList
+		limit = defaultList
 	}
 	list := func(f Finding) {
 		if limit < 0 || listed[f.Kind] < limit {
@@ -277,7 +280,7 @@ func (c *checker) describer() *translate.Describer {
 }
 
 type checker struct {
-	in       Input
+	in       input
 	hdr      *sframe.Header
 	abi      sframe.ABI
 	sp, fp   uint64
@@ -285,7 +288,7 @@ type checker struct {
 	arm      bool
 	s390x    bool
 	spans    []cfi.Entry  // the CFI functions, sorted by start
-	tables   []*cfi.Table // spans[i]'s table (Input.Tables), or nil: see table
+	tables   []*cfi.Table // spans[i]'s table (input.Tables), or nil: see table
 	cache    map[int]*cfiTable
 	free     []*cfiTable // tables dropped from cache, for reuse
 	ran, bad bitset      // spans executed (Stream), and those that failed
@@ -306,7 +309,7 @@ func (c *checker) rowAt(d *sframe.FDE, pc uint64) (sframe.Rule, bool) {
 	return c.in.SFrame.Interpret(d, &d.FREs[j]), true
 }
 
-func newChecker(in Input) *checker {
+func newChecker(in input) *checker {
 	c := &checker{in: in, open: map[string]*Finding{}}
 	switch {
 	case in.SFrame != nil:

@@ -16,7 +16,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-func load(t *testing.T, b []byte) (Input, *sframe.Section) {
+func load(t *testing.T, b []byte) (input, *sframe.Section) {
 	t.Helper()
 	f, err := elfread.NewFile(bytes.NewReader(b), "x")
 	if err != nil {
@@ -38,7 +38,7 @@ func load(t *testing.T, b []byte) (Input, *sframe.Section) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()}, sec
+	return input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()}, sec
 }
 
 // encode opens the section funcs encode to with sec's options.
@@ -74,12 +74,12 @@ func TestCorruptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := convert.Convert(name, in, convert.Options{Force: true})
+		_, out, err := convertBytes(name, in, convert.Options{Force: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		input, sec := load(t, res.Output)
-		if r := Check(input); !r.Agree || r.Functions == 0 {
+		input, sec := load(t, out)
+		if r := check(input); !r.Agree || r.Functions == 0 {
 			t.Fatalf("%s: clean conversion: %+v", name, r.Findings)
 		}
 		// Pick the function with the most rows.
@@ -108,7 +108,7 @@ func TestCorruptions(t *testing.T) {
 		for _, m := range mutations {
 			m.do()
 			input.SFrame = encode(t, sec, funcs)
-			r := Check(input)
+			r := check(input)
 			m.undo()
 			if r.Agree || count(r, Disagree) == 0 {
 				t.Errorf("%s: damaged %s: no disagreement found", name, m.what)
@@ -118,14 +118,14 @@ func TestCorruptions(t *testing.T) {
 		}
 		// Removing a function leaves CFI that .sframe does not describe.
 		input.SFrame = encode(t, sec, append(funcs[:best:best], funcs[best+1:]...))
-		if r := Check(input); count(r, Missing) == 0 {
+		if r := check(input); count(r, Missing) == 0 {
 			t.Errorf("%s: dropped function not reported missing", name)
 		}
 	}
 }
 
 // TestStreamInputMatches: checking a section with CFI executed on demand
-// (Input.Stream), as the verify command does, finds what checking it
+// (input.Stream), as the verify command does, finds what checking it
 // against every table finds, on GNU's fixtures and on damaged copies of
 // their .sframe.
 func TestStreamInputMatches(t *testing.T) {
@@ -163,8 +163,8 @@ func TestStreamInputMatches(t *testing.T) {
 			if err != nil || tb.Check() != nil {
 				return
 			}
-			want := Check(Input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()})
-			got := Check(Input{Machine: f.ELF.Machine, SFrame: tb, Stream: ix, Symbol: f.Symbolizer()})
+			want := check(input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables, Symbol: f.Symbolizer()})
+			got := check(input{Machine: f.ELF.Machine, SFrame: tb, Stream: ix, Symbol: f.Symbolizer()})
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s %s (-Tables +indexed CFI):\n%s", name, what, diff)
 			}
@@ -194,7 +194,7 @@ func TestSignalMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	input, sec := load(t, b)
-	r := Check(input)
+	r := check(input)
 	if !r.Agree || count(r, SignalMark) != 1 || count(r, Disagree) != 0 {
 		t.Fatalf("GNU's FRE-less signal FDE: agree %v, findings %v", r.Agree, r.Findings)
 	}
@@ -224,7 +224,7 @@ func TestSignalMarks(t *testing.T) {
 		edited := sec.Functions()
 		c.edit(edited)
 		input.SFrame = encode(t, sec, edited)
-		r := Check(input)
+		r := check(input)
 		if c.marked && (!r.Agree || count(r, SignalMark) != 1) {
 			t.Errorf("%s: agree %v, findings %v", c.what, r.Agree, r.Findings)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
+	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
 	"github.com/cfi2sframe/cfi2sframe/internal/tree"
 )
 
@@ -87,7 +88,7 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 		if err != nil {
 			return err
 		}
-		if opts, err = convert.ForReader(r); err != nil {
+		if opts, err = convert.ForReader(convert.Reader(r)); err != nil {
 			return err
 		}
 	}
@@ -139,37 +140,34 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		fh.Close()
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	in, err := convert.OpenInputFile(fh, name)
+	in, err := mapped.OpenFile(fh, name)
 	if err != nil {
-		return err
+		return &convert.Error{File: name, Err: err}
 	}
 	defer in.Close()
 	if err := checkOutput(in.Info, out, fl.inPlace); err != nil {
 		return err
 	}
-	// Converted and written at once: the unchanged bytes are copied while
-	// the CFI is translated.
+	cf, err := convert.NewFile(name, in.File(), in.Size)
+	if err != nil {
+		return err
+	}
+	defer cf.Close()
 	var res *convert.Result
 	if fl.inPlace {
-		res, err = convertInPlace(ctx, in, meta, opts, fl.dates)
+		res, err = convertInPlace(ctx, in, cf, meta, opts, fl.dates)
 	} else {
-		res, err = convert.ConvertWrite(ctx, in, opts, out, in.Mode)
+		// Converted and written at once: the unchanged bytes are copied
+		// while the CFI is translated. An unchanged input is copied.
+		res, err = cf.WriteFile(ctx, opts, out, in.Mode)
 	}
 	if err != nil {
 		return interrupted(withHint(err))
 	}
 	stderr := cmd.ErrOrStderr()
-	if res.Unchanged {
-		if !fl.inPlace {
-			if err := elfwrite.WriteFileAtomic(ctx, out, in.Mode, func(f *os.File) error {
-				_, err := f.Write(res.Output)
-				return err
-			}); err != nil {
-				return interrupted(err)
-			}
-		}
+	if res.Unchanged != "" {
 		if !fl.quiet {
-			fmt.Fprintf(stderr, "%s: %s\n", name, res.Note)
+			fmt.Fprintf(stderr, "%s: %s\n", name, res.Unchanged)
 		}
 		return nil
 	}
@@ -210,12 +208,12 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	if res.Warning != "" {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", out, res.Warning)
 	}
-	if r := res.Reader; r != nil && !r.OK() {
+	if res.Violations > 0 {
 		// Only lookups failing at some PCs get here (an output the
-		// reader drops whole is refused, convert.RejectedError): written
-		// all the same, as a trace may never reach those PCs (verify
-		// --for lists them).
-		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", out, r.First(), r.Total, r.Reader, r.Reader)
+		// reader drops whole is refused, with convert.ErrUnsupported):
+		// written all the same, as a trace may never reach those PCs
+		// (verify --for lists them).
+		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", out, res.FirstViolation, res.Violations, opts.For, opts.For)
 	}
 	return nil
 }
@@ -225,7 +223,7 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 // extended attributes; with dates its times): a file whose metadata
 // cannot be kept, or that carries a signature over its content, is left
 // as it was, with an error saying why.
-func convertInPlace(ctx context.Context, in *convert.Input, meta *fsmeta.Meta, opts convert.Options, dates bool) (*convert.Result, error) {
+func convertInPlace(ctx context.Context, in *mapped.File, cf *convert.File, meta *fsmeta.Meta, opts convert.Options, dates bool) (*convert.Result, error) {
 	if why := fsmeta.Signature(meta, in.Data); why != "" {
 		return nil, fmt.Errorf("%s: %s; left alone", in.Name, why)
 	}
@@ -242,7 +240,11 @@ func convertInPlace(ctx context.Context, in *convert.Input, meta *fsmeta.Meta, o
 		return err
 	}
 	d.Replaces = &elfwrite.FileID{Dev: in.Dev, Ino: in.Ino}
-	res, err := convert.ConvertWriteTo(ctx, in, opts, d)
+	res, err := cf.Convert(opts)
+	if err != nil || res.Unchanged != "" {
+		return res, err
+	}
+	err = elfwrite.WriteAtomic(ctx, d, func(f *os.File) error { return res.Write(f) })
 	var lost *fsmeta.LostError
 	if errors.As(err, &lost) {
 		err = fmt.Errorf("%w; left as it was", err)

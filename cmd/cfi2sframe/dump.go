@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -46,7 +45,7 @@ an error and prints nothing.`,
 // its SFrame section; format is objdump's name for the file's format. The
 // Table reads the file's bytes: call done when finished with it.
 func loadSFrame(name string) (t *sframe.Table, secName, format string, done func(), err error) {
-	in, err := convert.OpenInput(name)
+	in, err := openMapped(name)
 	if err != nil {
 		return nil, "", "", nil, err
 	}

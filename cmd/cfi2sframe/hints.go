@@ -16,11 +16,10 @@ import (
 // hint is what the command adds to a conversion error: the flag that
 // gets past it, if one does.
 func hint(err error) string {
-	var layout *convert.LayoutError
 	switch {
 	case errors.Is(err, convert.ErrHasSFrame):
 		return "; use --force to replace it"
-	case errors.As(err, &layout):
+	case errors.Is(err, convert.ErrLayout):
 		return " (--fragile-layout writes one that strip, eu-strip and patchelf may break)"
 	case errors.Is(err, elfread.ErrInflateLimit):
 		return "; see --max-inflate"

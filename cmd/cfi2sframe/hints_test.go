@@ -18,7 +18,7 @@ import (
 // other errors pass unchanged, and errors.Is/As still see the cause.
 func TestHints(t *testing.T) {
 	has := &convert.Error{File: "f", Err: convert.ErrHasSFrame}
-	layout := &convert.Error{File: "f", Err: &convert.LayoutError{Reason: "no room"}}
+	layout := &convert.Error{File: "f", Err: fmt.Errorf("%w: no room", convert.ErrLayout)}
 	other := &convert.Error{File: "f", Err: errors.New("bad")}
 	tests := []struct {
 		name string
@@ -32,7 +32,7 @@ func TestHints(t *testing.T) {
 		{"hinted already", withHint(has), "f: already has SFrame data (.sframe or PT_GNU_SFRAME); use --force to replace it"},
 		{"inflate limit", fmt.Errorf("f: %w", &elfread.Error{Where: "section .debug_frame", Offset: 0x40, Msg: "compressed contents claim 8 bytes", Err: elfread.ErrInflateLimit}),
 			"f: section .debug_frame at file offset 0x40: compressed contents claim 8 bytes; see --max-inflate"},
-		{"unsupported", &convert.Error{File: "f", Err: &convert.UnsupportedError{What: "machine EM_S390", Detail: "x86-64 and AArch64 are supported"}},
+		{"unsupported", &convert.Error{File: "f", Err: fmt.Errorf("%w machine EM_S390 (x86-64 and AArch64 are supported)", convert.ErrUnsupported)},
 			"f: unsupported machine EM_S390 (x86-64 and AArch64 are supported)"},
 	}
 	for _, tc := range tests {

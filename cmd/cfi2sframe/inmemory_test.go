@@ -16,7 +16,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-// TestInMemoryMatchesCommand: convert.SFrameFile returns the .sframe the
+// TestInMemoryMatchesCommand: convert's Open and Convert give the .sframe the
 // command writes into the converted file (bytes and address) and the
 // diagnostics it prints with --diagnostics json, for the committed example
 // and, where it is installed, libc (which has skipped functions).
@@ -49,7 +49,12 @@ func TestInMemoryMatchesCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := convert.SFrameFile(name, c.opts)
+			cf, err := convert.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := cf.Convert(c.opts)
+			cf.Close()
 			if err != nil {
 				t.Fatalf("%s %v: %v", name, c.args, err)
 			}
@@ -76,18 +81,18 @@ func TestInMemoryMatchesCommand(t *testing.T) {
 	}
 }
 
-// TestConvertInMemory: trace's converter gives the section convert.SFrame
-// gives, and errors that do not name the file (trace names the object
-// beside them) but keep their type.
+// TestConvertInMemory: trace's converter gives the section convert gives
+// in memory, and errors that do not name the file (trace names the object
+// beside them) but keep their meaning; objects are refused.
 func TestConvertInMemory(t *testing.T) {
 	hello, err := os.ReadFile("../../testdata/example/hello")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sec, addr, err := convertInMemory("hello", bytes.NewReader(hello), int64(len(hello)))
-	want, werr := convert.SFrame("hello", bytes.NewReader(hello), int64(len(hello)), convert.Options{FragileLayout: true, SignalFrames: true})
+	want, werr := sframeInMemory("hello", bytes.NewReader(hello), int64(len(hello)))
 	if err != nil || werr != nil || !bytes.Equal(sec, want.SFrame) || addr != want.Addr {
-		t.Errorf("hello: %d bytes at %#x, %v; convert.SFrame: %v", len(sec), addr, err, werr)
+		t.Errorf("hello: %d bytes at %#x, %v; in memory: %v", len(sec), addr, err, werr)
 	}
 	exe, err := os.ReadFile("../../testdata/sframe/v3-x86_64-lib-now.so")
 	if err != nil {
@@ -95,8 +100,14 @@ func TestConvertInMemory(t *testing.T) {
 	}
 	binary.LittleEndian.PutUint16(exe[18:], uint16(elf.EM_RISCV)) // e_machine
 	_, _, err = convertInMemory("lib.so", bytes.NewReader(exe), int64(len(exe)))
-	var ue *convert.UnsupportedError
-	if !errors.As(err, &ue) || strings.Contains(err.Error(), "lib.so") {
-		t.Errorf("RISC-V: %v, want an *UnsupportedError not naming the file", err)
+	if !errors.Is(err, convert.ErrUnsupported) || strings.Contains(err.Error(), "lib.so") {
+		t.Errorf("RISC-V: %v, want an unsupported-machine error not naming the file", err)
+	}
+	obj, err := os.ReadFile("../../testdata/sframe/v3-x86_64-O2.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := convertInMemory("x.o", bytes.NewReader(obj), int64(len(obj))); err == nil || !strings.Contains(err.Error(), "relocatable object") {
+		t.Errorf("object: %v, want it refused", err)
 	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
 )
 
 // checkOutput refuses an output that is the input itself, reached by any
@@ -23,4 +26,18 @@ func checkOutput(in os.FileInfo, out string, inPlace bool) error {
 		return fmt.Errorf("%s: -o names the input file itself; use --in-place to replace it", out)
 	}
 	return nil
+}
+
+// openMapped maps the regular file name (internal/mapped); an error
+// names the file once.
+func openMapped(name string) (*mapped.File, error) {
+	in, err := mapped.Open(name)
+	if err != nil {
+		var pe *fs.PathError
+		if !errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		return nil, err
+	}
+	return in, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -130,13 +131,21 @@ converted either way (unless the kernel built it with .sframe).`,
 	return cmd
 }
 
-// convertInMemory is trace's Converter: convert.SFrame as the command
-// converts files, with signal FDEs and, for a file whose program headers
-// cannot grow in place, the layout --fragile-layout writes (which only
-// decides the section's address here). Its errors do not name the file,
-// which trace names beside them.
+// convertInMemory is trace's Converter: a linked file converted in memory
+// as the command converts files (convert.NewFile, Convert), with signal
+// FDEs and, for a file whose program headers cannot grow in place, the
+// layout --fragile-layout writes (which only decides the section's
+// address here). Relocatable objects and archives are refused: their
+// .sframe means nothing without the relocations in the file. Its errors
+// do not name the file, which trace names beside them.
 func convertInMemory(name string, r io.ReaderAt, size int64) ([]byte, uint64, error) {
-	res, err := convert.SFrame(name, r, size, convert.Options{FragileLayout: true, SignalFrames: true})
+	if ef, err := elf.NewFile(r); err == nil && ef.Type == elf.ET_REL {
+		return nil, 0, errors.New("relocatable object: its .sframe needs its relocations")
+	}
+	res, err := sframeInMemory(name, r, size)
+	if err == nil && (res.Members > 0 || res.Unchanged != "") {
+		err = errors.New("static archive: its members' .sframe need their relocations")
+	}
 	var ce *convert.Error
 	if errors.As(err, &ce) {
 		err = ce.Err
@@ -145,6 +154,17 @@ func convertInMemory(name string, r io.ReaderAt, size int64) ([]byte, uint64, er
 		return nil, 0, err
 	}
 	return res.SFrame, res.Addr, nil
+}
+
+// sframeInMemory converts the size bytes of r in memory, writing
+// nothing.
+func sframeInMemory(name string, r io.ReaderAt, size int64) (*convert.Result, error) {
+	f, err := convert.NewFile(name, r, size)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Convert(convert.Options{FragileLayout: true, SignalFrames: true})
 }
 
 // writeOutput writes a profile file through the one atomic writer every

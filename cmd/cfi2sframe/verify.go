@@ -9,11 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/verify"
 )
 
@@ -67,7 +64,7 @@ violation makes the exit status non-zero.`,
 			bad := 0
 			var all []fileResult
 			for _, name := range args {
-				res, err := verifyFile(name)
+				res, err := verify.CheckFile(name)
 				if err != nil {
 					return err
 				}
@@ -197,7 +194,7 @@ type readerResult struct {
 
 // readerInput reads a linked file's .sframe and executable segments.
 func readerInput(name string) (acceptance.Input, error) {
-	data, err := convert.OpenInput(name)
+	data, err := openMapped(name)
 	if err != nil {
 		return acceptance.Input{}, err
 	}
@@ -213,7 +210,7 @@ func readerInput(name string) (acceptance.Input, error) {
 	// A copy: the mapping is released on return.
 	in := acceptance.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
 	if f.ELF.Type != elf.ET_REL {
-		in.Exec = convert.ExecRanges(f.ELF)
+		in.Exec = acceptance.ExecRanges(f.ELF)
 	}
 	return in, nil
 }
@@ -221,72 +218,6 @@ func readerInput(name string) (acceptance.Input, error) {
 type fileResult struct {
 	File string `json:"file"`
 	*verify.Result
-}
-
-func verifyFile(name string) (*verify.Result, error) {
-	in, err := convert.OpenInput(name)
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
-	f, err := elfread.NewFileBytes(in.Data, name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	// A loader finds .sframe through PT_GNU_SFRAME: check those bytes
-	// when they can be found, the section otherwise; the layout check
-	// reports where the two disagree.
-	layout := verify.CheckLayout(f.ELF, in.Data)
-	data, addr, where, ok := []byte(nil), uint64(0), "PT_GNU_SFRAME", false
-	if f.ELF.Type != elf.ET_REL {
-		data, addr, ok = verify.LoaderSFrame(f.ELF, in.Data)
-		ok = ok && len(data) > 0
-	}
-	if !ok && !noSFrameData(f.ELF) {
-		es, err := f.SFrame()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		data, addr, where = es.Data, es.Addr, es.Name
-	}
-	// No bytes (an empty or SHT_NOBITS .sframe): no function is
-	// described, and every CFI function is checked for being missing.
-	var sec *sframe.Table
-	if len(data) > 0 {
-		if sec, err = checkedTable(data, addr); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", name, where, err)
-		}
-	}
-	// The CFI is executed one FDE at a time as verify reaches its code.
-	st, err := cfi.Index(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	// Symbols are read only when a finding needs a name.
-	var sym func(uint64) string
-	symbol := func(addr uint64) string {
-		if sym == nil {
-			sym = f.Symbolizer()
-		}
-		return sym(addr)
-	}
-	res := verify.Check(verify.Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, SFrame: sec, Stream: st, Symbol: symbol,
-		PLTs: convert.PLTSections(f.ELF)})
-	res.Layout = layout
-	res.Agree = res.Agree && len(layout) == 0
-	return res, nil
-}
-
-// noSFrameData says whether the file's .sframe section holds no bytes:
-// SHT_NOBITS (objcopy --only-keep-debug makes allocated sections so) or
-// empty.
-func noSFrameData(ef *elf.File) bool {
-	for _, s := range ef.Sections {
-		if s.Name == ".sframe" || s.Type == elf.SectionType(elfread.SHTGNUSFrame) {
-			return s.Type == elf.SHT_NOBITS || s.Size == 0
-		}
-	}
-	return false
 }
 
 // printJSON writes v to the command's standard output as indented JSON.

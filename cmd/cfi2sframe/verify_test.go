@@ -21,7 +21,12 @@ import (
 // placed by elfwrite as the converter places one.
 func withSFrame(t *testing.T, in []byte, keep func(sframe.Function) bool) []byte {
 	t.Helper()
-	res, err := convert.Convert("in", in, convert.Options{Force: true})
+	cf, err := convert.NewFile("in", bytes.NewReader(in), int64(len(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cf.Convert(convert.Options{Force: true})
+	cf.Close()
 	if err != nil {
 		t.Fatal(err)
 	}

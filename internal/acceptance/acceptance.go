@@ -27,6 +27,7 @@
 package acceptance
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 
@@ -255,4 +256,16 @@ func (c *checker) sortedStarts(strict bool, rule string, k Kind) {
 			return
 		}
 	}
+}
+
+// ExecRanges returns a linked file's executable PT_LOAD segments, which
+// the kernel requires every function start to lie in (Input.Exec).
+func ExecRanges(ef *elf.File) []Range {
+	out := []Range{}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			out = append(out, Range{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz})
+		}
+	}
+	return out
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// writeFileAfter writes p's output as ConvertWrite does: the early runs
+// writeFileAfter writes p's output as convert's File.WriteFile does: the early runs
 // of a plan for size 0 copied first (CopyRuns), then WriteFileAfter told
 // they are done. With wrong, the runs copied are not those of the plan
 // (each one shifted by a byte), as if the early plan had been wrong:

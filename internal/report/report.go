@@ -10,11 +10,14 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
+	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -62,23 +65,33 @@ var ErrSkip = errors.New("skipped")
 
 // Analyze reports on one file. Its errors name the file once.
 func Analyze(path string) (*File, error) {
-	in, err := convert.OpenInput(path)
+	in, err := mapped.Open(path)
 	if err != nil {
+		var pe *fs.PathError
+		if !errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", path, err)
+		}
 		return nil, err // names the file
 	}
 	defer in.Close()
 	if !bytes.HasPrefix(in.Data, []byte("\x7fELF")) {
 		return nil, ErrSkip
 	}
-	r, err := analyze(path, in.Data)
-	if err != nil && err != ErrSkip {
+	r, err := analyze(path, in)
+	var ce *convert.Error
+	switch {
+	case errors.As(err, &ce):
+		return nil, err // names the file
+	case err != nil && err != ErrSkip:
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, err
 }
 
-// analyze is Analyze on the file's bytes; its errors do not name it.
-func analyze(path string, data []byte) (*File, error) {
+// analyze is Analyze on the mapped file; its errors do not name it, but
+// convert's (a *convert.Error).
+func analyze(path string, in *mapped.File) (*File, error) {
+	data := in.Data
 	f, err := elfread.NewFileBytes(data, path)
 	if err != nil {
 		return nil, err
@@ -107,7 +120,7 @@ func analyze(path string, data []byte) (*File, error) {
 	if st.Sections == 0 {
 		return nil, ErrSkip
 	}
-	plts := convert.PLTSections(ef)
+	plts := plt.Sections(ef)
 	for _, e := range st.Entries {
 		// PLT stubs are described from their instructions, not from
 		// their CFI: they are left out of the coverage on both sides.
@@ -121,10 +134,16 @@ func analyze(path string, data []byte) (*File, error) {
 		}
 	}
 	r.FDEs, r.CFIErrors = st.Parsed, len(st.Errors)
-	cfi.SortEntries(st.Entries) // the order translate takes them in
+	if st.Parsed == 0 {
+		return nil, ErrSkip // nothing cfi2sframe would convert
+	}
+	cf, err := convert.NewFile(path, in.File(), in.Size)
+	if err != nil {
+		return nil, err
+	}
+	defer cf.Close()
 	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-		e, err := translateEncode(ef, st.Cursor(st.Entries), plts, v)
-		st.Errors = st.Errors[:r.CFIErrors] // counted above
+		e, err := convertV(cf, plts, v)
 		if err != nil {
 			return nil, err
 		}

@@ -1,15 +1,14 @@
 package report
 
 import (
-	"debug/elf"
 	"fmt"
 
+	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
-// encoded is what the report takes from one translation and encoding of a
-// whole file.
+// encoded is what the report takes from one conversion of a whole file.
 type encoded struct {
 	size      uint64 // bytes of the section
 	funcs     int    // its functions
@@ -21,44 +20,51 @@ type encoded struct {
 	skipped   map[string]int
 }
 
-// translateEncode translates the file's CFI functions (src) and PLTs in
-// SFrame version v into an encoder, as a conversion does, and measures
-// the section: its size, and the counts and histograms from the encoder's
-// own figures (sframe.Stats). Memory holds one function's rows and the
-// section's bytes, as in a conversion.
-func translateEncode(ef *elf.File, src translate.Source, plts []translate.PLT, v uint8) (*encoded, error) {
-	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v})
+// convertV converts the file in SFrame version v as the command does
+// (convert: the one conversion path), in memory, and measures the
+// section. The layout is only planned (with the fragile one where the
+// standard one cannot be made), and SFrame data the file has is replaced:
+// the section is what cfi2sframe would write.
+func convertV(f *convert.File, plts []translate.PLT, v uint8) (*encoded, error) {
+	res, err := f.Convert(convert.Options{Version: v, Force: true, FragileLayout: true})
 	if err != nil {
 		return nil, err
 	}
-	id, fixedFP, fixedRA := t.ABI()
-	enc, err := sframe.NewEncoder(sframe.Options{Version: v, ABI: id, Order: ef.ByteOrder,
-		PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
+	e, err := figures(res.SFrame, res.Addr, res.Translate, plts)
+	if err != nil {
+		return nil, fmt.Errorf("encoding V%d: %w", v, err)
+	}
+	return e, nil
+}
+
+// figures measures an encoded section (at addr) and its translation: its
+// size, its functions and FREs, one function at a time, the FRE-type and
+// data-word-size histograms, and the code bytes of its functions outside
+// the PLT sections.
+func figures(sec []byte, addr uint64, tr *translate.Result, plts []translate.PLT) (*encoded, error) {
+	t, err := sframe.Open(sec, addr)
 	if err != nil {
 		return nil, err
 	}
-	res := &encoded{skipped: map[string]int{}}
-	tr, err := t.Translate(src, func(fn *sframe.Function) error {
-		if !inPLT(fn.Start, plts) {
-			res.codeBytes += uint64(fn.Size)
-		}
-		return enc.Add(fn)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encoding V%d: %w", v, err)
-	}
-	b, err := enc.Section(0)
-	if err != nil {
-		return nil, fmt.Errorf("encoding V%d: %w", v, err)
-	}
+	e := &encoded{size: uint64(len(sec)), funcs: t.NumFDEs(), converted: tr.Converted, skipped: map[string]int{}}
 	for _, d := range tr.Diags {
 		if d.Skipped {
-			res.skipped[string(d.Reason)]++
+			e.skipped[string(d.Reason)]++
 		}
 	}
-	s := enc.Stats()
-	res.size, res.funcs, res.fres = uint64(len(b)), s.Functions, s.FREs
-	res.freType, res.wordSize = s.FREType, s.WordSize
-	res.converted = tr.Converted
-	return res, nil
+	var d sframe.FDE
+	for i := range t.NumFDEs() {
+		if err := t.FDE(i, &d); err != nil {
+			return nil, err
+		}
+		if !inPLT(d.Start, plts) {
+			e.codeBytes += uint64(d.Size)
+		}
+		e.freType[d.FREType]++
+		for _, f := range d.FREs {
+			e.fres++
+			e.wordSize[f.WordSize/2]++
+		}
+	}
+	return e, nil
 }

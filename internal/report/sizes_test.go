@@ -15,11 +15,12 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
-// whole is translateEncode done another way: every table executed at
+// whole is convertV done another way: every table executed at
 // once (tables), the functions kept and encoded with sframe.Encode, the
 // figures read back from the decoded section.
 func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) *encoded {
@@ -59,10 +60,28 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 	return e
 }
 
-// TestFiguresMatchWhole: the figures Analyze takes from the encoder, the
-// FDEs executed one at a time, are those of the decoded section of the
-// whole file, on the fixtures (PLTs, AArch64, both byte orders) and the
-// system's libc, in both versions.
+// encodeTables translates and encodes tables as whole does: the section
+// and the translation.
+func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, v uint8) ([]byte, *translate.Result) {
+	t.Helper()
+	var funcs []sframe.Function
+	tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder}, translate.Tables(tables),
+		translate.Options{Version: v}, translate.Collect(&funcs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, tr
+}
+
+// TestFiguresMatchWhole: the figures Analyze takes from the conversion
+// (convert, the FDEs executed one at a time, the section read back one
+// function at a time) are those of the decoded section of the whole file,
+// on the fixtures (PLTs, AArch64, both byte orders) and the system's
+// libc, in both versions.
 func TestFiguresMatchWhole(t *testing.T) {
 	names, err := filepath.Glob("../../testdata/sframe/v[23]-*")
 	if err != nil {
@@ -92,21 +111,21 @@ func TestFiguresMatchWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plts := convert.PLTSections(f.ELF)
+		plts := plt.Sections(f.ELF)
+		cf, err := convert.NewFile(name, bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-			st, err := cfi.Index(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfi.SortEntries(st.Entries)
-			got, err := translateEncode(f.ELF, st.Cursor(st.Entries), plts, v)
+			got, err := convertV(cf, plts, v)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(whole(t, f.ELF, l.Tables, plts, v), got, cmp.AllowUnexported(encoded{})); diff != "" {
-				t.Errorf("%s V%d (-whole +encoder's figures):\n%s", name, v, diff)
+				t.Errorf("%s V%d (-whole +conversion's figures):\n%s", name, v, diff)
 			}
 		}
+		cf.Close()
 		n++
 	}
 	if n < 10 {
@@ -114,9 +133,9 @@ func TestFiguresMatchWhole(t *testing.T) {
 	}
 }
 
-// TestFiguresOverlaps: FDEs that overlap, nest, share a start, have no
-// size or no address, in any order, give the figures of the decoded
-// section.
+// TestFiguresOverlaps: for FDEs that overlap, nest, share a start, have
+// no size or no address, in any order, the figures read one function at a
+// time from the section (figures) are those of the decoded section.
 func TestFiguresOverlaps(t *testing.T) {
 	// CFA rsp+8, RA at CFA-8; then (advance 1) CFA rsp+16; then
 	// (advance 300) CFA rsp+0x12345, which needs 4-byte data words.
@@ -144,7 +163,8 @@ func TestFiguresOverlaps(t *testing.T) {
 		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
 			want := whole(t, ef, tables, nil, v)
-			got, err := translateEncode(ef, translate.Tables(tables), nil, v)
+			sec, tr := encodeTables(t, ef, tables, v)
+			got, err := figures(sec, 0, tr, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

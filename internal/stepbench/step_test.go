@@ -12,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/benchfile"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -385,7 +384,7 @@ func benchTable(b *testing.B) (string, *sframe.Table, []byte) {
 	if err != nil {
 		b.Skip(err)
 	}
-	res, err := convert.Convert(name, data, convert.Options{Force: true})
+	res, err := convertBytes(name, data)
 	if err != nil {
 		b.Skip(err)
 	}

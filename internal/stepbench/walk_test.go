@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/internal/trace"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -221,7 +220,7 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		if !ok {
 			b.Fatalf("%s: no load segment for the executable mapping", e.Path)
 		}
-		res, err := convert.Convert(e.Path, data, convert.Options{Force: true})
+		res, err := convertBytes(e.Path, data)
 		if err != nil {
 			b.Fatalf("%s: %v", e.Path, err)
 		}

@@ -14,7 +14,12 @@ import (
 
 // convertSFrame is the command's converter.
 func convertSFrame(name string, r io.ReaderAt, size int64) ([]byte, uint64, error) {
-	res, err := convert.SFrame(name, r, size, convert.Options{FragileLayout: true, SignalFrames: true})
+	f, err := convert.NewFile(name, r, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	res, err := f.Convert(convert.Options{FragileLayout: true, SignalFrames: true})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -22,7 +27,7 @@ func convertSFrame(name string, r io.ReaderAt, size int64) ([]byte, uint64, erro
 }
 
 // An object without .sframe is walked with the section converted in
-// memory, which is the one convert.SFrameFile builds; its _start is named
+// memory, which is the one convert builds from the file; its _start is named
 // from it when the file is stripped; a failed conversion says why; an
 // object with .sframe is not converted.
 func TestLoadObjectConverts(t *testing.T) {
@@ -41,7 +46,12 @@ func TestLoadObjectConverts(t *testing.T) {
 	if o.Table == nil || o.NoSFrame != "" || o.Conversion == nil || o.Conversion.Err != "" {
 		t.Fatalf("table %v, no-SFrame reason %q, conversion %+v", o.Table, o.NoSFrame, o.Conversion)
 	}
-	want, err := convert.SFrameFile(hello, convert.Options{FragileLayout: true, SignalFrames: true})
+	cf, err := convert.Open(hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := cf.Convert(convert.Options{FragileLayout: true, SignalFrames: true})
+	cf.Close()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ type Object struct {
 // information of the ELF image in r (size bytes, of the file name): the
 // section's bytes and the address they are encoded for. Its errors do not
 // name the file: the object is named beside them. The command passes one
-// that runs convert.SFrame.
+// that converts with convert.NewFile and File.Convert.
 type Converter func(name string, r io.ReaderAt, size int64) (section []byte, addr uint64, err error)
 
 // Conversion is what building one object's SFrame in memory cost.

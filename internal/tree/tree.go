@@ -36,6 +36,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
+	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 )
 
@@ -49,7 +50,7 @@ const (
 	NoCFI       Outcome = "no-cfi"      // no call-frame information (objects without functions included)
 	NotELF      Outcome = "not-elf"     // neither an ELF file nor an ar archive
 	Unsupported Outcome = "unsupported" // an ELF machine, class or type SFrame or we do not cover
-	NoLayout    Outcome = "no-layout"   // no layout the standard tools keep (*convert.LayoutError); left alone
+	NoLayout    Outcome = "no-layout"   // no layout the standard tools keep (convert.ErrLayout); left alone
 	Signed      Outcome = "signed"      // a signature over the content (IMA/EVM attribute, appended module signature) would no longer match; left alone
 	Refused     Outcome = "refused"     // its metadata could not be kept (not permitted; immutable or append-only); left as it was
 	Failed      Outcome = "failed"      // malformed input, write error, interrupted
@@ -524,8 +525,16 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 	default:
 		return leave(NotELF, fmt.Errorf("%s: not an ELF file or archive", j.in))
 	}
-	res, err := convert.ConvertInput(in, o.Convert)
-	var layout *convert.LayoutError
+	cf, err := convert.NewFile(j.in, in.File(), in.Size)
+	if err != nil {
+		return fail(Failed, err), nil
+	}
+	defer func() {
+		if !later {
+			cf.Close()
+		}
+	}()
+	res, err := cf.Convert(o.Convert)
 	switch {
 	case errors.Is(err, convert.ErrHasSFrame):
 		return leave(HasSFrame, err)
@@ -533,15 +542,15 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 		return leave(NoCFI, err)
 	case errors.Is(err, convert.ErrUnsupported):
 		return leave(Unsupported, err)
-	case errors.As(err, &layout):
+	case errors.Is(err, convert.ErrLayout):
 		return leave(NoLayout, err)
 	case err != nil:
 		return fail(Failed, err), nil
-	case res.Unchanged:
-		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Note))
+	case res.Unchanged != "":
+		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Unchanged))
 	}
 	writeOut := func() Record {
-		if err := convert.WriteResultTo(ctx, dest(o.PreserveDates), in, res); err != nil {
+		if err := elfwrite.WriteAtomic(ctx, dest(o.PreserveDates), func(f *os.File) error { return res.Write(f) }); err != nil {
 			var lost *fsmeta.LostError
 			switch {
 			case ctx.Err() != nil:
@@ -566,6 +575,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 	later = true
 	return Record{}, func() Record {
 		defer release()
+		defer cf.Close()
 		return writeOut()
 	}
 }
@@ -573,7 +583,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 // openJob opens j's input without following a link on the way, checks
 // that it is the file listed, and reads its metadata; dir is its
 // directory, open.
-func openJob(j job) (in *convert.Input, meta *fsmeta.Meta, dir *os.File, err error) {
+func openJob(j job) (in *mapped.File, meta *fsmeta.Meta, dir *os.File, err error) {
 	dir, err = openBelow(j.r.top, filepath.Dir(j.rel), j.r.display, nil)
 	if err != nil {
 		return nil, nil, nil, err
@@ -598,8 +608,8 @@ func openJob(j job) (in *convert.Input, meta *fsmeta.Meta, dir *os.File, err err
 		f.Close()
 		return nil, nil, nil, fmt.Errorf("%s: %w", j.in, err)
 	}
-	if in, err = convert.OpenInputFile(f, j.in); err != nil {
-		return nil, nil, nil, err
+	if in, err = mapped.OpenFile(f, j.in); err != nil {
+		return nil, nil, nil, &convert.Error{File: j.in, Err: err}
 	}
 	return in, meta, dir, nil
 }

@@ -1,0 +1,32 @@
+// Package plt finds a linked file's PLT sections, which translate
+// describes from their instructions, for the conversion (convert) and the
+// check against the CFI (verify) alike.
+package plt
+
+import (
+	"debug/elf"
+
+	"github.com/cfi2sframe/cfi2sframe/translate"
+)
+
+// Sections returns the PLT sections the translator describes from their
+// instructions.
+func Sections(ef *elf.File) []translate.PLT {
+	var out []translate.PLT
+	for _, s := range ef.Sections {
+		switch s.Name {
+		case ".plt", ".plt.sec", ".plt.got":
+		default:
+			continue
+		}
+		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_EXECINSTR == 0 || s.Size == 0 {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		out = append(out, translate.PLT{Name: s.Name, Addr: s.Addr, Data: data, EntSize: s.Entsize})
+	}
+	return out
+}
