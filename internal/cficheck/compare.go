@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"sort"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
@@ -111,7 +111,7 @@ func regNames(m elf.Machine) map[string]uint64 {
 		// r0-r15, then the floating-point registers as readelf names
 		// them (DWARF 16-31: f0, f2, f4, f6, f1, ...).
 		for i := 0; i < 32; i++ {
-			n[s390x.RegName(i)] = uint64(i)
+			n[arch.S390X.RegName(uint64(i))] = uint64(i)
 		}
 	}
 	return n
