@@ -91,20 +91,24 @@ func ForMachine(m elf.Machine) *Arch {
 // ForSFrameABI returns the Arch of an SFrame header's ABI id (abi_arch, as
 // sframe.ABI holds it), or nil.
 func ForSFrameABI[ID ~uint8](id ID) *Arch {
-	for _, a := range all {
-		if uint8(id) != 0 && (a.sframeLE == uint8(id) || a.sframeBE == uint8(id)) {
-			return a
-		}
+	if int(id) < len(bySFrameABI) {
+		return bySFrameABI[id]
 	}
 	return nil
 }
 
+// bySFrameABI indexes the Archs by SFrame ABI id, for the readers'
+// lookups.
+var bySFrameABI = func() (t [5]*Arch) {
+	for _, a := range all {
+		t[a.sframeLE], t[a.sframeBE] = a, a
+	}
+	return t
+}()
+
 // String returns the instruction set's name: "x86-64", "AArch64" or
 // "s390x".
 func (a *Arch) String() string { return a.name }
-
-// Machine returns the ELF machine.
-func (a *Arch) Machine() elf.Machine { return a.machine }
 
 // SFrameABI returns the SFrame abi_arch id of the ABI in a byte order:
 // AArch64 has one per byte order, x86-64 (little-endian) and s390x

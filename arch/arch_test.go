@@ -19,8 +19,8 @@ func TestLookup(t *testing.T) {
 		if got := ForMachine(tc.m); got != tc.a {
 			t.Errorf("ForMachine(%v) = %v, want %v", tc.m, got, tc.a)
 		}
-		if got := tc.a.Machine(); got != tc.m {
-			t.Errorf("%v: Machine %v, want %v", tc.a, got, tc.m)
+		if got := tc.a.machine; got != tc.m {
+			t.Errorf("%v: machine %v, want %v", tc.a, got, tc.m)
 		}
 		le, be := tc.a.SFrameABI(binary.LittleEndian), tc.a.SFrameABI(binary.BigEndian)
 		if le != tc.le || be != tc.be {
