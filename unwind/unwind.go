@@ -194,7 +194,8 @@ func (s *Space) Find(pc uint64) *Mapping {
 	return nil
 }
 
-// Unwinder walks stacks of one architecture through a Space.
+// Unwinder walks stacks of one architecture through a Space. Arch, Space
+// and Mem are required (New sets them).
 type Unwinder struct {
 	Arch  *arch.Arch
 	Space *Space
