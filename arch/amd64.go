@@ -26,17 +26,6 @@ var amd64RegNames = [amd64NRegs]string{
 	"r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip",
 }
 
-// amd64EntryCFA is the CFA offset from RSP on entry to a stub. Callers
-// reach every PLT entry with a call, so only the return address is on the
-// stack; PLT0 is reached by a jump from an entry that has pushed the
-// relocation index too.
-func amd64EntryCFA(header bool) int32 {
-	if header {
-		return amd64Entry + 8
-	}
-	return amd64Entry
-}
-
 // amd64LazyHeader reports whether a .plt section starts with PLT0, the
 // lazy binder's stub (push GOT+8(%rip), after an ENDBR64 with IBT).
 func amd64LazyHeader(code []byte) bool {
@@ -53,8 +42,14 @@ func amd64LazyHeader(code []byte) bool {
 // entry: until the symbol is bound, the GOT slot points back at the next
 // instruction. A direct jump ends the stub; bytes after it are padding and
 // keep the last height.
-func amd64Simulate(code []byte, header bool) ([]PLTStep, error) {
-	cfa := amd64EntryCFA(header)
+func amd64Simulate(code []byte, entryCFA int32, header bool) ([]PLTStep, error) {
+	// Callers reach every PLT entry with a call, so only the return
+	// address is on the stack; PLT0 is reached by a jump from an entry
+	// that has pushed the relocation index too.
+	cfa := entryCFA
+	if header {
+		cfa += 8
+	}
 	steps := []PLTStep{{Off: 0, CFAOffset: cfa}}
 	jumped := false
 	for off := 0; off < len(code); {

@@ -40,7 +40,7 @@ type Arch struct {
 	pac      bool
 	regName  func(r uint64) string // "" when the register has no name
 	nregs    uint32                // regName names none from nregs on
-	simulate func(code []byte, header bool) ([]PLTStep, error)
+	simulate func(code []byte, entryCFA int32, header bool) ([]PLTStep, error)
 	plt0     func(code []byte) bool
 }
 
@@ -200,7 +200,7 @@ type PLTStep struct {
 // what the linkers' stubs contain and refuses anything else, so that an
 // unfamiliar stub is never described by a guess.
 func (a *Arch) SimulatePLT(code []byte, header bool) ([]PLTStep, error) {
-	return a.simulate(code, header)
+	return a.simulate(code, int32(a.entryCFA), header)
 }
 
 // PLTHeader reports whether the code of a .plt section starts with PLT0,

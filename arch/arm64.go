@@ -50,15 +50,16 @@ const (
 // arm64Simulate follows the instructions of one PLT stub and returns
 // where its frame changes. Every stub is entered by a branch-and-link
 // (PLTn) or a branch from PLTn (PLT0) with the caller's SP, so the CFA
-// starts at SP+0 with the return address in x30, whatever header says.
-func arm64Simulate(code []byte, _ bool) ([]PLTStep, error) {
+// starts at SP+entryCFA (0) with the return address in x30, whatever
+// header says.
+func arm64Simulate(code []byte, entryCFA int32, _ bool) ([]PLTStep, error) {
 	if allZero(code) {
 		return nil, errAllZero
 	}
 	if len(code)%4 != 0 {
 		return nil, fmt.Errorf("PLT stub of %d bytes is not a whole number of instructions", len(code))
 	}
-	steps := []PLTStep{{Off: 0}}
+	steps := []PLTStep{{Off: 0, CFAOffset: entryCFA}}
 	cur := steps[0]
 	branched := false
 	for off := 0; off < len(code); off += 4 {

@@ -55,7 +55,7 @@ func s390xRegName(r uint64) string {
 // stub to end in an unconditional branch (br, jg), optionally followed by
 // nopr padding, or by the 4-byte relocation offset ld stores after an
 // entry's final jg.
-func s390xSimulate(code []byte, _ bool) ([]PLTStep, error) {
+func s390xSimulate(code []byte, entryCFA int32, _ bool) ([]PLTStep, error) {
 	if len(code) == 0 {
 		return nil, fmt.Errorf("empty PLT stub")
 	}
@@ -92,7 +92,7 @@ func s390xSimulate(code []byte, _ bool) ([]PLTStep, error) {
 	if !ended {
 		return nil, fmt.Errorf("PLT stub of %d bytes does not end in a branch", len(code))
 	}
-	return []PLTStep{{Off: 0, CFAOffset: s390xEntry}}, nil
+	return []PLTStep{{Off: 0, CFAOffset: entryCFA}}, nil
 }
 
 // s390xInsnLen is an instruction's length from the top two bits of its
