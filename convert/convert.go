@@ -29,6 +29,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
@@ -200,9 +201,7 @@ func isArchive(in []byte) bool {
 // than x86-64, AArch64 and s390x, ELF32, and types other than executables,
 // shared libraries and objects.
 func supported(ef *elf.File) error {
-	switch ef.Machine {
-	case elf.EM_X86_64, elf.EM_AARCH64, elf.EM_S390:
-	default:
+	if arch.ForMachine(ef.Machine) == nil {
 		return &unsupportedError{what: "machine " + ef.Machine.String(), detail: "x86-64, AArch64 and s390x are supported"}
 	}
 	if ef.Class != elf.ELFCLASS64 {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/libsframecheck"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
@@ -344,7 +345,7 @@ func lintLines(elflint, file string) map[string]bool {
 func s390xV2Carries(t *sframe.Table, d *sframe.FDE) bool {
 	for i := range d.FREs {
 		r := t.Interpret(d, &d.FREs[i])
-		if !r.RAUndefined && (r.CFA.Kind != sframe.LocReg || (r.CFA.Reg != sframe.SPReg(sframe.ABIS390XBE) && r.CFA.Reg != sframe.FPReg(sframe.ABIS390XBE))) {
+		if !r.RAUndefined && (r.CFA.Kind != sframe.LocReg || (r.CFA.Reg != arch.S390X.SP() && r.CFA.Reg != arch.S390X.FP())) {
 			return false
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
@@ -66,24 +67,24 @@ func TestUnwindSelfDump(t *testing.T) {
 	tmp := t.TempDir()
 	c2s := buildCommand(t, tmp)
 	src, _ := filepath.Abs("testdata/unwind")
-	for _, arch := range []string{"x86_64", "aarch64", "s390x"} {
-		t.Run(arch, func(t *testing.T) {
+	for _, machine := range []string{"x86_64", "aarch64", "s390x"} {
+		t.Run(machine, func(t *testing.T) {
 			cc, libdir, run, sysroot := "gcc", "/lib/x86_64-linux-gnu", []string{}, ""
-			a, mflags, order := unwind.AMD64, []string{}, binary.ByteOrder(binary.LittleEndian)
-			if x, ok := crossArchs[arch]; ok {
+			a, mflags, order := arch.AMD64, []string{}, binary.ByteOrder(binary.LittleEndian)
+			if x, ok := crossArchs[machine]; ok {
 				cc, sysroot = need(t, x.cc), x.sysroot
 				libdir = filepath.Join(sysroot, "lib")
 				run = []string{need(t, x.qemu), "-singlestep"}
 			} else {
 				need(t, "gcc")
 			}
-			switch arch {
+			switch machine {
 			case "aarch64":
-				a, mflags = unwind.ARM64, []string{"-mbranch-protection=standard"}
+				a, mflags = arch.ARM64, []string{"-mbranch-protection=standard"}
 			case "s390x":
-				a, order = unwind.S390X, binary.BigEndian
+				a, order = arch.S390X, binary.BigEndian
 			}
-			plain, ours := filepath.Join(tmp, arch, "plain"), filepath.Join(tmp, arch, "ours")
+			plain, ours := filepath.Join(tmp, machine, "plain"), filepath.Join(tmp, machine, "ours")
 			os.MkdirAll(plain, 0o755)
 			os.MkdirAll(ours, 0o755)
 			build := func(args ...string) {
@@ -95,7 +96,7 @@ func TestUnwindSelfDump(t *testing.T) {
 			build("-O2", "-Wl,-z,now", "-o", filepath.Join(plain, "selfdump"), filepath.Join(src, "selfdump.c"), "-L"+plain, "-luw")
 			libc, err := filepath.EvalSymlinks(filepath.Join(libdir, "libc.so.6"))
 			if err != nil {
-				t.Skipf("no %s libc.so.6", arch)
+				t.Skipf("no %s libc.so.6", machine)
 			}
 			for in, out := range map[string]string{
 				filepath.Join(plain, "selfdump"): "selfdump", filepath.Join(plain, "libuw.so"): "libuw.so", libc: "libc.so.6",
@@ -104,7 +105,7 @@ func TestUnwindSelfDump(t *testing.T) {
 					t.Fatalf("cfi2sframe %s: %v\n%s", in, err, b)
 				}
 			}
-			dump := filepath.Join(tmp, arch, "dump")
+			dump := filepath.Join(tmp, machine, "dump")
 			cmd := exec.Command(filepath.Join(ours, "selfdump"), dump)
 			if len(run) > 0 {
 				cmd = exec.Command(run[0], append(run[1:], filepath.Join(ours, "selfdump"), dump)...)
@@ -171,7 +172,7 @@ func withUnsized(ef *elf.File, sym func(uint64) string) func(uint64) string {
 	}
 }
 
-func walkSelf(t *testing.T, a unwind.Arch, order binary.ByteOrder, s *selfSample, objs map[string]*object) ([]string, unwind.Reason) {
+func walkSelf(t *testing.T, a *arch.Arch, order binary.ByteOrder, s *selfSample, objs map[string]*object) ([]string, unwind.Reason) {
 	t.Helper()
 	var space unwind.Space
 	var objOf []*object

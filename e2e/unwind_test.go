@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
@@ -206,7 +207,7 @@ func walkSample(t *testing.T, s *sample, openObj func(string) *object) ([]string
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := unwind.New(unwind.AMD64, &space, &stackMem{base: s.Stack, b: b})
+	u := unwind.New(arch.AMD64, &space, &stackMem{base: s.Stack, b: b})
 	fr := unwind.Frame{PC: s.Regs["rip"], Top: true}
 	for name, r := range amd64DWARF {
 		fr.SetReg(r, s.Regs[name])

@@ -74,7 +74,7 @@ func dumpText(w io.Writer, t *Table) error {
 		line = append(line, ", size = "...)
 		line = strconv.AppendUint(line, uint64(d.Size), 10)
 		line = append(line, " bytes"...)
-		if h.ABI.isAArch64() && d.PauthKeyB {
+		if h.ABI.arch().PointerAuth() && d.PauthKeyB {
 			line = append(line, ", pauth = B key"...)
 		}
 		if d.Signal || d.FDEType == FDETypeFlex {
@@ -147,10 +147,10 @@ func pad(b []byte, n int) []byte {
 }
 
 func appendReg(b []byte, abi ABI, r uint32) []byte {
-	switch r {
-	case SPReg(abi):
+	switch a := abi.arch(); r {
+	case a.SP():
 		return append(b, "sp"...)
-	case FPReg(abi):
+	case a.FP():
 		return append(b, "fp"...)
 	}
 	return strconv.AppendUint(append(b, 'r'), uint64(r), 10)

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/arch"
 )
 
 // referenceJSON is DumpJSON as it was before it streamed: the whole
@@ -46,7 +48,7 @@ func referenceJSON(t *testing.T, s *Section) string {
 // with no function, functions without FREs, flex, mask and outermost
 // rows, both byte orders.
 func TestDumpJSONStreamsTheSameBytes(t *testing.T) {
-	sp, fp := SPReg(ABIAMD64LE), FPReg(ABIAMD64LE)
+	sp, fp := arch.AMD64.SP(), arch.AMD64.FP()
 	cfa := Loc{Kind: LocReg, Reg: sp, Offset: 8}
 	sets := map[string][]Function{
 		"none":  nil,

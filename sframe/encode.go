@@ -62,15 +62,6 @@ type Options struct {
 	AuxHdr []byte
 }
 
-// DefaultFixedOffsets returns the header's fixed FP and RA offsets GNU as
-// uses for an ABI (AMD64 keeps RA at CFA-8; the others track RA per row).
-func DefaultFixedOffsets(abi ABI) (fp, ra int8) {
-	if abi == ABIAMD64LE {
-		return 0, -8
-	}
-	return 0, 0
-}
-
 // Functions converts a decoded section to the neutral model. Functions come
 // in the order of their FRE data, which is the order GNU ld and as added
 // them (the FDE index may be sorted differently).
@@ -129,15 +120,11 @@ func ctrlWord(l Loc) int64 {
 
 // cfaWord is the data word of a CFA offset (s390x stores it scaled).
 func cfaWord(o *Options, off int32) (int64, error) {
-	cfaOff := int64(off)
-	if o.ABI == ABIS390XBE {
-		adj := cfaOff + S390XCFAOffsetAdjust
-		if adj%S390XCFAOffsetAlign != 0 {
-			return 0, fmt.Errorf("s390x CFA offset %d is not a multiple of %d", cfaOff, S390XCFAOffsetAlign)
-		}
-		cfaOff = adj / S390XCFAOffsetAlign
+	w, ok := o.ABI.arch().EncodeCFAOffset(int64(off))
+	if !ok {
+		return 0, fmt.Errorf("%v CFA offset %d is not a multiple of 8", o.ABI.arch(), off)
 	}
-	return cfaOff, nil
+	return w, nil
 }
 
 // flexWords computes the data words of a row of a flexible FDE; ctrl
@@ -188,7 +175,7 @@ func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseRe
 	if words[0], err = cfaWord(o, r.CFA.Offset); err != nil {
 		return 0, 0, err
 	}
-	sp, fp := SPReg(o.ABI), FPReg(o.ABI)
+	sp, fp := o.ABI.arch().SP(), o.ABI.arch().FP()
 	if r.CFA.Kind != LocReg || (r.CFA.Reg != sp && r.CFA.Reg != fp) {
 		return 0, 0, fmt.Errorf("CFA is not SP or FP based (needs a flexible FDE)")
 	}
@@ -410,7 +397,7 @@ func NewEncoder(o Options) (*Encoder, error) {
 	}
 	var probe [2]byte
 	o.Order.PutUint16(probe[:], 1)
-	return &Encoder{o: o, be: probe[1] == 1, plain: o.ABI != ABIS390XBE, sp: SPReg(o.ABI), fp: FPReg(o.ABI),
+	return &Encoder{o: o, be: probe[1] == 1, plain: o.ABI != ABIS390XBE, sp: o.ABI.arch().SP(), fp: o.ABI.arch().FP(),
 		raSlot: o.CFAFixedRA == CFAFixedRAInvalid, fpSlot: o.CFAFixedFP == CFAFixedFPInvalid, freRegion: -1}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -29,7 +30,7 @@ func TestEncodeV2RejectsFlex(t *testing.T) {
 
 // TestEncodeWidths checks the narrowest FRE type and data-word size.
 func TestEncodeWidths(t *testing.T) {
-	sp := sframe.SPReg(sframe.ABIAArch64LE)
+	sp := arch.ARM64.SP()
 	tests := []struct {
 		size     uint32
 		start    uint32
@@ -120,7 +121,7 @@ func TestReencodeAcrossVersions(t *testing.T) {
 // padding), an auxiliary header, SFRAME_F_FRAME_POINTER, an unsorted
 // section, a zero-FRE (outermost) function.
 func TestEncodeRoundTripOddities(t *testing.T) {
-	sp := sframe.SPReg(sframe.ABIS390XBE)
+	sp := arch.S390X.SP()
 	funcs := []sframe.Function{
 		{Start: 0x3000, Size: 0x20, Rows: []sframe.Row{
 			{Start: 0, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 160}},

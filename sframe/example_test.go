@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -21,6 +22,8 @@ func ExampleOpenELF() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The ABI's registers: which the CFA rules name as SP and FP.
+	a := arch.ForSFrameABI(t.Header.ABI)
 	syms, err := f.Symbols()
 	if err != nil {
 		log.Fatal(err)
@@ -35,7 +38,7 @@ func ExampleOpenELF() {
 				log.Fatal(err)
 			}
 			fmt.Printf("%s+%d: CFA %s, RA %s, FP %s\n", s.Name, pc-s.Value,
-				loc(t.Header.ABI, r.CFA), loc(t.Header.ABI, r.RA), loc(t.Header.ABI, r.FP))
+				loc(a, r.CFA), loc(a, r.RA), loc(a, r.FP))
 		}
 	}
 	// Output:
@@ -46,14 +49,14 @@ func ExampleOpenELF() {
 // loc says how an unwinder recovers a value with the rule l: the CFA from
 // a register, the RA and FP from the stack or unchanged. (Flexible FDEs
 // have other kinds too; Table.Dump prints them all.)
-func loc(abi sframe.ABI, l sframe.Loc) string {
+func loc(a *arch.Arch, l sframe.Loc) string {
 	switch l.Kind {
 	case sframe.LocReg:
 		reg := fmt.Sprintf("r%d", l.Reg)
 		switch l.Reg {
-		case sframe.SPReg(abi):
+		case a.SP():
 			reg = "sp"
-		case sframe.FPReg(abi):
+		case a.FP():
 			reg = "fp"
 		}
 		return fmt.Sprintf("%s%+d", reg, l.Offset)

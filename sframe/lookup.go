@@ -112,7 +112,7 @@ const (
 // It does not allocate unless the data is malformed.
 func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 	h := &t.Header
-	if h.ABI == ABIS390XBE || (h.ABI == ABIAMD64LE && h.CFAFixedRA == CFAFixedRAInvalid) {
+	if h.ABI == ABIS390XBE || (h.CFAFixedRA == CFAFixedRAInvalid && h.ABI.arch().FixedRAOffset() != 0) {
 		return ErrNeedsRule // no fixed RA slot on AMD64: not a section converters write
 	}
 	var r hit

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -19,8 +20,8 @@ func lookupSection(t testing.TB) *sframe.Section {
 // lookupBytes builds a sorted AMD64 V3 section at 0x500: a normal function
 // at 0x1000 and a PLT-style PCMask function at 0x2000 (16-byte blocks).
 func lookupBytes(t testing.TB) []byte {
-	sp := sframe.SPReg(sframe.ABIAMD64LE)
-	fp := sframe.FPReg(sframe.ABIAMD64LE)
+	sp := arch.AMD64.SP()
+	fp := arch.AMD64.FP()
 	funcs := []sframe.Function{
 		{Start: 0x2000, Size: 0x40, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{
 			{Start: 0, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 8}, RA: sframe.Loc{Kind: sframe.LocFixed}},
@@ -45,7 +46,7 @@ func lookupBytes(t testing.TB) []byte {
 // unsorted index.
 func TestLookup(t *testing.T) {
 	s := lookupSection(t)
-	fp := sframe.FPReg(sframe.ABIAMD64LE)
+	fp := arch.AMD64.FP()
 	tests := []struct {
 		pc       uint64
 		err      error

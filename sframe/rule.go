@@ -1,11 +1,5 @@
 package sframe
 
-import (
-	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
-	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
-)
-
 // LocKind says how a tracked entity (CFA, RA or FP) is recovered.
 type LocKind uint8
 
@@ -55,29 +49,6 @@ type Rule struct {
 	FP          Loc
 }
 
-// SPReg and FPReg return the DWARF numbers of the stack and frame pointer
-// of an ABI.
-func SPReg(abi ABI) uint32 {
-	switch abi {
-	case ABIAMD64LE:
-		return amd64.SP
-	case ABIS390XBE:
-		return s390x.SP
-	}
-	return arm64.SP
-}
-
-// FPReg returns the DWARF number of the frame pointer register of an ABI.
-func FPReg(abi ABI) uint32 {
-	switch abi {
-	case ABIAMD64LE:
-		return amd64.FP
-	case ABIS390XBE:
-		return s390x.FP
-	}
-	return arm64.X29
-}
-
 func flexLoc(ctrl uint32, off int32) Loc {
 	reg := ctrl >> flexCtrlRegShift
 	deref := ctrl&flexCtrlDerefP != 0
@@ -121,9 +92,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 		if n > 1 {
 			r.CFA.Offset = f.Words[1]
 		}
-		if h.ABI == ABIS390XBE {
-			r.CFA.Offset = r.CFA.Offset*S390XCFAOffsetAlign - S390XCFAOffsetAdjust
-		}
+		r.CFA.Offset = h.ABI.arch().DecodeCFAOffset(r.CFA.Offset)
 		if r.CFA.Kind == LocCFA || r.CFA.Kind == LocCFAValue {
 			// A CFA rule must name a register; keep the raw form.
 			r.CFA.Kind = LocReg
@@ -163,13 +132,11 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 		}
 		return
 	}
-	cfaOff := f.Words[0]
-	if h.ABI == ABIS390XBE {
-		cfaOff = cfaOff*S390XCFAOffsetAlign - S390XCFAOffsetAdjust
-	}
-	reg := SPReg(h.ABI)
+	a := h.ABI.arch()
+	cfaOff := a.DecodeCFAOffset(f.Words[0])
+	reg := a.SP()
 	if f.BaseReg == BaseRegFP {
-		reg = FPReg(h.ABI)
+		reg = a.FP()
 	}
 	r.CFA = Loc{Kind: LocReg, Reg: reg, Offset: cfaOff}
 	r.RA = Loc{Kind: LocUnsaved}

@@ -37,6 +37,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/cfi2sframe/cfi2sframe/arch"
 )
 
 // Format constants.
@@ -60,9 +62,6 @@ const (
 	CFAFixedFPInvalid     = 0
 	CFAFixedRAInvalid     = 0
 	RAOffsetInvalid       = 0 // s390x padding: FP saved without RA
-	S390XCFAOffsetAdjust  = -160
-	S390XCFAOffsetAlign   = 8
-	S390XSPValOffset      = -160
 	AArch64PauthKeyA      = 0
 	AArch64PauthKeyB      = 1
 	BaseRegFP             = 0
@@ -104,7 +103,16 @@ func (a ABI) String() string {
 	return "ABI(" + strconv.Itoa(int(a)) + ")"
 }
 
-func (a ABI) isAArch64() bool { return a == ABIAArch64BE || a == ABIAArch64LE }
+// arch returns the ABI's descriptor, which holds its facts (registers,
+// the CFA offset encoding). The decoder refuses other ids; for one set by
+// hand in Options or a Header it is AArch64's, whose registers SFrame's
+// readers assume by default.
+func (a ABI) arch() *arch.Arch {
+	if d := arch.ForSFrameABI(a); d != nil {
+		return d
+	}
+	return arch.ARM64
+}
 
 // PCType says how an FDE's FRE start offsets match a PC: as offsets from
 // the function's start (PCInc), or from the start of the repeated block

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -139,9 +140,9 @@ func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err 
 	}
 	g := sframe.Rule{FuncStart: r.FuncStart, FuncSize: r.FuncSize, FREStart: r.FREStart, PCType: r.PCType, PauthKeyB: r.PauthKeyB}
 	g.MangledRA = s.Flags&sframe.StepMangledRA != 0
-	g.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: sframe.SPReg(h.ABI), Offset: s.CFAOff}
+	g.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: arch.ForSFrameABI(h.ABI).SP(), Offset: s.CFAOff}
 	if s.Flags&sframe.StepCFAFromFP != 0 {
-		g.CFA.Reg = sframe.FPReg(h.ABI)
+		g.CFA.Reg = arch.ForSFrameABI(h.ABI).FP()
 	}
 	g.RA = sframe.Loc{Kind: sframe.LocUnsaved}
 	switch {
@@ -235,7 +236,7 @@ func TestTableUnsorted(t *testing.T) {
 // TestTableZeroFREs: a V3 default FDE without FREs is the outermost
 // marker; a signal FDE without FREs says so; V2 has neither.
 func TestTableZeroFREs(t *testing.T) {
-	sp := sframe.SPReg(sframe.ABIAMD64LE)
+	sp := arch.AMD64.SP()
 	funcs := []sframe.Function{
 		{Start: 0x1000, Size: 0x10},
 		{Start: 0x1010, Size: 0x10, Signal: true},
@@ -424,7 +425,7 @@ func BenchmarkTableLookupSmall(b *testing.B) {
 // far set, the last one starts 5 GiB after the others (so that Open's
 // granules are 4 MiB wide and every lookup searches many positions).
 func manyFunctions(abi sframe.ABI, n int, far bool) []sframe.Function {
-	sp, fp := sframe.SPReg(abi), sframe.FPReg(abi)
+	sp, fp := arch.ForSFrameABI(abi).SP(), arch.ForSFrameABI(abi).FP()
 	ra := sframe.Loc{Kind: sframe.LocFixed}
 	if abi != sframe.ABIAMD64LE {
 		ra = sframe.Loc{Kind: sframe.LocCFA, Offset: -8}

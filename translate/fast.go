@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -55,7 +56,7 @@ type directCIE struct {
 // direct path's reach, false otherwise. c caches the CIE's initial state.
 func (a *abi) directRows(f *cfi.FDE, c *directCIE, rows []sframe.Row) ([]sframe.Row, bool) {
 	cie := f.CIE
-	if !a.amd64 || cie == nil || cie.RAColumn != a.ra || f.Size > math.MaxUint32 || f.End() < f.Start || len(f.Program) >= directMaxAdvances {
+	if a.arch != arch.AMD64 || cie == nil || cie.RAColumn != a.ra || f.Size > math.MaxUint32 || f.End() < f.Start || len(f.Program) >= directMaxAdvances {
 		return rows, false
 	}
 	if c.cie != cie {

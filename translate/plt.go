@@ -1,13 +1,10 @@
 package translate
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
-	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -21,23 +18,23 @@ type pltLayout struct {
 func (a *abi) layout(p PLT) (pltLayout, bool) {
 	var l pltLayout
 	switch {
-	case a.amd64 && p.Name == ".plt" && !amd64.LazyHeader(p.Data):
+	case a.arch == arch.AMD64 && p.Name == ".plt" && !a.arch.PLTHeader(p.Data):
 		// A static executable's: no PLT0; GNU ld's entries are 8 bytes
 		// (jmp *GOT(%rip); xchg %ax,%ax), 16 with IBT (plt tries both).
 		l = pltLayout{entry: 16}
-	case a.amd64 && p.Name == ".plt":
+	case a.arch == arch.AMD64 && p.Name == ".plt":
 		l = pltLayout{header: 16, entry: 16}
-	case a.amd64 && p.Name == ".plt.sec":
+	case a.arch == arch.AMD64 && p.Name == ".plt.sec":
 		l = pltLayout{entry: 16}
-	case a.amd64 && p.Name == ".plt.got":
+	case a.arch == arch.AMD64 && p.Name == ".plt.got":
 		l = pltLayout{entry: 16}
 		if len(p.Data)%16 != 0 {
 			l.entry = 8 // non-IBT .plt.got: jmp *got(%rip); xchg %ax,%ax
 		}
-	case a.arm64 && p.Name == ".plt":
+	case a.arch == arch.ARM64 && p.Name == ".plt":
 		l = pltLayout{header: 32, entry: 16}
-	case a.s390x && p.Name == ".plt":
-		l = pltLayout{header: s390x.PLTHeaderSize, entry: s390x.PLTEntrySize}
+	case a.arch == arch.S390X && p.Name == ".plt":
+		l = pltLayout{header: 32, entry: 32} // GNU ld's (bfd/elf64-s390.c)
 	default:
 		return l, false
 	}
@@ -61,9 +58,9 @@ func (a *abi) plt(p PLT) ([]sframe.Function, *Diagnostic) {
 	switch {
 	case p.EntSize != 0:
 		return a.pltWith(p, l)
-	case a.amd64 && p.Name == ".plt" && l.header == 0:
+	case a.arch == arch.AMD64 && p.Name == ".plt" && l.header == 0:
 		sizes = []int{8, 16}
-	case !a.arm64:
+	case a.arch != arch.ARM64:
 		return a.pltWith(p, l)
 	}
 	// AArch64 ld leaves sh_entsize 0: entries are 16 bytes, or 24 with
@@ -151,48 +148,21 @@ func sameRows(a, b []sframe.Row) bool {
 
 // stub simulates one stub and returns its rows (offsets from its start).
 func (a *abi) stub(code []byte, header bool) ([]sframe.Row, error) {
-	var rows []sframe.Row
-	if a.amd64 {
-		steps, err := amd64.SimulateStub(code, amd64.EntryCFA(header))
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range steps {
-			rows = append(rows, sframe.Row{
-				Start: s.Off,
-				CFA:   sframe.Loc{Kind: sframe.LocReg, Reg: uint32(a.sp), Offset: s.CFAOffset},
-				RA:    sframe.Loc{Kind: sframe.LocFixed, Offset: int32(a.fixedRA)},
-			})
-		}
-		return rows, nil
-	}
-	if bytes.Count(code, []byte{0}) == len(code) {
-		return nil, fmt.Errorf("all zero")
-	}
-	if a.s390x {
-		steps, err := s390x.SimulateStub(code)
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range steps {
-			rows = append(rows, sframe.Row{
-				Start: s.Off,
-				CFA:   sframe.Loc{Kind: sframe.LocReg, Reg: uint32(a.sp), Offset: s.CFAOffset},
-			})
-		}
-		return rows, nil
-	}
-	steps, err := arm64.SimulateStub(code)
+	steps, err := a.arch.SimulatePLT(code, header)
 	if err != nil {
 		return nil, err
 	}
+	rows := make([]sframe.Row, 0, len(steps))
 	for _, s := range steps {
 		r := sframe.Row{
 			Start: s.Off,
 			CFA:   sframe.Loc{Kind: sframe.LocReg, Reg: uint32(a.sp), Offset: s.CFAOffset},
 		}
-		if s.RASaved {
+		switch {
+		case s.RAOffset != 0:
 			r.RA = sframe.Loc{Kind: sframe.LocCFA, Offset: s.RAOffset}
+		case a.fixedRA != 0:
+			r.RA = sframe.Loc{Kind: sframe.LocFixed, Offset: int32(a.fixedRA)}
 		}
 		rows = append(rows, r)
 	}
@@ -205,7 +175,7 @@ func (a *abi) stub(code []byte, header bool) ([]sframe.Row, error) {
 // from there on the expression CFA = rsp+N (+Extra once (rip & Mask) >=
 // Threshold) is exactly a PCMASK function repeating every Mask+1 bytes.
 func (a *abi) pltFromCFI(t *cfi.Table) ([]sframe.Function, bool) {
-	if !a.amd64 || len(t.Rows) == 0 {
+	if a.arch != arch.AMD64 || len(t.Rows) == 0 {
 		return nil, false
 	}
 	f := t.FDE
@@ -322,7 +292,7 @@ func (a *abi) checkPLTCFI(t *cfi.Table, funcs []sframe.Function) *Diagnostic {
 		if !r.ok {
 			return "a rule not based on the stack pointer"
 		}
-		return fmt.Sprintf("CFA=%s%+d", a.regName(a.sp), r.cfa)
+		return fmt.Sprintf("CFA=%s%+d", a.arch.RegName(a.sp), r.cfa)
 	}
 	return &Diagnostic{Start: f.Start, End: f.End(), PC: first, Reason: PLTCFIDisagrees,
 		Detail: fmt.Sprintf("FDE at offset %#x says %s, the instructions %s (%d of %d PCs differ); the instructions are used",

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
-	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -19,22 +17,6 @@ import (
 const maxFlexReg = 31
 
 func fitsInt32(v int64) bool { return v >= math.MinInt32 && v <= math.MaxInt32 }
-
-func (a *abi) regName(r uint64) string {
-	var n string
-	switch {
-	case a.amd64:
-		n = amd64.RegName(int(r))
-	case a.s390x:
-		n = s390x.RegName(int(r))
-	default:
-		n = arm64.RegName(int(r))
-	}
-	if n == "" {
-		n = fmt.Sprintf("r%d", r)
-	}
-	return n
-}
 
 // row translates one CFI row into *r (zero on entry). flexWhy is set when
 // the row needs a flexible FDE (it says what needs it, for the diagnostic
@@ -49,7 +31,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 	if cr.RAStateWithPC {
 		return nil, skip(pc, RAStateWithPC, "DW_CFA_AARCH64_negate_ra_state_with_pc")
 	}
-	r.MangledRA = a.arm64 && cr.MangledRA
+	r.MangledRA = a.arch.PointerAuth() && cr.MangledRA
 
 	// Return address. Undefined marks the outermost frame: an FRE without
 	// data words, whatever the other rules say.
@@ -68,16 +50,16 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 	case cfi.SameValue:
 	case cfi.ValOffset:
 		if sp.Offset != a.spValOffset() {
-			return nil, skip(pc, SPRule, "%s = CFA%+d", a.regName(a.sp), sp.Offset)
+			return nil, skip(pc, SPRule, "%s = CFA%+d", a.arch.RegName(a.sp), sp.Offset)
 		}
 	case cfi.Undefined:
-		return nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.regName(a.sp))
+		return nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.arch.RegName(a.sp))
 	case cfi.Offset, cfi.Register:
-		if !a.s390x {
-			return nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, *sp))
+		if a.arch != arch.S390X {
+			return nil, skip(pc, SPRule, "%s has rule %s", a.arch.RegName(a.sp), ruleString(a, *sp))
 		}
 	default:
-		return nil, skip(pc, SPRule, "%s has rule %s", a.regName(a.sp), ruleString(a, *sp))
+		return nil, skip(pc, SPRule, "%s has rule %s", a.arch.RegName(a.sp), ruleString(a, *sp))
 	}
 
 	// CFA.
@@ -92,9 +74,9 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 		r.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: uint32(cr.CFA.Reg), Offset: int32(cr.CFA.Offset)}
 		if cr.CFA.Reg != a.sp && cr.CFA.Reg != a.fp {
 			if !a.flexABI || cr.CFA.Reg > maxFlexReg {
-				return nil, skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
+				return nil, skip(pc, CFARegister, "CFA = %s%+d", a.arch.RegName(cr.CFA.Reg), cr.CFA.Offset)
 			}
-			flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.regName(cr.CFA.Reg), cr.CFA.Offset)
+			flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.arch.RegName(cr.CFA.Reg), cr.CFA.Offset)
 		}
 	case cfi.CFAExpression:
 		e, ok := cfi.ParseSimpleExpr(cr.CFA.Expr)
@@ -109,11 +91,11 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 		}
 		if e.Deref {
 			r.CFA = sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)}
-			flexWhy = skip(pc, CFADeref, "CFA = [%s%+d]", a.regName(e.Reg), e.Offset)
+			flexWhy = skip(pc, CFADeref, "CFA = [%s%+d]", a.arch.RegName(e.Reg), e.Offset)
 		} else {
 			r.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: uint32(e.Reg), Offset: int32(e.Offset)}
 			if e.Reg != a.sp && e.Reg != a.fp {
-				flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.regName(e.Reg), e.Offset)
+				flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.arch.RegName(e.Reg), e.Offset)
 			}
 		}
 	}
@@ -121,12 +103,12 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 	// Outgoing arguments pushed by the caller-side code: GNU as gives up
 	// when the CFA is SP-based (and ignores it when FP-based).
 	if argsSet && cr.ArgsSize != 0 && r.CFA.Kind == sframe.LocReg && uint64(r.CFA.Reg) == a.sp {
-		return nil, skip(pc, ArgsSize, "DW_CFA_GNU_args_size %d with CFA = %s%+d", cr.ArgsSize, a.regName(a.sp), r.CFA.Offset)
+		return nil, skip(pc, ArgsSize, "DW_CFA_GNU_args_size %d with CFA = %s%+d", cr.ArgsSize, a.arch.RegName(a.sp), r.CFA.Offset)
 	}
 
 	// Return address.
 	var why *Diagnostic
-	if a.amd64 && raRule.Kind == cfi.SameValue && raListed {
+	if a.fixedRA != 0 && raRule.Kind == cfi.SameValue && raListed {
 		// An explicit DW_CFA_same_value for rip: GNU as ignores it (the
 		// return address stays at the fixed CFA-8 slot the call put it
 		// in), and so do we. Without any rule for rip (a CIE that never
@@ -149,7 +131,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 	if flexWhy == nil {
 		flexWhy = why
 	}
-	if a.arm64 && r.FP.Kind == sframe.LocCFA && r.RA.Kind == sframe.LocUnsaved {
+	if a.arch == arch.ARM64 && r.FP.Kind == sframe.LocCFA && r.RA.Kind == sframe.LocUnsaved {
 		return nil, skip(pc, FPWithoutRA, "x29 saved at CFA%+d while x30 is not saved", r.FP.Offset)
 	}
 	return flexWhy, nil
@@ -158,7 +140,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 func (a *abi) raLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagnostic) {
 	switch rule.Kind {
 	case cfi.SameValue:
-		if a.amd64 {
+		if a.fixedRA != 0 {
 			return l, nil, skip(pc, RANotAtFixedSlot, "rip has no rule (same value)")
 		}
 		return sframe.Loc{Kind: sframe.LocUnsaved}, nil, nil
@@ -166,7 +148,7 @@ func (a *abi) raLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagno
 		if !fitsInt32(rule.Offset) {
 			return l, nil, skip(pc, OffsetRange, "RA offset %d", rule.Offset)
 		}
-		if a.amd64 {
+		if a.fixedRA != 0 {
 			if rule.Offset != int64(a.fixedRA) {
 				return l, nil, skip(pc, RANotAtFixedSlot, "rip saved at CFA%+d", rule.Offset)
 			}
@@ -184,13 +166,13 @@ func (a *abi) raLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagno
 			return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, nil, nil
 		}
 		if !a.flexABI || rule.Reg > maxFlexReg {
-			return l, nil, skip(pc, RARegister, "return address in %s", a.regName(rule.Reg))
+			return l, nil, skip(pc, RARegister, "return address in %s", a.arch.RegName(rule.Reg))
 		}
-		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, RARegister, "return address in %s", a.regName(rule.Reg)), nil
+		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, RARegister, "return address in %s", a.arch.RegName(rule.Reg)), nil
 	case cfi.Expression:
 		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.flexABI && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
 			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
-				skip(pc, RAExpression, "return address at [%s%+d]", a.regName(e.Reg), e.Offset), nil
+				skip(pc, RAExpression, "return address at [%s%+d]", a.arch.RegName(e.Reg), e.Offset), nil
 		}
 		return l, nil, skip(pc, RAExpression, "return address rule %s", ruleString(a, *rule))
 	}
@@ -202,7 +184,7 @@ func (a *abi) fpLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagno
 	case cfi.SameValue:
 		return sframe.Loc{Kind: sframe.LocUnsaved}, nil, nil
 	case cfi.Undefined:
-		return l, nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.regName(a.fp))
+		return l, nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.arch.RegName(a.fp))
 	case cfi.Offset:
 		if !fitsInt32(rule.Offset) {
 			return l, nil, skip(pc, OffsetRange, "FP offset %d", rule.Offset)
@@ -219,34 +201,27 @@ func (a *abi) fpLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagno
 			return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, nil, nil
 		}
 		if !a.flexABI || rule.Reg > maxFlexReg {
-			return l, nil, skip(pc, FPRegister, "frame pointer in %s", a.regName(rule.Reg))
+			return l, nil, skip(pc, FPRegister, "frame pointer in %s", a.arch.RegName(rule.Reg))
 		}
-		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, FPRegister, "frame pointer in %s", a.regName(rule.Reg)), nil
+		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, FPRegister, "frame pointer in %s", a.arch.RegName(rule.Reg)), nil
 	case cfi.Expression:
 		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.flexABI && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
 			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
-				skip(pc, FPExpression, "frame pointer at [%s%+d]", a.regName(e.Reg), e.Offset), nil
+				skip(pc, FPExpression, "frame pointer at [%s%+d]", a.arch.RegName(e.Reg), e.Offset), nil
 		}
 	}
 	return l, nil, skip(pc, FPExpression, "frame pointer rule %s", ruleString(a, *rule))
 }
 
 // spValOffset is the caller's SP relative to the CFA.
-func (a *abi) spValOffset() int64 {
-	if a.s390x {
-		return s390x.SPValOffset
-	}
-	return 0
-}
+func (a *abi) spValOffset() int64 { return a.arch.CallerSPOffset() }
 
 // checkCFAOffset says when a CFA offset has no SFrame encoding: on s390x
 // it is stored as (offset-160)/8, which needs an 8-byte aligned offset
 // (GNU as divides and drops the remainder).
 func (a *abi) checkCFAOffset(pc uint64, off int64) *Diagnostic {
-	if a.s390x {
-		if _, ok := s390x.EncodeCFAOffset(off); !ok {
-			return skip(pc, OffsetAlignment, "CFA offset %d: s390x stores (offset-160)/8", off)
-		}
+	if _, ok := a.arch.EncodeCFAOffset(off); !ok {
+		return skip(pc, OffsetAlignment, "CFA offset %d: s390x stores (offset-160)/8", off)
 	}
 	return nil
 }
@@ -254,7 +229,7 @@ func (a *abi) checkCFAOffset(pc uint64, off int64) *Diagnostic {
 // checkSlot says when an RA or FP stack slot cannot be written: in s390x
 // V2 an odd offset is the register-number form (SFRAME_V2_S390X_OFFSET_IS_REGNUM).
 func (a *abi) checkSlot(pc uint64, what string, off int64) *Diagnostic {
-	if a.s390x && a.version < sframe.Version3 && off&1 != 0 {
+	if a.regForm() && off&1 != 0 {
 		return skip(pc, OffsetAlignment, "%s saved at CFA%+d: s390x V2 reads an odd offset as a register number", what, off)
 	}
 	return nil
@@ -263,7 +238,7 @@ func (a *abi) checkSlot(pc uint64, what string, off int64) *Diagnostic {
 // regForm says whether an RA or FP kept in another register is written in
 // a default FDE, as V2 does on s390x (the register number shifted left by
 // one, the low bit set); V3 uses a flexible FDE instead.
-func (a *abi) regForm() bool { return a.s390x && a.version < sframe.Version3 }
+func (a *abi) regForm() bool { return a.arch == arch.S390X && a.version < sframe.Version3 }
 
 func ruleString(a *abi, r cfi.Rule) string {
 	switch r.Kind {
@@ -276,7 +251,7 @@ func ruleString(a *abi, r cfi.Rule) string {
 	case cfi.ValOffset:
 		return fmt.Sprintf("value CFA%+d", r.Offset)
 	case cfi.Register:
-		return "in " + a.regName(r.Reg)
+		return "in " + a.arch.RegName(r.Reg)
 	case cfi.Expression:
 		return fmt.Sprintf("expression % x", r.Expr)
 	case cfi.ValExpression:

@@ -10,7 +10,7 @@
 // register or behind a dereference; on s390x V2, RA or FP in a register
 // take the V2 register-number form instead). PLT stubs, which have no CFI
 // of their own or a PC-dependent expression, are described from their
-// instructions (arch/amd64, arch/arm64, arch/s390x).
+// instructions (arch.Arch.SimulatePLT).
 //
 // It has one kind of input and one output: Translate pulls the file's
 // functions from a Source one at a time (cfi.Stream.Cursor executes each
@@ -34,9 +34,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
-	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -171,16 +169,15 @@ func (r *Result) Summary() string {
 	return s
 }
 
-// abi holds the register facts of one ABI.
+// abi is the ABI of a translation (its descriptor and the facts taken
+// from it in the types the translator compares) and the SFrame version.
 type abi struct {
+	arch    *arch.Arch
 	id      sframe.ABI
 	sp, fp  uint64
 	ra      uint64
-	amd64   bool
-	arm64   bool
-	s390x   bool
 	flexABI bool // the ABI has flexible FDEs (AMD64 and s390x, as gas writes them)
-	fixedRA int8
+	fixedRA int8 // the header's fixed RA offset (AMD64's slot), or 0
 	fixedFP int8
 	flexOK  bool // flexible FDEs allowed (V3 on a flexABI)
 	version uint8
@@ -191,21 +188,18 @@ type abi struct {
 var ErrMachine = errors.New("unsupported machine")
 
 func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
-	var a abi
-	switch m {
-	case elf.EM_X86_64:
-		a = abi{id: sframe.ABIAMD64LE, sp: amd64.SP, fp: amd64.FP, ra: amd64.RA, amd64: true, flexABI: true}
-	case elf.EM_AARCH64:
-		a = abi{id: sframe.ABIAArch64LE, sp: arm64.SP, fp: arm64.FP, ra: arm64.RA, arm64: true}
-		if order == binary.BigEndian {
-			a.id = sframe.ABIAArch64BE
-		}
-	case elf.EM_S390:
-		a = abi{id: sframe.ABIS390XBE, sp: s390x.SP, fp: s390x.FP, ra: s390x.RA, s390x: true, flexABI: true}
-	default:
-		return a, fmt.Errorf("%w %v", ErrMachine, m)
+	d := arch.ForMachine(m)
+	if d == nil {
+		return abi{}, fmt.Errorf("%w %v", ErrMachine, m)
 	}
-	a.fixedFP, a.fixedRA = sframe.DefaultFixedOffsets(a.id)
+	a := abi{arch: d, id: sframe.ABI(d.SFrameABI(order)),
+		sp: uint64(d.SP()), fp: uint64(d.FP()), ra: uint64(d.RA()),
+		// GNU as writes flexible FDEs on AMD64 and s390x only.
+		flexABI: d != arch.ARM64,
+		// The header's fixed RA offset is AMD64's slot (GNU as tracks the
+		// RA per row elsewhere); it has no fixed FP offset.
+		fixedRA: int8(d.FixedRAOffset()), fixedFP: sframe.CFAFixedFPInvalid,
+	}
 	a.version = o.Version
 	a.flexOK = a.flexABI && o.Version >= sframe.Version3
 	return a, nil
@@ -680,7 +674,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		return fn, skip(f.Start, FunctionSize, "%d bytes", f.Size)
 	}
 	fn.Size = uint32(f.Size)
-	if a.arm64 {
+	if a.arch.PointerAuth() {
 		fn.PauthKeyB = f.CIE.BKey
 	}
 	if f.CIE.RAColumn != a.ra {
@@ -746,7 +740,7 @@ func lastAdvanceRow(rows []sframe.Row, f *cfi.FDE, la uint64) []sframe.Row {
 
 func (a *abi) touches(t cfi.Touch) bool {
 	bit := func(r uint64) uint64 { return 1 << r }
-	ra := t.Set&bit(a.ra) != 0 || (!a.amd64 && t.Restored&bit(a.ra) != 0)
+	ra := t.Set&bit(a.ra) != 0 || (a.fixedRA == 0 && t.Restored&bit(a.ra) != 0)
 	return t.CFA || t.RAState || t.RestoreState || ra || (t.Set|t.Restored)&bit(a.fp) != 0
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
@@ -49,9 +50,11 @@ func ExampleUnwinder_Walk() {
 	sp -= 8        // sub $0x8,%rsp
 	push(0x4003eb) // call leaf (returns to entry+0x1b)
 	// leaf has run one instruction (imul); %rbp holds argc, 1 (entry: mov %edi,%ebp).
-	top := unwind.Topmost(unwind.AMD64, 0x400403, sp, 1, 0)
+	// The ABI of the file's machine: which registers are SP, FP and RA.
+	a := arch.ForMachine(f.Machine)
+	top := unwind.Topmost(a, 0x400403, sp, 1, 0)
 
-	u := unwind.New(unwind.AMD64, &space, mem)
+	u := unwind.New(a, &space, mem)
 	pcs := make([]uint64, 16)
 	n, why := u.Walk(top, pcs)
 	for i, pc := range pcs[:n] {

@@ -1,14 +1,18 @@
 package unwind
 
-import "github.com/cfi2sframe/cfi2sframe/arch/s390x"
+import (
+	"strconv"
 
-// SigLayout says where the kernel saved the interrupted registers, as
+	"github.com/cfi2sframe/cfi2sframe/arch"
+)
+
+// sigLayout says where the kernel saved the interrupted registers, as
 // offsets from the stack pointer of the signal trampoline's frame (the
 // restorer the handler returns to).
-type SigLayout struct {
-	PC   int64
-	Regs [NumRegs]int64 // by DWARF register number
-	Have uint32         // bit n set: Regs[n] is saved
+type sigLayout struct {
+	pc   int64
+	regs [NumRegs]int64 // by DWARF register number
+	have uint32         // bit n set: regs[n] is saved
 }
 
 // Linux x86-64: the handler is entered with its return address (the
@@ -20,12 +24,12 @@ type SigLayout struct {
 // sigcontext starts with r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp,
 // rip (8 bytes each), the same order as glibc's gregs (REG_R8 = 0 ...
 // REG_RIP = 16).
-var linuxAMD64 = func() SigLayout {
+var linuxAMD64 = func() sigLayout {
 	const mc = 40
-	var l SigLayout
+	var l sigLayout
 	set := func(dwarf uint32, slot int64) {
-		l.Regs[dwarf] = mc + 8*slot
-		l.Have |= 1 << dwarf
+		l.regs[dwarf] = mc + 8*slot
+		l.have |= 1 << dwarf
 	}
 	for i := uint32(0); i < 8; i++ {
 		set(8+i, int64(i)) // r8..r15
@@ -38,7 +42,7 @@ var linuxAMD64 = func() SigLayout {
 	set(0, 13) // rax
 	set(2, 14) // rcx
 	set(7, 15) // rsp
-	l.PC = mc + 8*16
+	l.pc = mc + 8*16
 	return l
 }()
 
@@ -49,16 +53,17 @@ var linuxAMD64 = func() SigLayout {
 // room for a larger sigset, then uc_mcontext aligned to 16: at 176.
 // struct sigcontext { u64 fault_address; u64 regs[31]; u64 sp; u64 pc;
 // u64 pstate; ... }.
-var linuxARM64 = func() SigLayout {
+var linuxARM64 = func() sigLayout {
 	const sc = 128 + 176
-	var l SigLayout
+	var l sigLayout
 	for i := uint32(0); i < 31; i++ {
-		l.Regs[i] = sc + 8 + 8*int64(i)
-		l.Have |= 1 << i
+		l.regs[i] = sc + 8 + 8*int64(i)
+		l.have |= 1 << i
 	}
-	l.Regs[ARM64SP] = sc + 8 + 8*31
-	l.Have |= 1 << ARM64SP
-	l.PC = sc + 8 + 8*32
+	sp := arch.ARM64.SP()
+	l.regs[sp] = sc + 8 + 8*31
+	l.have |= 1 << sp
+	l.pc = sc + 8 + 8*32
 	return l
 }()
 
@@ -67,29 +72,31 @@ var linuxARM64 = func() SigLayout {
 // svc_insn; siginfo info (at 168); struct ucontext_extended uc (at 296) }.
 // The ucontext is uc_flags (8), uc_link (8), uc_stack (24), then
 // uc_mcontext (_sigregs, at 336): psw { mask; addr }, gprs[16], acrs[16]
-// (4 bytes each), fpregs { fpc; pad; fprs[16] } (fprs at 216). DWARF 16-31
-// are f0, f2, f4, f6, f1, ..., f15 (arch/s390x).
-var linuxS390X = func() SigLayout {
+// (4 bytes each), fpregs { fpc; pad; fprs[16] } (fprs at 216), f0 to f15
+// (whose DWARF numbers are 16-31 in another order: package arch).
+var linuxS390X = func() sigLayout {
 	const mc = 168 + 128 + 40
-	var l SigLayout
+	var l sigLayout
 	for i := uint32(0); i < 16; i++ {
-		l.Regs[i] = mc + 16 + 8*int64(i)
-		l.Have |= 1 << i
+		l.regs[i] = mc + 16 + 8*int64(i)
+		l.have |= 1 << i
 	}
-	for d := uint32(s390x.F0); d <= s390x.F15; d++ {
-		l.Regs[d] = mc + 216 + 8*int64(s390x.FPRNumber(int(d)))
-		l.Have |= 1 << d
+	for n := range 16 {
+		d, _ := arch.S390X.RegNum("f" + strconv.Itoa(n))
+		l.regs[d] = mc + 216 + 8*int64(n)
+		l.have |= 1 << d
 	}
-	l.PC = mc + 8
+	l.pc = mc + 8
 	return l
 }()
 
-// LinuxSigLayout returns the Linux signal frame layout of an architecture.
-func LinuxSigLayout(a Arch) *SigLayout {
+// linuxSigLayout returns the Linux signal frame layout of an
+// architecture.
+func linuxSigLayout(a *arch.Arch) *sigLayout {
 	switch a {
-	case ARM64:
+	case arch.ARM64:
 		return &linuxARM64
-	case S390X:
+	case arch.S390X:
 		return &linuxS390X
 	}
 	return &linuxAMD64
@@ -98,24 +105,21 @@ func LinuxSigLayout(a Arch) *SigLayout {
 // signalStep continues from a signal trampoline's frame into the
 // interrupted one, whose every general register is then known.
 func (u *Unwinder) signalStep(f *Frame) Reason {
-	l := u.Sig
-	if l == nil {
-		l = LinuxSigLayout(u.Arch)
-	}
-	sp, ok := f.Reg(spReg(u.Arch))
+	l := linuxSigLayout(u.Arch)
+	sp, ok := f.Reg(u.Arch.SP())
 	if !ok {
 		return ReasonNeedsRegister
 	}
-	pc, ok := u.read(sp + uint64(l.PC))
+	pc, ok := u.read(sp + uint64(l.pc))
 	if !ok {
 		return ReasonBadRead
 	}
 	var n Frame
 	for r := uint32(0); r < NumRegs; r++ {
-		if l.Have&(1<<r) == 0 {
+		if l.have&(1<<r) == 0 {
 			continue
 		}
-		v, ok := u.read(sp + uint64(l.Regs[r]))
+		v, ok := u.read(sp + uint64(l.regs[r]))
 		if !ok {
 			return ReasonBadRead
 		}

@@ -1,7 +1,10 @@
 // Package unwind walks user-space stacks with SFrame.
 //
-// A Frame holds a PC and the registers known in that frame (by DWARF
-// number). Step looks the PC up in the SFrame table of the object that
+// An Unwinder walks the stacks of one instruction set, an arch.Arch
+// (arch.ForMachine of the sampled program's ELF machine), which says
+// which DWARF registers are SP, FP and RA and where the return address is
+// at a function's entry. A Frame holds a PC and the registers known in
+// that frame (by DWARF number). Step looks the PC up in the SFrame table of the object that
 // maps it (a Space of mappings, each with its load bias) and computes the
 // caller's frame, reading the stack through a Memory. It does not
 // allocate.
@@ -29,40 +32,14 @@
 // A sampler makes a Space from the executable mappings of the process,
 // each with the Table of its file (sframe.OpenFile) and its load bias, a
 // Memory over the stack it read, and walks from the registers it
-// sampled; see ExampleUnwinder_Walk.
+// sampled (Topmost); see ExampleUnwinder_Walk.
 package unwind
 
 import (
 	"math/bits"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
-	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
-)
-
-// Arch is the instruction set of the stack being walked.
-type Arch uint8
-
-const (
-	AMD64 Arch = iota + 1
-	ARM64
-	S390X
-)
-
-// DWARF register numbers used by the unwinder (the ABI facts of
-// arch/amd64, arch/arm64 and arch/s390x, under the names this package has
-// exported).
-const (
-	AMD64RBP = amd64.RBP
-	AMD64RSP = amd64.RSP
-	AMD64RIP = amd64.RIP
-	ARM64FP  = arm64.X29
-	ARM64LR  = arm64.X30
-	ARM64SP  = arm64.SP
-	S390XFP  = s390x.FP // r11
-	S390XRA  = s390x.RA // r14
-	S390XSP  = s390x.SP // r15
 )
 
 // NumRegs is the number of registers a Frame tracks (DWARF 0..31).
@@ -93,22 +70,16 @@ func (f *Frame) SetReg(n uint32, v uint64) {
 	f.Valid |= 1 << n
 }
 
-// SP returns the frame's stack pointer.
-func (f *Frame) SP(a Arch) uint64 { return f.Regs[spReg(a)] }
-
-// FP returns the frame's frame pointer.
-func (f *Frame) FP(a Arch) uint64 { return f.Regs[fpReg(a)] }
-
 // Topmost returns the topmost frame from the registers a sampler has: PC,
 // SP, FP and the link register (AArch64 LR, s390x r14; ignored on AMD64).
 // More registers (for flexible FDEs that name them, such as the s390x
 // floating-point registers a leaf keeps RA or FP in) can be added with
 // SetReg.
-func Topmost(a Arch, pc, sp, fp, lr uint64) (f Frame) {
+func Topmost(a *arch.Arch, pc, sp, fp, lr uint64) (f Frame) {
 	// Built in the result itself: a Frame is 280 bytes.
 	f.PC, f.Top = pc, true
-	f.SetReg(spReg(a), sp)
-	f.SetReg(fpReg(a), fp)
+	f.SetReg(a.SP(), sp)
+	f.SetReg(a.FP(), fp)
 	if r, ok := lrReg(a); ok {
 		f.SetReg(r, lr)
 	}
@@ -120,12 +91,12 @@ func Topmost(a Arch, pc, sp, fp, lr uint64) (f Frame) {
 // registers f knew (SetReg, or a step) rather than all of Regs. Values
 // written to Regs without marking them known are left as they are, and
 // are not used.
-func (f *Frame) Reset(a Arch, pc, sp, fp, lr uint64) {
+func (f *Frame) Reset(a *arch.Arch, pc, sp, fp, lr uint64) {
 	f.forget(f.Valid)
 	f.Valid = 0
 	f.PC, f.Top = pc, true
-	f.SetReg(spReg(a), sp)
-	f.SetReg(fpReg(a), fp)
+	f.SetReg(a.SP(), sp)
+	f.SetReg(a.FP(), fp)
 	if r, ok := lrReg(a); ok {
 		f.SetReg(r, lr)
 	}
@@ -139,45 +110,11 @@ func (f *Frame) forget(mask uint32) {
 	}
 }
 
-func spReg(a Arch) uint32 {
-	switch a {
-	case ARM64:
-		return ARM64SP
-	case S390X:
-		return S390XSP
-	}
-	return AMD64RSP
-}
-
-func fpReg(a Arch) uint32 {
-	switch a {
-	case ARM64:
-		return ARM64FP
-	case S390X:
-		return S390XFP
-	}
-	return AMD64RBP
-}
-
 // lrReg is the register the return address is in at a function's entry,
-// on the architectures that have one.
-func lrReg(a Arch) (uint32, bool) {
-	switch a {
-	case ARM64:
-		return ARM64LR, true
-	case S390X:
-		return S390XRA, true
-	}
-	return 0, false
-}
-
-// spOffset is the caller's SP relative to the CFA: 0, or -160 on s390x.
-func spOffset(a Arch) uint64 {
-	var off int64
-	if a == S390X {
-		off = s390x.SPValOffset
-	}
-	return uint64(off)
+// on the architectures that keep it in one (AArch64's LR, s390x's r14)
+// rather than at a fixed stack slot.
+func lrReg(a *arch.Arch) (uint32, bool) {
+	return a.RA(), a.FixedRAOffset() == 0
 }
 
 // Memory reads the stack of the process being walked.
@@ -257,9 +194,10 @@ func (s *Space) Find(pc uint64) *Mapping {
 	return nil
 }
 
-// Unwinder walks stacks of one architecture through a Space.
+// Unwinder walks stacks of one architecture through a Space. Arch, Space
+// and Mem are required (New sets them).
 type Unwinder struct {
-	Arch  Arch
+	Arch  *arch.Arch
 	Space *Space
 	Mem   Memory
 	// PACMask, on AArch64, is the set of pointer-authentication bits to
@@ -269,19 +207,16 @@ type Unwinder struct {
 	// which holds the PAC field (bits 48-54) and the tag byte (56-63) of a
 	// user-space code address.
 	PACMask uint64
-	// Sig selects the kernel's signal frame layout; zero means Linux for
-	// Arch.
-	Sig *SigLayout
 }
 
-// New returns an Unwinder for Linux on arch.
-func New(a Arch, s *Space, m Memory) *Unwinder {
+// New returns an Unwinder for Linux on a.
+func New(a *arch.Arch, s *Space, m Memory) *Unwinder {
 	return &Unwinder{Arch: a, Space: s, Mem: m}
 }
 
-// StripPAC removes the pointer-authentication code from an AArch64 return
+// stripPAC removes the pointer-authentication code from an AArch64 return
 // address.
-func (u *Unwinder) StripPAC(ra uint64) uint64 {
+func (u *Unwinder) stripPAC(ra uint64) uint64 {
 	if u.PACMask != 0 {
 		return ra &^ u.PACMask
 	}
@@ -360,7 +295,7 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 		} else {
 			off := int64(r.RA.Offset) // the header's fixed offset, if any
 			if off == 0 {
-				off = -8
+				off = u.Arch.FixedRAOffset()
 			}
 			v, ok := u.read(cfa + uint64(off))
 			if !ok {
@@ -374,8 +309,8 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 			return why
 		}
 	}
-	fp, _ := f.Reg(fpReg(u.Arch))
-	fpValid := f.Valid&(1<<fpReg(u.Arch)) != 0
+	fp, _ := f.Reg(u.Arch.FP())
+	fpValid := f.Valid&(1<<u.Arch.FP()) != 0
 	switch r.FP.Kind {
 	case sframe.LocUnsaved, sframe.LocDefault:
 	default:
@@ -394,12 +329,12 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 // the outermost frame), and makes f the caller's frame, which knows SP
 // and, if recovered or unchanged (fpValid), FP.
 func (u *Unwinder) toCaller(f *Frame, cfa, ra, fp uint64, fpValid, mangled bool) Reason {
-	if mangled && u.Arch == ARM64 {
-		ra = u.StripPAC(ra)
+	if mangled && u.Arch.PointerAuth() {
+		ra = u.stripPAC(ra)
 	}
-	spR, fpR := spReg(u.Arch), fpReg(u.Arch)
+	spR, fpR := u.Arch.SP(), u.Arch.FP()
 	sp := f.Regs[spR]
-	callerSP := cfa + spOffset(u.Arch)
+	callerSP := cfa + uint64(u.Arch.CallerSPOffset())
 	if callerSP < sp || (callerSP == sp && !f.Top) || callerSP > cfa {
 		return ReasonBadFrame
 	}
@@ -423,7 +358,7 @@ func (u *Unwinder) toCaller(f *Frame, cfa, ra, fp uint64, fpValid, mangled bool)
 // CFA, RA, FP, then toCaller. The return address is saved on the stack;
 // on AArch64 it may instead still be in LR.
 func (u *Unwinder) fast(f *Frame, s *sframe.StepRule) Reason {
-	base, fpR := spReg(u.Arch), fpReg(u.Arch)
+	base, fpR := u.Arch.SP(), u.Arch.FP()
 	if s.Flags&sframe.StepCFAFromFP != 0 {
 		base = fpR
 	}
@@ -439,10 +374,11 @@ func (u *Unwinder) fast(f *Frame, s *sframe.StepRule) Reason {
 			return ReasonBadRead
 		}
 		ra = v
-	case u.Arch == AMD64:
-		return ReasonBadFrame // LookupStep gives none such on AMD64
 	default:
-		lr, _ := lrReg(u.Arch)
+		lr, ok := lrReg(u.Arch)
+		if !ok {
+			return ReasonBadFrame // LookupStep gives none such on AMD64
+		}
 		if f.Valid&(1<<lr) == 0 {
 			return ReasonNeedsRegister
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
@@ -56,10 +57,13 @@ func stepOver(t *testing.T, u *unwind.Unwinder, frame unwind.Frame, want unwind.
 func reg(r uint32, off int32) sframe.Loc { return sframe.Loc{Kind: sframe.LocReg, Reg: r, Offset: off} }
 func cfaSlot(off int32) sframe.Loc       { return sframe.Loc{Kind: sframe.LocCFA, Offset: off} }
 
+var (
+	rbp, rsp = arch.AMD64.FP(), arch.AMD64.SP()
+	x29, x30 = arch.ARM64.FP(), arch.ARM64.RA()
+	a64sp    = arch.ARM64.SP()
+)
+
 const (
-	rbp, rsp   = unwind.AMD64RBP, unwind.AMD64RSP
-	x29, x30   = unwind.ARM64FP, unwind.ARM64LR
-	a64sp      = unwind.ARM64SP
 	bias       = 0x10000 // load bias of the test object
 	stackBase  = 0x7f0000
 	stackWords = 64
@@ -73,7 +77,7 @@ func space(t *testing.T, abi sframe.ABI, version uint8, funcs []sframe.Function)
 	if abi == sframe.ABIS390XBE || abi == sframe.ABIAArch64BE {
 		o.Order = binary.BigEndian
 	}
-	o.CFAFixedFP, o.CFAFixedRA = sframe.DefaultFixedOffsets(abi)
+	o.CFAFixedRA = int8(arch.ForSFrameABI(abi).FixedRAOffset()) // AMD64 keeps RA at its fixed slot
 	b, err := sframe.Encode(funcs, o)
 	if err != nil {
 		t.Fatal(err)
@@ -131,45 +135,45 @@ func TestStepAMD64(t *testing.T) {
 		fpValid bool
 		top     bool
 	}{
-		{name: "push rbp done, topmost", frame: unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x1234, 0),
+		{name: "push rbp done, topmost", frame: unwind.Topmost(arch.AMD64, bias+0x1005, S, 0x1234, 0),
 			stack: map[uint64]uint64{S: 0xaaaa, S + 8: bias + 0x2010},
 			pc:    bias + 0x2010, sp: S + 16, fp: 0xaaaa, fpValid: true},
-		{name: "at entry, FP unchanged", frame: unwind.Topmost(unwind.AMD64, bias+0x1000, S, 0x1234, 0),
+		{name: "at entry, FP unchanged", frame: unwind.Topmost(arch.AMD64, bias+0x1000, S, 0x1234, 0),
 			stack: map[uint64]uint64{S: bias + 0x2010},
 			pc:    bias + 0x2010, sp: S + 8, fp: 0x1234, fpValid: true},
 		{name: "rbp-based, caller frame", frame: frame(bias+0x2010, S, S+0x10),
 			stack: map[uint64]uint64{S + 0x10: 0xbbbb, S + 0x18: bias + 0x3005},
 			pc:    bias + 0x3005, sp: S + 0x20, fp: 0xbbbb, fpValid: true},
 		{name: "RA undefined", frame: frame(bias+0x3005, S, 0), why: unwind.ReasonOutermost},
-		{name: "PCMASK second block after push", frame: unwind.Topmost(unwind.AMD64, bias+0x401b, S, 7, 0),
+		{name: "PCMASK second block after push", frame: unwind.Topmost(arch.AMD64, bias+0x401b, S, 7, 0),
 			stack: map[uint64]uint64{S + 8: bias + 0x2010}, pc: bias + 0x2010, sp: S + 16, fp: 7, fpValid: true},
-		{name: "PCMASK third block at entry", frame: unwind.Topmost(unwind.AMD64, bias+0x4021, S, 7, 0),
+		{name: "PCMASK third block at entry", frame: unwind.Topmost(arch.AMD64, bias+0x4021, S, 7, 0),
 			stack: map[uint64]uint64{S: bias + 0x2010}, pc: bias + 0x2010, sp: S + 8, fp: 7, fpValid: true},
 		{name: "no FDE", frame: frame(bias+0x3100, S, 0), why: unwind.ReasonNoFDE},
 		{name: "no object", frame: frame(0x500, S, 0), why: unwind.ReasonNoObject},
-		{name: "bad read", frame: unwind.Topmost(unwind.AMD64, bias+0x1005, stackBase+0x1000, 0, 0), why: unwind.ReasonBadRead},
-		{name: "zero RA", frame: unwind.Topmost(unwind.AMD64, bias+0x1000, S, 0, 0), why: unwind.ReasonOutermost},
-		{name: "DRAP prologue, topmost with r10", frame: withReg(unwind.Topmost(unwind.AMD64, bias+0x6004, S, 3, 0), 10, S+0x20),
+		{name: "bad read", frame: unwind.Topmost(arch.AMD64, bias+0x1005, stackBase+0x1000, 0, 0), why: unwind.ReasonBadRead},
+		{name: "zero RA", frame: unwind.Topmost(arch.AMD64, bias+0x1000, S, 0, 0), why: unwind.ReasonOutermost},
+		{name: "DRAP prologue, topmost with r10", frame: withReg(unwind.Topmost(arch.AMD64, bias+0x6004, S, 3, 0), 10, S+0x20),
 			stack: map[uint64]uint64{S + 0x18: bias + 0x2010}, pc: bias + 0x2010, sp: S + 0x20, fp: 3, fpValid: true},
-		{name: "DRAP prologue, r10 unknown", frame: unwind.Topmost(unwind.AMD64, bias+0x6004, S, 3, 0), why: unwind.ReasonNeedsRegister},
+		{name: "DRAP prologue, r10 unknown", frame: unwind.Topmost(arch.AMD64, bias+0x6004, S, 3, 0), why: unwind.ReasonNeedsRegister},
 		{name: "DRAP body, caller frame: rbp is known", frame: frame(bias+0x6010, S, S+0x10),
 			stack: map[uint64]uint64{S + 0x08: S + 0x30, S + 0x10: 0xcccc, S + 0x28: bias + 0x2010},
 			pc:    bias + 0x2010, sp: S + 0x30, fp: 0xcccc, fpValid: true},
 		{name: "return address after a noreturn call looks up RA-1", frame: frame(bias+0x7010, S, 5),
 			stack: map[uint64]uint64{S + 0x18: bias + 0x2010}, pc: bias + 0x2010, sp: S + 0x20, fp: 5, fpValid: true},
-		{name: "the same PC as topmost is the next function", frame: unwind.Topmost(unwind.AMD64, bias+0x7010, S, 5, 0),
+		{name: "the same PC as topmost is the next function", frame: unwind.Topmost(arch.AMD64, bias+0x7010, S, 5, 0),
 			stack: map[uint64]uint64{S: bias + 0x2010}, pc: bias + 0x2010, sp: S + 8, fp: 5, fpValid: true},
 		{name: "caller SP would go backwards", frame: frame(bias+0x2010, S, S-0x40), why: unwind.ReasonBadFrame},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, ok := stepOver(t, unwind.New(unwind.AMD64, sp, stackOf(tt.stack)), tt.frame, tt.why)
+			f, ok := stepOver(t, unwind.New(arch.AMD64, sp, stackOf(tt.stack)), tt.frame, tt.why)
 			if !ok {
 				return
 			}
 			fp, ok := f.Reg(rbp)
-			if f.PC != tt.pc || f.SP(unwind.AMD64) != tt.sp || ok != tt.fpValid || fp != tt.fp || f.Top != tt.top {
-				t.Errorf("caller = pc %#x sp %#x fp %#x (%v) top %v, want %#x %#x %#x (%v) %v", f.PC, f.SP(unwind.AMD64), fp, ok, f.Top, tt.pc, tt.sp, tt.fp, tt.fpValid, tt.top)
+			if f.PC != tt.pc || f.Regs[arch.AMD64.SP()] != tt.sp || ok != tt.fpValid || fp != tt.fp || f.Top != tt.top {
+				t.Errorf("caller = pc %#x sp %#x fp %#x (%v) top %v, want %#x %#x %#x (%v) %v", f.PC, f.Regs[arch.AMD64.SP()], fp, ok, f.Top, tt.pc, tt.sp, tt.fp, tt.fpValid, tt.top)
 			}
 			if _, ok := f.Reg(10); ok {
 				t.Errorf("caller frame claims to know r10")
@@ -207,10 +211,10 @@ func TestSignalAMD64(t *testing.T) {
 	m.set(uc+40+8*14, 0x4242)             // rcx (sigcontext slot 14)
 	m.set(interruptedSP+0x10, 0)          // main's saved rbp
 	m.set(interruptedSP+0x18, bias+0x3005)
-	u := unwind.New(unwind.AMD64, sp, m)
+	u := unwind.New(arch.AMD64, sp, m)
 	var pcs [8]uint64
-	n, why := u.Walk(unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x9999, 0), pcs[:])
-	sameAsSteps(t, u, unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x9999, 0), pcs[:n], why)
+	n, why := u.Walk(unwind.Topmost(arch.AMD64, bias+0x1005, S, 0x9999, 0), pcs[:])
+	sameAsSteps(t, u, unwind.Topmost(arch.AMD64, bias+0x1005, S, 0x9999, 0), pcs[:n], why)
 	want := []uint64{bias + 0x1005, bias + 0x5000, bias + 0x2004, bias + 0x3005}
 	if why != unwind.ReasonOutermost || n != len(want) {
 		t.Fatalf("Walk = %#x, %v; want %#x, outermost", pcs[:n], why, want)
@@ -221,11 +225,11 @@ func TestSignalAMD64(t *testing.T) {
 		}
 	}
 	// The interrupted frame knows every register and its exact PC.
-	f := unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0x9999, 0)
+	f := unwind.Topmost(arch.AMD64, bias+0x1005, S, 0x9999, 0)
 	u.Step(&f)
 	u.Step(&f)
-	if rcx, ok := f.Reg(2); !ok || rcx != 0x4242 || !f.Top || f.FP(unwind.AMD64) != interruptedSP+0x10 {
-		t.Errorf("interrupted frame: rcx %#x %v, top %v, fp %#x", rcx, ok, f.Top, f.FP(unwind.AMD64))
+	if rcx, ok := f.Reg(2); !ok || rcx != 0x4242 || !f.Top || f.Regs[arch.AMD64.FP()] != interruptedSP+0x10 {
+		t.Errorf("interrupted frame: rcx %#x %v, top %v, fp %#x", rcx, ok, f.Top, f.Regs[arch.AMD64.FP()])
 	}
 }
 
@@ -262,32 +266,32 @@ func TestStepARM64(t *testing.T) {
 		pc, sp  uint64
 		fp      uint64
 	}{
-		{name: "leaf topmost: RA in LR", frame: unwind.Topmost(unwind.ARM64, bias+0x1008, S, 0x77, bias+0x2020),
+		{name: "leaf topmost: RA in LR", frame: unwind.Topmost(arch.ARM64, bias+0x1008, S, 0x77, bias+0x2020),
 			pc: bias + 0x2020, sp: S, fp: 0x77},
 		{name: "leaf not topmost: LR unknown", frame: a64frame(bias+0x1008, S, 0x77), why: unwind.ReasonNeedsRegister},
-		{name: "signed LR, topmost, not yet saved", frame: unwind.Topmost(unwind.ARM64, bias+0x2004, S, 0x77, bias+0x2020|pac),
+		{name: "signed LR, topmost, not yet saved", frame: unwind.Topmost(arch.ARM64, bias+0x2004, S, 0x77, bias+0x2020|pac),
 			pc: bias + 0x2020, sp: S, fp: 0x77},
-		{name: "frame record pushed, signed RA stripped", frame: unwind.Topmost(unwind.ARM64, bias+0x2008, S, 0x77, 0),
+		{name: "frame record pushed, signed RA stripped", frame: unwind.Topmost(arch.ARM64, bias+0x2008, S, 0x77, 0),
 			stack: map[uint64]uint64{S: 0x88, S + 8: bias + 0x3004 | pac}, pc: bias + 0x3004, sp: S + 16, fp: 0x88},
 		{name: "FP-based caller frame", frame: a64frame(bias+0x2030, S, S+0x20),
 			stack: map[uint64]uint64{S + 0x20: 0x99, S + 0x28: bias + 0x2020 | pac}, pc: bias + 0x2020, sp: S + 0x30, fp: 0x99},
 		{name: "configured PAC mask (52-bit VA)", frame: a64frame(bias+0x2030, S, S+0x20), pacMask: 0xfff0 << 48,
 			stack: map[uint64]uint64{S + 0x20: 0x99, S + 0x28: bias + 0x2020 | 1<<50 | 0xab<<56}, pc: bias + 0x2020 | 1<<50, sp: S + 0x30, fp: 0x99},
 		{name: "RA undefined", frame: a64frame(bias+0x3005, S, 0), why: unwind.ReasonOutermost},
-		{name: "flex RA in x9, topmost", frame: withReg(unwind.Topmost(unwind.ARM64, bias+0x6004, S, 1, 0), 9, bias+0x2020),
+		{name: "flex RA in x9, topmost", frame: withReg(unwind.Topmost(arch.ARM64, bias+0x6004, S, 1, 0), 9, bias+0x2020),
 			pc: bias + 0x2020, sp: S, fp: 1},
 		{name: "flex RA in x9, caller frame", frame: a64frame(bias+0x6004, S, 1), why: unwind.ReasonNeedsRegister},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			u := unwind.New(unwind.ARM64, sp, stackOf(tt.stack))
+			u := unwind.New(arch.ARM64, sp, stackOf(tt.stack))
 			u.PACMask = tt.pacMask
 			f, ok := stepOver(t, u, tt.frame, tt.why)
 			if !ok {
 				return
 			}
-			if f.PC != tt.pc || f.SP(unwind.ARM64) != tt.sp || f.FP(unwind.ARM64) != tt.fp || f.Top {
-				t.Errorf("caller = pc %#x sp %#x fp %#x top %v, want %#x %#x %#x", f.PC, f.SP(unwind.ARM64), f.FP(unwind.ARM64), f.Top, tt.pc, tt.sp, tt.fp)
+			if f.PC != tt.pc || f.Regs[arch.ARM64.SP()] != tt.sp || f.Regs[arch.ARM64.FP()] != tt.fp || f.Top {
+				t.Errorf("caller = pc %#x sp %#x fp %#x top %v, want %#x %#x %#x", f.PC, f.Regs[arch.ARM64.SP()], f.Regs[arch.ARM64.FP()], f.Top, tt.pc, tt.sp, tt.fp)
 			}
 			if _, ok := f.Reg(x30); ok {
 				t.Errorf("caller frame claims to know LR")
@@ -296,10 +300,9 @@ func TestStepARM64(t *testing.T) {
 	}
 }
 
-const (
-	r11, r14, r15 = unwind.S390XFP, unwind.S390XRA, unwind.S390XSP
-	f0, f2        = 16, 17 // DWARF numbers of s390x f0 and f2
-)
+var r11, r14, r15 = arch.S390X.FP(), arch.S390X.RA(), arch.S390X.SP()
+
+const f0, f2 = 16, 17 // DWARF numbers of s390x f0 and f2
 
 // s390xFuncs: gcc's frames on s390x, where the CFA is the caller's SP +
 // 160 and stmg saves r11-r15 into the caller's register save area.
@@ -337,31 +340,31 @@ func TestStepS390X(t *testing.T) {
 		pc, sp uint64
 		fp     uint64
 	}{
-		{name: "leaf topmost: RA in r14, caller SP = CFA-160 = SP", frame: unwind.Topmost(unwind.S390X, bias+0x1008, S, 0x77, bias+0x2020),
+		{name: "leaf topmost: RA in r14, caller SP = CFA-160 = SP", frame: unwind.Topmost(arch.S390X, bias+0x1008, S, 0x77, bias+0x2020),
 			pc: bias + 0x2020, sp: S, fp: 0x77},
 		{name: "leaf not topmost: r14 unknown", frame: s390frame(bias+0x1008, S, 0x77), why: unwind.ReasonNeedsRegister},
-		{name: "saved in the caller's save area, before the frame", frame: unwind.Topmost(unwind.S390X, bias+0x2008, S, 0x77, 0),
+		{name: "saved in the caller's save area, before the frame", frame: unwind.Topmost(arch.S390X, bias+0x2008, S, 0x77, 0),
 			stack: map[uint64]uint64{S + 160 - 72: 0x88, S + 160 - 48: bias + 0x3004}, pc: bias + 0x3004, sp: S, fp: 0x88},
-		{name: "frame allocated, SP-based", frame: unwind.Topmost(unwind.S390X, bias+0x200c, S-168, 0x77, 0),
+		{name: "frame allocated, SP-based", frame: unwind.Topmost(arch.S390X, bias+0x200c, S-168, 0x77, 0),
 			stack: map[uint64]uint64{S + 160 - 72: 0x88, S + 160 - 48: bias + 0x3004}, pc: bias + 0x3004, sp: S, fp: 0x88},
 		{name: "FP-based caller frame", frame: s390frame(bias+0x2030, S-168-40, S-168),
 			stack: map[uint64]uint64{S + 160 - 72: 0x99, S + 160 - 48: bias + 0x2020}, pc: bias + 0x2020, sp: S, fp: 0x99},
 		{name: "RA undefined", frame: s390frame(bias+0x3005, S, 0), why: unwind.ReasonOutermost},
-		{name: "flex RA in f0, FP in f2, topmost", frame: withReg(withReg(unwind.Topmost(unwind.S390X, bias+0x6010, S-160, 1, 0), f0, bias+0x2020), f2, 0x2222),
+		{name: "flex RA in f0, FP in f2, topmost", frame: withReg(withReg(unwind.Topmost(arch.S390X, bias+0x6010, S-160, 1, 0), f0, bias+0x2020), f2, 0x2222),
 			pc: bias + 0x2020, sp: S, fp: 0x2222},
-		{name: "flex RA in f0, f0 unknown", frame: unwind.Topmost(unwind.S390X, bias+0x6010, S-160, 1, 0), why: unwind.ReasonNeedsRegister},
-		{name: "FP saved without RA: RA in r14", frame: unwind.Topmost(unwind.S390X, bias+0x7004, S-160, 1, bias+0x2020),
+		{name: "flex RA in f0, f0 unknown", frame: unwind.Topmost(arch.S390X, bias+0x6010, S-160, 1, 0), why: unwind.ReasonNeedsRegister},
+		{name: "FP saved without RA: RA in r14", frame: unwind.Topmost(arch.S390X, bias+0x7004, S-160, 1, bias+0x2020),
 			stack: map[uint64]uint64{S + 160 - 72: 0x55}, pc: bias + 0x2020, sp: S, fp: 0x55},
 		{name: "caller SP equal to SP outside the topmost frame", frame: withReg(s390frame(bias+0x1008, S, 0x77), r14, bias+0x2020), why: unwind.ReasonBadFrame},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, ok := stepOver(t, unwind.New(unwind.S390X, sp, stackOf(tt.stack)), tt.frame, tt.why)
+			f, ok := stepOver(t, unwind.New(arch.S390X, sp, stackOf(tt.stack)), tt.frame, tt.why)
 			if !ok {
 				return
 			}
-			if f.PC != tt.pc || f.SP(unwind.S390X) != tt.sp || f.FP(unwind.S390X) != tt.fp || f.Top {
-				t.Errorf("caller = pc %#x sp %#x fp %#x top %v, want %#x %#x %#x", f.PC, f.SP(unwind.S390X), f.FP(unwind.S390X), f.Top, tt.pc, tt.sp, tt.fp)
+			if f.PC != tt.pc || f.Regs[arch.S390X.SP()] != tt.sp || f.Regs[arch.S390X.FP()] != tt.fp || f.Top {
+				t.Errorf("caller = pc %#x sp %#x fp %#x top %v, want %#x %#x %#x", f.PC, f.Regs[arch.S390X.SP()], f.Regs[arch.S390X.FP()], f.Top, tt.pc, tt.sp, tt.fp)
 			}
 			for _, r := range []uint32{r14, f0, f2} {
 				if _, ok := f.Reg(r); ok {
@@ -398,8 +401,8 @@ func TestSignalS390X(t *testing.T) {
 	m.set(mc+16+8*14, bias+0x3008) // r14 of the leaf
 	m.set(mc+16+8*15, isp)         // r15
 	m.set(mc+216+8*2, 0x4242)      // f2 (DWARF 17)
-	u := unwind.New(unwind.S390X, sp, m)
-	top := unwind.Topmost(unwind.S390X, bias+0x2030, S, S, 0)
+	u := unwind.New(arch.S390X, sp, m)
+	top := unwind.Topmost(arch.S390X, bias+0x2030, S, S, 0)
 	var pcs [8]uint64
 	n, why := u.Walk(top, pcs[:])
 	sameAsSteps(t, u, top, pcs[:n], why)
@@ -415,8 +418,8 @@ func TestSignalS390X(t *testing.T) {
 	f := top
 	u.Step(&f)
 	u.Step(&f)
-	if v, ok := f.Reg(f2); !ok || v != 0x4242 || !f.Top || f.SP(unwind.S390X) != isp {
-		t.Errorf("interrupted frame: f2 %#x %v, top %v, sp %#x", v, ok, f.Top, f.SP(unwind.S390X))
+	if v, ok := f.Reg(f2); !ok || v != 0x4242 || !f.Top || f.Regs[arch.S390X.SP()] != isp {
+		t.Errorf("interrupted frame: f2 %#x %v, top %v, sp %#x", v, ok, f.Top, f.Regs[arch.S390X.SP()])
 	}
 }
 
@@ -442,7 +445,7 @@ func TestSignalARM64(t *testing.T) {
 	m.set(regs+8*30, bias+0x3008) // LR of the interrupted leaf
 	m.set(regs+8*31, isp)         // sp
 	m.set(regs+8*32, bias+0x1010) // pc
-	u := unwind.New(unwind.ARM64, sp, m)
+	u := unwind.New(arch.ARM64, sp, m)
 	// The handler's frame record is at S (FP-based row of 0x2000).
 	var pcs [8]uint64
 	n, why := u.Walk(a64top(bias+0x2030, S), pcs[:])
@@ -482,7 +485,7 @@ func sameAsSteps(t *testing.T, u *unwind.Unwinder, f unwind.Frame, pcs []uint64,
 }
 
 func a64top(pc, fp uint64) unwind.Frame {
-	return unwind.Topmost(unwind.ARM64, pc, fp, fp, 0)
+	return unwind.Topmost(arch.ARM64, pc, fp, fp, 0)
 }
 
 // TestV2 walks the AMD64 stack of TestStepAMD64's first case from a V2
@@ -502,7 +505,7 @@ func TestV2(t *testing.T) {
 	m.set(S+0x20, 0)
 	m.set(S+0x28, bias+0x3005)
 	var pcs [8]uint64
-	n, why := unwind.New(unwind.AMD64, sp, m).Walk(unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0, 0), pcs[:])
+	n, why := unwind.New(arch.AMD64, sp, m).Walk(unwind.Topmost(arch.AMD64, bias+0x1005, S, 0, 0), pcs[:])
 	if n != 3 || why != unwind.ReasonOutermost || pcs[2] != bias+0x3005 {
 		t.Errorf("Walk = %#x, %v", pcs[:n], why)
 	}
@@ -515,10 +518,10 @@ func TestStepAllocs(t *testing.T) {
 	m.set(S, S+0x20)
 	m.set(S+8, bias+0x2010)
 	m.set(S+0x28, bias+0x3005)
-	u := unwind.New(unwind.AMD64, sp, m)
+	u := unwind.New(arch.AMD64, sp, m)
 	var pcs [8]uint64
 	n := testing.AllocsPerRun(100, func() {
-		u.Walk(unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0, 0), pcs[:])
+		u.Walk(unwind.Topmost(arch.AMD64, bias+0x1005, S, 0, 0), pcs[:])
 	})
 	if n != 0 {
 		t.Errorf("Walk allocates %v times", n)
@@ -534,10 +537,10 @@ func BenchmarkStep(b *testing.B) {
 	const S uint64 = stackBase + 0x40
 	m.set(S, S+0x20)
 	m.set(S+8, bias+0x2010)
-	u := unwind.New(unwind.AMD64, sp, m)
+	u := unwind.New(arch.AMD64, sp, m)
 	b.ReportAllocs()
 	for b.Loop() {
-		f := unwind.Topmost(unwind.AMD64, bias+0x1005, S, 0, 0)
+		f := unwind.Topmost(arch.AMD64, bias+0x1005, S, 0, 0)
 		if why, _ := u.Step(&f); why != unwind.ReasonOK {
 			b.Fatal(why)
 		}
@@ -547,7 +550,7 @@ func BenchmarkStep(b *testing.B) {
 // TestReset: a Frame reset in place equals the one Topmost returns,
 // whatever registers it knew before, on both architectures.
 func TestReset(t *testing.T) {
-	for _, a := range []unwind.Arch{unwind.AMD64, unwind.ARM64} {
+	for _, a := range []*arch.Arch{arch.AMD64, arch.ARM64} {
 		f := unwind.Topmost(a, 1, 2, 3, 4)
 		for r := uint32(0); r < unwind.NumRegs; r += 3 {
 			f.SetReg(r, uint64(100+r))
@@ -555,7 +558,7 @@ func TestReset(t *testing.T) {
 		f.Top = false
 		f.Reset(a, 0x1000, 0x7000, 0x7100, 0x2000)
 		if want := unwind.Topmost(a, 0x1000, 0x7000, 0x7100, 0x2000); f != want {
-			t.Errorf("arch %d: Reset gives %+v, want %+v", a, f, want)
+			t.Errorf("%v: Reset gives %+v, want %+v", a, f, want)
 		}
 	}
 }

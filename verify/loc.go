@@ -3,9 +3,6 @@ package verify
 import (
 	"fmt"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
-	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -47,19 +44,7 @@ func (c *checker) regName(r uint64) string {
 	if r == cfaBase {
 		return "c"
 	}
-	var n string
-	switch {
-	case c.arm:
-		n = arm64.RegName(int(r))
-	case c.s390x:
-		n = s390x.RegName(int(r))
-	default:
-		n = amd64.RegName(int(r))
-	}
-	if n == "" {
-		n = fmt.Sprintf("r%d", r)
-	}
-	return n
+	return c.arch.RegName(r)
 }
 
 func (l loc) String(c *checker) string {
@@ -97,8 +82,8 @@ func (c *checker) sframeLoc(l sframe.Loc, cfa, ra bool) loc {
 	case sframe.LocDefault:
 		// The ABI's default place: AMD64's fixed slot; on AArch64 and
 		// s390x the RA is still in its register (LR, r14).
-		if ra && !c.arm && !c.s390x {
-			return loc{kind: kMem, base: cfaBase, off: int64(amd64.FixedRAOffset)}
+		if off := c.arch.FixedRAOffset(); ra && off != 0 {
+			return loc{kind: kMem, base: cfaBase, off: off}
 		}
 		return loc{kind: kSame}
 	case sframe.LocCFA:

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -18,7 +19,7 @@ var pltExpr = []byte{0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22}
 // rule is cfa.
 func hugePCMask(t *testing.T, cfa cfi.CFA, pc sframe.PCType) input {
 	t.Helper()
-	sp := sframe.SPReg(sframe.ABIAMD64LE)
+	sp := arch.AMD64.SP()
 	const start, size = 0x2000, 0xffffffff
 	funcs := []sframe.Function{{Start: start, Size: size, PCType: pc, RepSize: 16, Rows: []sframe.Row{
 		{Start: 0, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 8}, RA: sframe.Loc{Kind: sframe.LocFixed}},

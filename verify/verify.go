@@ -24,9 +24,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
-	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -282,11 +280,9 @@ func (c *checker) describer() *translate.Describer {
 type checker struct {
 	in       input
 	hdr      *sframe.Header
-	abi      sframe.ABI
+	arch     *arch.Arch // the section's ABI
 	sp, fp   uint64
 	ra       uint64
-	arm      bool
-	s390x    bool
 	spans    []cfi.Entry  // the CFI functions, sorted by start
 	tables   []*cfi.Table // spans[i]'s table (input.Tables), or nil: see table
 	cache    map[int]*cfiTable
@@ -319,16 +315,13 @@ func newChecker(in input) *checker {
 		// what counts as describable.
 		c.hdr = &sframe.Header{Version: sframe.Version3}
 	}
-	c.abi = c.hdr.ABI
-	c.sp, c.fp = uint64(sframe.SPReg(c.abi)), uint64(sframe.FPReg(c.abi))
-	switch c.abi {
-	case sframe.ABIAArch64LE, sframe.ABIAArch64BE:
-		c.ra, c.arm = arm64.RA, true
-	case sframe.ABIS390XBE:
-		c.ra, c.s390x = s390x.RA, true
-	default:
-		c.ra = amd64.RA
+	// Without a section (nothing compared) the machine's ABI.
+	if c.arch = arch.ForSFrameABI(c.hdr.ABI); c.arch == nil {
+		if c.arch = arch.ForMachine(in.Machine); c.arch == nil {
+			c.arch = arch.AMD64
+		}
 	}
+	c.sp, c.fp, c.ra = uint64(c.arch.SP()), uint64(c.arch.FP()), uint64(c.arch.RA())
 	if in.Stream != nil {
 		c.spans = make([]cfi.Entry, 0, len(in.Stream.Entries))
 		for _, e := range in.Stream.Entries {
@@ -630,7 +623,7 @@ func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {
 	}
 	cmp("CFA", c.sframeLoc(rule.CFA, true, false), c.cfiCFA(row, pc))
 	cmp("FP", c.sframeLoc(rule.FP, false, false), c.cfiReg(row, t, c.fp))
-	if c.arm && rule.MangledRA != row.MangledRA {
+	if c.arch.PointerAuth() && rule.MangledRA != row.MangledRA {
 		c.note(d, pc, next, Disagree, "mangled-RA", fmt.Sprint(rule.MangledRA), fmt.Sprint(row.MangledRA))
 	}
 	if c.hdr.Version >= sframe.Version3 && rule.Signal != t.FDE.CIE.Signal {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
@@ -94,7 +95,7 @@ func TestCorruptions(t *testing.T) {
 		if len(d.Rows) < 2 || d.Rows[1].RAUndefined {
 			t.Fatalf("%s: no function with two rows", name)
 		}
-		sp, fp := sframe.SPReg(sec.Header.ABI), sframe.FPReg(sec.Header.ABI)
+		sp, fp := arch.ForSFrameABI(sec.Header.ABI).SP(), arch.ForSFrameABI(sec.Header.ABI).FP()
 		mutations := []struct {
 			what string
 			do   func()

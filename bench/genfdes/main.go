@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -51,8 +52,8 @@ func main() {
 
 // emptySFrame adds to the file an SFrame V3 section with no function.
 func emptySFrame(in []byte) ([]byte, error) {
-	fp, ra := sframe.DefaultFixedOffsets(sframe.ABIAMD64LE)
-	o := sframe.Options{Version: sframe.Version3, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, PCRel: true, Sort: true, CFAFixedFP: fp, CFAFixedRA: ra}
+	ra := int8(arch.AMD64.FixedRAOffset())
+	o := sframe.Options{Version: sframe.Version3, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, PCRel: true, Sort: true, CFAFixedRA: ra}
 	return elfwrite.Insert(in, elfwrite.Options{}, func(addr uint64) ([]byte, error) {
 		o.Addr = addr
 		return sframe.Encode(nil, o)

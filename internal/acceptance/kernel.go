@@ -3,6 +3,7 @@ package acceptance
 import (
 	"slices"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -268,7 +269,7 @@ func (c *checker) kernelFlex(i, j int, pc uint64, f *sframe.FRE) {
 		// walk's own (UNWIND_USER_CFA_RULE_SP/FP_OFFSET).
 		if ctl&ctlRegP != 0 && ctl&ctlReserved == 0 {
 			reg := (ctl >> 3) & ctlRegMax
-			if cw.what != "CFA" || (reg != sframe.SPReg(c.sec.Header.ABI) && reg != sframe.FPReg(c.sec.Header.ABI)) {
+			if a := arch.ForSFrameABI(c.sec.Header.ABI); cw.what != "CFA" || (reg != a.SP() && reg != a.FP()) {
 				c.limit("innermost-register", i, j, pc, "%s rule names register %d, which the kernel reads only in the interrupted frame: a walk reaching %#x as a caller stops here", cw.what, reg, pc)
 			}
 		}

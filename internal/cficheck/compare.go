@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"sort"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
@@ -93,8 +93,9 @@ func regNames(m elf.Machine) map[string]uint64 {
 	n := map[string]uint64{}
 	switch m {
 	case elf.EM_X86_64:
-		for i, s := range []string{"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip"} {
-			n[s] = uint64(i)
+		// rax, rdx, ..., r15, rip (the return-address column, 16).
+		for i := uint64(0); i <= uint64(arch.AMD64.RA()); i++ {
+			n[arch.AMD64.RegName(i)] = i
 		}
 		for i := 0; i < 16; i++ {
 			n[fmt.Sprintf("xmm%d", i)] = uint64(17 + i)
@@ -111,7 +112,7 @@ func regNames(m elf.Machine) map[string]uint64 {
 		// r0-r15, then the floating-point registers as readelf names
 		// them (DWARF 16-31: f0, f2, f4, f6, f1, ...).
 		for i := 0; i < 32; i++ {
-			n[s390x.RegName(i)] = uint64(i)
+			n[arch.S390X.RegName(uint64(i))] = uint64(i)
 		}
 	}
 	return n

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -227,7 +228,7 @@ func text(n int) Section {
 // .eh_frame describes the same range with the PLT expression: they agree,
 // and verify must find that out without visiting 4 Gi PCs.
 func PCMaskFunc() []byte {
-	sp := sframe.SPReg(sframe.ABIAMD64LE)
+	sp := arch.AMD64.SP()
 	const size = 0xffffffff
 	fn := sframe.Function{Start: textAddr, Size: size, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{
 		{Start: 0, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 8}, RA: sframe.Loc{Kind: sframe.LocFixed}},

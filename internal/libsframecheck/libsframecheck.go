@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -463,8 +464,9 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 	}
 	s390 := h.ABI == sframe.ABIS390XBE
 	cfaWant := func(off int32) int32 {
-		if s390 && rd.Is244() {
-			return (off + sframe.S390XCFAOffsetAdjust) / sframe.S390XCFAOffsetAlign
+		if rd.Is244() {
+			w, _ := arch.ForSFrameABI(h.ABI).EncodeCFAOffset(int64(off))
+			return int32(w)
 		}
 		return off
 	}
@@ -483,7 +485,7 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 		}
 	default:
 		wantBase := int32(sframe.BaseRegSP)
-		if r.CFA.Reg == sframe.FPReg(h.ABI) {
+		if r.CFA.Reg == arch.ForSFrameABI(h.ABI).FP() {
 			wantBase = sframe.BaseRegFP
 		}
 		if errs&1 != 0 || base != wantBase {

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"sort"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
@@ -97,7 +98,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 		return nil, err
 	}
 	ef := f.ELF
-	if (ef.Machine != elf.EM_X86_64 && ef.Machine != elf.EM_AARCH64 && ef.Machine != elf.EM_S390) || ef.Class != elf.ELFCLASS64 || (ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN) {
+	if arch.ForMachine(ef.Machine) == nil || ef.Class != elf.ELFCLASS64 || (ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN) {
 		return nil, ErrSkip
 	}
 	r := &File{Path: path, Machine: ef.Machine.String(), Skipped: map[string]int{}}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/benchfile"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
@@ -210,7 +211,7 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 		b.Fatal(err)
 	}
 	space := &unwind.Space{Maps: []unwind.Mapping{{Lo: 0, Hi: ^uint64(0), Table: tb}}}
-	u := unwind.New(unwind.AMD64, space, fakeStack{})
+	u := unwind.New(arch.AMD64, space, fakeStack{})
 	fl, err := newFloorStepper(sec, tb.Addr)
 	if err != nil {
 		b.Fatal(err)
@@ -226,12 +227,12 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 		x ^= x << 17
 		fd := dp.fdes[x%uint64(len(dp.fdes))]
 		pc := fd.Start + (x>>20)%max(fd.Size, 1)
-		fr := unwind.Topmost(unwind.AMD64, pc, spVal, fpVal, 0)
+		fr := unwind.Topmost(arch.AMD64, pc, spVal, fpVal, 0)
 		if why, _ := u.Step(&fr); why != unwind.ReasonOK {
 			continue
 		}
 		ra, cfa, fp, ok := d.step(pc, spVal, fpVal, fakeStack{})
-		if !ok || ra != fr.PC || cfa != fr.SP(unwind.AMD64) || fp != fr.FP(unwind.AMD64) {
+		if !ok || ra != fr.PC || cfa != fr.Regs[arch.AMD64.SP()] || fp != fr.Regs[arch.AMD64.FP()] {
 			continue
 		}
 		if ra2, cfa2, fp2, ok := dp.step(pc, spVal, fpVal, fakeStack{}); !ok || ra2 != ra || cfa2 != cfa || fp2 != fp {
@@ -263,7 +264,7 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	var fr unwind.Frame
 	sframePass := func() {
 		for _, pc := range pcs {
-			fr.Reset(unwind.AMD64, pc, spVal, fpVal, 0)
+			fr.Reset(arch.AMD64, pc, spVal, fpVal, 0)
 			u.Step(&fr)
 			sink += fr.PC
 		}
@@ -308,7 +309,7 @@ func BenchmarkStepSFrameVsDWARF(b *testing.B) {
 	b.ReportMetric(float64(bestD)/float64(bestF2), "dwarf/floor2")
 	pc := pcs[0]
 	b.ReportMetric(testing.AllocsPerRun(100, func() {
-		fr := unwind.Topmost(unwind.AMD64, pc, spVal, fpVal, 0)
+		fr := unwind.Topmost(arch.AMD64, pc, spVal, fpVal, 0)
 		u.Step(&fr)
 	}), "sframe-allocs/step")
 	b.ReportMetric(float64(len(pcs)), "pcs")

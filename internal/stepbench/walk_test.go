@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/internal/trace"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -240,7 +241,7 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		ds = append(ds, d)
 		dps = append(dps, dp)
 	}
-	u := unwind.New(unwind.AMD64, space, nil)
+	u := unwind.New(arch.AMD64, space, nil)
 
 	// The steps on which both sides agree, sample by sample.
 	const maxDepth = 1024
@@ -250,7 +251,7 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 	for i := range samples {
 		s := &samples[i]
 		u.Mem = s.mem
-		f := unwind.Topmost(unwind.AMD64, s.pc, s.sp, s.fp, 0)
+		f := unwind.Topmost(arch.AMD64, s.pc, s.sp, s.fp, 0)
 		pc, sp, fp, top := s.pc, s.sp, s.fp, true
 		k := 0
 		seen = seen[:0]
@@ -276,7 +277,7 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 				}
 				break
 			}
-			if ra != f.PC || cfa != f.SP(unwind.AMD64) || nfp != f.FP(unwind.AMD64) {
+			if ra != f.PC || cfa != f.Regs[arch.AMD64.SP()] || nfp != f.Regs[arch.AMD64.FP()] {
 				break
 			}
 			pc, sp, fp, top = ra, cfa, nfp, false
@@ -284,12 +285,12 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		s.steps = k
 		frames += k
 		// Walk, which is timed, gives the frames Step gave.
-		if n, _ := u.Walk(unwind.Topmost(unwind.AMD64, s.pc, s.sp, s.fp, 0), pcs[:k]); n != k || !slices.Equal(pcs[:k], seen[:k]) {
+		if n, _ := u.Walk(unwind.Topmost(arch.AMD64, s.pc, s.sp, s.fp, 0), pcs[:k]); n != k || !slices.Equal(pcs[:k], seen[:k]) {
 			b.Fatalf("sample %d: Walk = %#x, Step by Step %#x", i, pcs[:n], seen[:k])
 		}
 		// Keep the stack up to the last CFA: the reads of the agreed
 		// steps are all below it, and a profiler reads no more.
-		s.mem.b = bytes.Clone(s.mem.b[:min(uint64(len(s.mem.b)), f.SP(unwind.AMD64)-s.sp)])
+		s.mem.b = bytes.Clone(s.mem.b[:min(uint64(len(s.mem.b)), f.Regs[arch.AMD64.SP()]-s.sp)])
 		stackBytes += len(s.mem.b)
 	}
 	if frames < 1000 {
@@ -305,7 +306,7 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		for i := range samples {
 			s := &samples[i]
 			u.Mem = s.mem
-			n, _ := u.Walk(unwind.Topmost(unwind.AMD64, s.pc, s.sp, s.fp, 0), pcs[:s.steps])
+			n, _ := u.Walk(unwind.Topmost(arch.AMD64, s.pc, s.sp, s.fp, 0), pcs[:s.steps])
 			sink += pcs[max(n, 1)-1]
 		}
 		t1 := threadCPU()
@@ -333,6 +334,6 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 	s := &samples[0]
 	u.Mem = s.mem
 	b.ReportMetric(testing.AllocsPerRun(100, func() {
-		u.Walk(unwind.Topmost(unwind.AMD64, s.pc, s.sp, s.fp, 0), pcs[:s.steps])
+		u.Walk(unwind.Topmost(arch.AMD64, s.pc, s.sp, s.fp, 0), pcs[:s.steps])
 	})/float64(max(s.steps, 1)), "sframe-allocs/step")
 }

@@ -3,7 +3,7 @@ package trace
 import (
 	"fmt"
 
-	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
@@ -41,9 +41,10 @@ func (a dwarfAnswer) String() string {
 	return fmt.Sprintf("pc %#x sp %#x fp %s", a.pc, a.sp, fp)
 }
 
-const (
-	regFP = amd64.RBP
-	regSP = amd64.RSP
+// The registers of x86-64, the one architecture trace samples.
+var (
+	regFP = uint64(arch.AMD64.FP())
+	regSP = uint64(arch.AMD64.SP())
 )
 
 // step computes f's caller with DWARF CFI; addr is the looked-up address
@@ -94,7 +95,7 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 			}
 		} else if p, ok := cfi.ParsePLTExpr(row.CFA.Expr); ok {
 			sp, ok1 := reg(p.SPReg)
-			if !ok1 || p.PCReg != amd64.RIP {
+			if !ok1 || p.PCReg != uint64(arch.AMD64.RA()) {
 				return fail("PLT CFA register unknown")
 			}
 			cfa = sp + uint64(p.SPOffset)
@@ -210,9 +211,9 @@ func (c *Collector) compare(m *execMap, addr uint64, prev *unwind.Frame, why unw
 	case sfOuter && dw.outermost:
 		agree = true
 	case sfOK && dwOK:
-		agree = next.PC == dw.pc && next.SP(unwind.AMD64) == dw.sp
+		agree = next.PC == dw.pc && next.Regs[arch.AMD64.SP()] == dw.sp
 		if dw.fpKnown {
-			v, known := next.Reg(regFP)
+			v, known := next.Reg(arch.AMD64.FP())
 			agree = agree && known && v == dw.fp
 		}
 	}
@@ -227,10 +228,10 @@ func (c *Collector) compare(m *execMap, addr uint64, prev *unwind.Frame, why unw
 	}
 	if sfOK {
 		fp := "?"
-		if v, ok := next.Reg(regFP); ok {
+		if v, ok := next.Reg(arch.AMD64.FP()); ok {
 			fp = fmt.Sprintf("%#x", v)
 		}
-		d.SFrame = fmt.Sprintf("pc %#x sp %#x fp %s", next.PC, next.SP(unwind.AMD64), fp)
+		d.SFrame = fmt.Sprintf("pc %#x sp %#x fp %s", next.PC, next.Regs[arch.AMD64.SP()], fp)
 	} else if sfOuter {
 		d.SFrame = "outermost"
 	}

@@ -5,6 +5,7 @@ package trace
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
 
@@ -18,7 +19,7 @@ func topFrame(tid int) (unwind.Frame, error) {
 	if err := unix.PtraceGetRegs(tid, &r); err != nil {
 		return unwind.Frame{}, err
 	}
-	f := unwind.Topmost(unwind.AMD64, r.Rip, r.Rsp, r.Rbp, 0)
+	f := unwind.Topmost(arch.AMD64, r.Rip, r.Rsp, r.Rbp, 0)
 	for n, v := range [...]uint64{r.Rax, r.Rdx, r.Rcx, r.Rbx, r.Rsi, r.Rdi, r.Rbp, r.Rsp,
 		r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15} {
 		f.SetReg(uint32(n), v)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
 
@@ -133,7 +134,7 @@ func NewCollector(pid int, dwarf bool) *Collector {
 		unknown:  map[uint64]struct{}{},
 	}
 	c.CheckStats.DWARFFail = map[string]int{}
-	c.u = unwind.New(unwind.AMD64, &c.space, c.mem)
+	c.u = unwind.New(arch.AMD64, &c.space, c.mem)
 	if dwarf {
 		c.chk = &checker{mem: c.mem}
 	}

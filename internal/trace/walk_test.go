@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
@@ -21,14 +22,14 @@ func walkFixture(tb testing.TB, depth int) (*Collector, unwind.Frame) {
 	tb.Helper()
 	fp := sframe.Loc{Kind: sframe.LocCFA, Offset: -16}
 	ra := sframe.Loc{Kind: sframe.LocFixed, Offset: -8}
-	cfa := sframe.Loc{Kind: sframe.LocReg, Reg: unwind.AMD64RSP, Offset: 16}
+	cfa := sframe.Loc{Kind: sframe.LocReg, Reg: arch.AMD64.SP(), Offset: 16}
 	funcs := []sframe.Function{
 		{Start: 0x1000, Size: 0x100, Rows: []sframe.Row{{Start: 0, CFA: cfa, RA: ra, FP: fp}}},
 		{Start: 0x2000, Size: 0x100, Rows: []sframe.Row{{Start: 0, CFA: cfa, RA: ra, FP: fp}}},
 		{Start: 0x3000, Size: 0x40, Rows: []sframe.Row{{Start: 0, RAUndefined: true}}},
 	}
 	o := sframe.Options{Version: 3, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, PCRel: true, Sort: true}
-	o.CFAFixedFP, o.CFAFixedRA = sframe.DefaultFixedOffsets(sframe.ABIAMD64LE)
+	o.CFAFixedRA = int8(arch.AMD64.FixedRAOffset())
 	b, err := sframe.Encode(funcs, o)
 	if err != nil {
 		tb.Fatal(err)
@@ -62,7 +63,7 @@ func walkFixture(tb testing.TB, depth int) (*Collector, unwind.Frame) {
 	m := &execMap{MapEntry: MapEntry{Lo: wBias + 0x1000, Hi: wBias + 0x4000, Perms: "r-xp", Offset: 0x1000, Path: obj.Path, Inode: 1}, obj: obj, bias: wBias}
 	c.maps = []*execMap{m}
 	c.space.Maps = []unwind.Mapping{{Lo: m.Lo, Hi: m.Hi, Bias: wBias, Table: t}}
-	return c, unwind.Topmost(unwind.AMD64, wBias+0x1020, wStack, wStack+16, 0)
+	return c, unwind.Topmost(arch.AMD64, wBias+0x1020, wStack, wStack+16, 0)
 }
 
 func TestCollectorSample(t *testing.T) {
@@ -106,7 +107,7 @@ func TestCollectorSample(t *testing.T) {
 	// A PC in no mapping.
 	c3, _ := walkFixture(t, depth)
 	c3.unknown[0] = struct{}{} // do not reread /proc/0/maps
-	c3.Sample(unwind.Topmost(unwind.AMD64, 0x10, wStack, 0, 0))
+	c3.Sample(unwind.Topmost(arch.AMD64, 0x10, wStack, 0, 0))
 	for k := range c3.Stops {
 		if k.Reason != "object without .sframe" || !strings.Contains(k.Where, "outside every executable mapping") {
 			t.Errorf("stop %+v", k)

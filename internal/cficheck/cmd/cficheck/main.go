@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/internal/cficheck"
 )
 
@@ -31,7 +32,7 @@ func main() {
 				return nil
 			}
 			if f, err := elf.Open(p); err == nil {
-				supported := f.Machine == elf.EM_X86_64 || f.Machine == elf.EM_AARCH64 || f.Machine == elf.EM_S390
+				supported := arch.ForMachine(f.Machine) != nil
 				if supported && (f.Section(".eh_frame") != nil || f.Section(".debug_frame") != nil) {
 					files = append(files, p)
 				}

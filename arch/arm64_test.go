@@ -1,4 +1,4 @@
-package arm64
+package arch
 
 import (
 	"encoding/binary"
@@ -15,35 +15,35 @@ func words(ws ...uint32) []byte {
 	return b
 }
 
-func TestSimulateStub(t *testing.T) {
+func TestSimulatePLTARM64(t *testing.T) {
 	tests := []struct {
 		name string
 		code []byte
-		want []StackStep
+		want []PLTStep
 		err  bool
 	}{
 		{
 			// GNU ld PLT0 (objdump of a real shared library).
 			name: "plt0",
-			code: words(0xa9bf7bf0, 0xf00000f0, 0xf947fe11, 0x913fe210, 0xd61f0220, nop, nop, nop),
-			want: []StackStep{{Off: 0}, {Off: 4, CFAOffset: 16, RASaved: true, RAOffset: -8}},
+			code: words(0xa9bf7bf0, 0xf00000f0, 0xf947fe11, 0x913fe210, 0xd61f0220, a64Nop, a64Nop, a64Nop),
+			want: []PLTStep{{Off: 0}, {Off: 4, CFAOffset: 16, RAOffset: -8}},
 		},
 		{
 			name: "pltn",
 			code: words(0x90000110, 0xf9400211, 0x91000210, 0xd61f0220),
-			want: []StackStep{{Off: 0}},
+			want: []PLTStep{{Off: 0}},
 		},
 		{
 			// BTI PLTn: bti c; adrp; ldr; add; br x17; nop.
 			name: "bti pltn",
-			code: words(btiC, 0x90000110, 0xf9400211, 0x91000210, 0xd61f0220, nop),
-			want: []StackStep{{Off: 0}},
+			code: words(a64BtiC, 0x90000110, 0xf9400211, 0x91000210, 0xd61f0220, a64Nop),
+			want: []PLTStep{{Off: 0}},
 		},
 		{
 			// PAC PLTn: adrp; ldr; add; autia1716; br x17; nop.
 			name: "pac pltn",
-			code: words(0x90000110, 0xf9400211, 0x91000210, autia1716, 0xd61f0220, nop),
-			want: []StackStep{{Off: 0}},
+			code: words(0x90000110, 0xf9400211, 0x91000210, a64Autia1716, 0xd61f0220, a64Nop),
+			want: []PLTStep{{Off: 0}},
 		},
 		{
 			name: "sub sp is refused",
@@ -55,17 +55,17 @@ func TestSimulateStub(t *testing.T) {
 			code: words(0xf94003f1, 0xd61f0220),
 			err:  true,
 		},
-		{name: "no branch", code: words(nop, nop), err: true},
+		{name: "no branch", code: words(a64Nop, a64Nop), err: true},
 		{name: "code after branch", code: words(0xd61f0220, 0x90000110), err: true},
 		{name: "partial word", code: []byte{1, 2, 3}, err: true},
 		{name: "empty", err: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := SimulateStub(tt.code)
+			got, err := ARM64.SimulatePLT(tt.code, tt.name == "plt0")
 			if tt.err {
 				if err == nil {
-					t.Fatalf("SimulateStub = %v, want an error", got)
+					t.Fatalf("SimulatePLT = %v, want an error", got)
 				}
 				return
 			}
@@ -79,9 +79,9 @@ func TestSimulateStub(t *testing.T) {
 	}
 }
 
-func TestRegName(t *testing.T) {
-	for r, want := range map[int]string{0: "x0", 19: "x19", 29: "fp", 30: "lr", 31: "sp", 34: "ra_sign_state", 72: "v8", 50: ""} {
-		if got := RegName(r); got != want {
+func TestRegNameARM64(t *testing.T) {
+	for r, want := range map[uint64]string{0: "x0", 19: "x19", 29: "fp", 30: "lr", 31: "sp", 34: "ra_sign_state", 72: "v8", 50: "r50"} {
+		if got := ARM64.RegName(r); got != want {
 			t.Errorf("RegName(%d) = %q, want %q", r, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package s390x
+package arch
 
 import (
 	"encoding/hex"
@@ -23,12 +23,12 @@ const (
 	pltn = "c0 10 00 01 3c 50 e3 10 10 00 00 04 07 f1 0d 10 e3 10 10 0c 00 14 c0 f4 ff ff ff e5 00 00 00 18"
 )
 
-func TestSimulateStub(t *testing.T) {
-	entry := []StackStep{{Off: 0, CFAOffset: 160}}
+func TestSimulatePLTS390X(t *testing.T) {
+	entry := []PLTStep{{Off: 0, CFAOffset: 160}}
 	tests := []struct {
 		name string
 		code string
-		want []StackStep
+		want []PLTStep
 		err  string
 	}{
 		{name: "plt0", code: plt0, want: entry},
@@ -50,7 +50,7 @@ func TestSimulateStub(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := SimulateStub(code(t, tc.code))
+			got, err := S390X.SimulatePLT(code(t, tc.code), tc.name == "plt0")
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.err)
@@ -67,15 +67,15 @@ func TestSimulateStub(t *testing.T) {
 	}
 }
 
-func TestRegName(t *testing.T) {
-	for r, want := range map[int]string{0: "r0", 11: "r11", 15: "r15", 16: "f0", 17: "f2", 20: "f1", 24: "f8", 31: "f15", 32: "", -1: ""} {
-		if got := RegName(r); got != want {
+func TestRegNameS390X(t *testing.T) {
+	for r, want := range map[uint64]string{0: "r0", 11: "r11", 15: "r15", 16: "f0", 17: "f2", 20: "f1", 24: "f8", 31: "f15", 32: "r32", 1 << 40: "r1099511627776"} {
+		if got := S390X.RegName(r); got != want {
 			t.Errorf("RegName(%d) = %q, want %q", r, got, want)
 		}
 	}
 }
 
-func TestEncodeCFAOffset(t *testing.T) {
+func TestEncodeCFAOffsetS390X(t *testing.T) {
 	for _, tc := range []struct {
 		off  int64
 		want int64
@@ -83,7 +83,7 @@ func TestEncodeCFAOffset(t *testing.T) {
 	}{
 		{160, 0, true}, {320, 20, true}, {200320, 25020, true}, {0, -20, true}, {164, 0, false}, {161, 0, false},
 	} {
-		got, ok := EncodeCFAOffset(tc.off)
+		got, ok := S390X.EncodeCFAOffset(tc.off)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("EncodeCFAOffset(%d) = %d, %v; want %d, %v", tc.off, got, ok, tc.want, tc.ok)
 		}
