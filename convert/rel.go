@@ -4,9 +4,11 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -29,22 +31,23 @@ func convertRelocatable(in []byte, f *elfread.File, o Options) (*Result, error) 
 	if res, err := relUnchanged(in, f, o); res != nil || err != nil {
 		return res, err
 	}
-	loaded, err := cfi.Load(f)
+	cf, err := cfi.OpenBytes(in)
 	if err != nil {
 		return nil, err
 	}
-	if loaded.Sections == 0 {
+	if len(cf.Sections()) == 0 {
 		return nil, ErrNoCFI
 	}
-	if err := noFDE(loaded.FDEs, loaded.Errors); err != nil {
+	if err := noFDE(cf.Parsed(), cf.Errors()); err != nil {
 		return nil, err
 	}
+	loaded, cfiErrs := cfiload.All(cf)
 	targets, err := relobj.FDETargets(f.ELF)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{CFIErrors: loaded.Errors, FDEs: loaded.FDEs}
-	tables, origins, errs := placeTables(loaded.Tables, targets)
+	res := &Result{CFIErrors: cfiErrs, FDEs: cf.Parsed()}
+	tables, origins, errs := placeTables(loaded, targets)
 	res.CFIErrors = append(res.CFIErrors, errs...)
 	funcs, tr, err := translateRel(f.ELF, tables, o)
 	if err != nil {
@@ -89,7 +92,7 @@ func relUnchanged(in []byte, f *elfread.File, o Options) (*Result, error) {
 	if f.ELF.Section(".eh_frame") != nil {
 		return nil, nil
 	}
-	if _, err := cfi.Sections(f); err != nil {
+	if _, err := cfi.OpenBytes(in); err != nil {
 		return nil, err // e.g. unnamed section headers: .eh_frame cannot be looked for
 	}
 	// No function with CFI (data only, or assembled without CFI
@@ -149,11 +152,19 @@ func placeTables(tables []*cfi.Table, targets map[int64]relobj.Target) ([]*cfi.T
 func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Function, *translate.Result, error) {
 	names := relSymbolizer(ef)
 	var funcs []sframe.Function
-	tr, err := translate.Translate(translate.Input{
+	t, err := translate.New(translate.Input{
 		Machine: ef.Machine, Order: ef.ByteOrder,
 		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&sectionMask) },
-	}, translate.Tables(tables), translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames},
-		translate.Collect(&funcs))
+	}, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
+	if err != nil {
+		return nil, nil, err
+	}
+	tr, err := t.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
+		c := *fn
+		c.Rows = slices.Clone(fn.Rows)
+		funcs = append(funcs, c)
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}

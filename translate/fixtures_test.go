@@ -59,7 +59,7 @@ type translated struct {
 // keeps every function.
 func translateAll(in Input, tables []*cfi.Table, o Options) (*translated, error) {
 	var funcs []sframe.Function
-	res, err := Translate(in, Tables(tables), o, Collect(&funcs))
+	res, err := translateFile(in, Tables(tables), o, collect(&funcs))
 	if err != nil {
 		return nil, err
 	}

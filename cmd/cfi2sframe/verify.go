@@ -258,7 +258,7 @@ func verifyFile(name string) (*verify.Result, error) {
 		}
 	}
 	// The CFI is executed one FDE at a time as verify reaches its code.
-	st, err := cfi.Index(f)
+	st, err := cfi.OpenBytes(in.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

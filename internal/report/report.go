@@ -98,33 +98,41 @@ func analyze(path string, data []byte) (*File, error) {
 	if s, err := f.SFrame(); err == nil {
 		r.Existing = uint64(len(s.Data))
 	}
-	// One FDE at a time (cfi.Stream), as convert does: a first pass
+	// One FDE at a time (cfi.Context), as convert does: a first pass
 	// counts what executes, each translation executes again.
-	st, err := cfi.Index(f)
+	st, err := cfi.OpenBytes(data)
 	if err != nil {
 		return nil, err
 	}
-	if st.Sections == 0 {
+	if len(st.Sections()) == 0 {
 		return nil, ErrSkip
 	}
 	plts := convert.PLTSections(ef)
-	for _, e := range st.Entries {
+	ctx := st.Context(nil)
+	var fde cfi.FDE
+	var tab cfi.Table
+	cfiErrs := len(st.Errors())
+	for _, e := range st.Entries() {
+		err := ctx.ParseEntry(e, &fde)
+		if err == nil {
+			err = ctx.Execute(&fde, &tab)
+		}
+		if err != nil {
+			cfiErrs++ // counted either way
+			continue
+		}
 		// PLT stubs are described from their instructions, not from
 		// their CFI: they are left out of the coverage on both sides.
 		if e.Size > 0 && e.Start != 0 && !inPLT(e.Start, plts) {
-			if _, err := st.ExecuteEntry(e); err == nil {
-				r.CFIFuncs++
-				r.CFIBytes += e.Size
-			}
-		} else {
-			st.ExecuteEntry(e) // errors are counted either way
+			r.CFIFuncs++
+			r.CFIBytes += e.Size
 		}
 	}
-	r.FDEs, r.CFIErrors = st.Parsed, len(st.Errors)
-	cfi.SortEntries(st.Entries) // the order translate takes them in
+	r.FDEs, r.CFIErrors = st.Parsed(), cfiErrs
+	entries := st.Entries()
+	cfi.SortEntries(entries) // the order translate takes them in
 	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-		e, err := translateEncode(ef, st.Cursor(st.Entries), plts, v)
-		st.Errors = st.Errors[:r.CFIErrors] // counted above
+		e, err := translateEncode(ef, st.Context(entries), plts, v)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -25,8 +27,16 @@ import (
 func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) *encoded {
 	t.Helper()
 	var funcs []sframe.Function
-	tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Tables(tables),
-		translate.Options{Version: v}, translate.Collect(&funcs))
+	tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tl.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
+		c := *fn
+		c.Rows = slices.Clone(fn.Rows)
+		funcs = append(funcs, c)
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,22 +98,23 @@ func TestFiguresMatchWhole(t *testing.T) {
 		if m := f.ELF.Machine; m != elf.EM_X86_64 && m != elf.EM_AARCH64 {
 			continue // translate does not convert it
 		}
-		l, err := cfi.Load(f)
+		cf, err := cfi.Open(f.ELF)
 		if err != nil {
 			t.Fatal(err)
 		}
+		tables, _ := cfiload.All(cf)
 		plts := convert.PLTSections(f.ELF)
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-			st, err := cfi.Index(f)
+			st, err := cfi.Open(f.ELF)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfi.SortEntries(st.Entries)
-			got, err := translateEncode(f.ELF, st.Cursor(st.Entries), plts, v)
+			cfi.SortEntries(st.Entries())
+			got, err := translateEncode(f.ELF, st.Context(st.Entries()), plts, v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(whole(t, f.ELF, l.Tables, plts, v), got, cmp.AllowUnexported(encoded{})); diff != "" {
+			if diff := cmp.Diff(whole(t, f.ELF, tables, plts, v), got, cmp.AllowUnexported(encoded{})); diff != "" {
 				t.Errorf("%s V%d (-whole +encoder's figures):\n%s", name, v, diff)
 			}
 		}
