@@ -49,13 +49,13 @@ func convertRelocatable(in []byte, f *elfread.File, o Options) (*Result, error) 
 	res := &Result{CFIErrors: cfiErrs, FDEs: cf.Parsed()}
 	tables, origins, errs := placeTables(loaded, targets)
 	res.CFIErrors = append(res.CFIErrors, errs...)
-	funcs, tr, err := translateRel(f.ELF, tables, o)
+	funcs, tr, tl, err := translateRel(f.ELF, tables, o)
 	if err != nil {
 		return nil, err
 	}
 	res.Translate = tr
 	origins.sort(funcs)
-	b, relocs, err := encodeRel(f.ELF, funcs, origins, tr, o)
+	b, relocs, err := encodeRel(f.ELF, funcs, origins, tl, o)
 	if err != nil {
 		return nil, err
 	}
@@ -147,9 +147,10 @@ func placeTables(tables []*cfi.Table, targets map[int64]relobj.Target) ([]*cfi.T
 }
 
 // translateRel translates an object's placed tables and keeps every
-// function, by start address. Diagnostics speak of section offsets, as
-// objdump does for objects.
-func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Function, *translate.Result, error) {
+// function, by start address, with the translator (its ABI, for the
+// encoder). Diagnostics speak of section offsets, as objdump does for
+// objects.
+func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Function, *translate.Result, *translate.Translator, error) {
 	names := relSymbolizer(ef)
 	var funcs []sframe.Function
 	t, err := translate.New(translate.Input{
@@ -157,7 +158,7 @@ func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Functi
 		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&sectionMask) },
 	}, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	tr, err := t.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
 		c := *fn
@@ -166,14 +167,14 @@ func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Functi
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i := range tr.Diags {
 		d := &tr.Diags[i]
 		d.Start, d.End, d.PC = d.Start&sectionMask, d.End&sectionMask, d.PC&sectionMask
 	}
 	sort.SliceStable(funcs, func(i, j int) bool { return funcs[i].Start < funcs[j].Start })
-	return funcs, tr, nil
+	return funcs, tr, t, nil
 }
 
 // of returns the origin of a function starting at start and its distance
@@ -218,11 +219,12 @@ func (ors origins) sort(funcs []sframe.Function) {
 // functions are encoded with every start at 0: FDE order and FRE data do
 // not depend on it, and the synthetic per-section addresses would not fit
 // V2's 32-bit field.
-func encodeRel(ef *elf.File, funcs []sframe.Function, ors origins, tr *translate.Result, o Options) ([]byte, []relobj.Reloc, error) {
+func encodeRel(ef *elf.File, funcs []sframe.Function, ors origins, t *translate.Translator, o Options) ([]byte, []relobj.Reloc, error) {
+	abi, fixedFP, fixedRA := t.ABI()
 	enc, err := sframe.NewEncoder(sframe.Options{
-		Version: o.Version, ABI: tr.ABI, Order: ef.ByteOrder,
+		Version: o.Version, ABI: abi, Order: ef.ByteOrder,
 		PCRel:      o.Version == sframe.Version3 || o.PCRel,
-		CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA,
+		CFAFixedFP: fixedFP, CFAFixedRA: fixedRA,
 	})
 	if err != nil {
 		return nil, nil, err

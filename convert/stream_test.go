@@ -61,8 +61,9 @@ func TestStreamingMatchesTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true,
-				CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA, Addr: res.Addr})
+			abi, fixedFP, fixedRA := tl.ABI()
+			b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true,
+				CFAFixedFP: fixedFP, CFAFixedRA: fixedRA, Addr: res.Addr})
 			if err != nil {
 				t.Fatal(err)
 			}

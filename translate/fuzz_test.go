@@ -112,8 +112,13 @@ func FuzzTranslate(f *testing.F) {
 				}
 			}
 		}
-		b, err := sframe.Encode(funcs, sframe.Options{Version: o.Version, ABI: res.ABI, Order: in.Order, Addr: 0x400000,
-			PCRel: true, Sort: true, CFAFixedFP: res.CFAFixedFP, CFAFixedRA: res.CFAFixedRA})
+		tl, err := New(in, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		abi, fixedFP, fixedRA := tl.ABI()
+		b, err := sframe.Encode(funcs, sframe.Options{Version: o.Version, ABI: abi, Order: in.Order, Addr: 0x400000,
+			PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
 		if err != nil {
 			t.Fatalf("encoding what Translate returned: %v", err)
 		}

@@ -134,16 +134,15 @@ func (s *tableSource) Next() (*cfi.FDE, error) {
 
 func (s *tableSource) Table() *cfi.Table { return s.cur }
 
-// Result is what the translation of a file (or a part of it) found.
+// Result is what the translation of a file (or a part of it) found: the
+// diagnostics and the counts. The SFrame ABI and fixed offsets the
+// functions are for are the Translator's (ABI).
 type Result struct {
-	ABI        sframe.ABI
-	CFAFixedFP int8
-	CFAFixedRA int8
-	Diags      []Diagnostic // functions skipped or described differently from their CFI
-	Converted  int          // functions emitted from CFI
-	PLTFuncs   int          // functions emitted from PLT instructions
-	Skipped    int          // CFI functions with a diagnostic and no SFrame
-	Empty      int          // zero-size or discarded (address 0) FDEs, ignored
+	Diags     []Diagnostic // functions skipped or described differently from their CFI
+	Converted int          // functions emitted from CFI
+	PLTFuncs  int          // functions emitted from PLT instructions
+	Skipped   int          // CFI functions with a diagnostic and no SFrame
+	Empty     int          // zero-size or discarded (address 0) FDEs, ignored
 }
 
 // Add adds the diagnostics and counts of r2, the translation of another
@@ -261,14 +260,9 @@ func New(in Input, o Options) (*Translator, error) {
 }
 
 // ABI returns the SFrame ABI and the header's fixed FP and RA offsets of
-// the translation (Result.ABI, CFAFixedFP, CFAFixedRA), for a caller that
-// starts an encoder before translating.
+// the functions the translation emits, for the encoder (sframe.Options).
 func (t *Translator) ABI() (id sframe.ABI, fixedFP, fixedRA int8) {
 	return t.a.id, t.a.fixedFP, t.a.fixedRA
-}
-
-func (t *Translator) result() *Result {
-	return &Result{ABI: t.a.id, CFAFixedFP: t.a.fixedFP, CFAFixedRA: t.a.fixedRA}
 }
 
 // Translate translates a file's functions on one goroutine: the PLT
@@ -295,7 +289,7 @@ func (t *Translator) Translate(src Source, emit func(*sframe.Function) error) (*
 // instructions to emit (as Translate does first), and reports the PLT
 // sections that are not (left to their CFI).
 func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
-	res := t.result()
+	res := &Result{}
 	res.Diags = append(res.Diags, t.pltDiags...)
 	res.PLTFuncs = len(t.pltFuncs)
 	out := emitter(emit, t.o)
@@ -312,7 +306,7 @@ func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
 // two parts translate apart as they do together when they are cut where
 // Cuts says.
 func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*Result, error) {
-	res := t.result()
+	res := &Result{}
 	if src == nil {
 		return res, nil
 	}

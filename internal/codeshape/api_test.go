@@ -17,10 +17,10 @@ import (
 // It only goes down: the library is meant to be small (sframe, unwind,
 // convert, verify; cfi, translate and arch with what they need), and
 // what only the command uses lives under internal/. 1,019 at 2a4860c,
-// over 16 packages; 691 over 9 once the command's packages moved; 627
+// over 16 packages; 691 over 9 once the command's packages moved; 624
 // once cfi opened files and ran FDEs through one File and Context and
 // translate took one kind of Source.
-const apiBudget = 627
+const apiBudget = 624
 
 // exported counts the exported identifiers of the package in dir (its
 // non-test files).

@@ -40,7 +40,8 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA})
+	abi, fixedFP, fixedRA := tl.ABI()
+	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
 	if err != nil {
 		t.Fatal(err)
 	}
