@@ -16,19 +16,19 @@ func BenchmarkParseExecute(b *testing.B) {
 		b.Skip(err)
 	}
 	defer f.Close()
-	secs, err := Sections(f)
+	secs, err := sections(f)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	var in Interpreter
+	var in interpreter
 	var t Table
 	for i := 0; i < b.N; i++ {
 		fdes := 0
 		for _, s := range secs {
 			list, _ := Parse(s)
 			for _, fd := range list {
-				if err := in.Execute(fd, &t); err != nil {
+				if err := in.execute(fd, &t); err != nil {
 					b.Fatal(err)
 				}
 				fdes++

@@ -11,11 +11,11 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 )
 
-// TestCursor: SortEntries orders entries by start, keeping the order of
-// equal starts; a Cursor executes them in that order, passes over one
-// that cannot be executed (its error in the stream's Errors) and ends
+// TestContext: SortEntries orders entries by start, keeping the order of
+// equal starts; a Context executes them in that order, passes over one
+// that cannot be executed (its error in the context's Errors) and ends
 // with io.EOF.
-func TestCursor(t *testing.T) {
+func TestContext(t *testing.T) {
 	const addr = 0x600000                   // where hostile.EHFrameOnly puts .eh_frame
 	ok := ins(op(0x41), op(0x0e), uleb(16)) // advance 1; def_cfa_offset 16
 	bad := ins(op(0x41), op(0x3e))          // advance 1; an opcode that does not exist
@@ -28,31 +28,38 @@ func TestCursor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := Index(f)
+	st, err := open(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Entries) != 4 || len(st.Errors) != 0 {
-		t.Fatalf("%d entries, errors %v: want 4, none", len(st.Entries), st.Errors)
+	if len(st.Entries()) != 4 || len(st.Errors()) != 0 {
+		t.Fatalf("%d entries, errors %v: want 4, none", len(st.Entries()), st.Errors())
 	}
-	SortEntries(st.Entries)
+	SortEntries(st.Entries())
 	type r struct{ Start, Size uint64 }
 	var order []r
-	for _, e := range st.Entries {
+	for _, e := range st.Entries() {
 		order = append(order, r{e.Start, e.Size})
 	}
 	if d := cmp.Diff([]r{{0x1000, 0x20}, {0x1000, 0x08}, {0x2000, 0x10}, {0x3000, 0x10}}, order); d != "" {
 		t.Errorf("sorted (-want +got):\n%s", d)
 	}
-	c := st.Cursor(st.Entries)
+	c := st.Context(st.Entries())
 	var got []r
 	for {
-		tab, err := c.Next()
+		fde, err := c.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		tab := c.Table()
+		if tab == nil {
+			continue
+		}
+		if tab.FDE != fde {
+			t.Fatalf("%#x: the table is not of the FDE Next gave", fde.Start)
 		}
 		got = append(got, r{tab.FDE.Start, tab.FDE.Size})
 		if len(tab.Rows) != 2 {
@@ -62,8 +69,8 @@ func TestCursor(t *testing.T) {
 	if d := cmp.Diff([]r{{0x1000, 0x20}, {0x1000, 0x08}, {0x3000, 0x10}}, got); d != "" {
 		t.Errorf("executed (-want +got):\n%s", d)
 	}
-	if len(st.Errors) != 1 {
-		t.Errorf("errors %v: want the one of the FDE at 0x2000", st.Errors)
+	if len(c.Errors()) != 1 || len(st.Errors()) != 0 {
+		t.Errorf("errors %v (file %v): want the one of the FDE at 0x2000", c.Errors(), st.Errors())
 	}
 	if _, err := c.Next(); err != io.EOF {
 		t.Errorf("Next after the end: %v, want io.EOF", err)

@@ -11,14 +11,11 @@ import (
 // shtX86_64Unwind is SHT_X86_64_UNWIND, the type some linkers give .eh_frame.
 const shtX86_64Unwind = elf.SectionType(0x70000001)
 
-// Sections returns the call-frame sections of an ELF file: .eh_frame (by
+// sections returns the call-frame sections of an ELF file: .eh_frame (by
 // name or type, or through PT_GNU_EH_FRAME when section headers are gone)
 // and .debug_frame, in that order. A file with neither gives an empty list.
-//
-// In relocatable objects elfread applies the relocations with every
-// section at address 0, so an FDE's Start is then the offset in its target
-// section, which the relocation at StartField names.
-func Sections(f *elfread.File) ([]*Section, error) {
+// In relocatable objects elfread applies the relocations (see Open).
+func sections(f *elfread.File) ([]*Section, error) {
 	ef := f.ELF
 	ptr := 8
 	if ef.Class == elf.ELFCLASS32 {
@@ -32,7 +29,7 @@ func Sections(f *elfread.File) ([]*Section, error) {
 		dataRel = s.Addr
 	}
 	mk := func(k Kind, s *elfread.Section) *Section {
-		return &Section{Kind: k, Data: s.Data, Addr: s.Addr, Order: ef.ByteOrder, PtrSize: ptr, TextRel: textRel, DataRel: dataRel}
+		return &Section{Kind: k, Data: s.Data, Addr: s.Addr, Order: ef.ByteOrder, PtrSize: ptr, textRel: textRel, dataRel: dataRel}
 	}
 	var out []*Section
 	eh, err := f.Section(".eh_frame")
@@ -50,7 +47,7 @@ func Sections(f *elfread.File) ([]*Section, error) {
 			return nil, err
 		}
 		if s != nil {
-			s.TextRel, s.DataRel = textRel, dataRel
+			s.textRel, s.dataRel = textRel, dataRel
 			out = append(out, s)
 		}
 	}
@@ -82,7 +79,7 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 	if len(hdr.Data) < 4 || hdr.Data[0] != 1 {
 		return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: unsupported .eh_frame_hdr (%d bytes, version %d)", hdr.Offset, len(hdr.Data), first(hdr.Data))
 	}
-	hs := &Section{Kind: EHFrame, Data: hdr.Data, Addr: hdr.Addr, Order: hdr.Order, PtrSize: ptr, DataRel: hdr.Addr}
+	hs := &Section{Kind: EHFrame, Data: hdr.Data, Addr: hdr.Addr, Order: hdr.Order, PtrSize: ptr, dataRel: hdr.Addr}
 	r := newReader(hdr.Data, 4, hdr.Order)
 	addr, err := readEncoded(r, hdr.Data[1], ptrCtx{sec: hs, ptrSize: ptr})
 	if err != nil {
@@ -100,7 +97,7 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 		if _, err := p.ReadAt(data, int64(addr-p.Vaddr)); err != nil {
 			return nil, fmt.Errorf("reading .eh_frame at %#x: %v", addr, err)
 		}
-		return &Section{Kind: EHFrame, Data: data, Addr: addr, Order: hdr.Order, PtrSize: ptr, UntilTerminator: true}, nil
+		return &Section{Kind: EHFrame, Data: data, Addr: addr, Order: hdr.Order, PtrSize: ptr, untilTerminator: true}, nil
 	}
 	return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: .eh_frame_hdr points to %#x, outside every loaded segment", hdr.Offset, addr)
 }

@@ -121,9 +121,9 @@ func (s *state) equalRow(r *Row) bool {
 	return true
 }
 
-// Interpreter executes CFA programs, reusing its scratch memory between
-// calls. It is not safe for concurrent use.
-type Interpreter struct {
+// interpreter executes CFA programs, reusing its scratch memory between
+// calls (a Context's). It is not safe for concurrent use.
+type interpreter struct {
 	cur     state
 	initial state
 	stack   []state
@@ -135,20 +135,19 @@ type Interpreter struct {
 }
 
 // Execute runs f's CIE initial instructions and its program and returns
-// the resulting rows.
+// the resulting rows. A Context executes many FDEs without allocating
+// anew for each.
 func Execute(f *FDE) (*Table, error) {
-	var in Interpreter
+	var in interpreter
 	t := &Table{}
-	if err := in.Execute(f, t); err != nil {
+	if err := in.execute(f, t); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// Execute fills t with f's rows. t's memory (Rows and the rules they point
-// to) is reused: rows of a previous call on the same t are overwritten, so
-// keep them only until the next call with that t.
-func (in *Interpreter) Execute(f *FDE, t *Table) error {
+// execute fills t with f's rows (Context.Execute).
+func (in *interpreter) execute(f *FDE, t *Table) error {
 	t.FDE = f
 	t.LastAdvance = 0
 	t.Rows = t.Rows[:0]
@@ -183,7 +182,7 @@ func (in *Interpreter) Execute(f *FDE, t *Table) error {
 }
 
 type executor struct {
-	in    *Interpreter
+	in    *interpreter
 	f     *FDE
 	t     *Table
 	sec   *Section
@@ -510,15 +509,15 @@ func (x *executor) setLoc(r *reader) error {
 	if x.sec.Kind == EHFrame {
 		// Encoded like the FDE's start address; pcrel is relative to the
 		// operand's own address.
-		v, err := readEncoded(r, x.f.CIE.FDEEnc, ptrCtx{sec: x.sec, ptrSize: x.sec.PtrSize, funcStart: x.f.Start})
+		v, err := readEncoded(r, x.f.CIE.fdeEnc, ptrCtx{sec: x.sec, ptrSize: x.sec.PtrSize, funcStart: x.f.Start})
 		if err != nil {
 			return fmt.Errorf("DW_CFA_set_loc operand: %v", err)
 		}
 		to = v
 	} else {
 		size := x.sec.PtrSize
-		if x.f.CIE.AddrSize != 0 {
-			size = int(x.f.CIE.AddrSize)
+		if x.f.CIE.addrSize != 0 {
+			size = int(x.f.CIE.addrSize)
 		}
 		to = r.uN(size)
 		if r.err != nil {

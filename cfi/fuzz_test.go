@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
@@ -16,7 +17,7 @@ func fuzzSection(data []byte) *Section {
 		return nil
 	}
 	m := data[0]
-	s := &Section{Kind: EHFrame, Data: data[1:], Addr: 0x10000, Order: binary.LittleEndian, PtrSize: 8, TextRel: 0x1000, DataRel: 0x2000}
+	s := &Section{Kind: EHFrame, Data: data[1:], Addr: 0x10000, Order: binary.LittleEndian, PtrSize: 8, textRel: 0x1000, dataRel: 0x2000}
 	if m&1 != 0 {
 		s.Kind = DebugFrame
 	}
@@ -26,7 +27,7 @@ func fuzzSection(data []byte) *Section {
 	if m&4 != 0 {
 		s.PtrSize = 4
 	}
-	s.UntilTerminator = m&8 != 0
+	s.untilTerminator = m&8 != 0
 	return s
 }
 
@@ -40,7 +41,7 @@ func addFixtureSeeds(f *testing.F) {
 		if err != nil {
 			continue
 		}
-		secs, _ := Sections(ef)
+		secs, _ := sections(ef)
 		for _, s := range secs {
 			m := byte(0)
 			if s.Order == binary.BigEndian {
@@ -69,10 +70,10 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		sameAsSlow(t, s, fdes, errs)
-		var in Interpreter
+		var in interpreter
 		var tab Table
 		for _, fd := range fdes {
-			if err := in.Execute(fd, &tab); err != nil {
+			if err := in.execute(fd, &tab); err != nil {
 				continue
 			}
 			for i := 1; i < len(tab.Rows); i++ {
@@ -82,8 +83,8 @@ func FuzzParse(f *testing.F) {
 			}
 			for _, r := range tab.Rows {
 				if r.CFA.Kind == CFAExpression {
-					ParseSimpleExpr(r.CFA.Expr)
-					ParsePLTExpr(r.CFA.Expr)
+					cfiexpr.ParseSimpleExpr(r.CFA.Expr)
+					cfiexpr.ParsePLTExpr(r.CFA.Expr)
 				}
 			}
 		}
@@ -132,7 +133,7 @@ func sameAsSlow(t *testing.T, s *Section, fdes []*FDE, errs []error) {
 	for i, f := range fdes {
 		w := want[i]
 		if f.Offset != w.Offset || f.CIE.Offset != w.CIE.Offset || f.Start != w.Start || f.Size != w.Size || f.StartField != w.StartField ||
-			f.LSDA != w.LSDA || f.progOff != w.progOff || !bytes.Equal(f.Program, w.Program) || cap(f.Program) != cap(w.Program) {
+			f.lsda != w.lsda || f.progOff != w.progOff || !bytes.Equal(f.Program, w.Program) || cap(f.Program) != cap(w.Program) {
 			t.Fatalf("FDE %d: %+v, without quickFDE %+v", i, *f, *w)
 		}
 	}

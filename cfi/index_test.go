@@ -2,6 +2,7 @@ package cfi
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,10 +16,11 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
-// TestIndexMatchesScan: Index's entries are Scan's FDEs (same order,
-// ranges, records), ExecuteEntry gives the table Execute gives, and the
-// two streams report the same errors.
-func TestIndexMatchesScan(t *testing.T) {
+// TestEntriesMatchParse: a File's entries are FDEs Parse finds in its
+// sections (same ranges, records), a Context parses each again into the
+// record Parse gives and executes it into the table Execute gives, and
+// Next and Table walk the entries as ParseEntry and Execute do.
+func TestEntriesMatchParse(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/sframe/v*")
 	more, _ := filepath.Glob("../internal/elfwrite/testdata/tiny-*")
 	files = append(files, more...)
@@ -36,61 +38,80 @@ func TestIndexMatchesScan(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		scan, err := Scan(ef)
+		file, err := open(ef)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		idx, err := Index(ef)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+		type key struct {
+			sec int
+			off int64
 		}
-		if len(idx.Entries) != len(scan.FDEs) || idx.Parsed != scan.Parsed || idx.Sections != scan.Sections {
-			t.Fatalf("%s: Index has %d entries (%d parsed, %d sections), Scan %d FDEs (%d, %d)", name,
-				len(idx.Entries), idx.Parsed, idx.Sections, len(scan.FDEs), scan.Parsed, scan.Sections)
+		parsed := map[key]*FDE{}
+		total := 0
+		for i, sec := range file.Sections() {
+			fdes, _ := Parse(sec)
+			total += len(fdes)
+			for _, f := range fdes {
+				parsed[key{i, f.Offset}] = f
+			}
 		}
-		for i, e := range idx.Entries {
-			f := scan.FDEs[i]
-			if e.Start != f.Start || e.Size != f.Size || e.End() != f.End() {
-				t.Fatalf("%s: entry %d [%#x, %#x), FDE [%#x, %#x)", name, i, e.Start, e.End(), f.Start, f.End())
+		if file.Parsed() != total || len(file.Entries()) > total {
+			t.Fatalf("%s: %d parsed, %d entries; Parse finds %d FDEs", name, file.Parsed(), len(file.Entries()), total)
+		}
+		ctx := file.Context(file.Entries())
+		walk := file.Context(file.Entries())
+		var got FDE
+		var tab Table
+		failed := 0
+		for i, e := range file.Entries() {
+			f := parsed[key{int(e.ref & (1<<refSecBits - 1)), int64(e.ref >> refSecBits)}]
+			if f == nil || e.Start != f.Start || e.Size != f.Size || e.End() != f.End() {
+				t.Fatalf("%s: entry %d [%#x, %#x): no such FDE (%v)", name, i, e.Start, e.End(), f)
 			}
-			want, werr := scan.Execute(f)
-			var wantRows []Row
-			if want != nil {
-				wantRows = append(wantRows, want.Rows...)
+			if err := ctx.ParseEntry(e, &got); err != nil {
+				t.Fatalf("%s: entry %d: %v", name, i, err)
 			}
-			got, gerr := idx.ExecuteEntry(e)
+			g := &got
+			if g.Offset != f.Offset || g.Start != f.Start || g.Size != f.Size || g.lsda != f.lsda || g.StartField != f.StartField ||
+				!bytes.Equal(g.Program, f.Program) || g.CIE.Offset != f.CIE.Offset || !reflect.DeepEqual(*g.CIE, *f.CIE) {
+				t.Fatalf("%s: entry %d: FDE differs (-Parse +ParseEntry):\n%s", name, i, cmp.Diff(*f, *g, cmpopts.IgnoreUnexported(FDE{}, CIE{})))
+			}
+			want, werr := Execute(f)
+			gerr := ctx.Execute(g, &tab)
 			if (werr == nil) != (gerr == nil) {
-				t.Fatalf("%s: entry %d: Execute error %v, ExecuteEntry %v", name, i, werr, gerr)
+				t.Fatalf("%s: entry %d: Execute error %v, Context.Execute %v", name, i, werr, gerr)
 			}
-			if got == nil {
+			wf, err := walk.Next()
+			if err != nil || wf.Offset != f.Offset || wf.Start != f.Start {
+				t.Fatalf("%s: entry %d: Next gives %v, %v", name, i, wf, err)
+			}
+			wt := walk.Table()
+			if (wt == nil) != (werr != nil) {
+				t.Fatalf("%s: entry %d: Table %v, Execute error %v", name, i, wt, werr)
+			}
+			if werr != nil {
+				failed++
 				continue
 			}
-			g := got.FDE
-			if g.Offset != f.Offset || g.Start != f.Start || g.Size != f.Size || g.LSDA != f.LSDA || g.StartField != f.StartField ||
-				!bytes.Equal(g.Program, f.Program) || g.CIE.Offset != f.CIE.Offset || !reflect.DeepEqual(*g.CIE, *f.CIE) {
-				t.Fatalf("%s: entry %d: FDE differs (-Scan +Index):\n%s", name, i, cmp.Diff(*f, *g, cmpopts.IgnoreUnexported(FDE{}, CIE{})))
+			if d := cmp.Diff(want.Rows, tab.Rows, cmpopts.EquateEmpty()); d != "" {
+				t.Fatalf("%s: entry %d: rows differ (-Execute +Context.Execute):\n%s", name, i, d)
 			}
-			if len(wantRows) != len(got.Rows) || len(wantRows) > 0 && !reflect.DeepEqual(wantRows, got.Rows) {
-				t.Fatalf("%s: entry %d: rows differ (-Execute +ExecuteEntry):\n%s", name, i, cmp.Diff(wantRows, got.Rows, cmpopts.EquateEmpty()))
+			if d := cmp.Diff(want.Rows, wt.Rows, cmpopts.EquateEmpty()); d != "" {
+				t.Fatalf("%s: entry %d: rows differ (-Execute +Table):\n%s", name, i, d)
 			}
 			n++
 		}
-		if diff := cmp.Diff(errStrings(scan.Errors), errStrings(idx.Errors)); diff != "" {
-			t.Errorf("%s: errors differ (-Scan +Index):\n%s", name, diff)
+		if _, err := walk.Next(); err != io.EOF {
+			t.Fatalf("%s: Next after the last entry: %v", name, err)
+		}
+		if len(ctx.Errors()) != 0 || len(walk.Errors()) != failed {
+			t.Errorf("%s: ParseEntry and Execute kept errors %v; Table kept %v, want %d", name, ctx.Errors(), walk.Errors(), failed)
 		}
 		ef.Close()
 	}
 	if n == 0 {
 		t.Fatal("no FDE compared")
 	}
-}
-
-func errStrings(errs []error) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
 }
 
 // TestSortEntries: SortEntries gives what a stable sort by start gives,

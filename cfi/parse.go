@@ -8,24 +8,24 @@ import (
 
 // Pointer encodings (DW_EH_PE_*), LSB "Exception Frames".
 const (
-	PEAbsptr  = 0x00
-	PEUleb128 = 0x01
-	PEUdata2  = 0x02
-	PEUdata4  = 0x03
-	PEUdata8  = 0x04
-	PESleb128 = 0x09
-	PESdata2  = 0x0a
-	PESdata4  = 0x0b
-	PESdata8  = 0x0c
+	peAbsptr  = 0x00
+	peUleb128 = 0x01
+	peUdata2  = 0x02
+	peUdata4  = 0x03
+	peUdata8  = 0x04
+	peSleb128 = 0x09
+	peSdata2  = 0x0a
+	peSdata4  = 0x0b
+	peSdata8  = 0x0c
 
-	PEPCRel   = 0x10
-	PETextRel = 0x20
-	PEDataRel = 0x30
-	PEFuncRel = 0x40
-	PEAligned = 0x50
+	pePCRel   = 0x10
+	peTextRel = 0x20
+	peDataRel = 0x30
+	peFuncRel = 0x40
+	peAligned = 0x50
 
-	PEIndirect = 0x80
-	PEOmit     = 0xff
+	peIndirect = 0x80
+	peOmit     = 0xff
 )
 
 // ptrCtx is what decoding an encoded pointer needs besides the bytes.
@@ -39,13 +39,13 @@ type ptrCtx struct {
 // section offset (r.b is the whole section), so DW_EH_PE_pcrel adds the
 // field's address.
 func readEncoded(r *reader, enc uint8, c ptrCtx) (uint64, error) {
-	if enc == PEOmit {
+	if enc == peOmit {
 		return 0, nil
 	}
 	fieldAddr := c.sec.Addr + uint64(r.off)
 	var v uint64
 	app := enc & 0x70
-	if app == PEAligned {
+	if app == peAligned {
 		a := c.ptrSize
 		if pad := (a - r.off%a) % a; pad > 0 {
 			r.bytes(pad)
@@ -53,23 +53,23 @@ func readEncoded(r *reader, enc uint8, c ptrCtx) (uint64, error) {
 		fieldAddr = c.sec.Addr + uint64(r.off)
 	}
 	switch enc & 0x0f {
-	case PEAbsptr:
+	case peAbsptr:
 		v = r.uN(c.ptrSize)
-	case PEUleb128:
+	case peUleb128:
 		v = r.uleb()
-	case PEUdata2:
+	case peUdata2:
 		v = uint64(r.u16())
-	case PEUdata4:
+	case peUdata4:
 		v = uint64(r.u32())
-	case PEUdata8:
+	case peUdata8:
 		v = r.u64()
-	case PESleb128:
+	case peSleb128:
 		v = uint64(r.sleb())
-	case PESdata2:
+	case peSdata2:
 		v = uint64(int64(int16(r.u16())))
-	case PESdata4:
+	case peSdata4:
 		v = uint64(int64(int32(r.u32())))
-	case PESdata8:
+	case peSdata8:
 		v = r.u64()
 	default:
 		return 0, fmt.Errorf("unknown pointer encoding %#x", enc)
@@ -78,14 +78,14 @@ func readEncoded(r *reader, enc uint8, c ptrCtx) (uint64, error) {
 		return 0, r.err
 	}
 	switch app {
-	case 0, PEAligned:
-	case PEPCRel:
+	case 0, peAligned:
+	case pePCRel:
 		v += fieldAddr
-	case PETextRel:
-		v += c.sec.TextRel
-	case PEDataRel:
-		v += c.sec.DataRel
-	case PEFuncRel:
+	case peTextRel:
+		v += c.sec.textRel
+	case peDataRel:
+		v += c.sec.dataRel
+	case peFuncRel:
 		v += c.funcStart
 	default:
 		return 0, fmt.Errorf("unknown pointer encoding %#x", enc)
@@ -238,7 +238,7 @@ func (p *parser) walk(f *FDE, yield func(*FDE)) {
 		}
 		off = rec.end
 		if rec.zeroLen {
-			if s.UntilTerminator {
+			if s.untilTerminator {
 				break
 			}
 			continue
@@ -316,33 +316,33 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 	}
 	r := p.reader(p.s.Data[:rec.end], rec.body)
 	c := &CIE{Offset: off}
-	c.Version = r.u8()
-	switch c.Version {
+	c.version = r.u8()
+	switch c.version {
 	case 1, 3, 4:
 	default:
 		if r.err == nil {
-			return nil, p.errorf(off, "unsupported CIE version %d", c.Version)
+			return nil, p.errorf(off, "unsupported CIE version %d", c.version)
 		}
 	}
-	c.Augmentation = r.cstring()
-	aug := c.Augmentation
+	c.augmentation = r.cstring()
+	aug := c.augmentation
 	if strings.HasPrefix(aug, "eh") {
 		r.bytes(p.s.PtrSize) // GCC 2.x exception-handler data
 		aug = aug[2:]
 	}
-	if c.Version == 4 {
-		c.AddrSize = r.u8()
-		c.SegSize = r.u8()
-		if r.err == nil && c.AddrSize != 1 && c.AddrSize != 2 && c.AddrSize != 4 && c.AddrSize != 8 {
-			return nil, p.errorf(off, "unsupported CIE address size %d", c.AddrSize)
+	if c.version == 4 {
+		c.addrSize = r.u8()
+		c.segSize = r.u8()
+		if r.err == nil && c.addrSize != 1 && c.addrSize != 2 && c.addrSize != 4 && c.addrSize != 8 {
+			return nil, p.errorf(off, "unsupported CIE address size %d", c.addrSize)
 		}
-		if r.err == nil && c.SegSize != 0 {
-			return nil, p.errorf(off, "segmented addresses (segment selector size %d) are not supported", c.SegSize)
+		if r.err == nil && c.segSize != 0 {
+			return nil, p.errorf(off, "segmented addresses (segment selector size %d) are not supported", c.segSize)
 		}
 	}
 	c.CodeAlign = r.uleb()
 	c.DataAlign = r.sleb()
-	if c.Version == 1 {
+	if c.version == 1 {
 		c.RAColumn = uint64(r.u8())
 	} else {
 		c.RAColumn = r.uleb()
@@ -352,7 +352,7 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 	}
 	if aug != "" {
 		if aug[0] != 'z' {
-			return nil, p.errorf(off, "unsupported augmentation %q", c.Augmentation)
+			return nil, p.errorf(off, "unsupported augmentation %q", c.augmentation)
 		}
 		n := r.uleb()
 		if r.err != nil || n > uint64(r.left()) {
@@ -365,22 +365,22 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 		for _, ch := range aug[1:] {
 			switch ch {
 			case 'L':
-				c.LSDAEnc = ar.u8()
+				c.lsdaEnc = ar.u8()
 			case 'R':
-				c.FDEEnc = ar.u8()
+				c.fdeEnc = ar.u8()
 			case 'P':
 				enc := ar.u8()
-				v, err := readEncoded(ar, enc&^PEIndirect, ctx)
+				v, err := readEncoded(ar, enc&^peIndirect, ctx)
 				if err != nil {
 					return nil, p.errorf(off, "CIE personality pointer: %v", err)
 				}
-				c.Personality = v
+				c.personality = v
 			case 'S':
 				c.Signal = true
 			case 'B':
 				c.BKey = true
 			case 'G':
-				c.MTETagged = true
+				c.mteTagged = true
 			default:
 				// Unknown augmentation: its data (if any) is covered by the
 				// 'z' length, but nothing after it can be interpreted.
@@ -394,12 +394,12 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 	}
 	c.Initial = r.b[r.off:rec.end:rec.end]
 	c.initOff = r.off
-	c.augZ, c.augL = c.hasZ(), strings.Contains(c.Augmentation, "L")
+	c.augZ, c.augL = c.hasZ(), strings.Contains(c.augmentation, "L")
 	return c, nil
 }
 
 func (c *CIE) hasZ() bool {
-	a := strings.TrimPrefix(c.Augmentation, "eh")
+	a := strings.TrimPrefix(c.augmentation, "eh")
 	return strings.HasPrefix(a, "z")
 }
 
@@ -441,7 +441,7 @@ func (p *parser) pcrel(v int32, off int) uint64 {
 func (p *parser) quickFDE(off int, f *FDE) (next int, ok bool) {
 	d := p.s.Data
 	cie := p.last
-	if p.slow || !p.le || p.s.Kind != EHFrame || cie == nil || cie.FDEEnc != PEPCRel|PESdata4 || off < 0 || len(d)-off < 16 {
+	if p.slow || !p.le || p.s.Kind != EHFrame || cie == nil || cie.fdeEnc != pePCRel|peSdata4 || off < 0 || len(d)-off < 16 {
 		return 0, false
 	}
 	length := binary.LittleEndian.Uint32(d[off:])
@@ -469,15 +469,15 @@ func (p *parser) quickFDE(off int, f *FDE) (next int, ok bool) {
 		}
 		n := int(d[q])
 		q++
-		if cie.LSDAEnc != PEOmit && cie.augL && n > 0 {
-			if cie.LSDAEnc&^PEIndirect != PEPCRel|PESdata4 || n < 4 {
+		if cie.lsdaEnc != peOmit && cie.augL && n > 0 {
+			if cie.lsdaEnc&^peIndirect != pePCRel|peSdata4 || n < 4 {
 				return 0, false
 			}
 			lsda = p.pcrel(int32(binary.LittleEndian.Uint32(d[q:])), q)
 		}
 		q += n
 	}
-	*f = FDE{Offset: int64(off), CIE: cie, Start: start, Size: size, StartField: int64(body), LSDA: lsda,
+	*f = FDE{Offset: int64(off), CIE: cie, Start: start, Size: size, StartField: int64(body), lsda: lsda,
 		Program: d[q:end:end], sec: p.s, progOff: q}
 	return end, true
 }
@@ -505,19 +505,19 @@ func (p *parser) fde(rec record, f *FDE) error {
 	*f = FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}
 	ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
 	switch {
-	case p.s.Kind == EHFrame && cie.FDEEnc == PEPCRel|PESdata4 && r.left() >= 8:
+	case p.s.Kind == EHFrame && cie.fdeEnc == pePCRel|peSdata4 && r.left() >= 8:
 		// What every common linker writes: readEncoded's result for
 		// it, without its general steps.
 		f.Start, f.Size = p.pcrelSdata4(r)
 	case p.s.Kind == EHFrame:
-		f.Start, err = readEncoded(r, cie.FDEEnc, ctx)
+		f.Start, err = readEncoded(r, cie.fdeEnc, ctx)
 		if err == nil {
-			f.Size, err = readRange(r, cie.FDEEnc, ctx)
+			f.Size, err = readRange(r, cie.fdeEnc, ctx)
 		}
 	default:
 		size := p.s.PtrSize
-		if cie.AddrSize != 0 {
-			size = int(cie.AddrSize)
+		if cie.addrSize != 0 {
+			size = int(cie.addrSize)
 		}
 		f.Start = r.uN(size)
 		f.Size = r.uN(size)
@@ -531,10 +531,10 @@ func (p *parser) fde(rec record, f *FDE) error {
 		if r.err != nil || n > uint64(r.left()) {
 			return p.errorf(rec.off, "FDE augmentation data length %d runs past the record", n)
 		}
-		if cie.LSDAEnc != PEOmit && cie.augL && n > 0 {
+		if cie.lsdaEnc != peOmit && cie.augL && n > 0 {
 			ar := p.reader(p.s.Data[:r.off+int(n)], r.off)
 			ctx.funcStart = f.Start
-			f.LSDA, _ = readEncoded(ar, cie.LSDAEnc&^PEIndirect, ctx)
+			f.lsda, _ = readEncoded(ar, cie.lsdaEnc&^peIndirect, ctx)
 		}
 		r.off += int(n)
 	}

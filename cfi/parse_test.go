@@ -21,7 +21,7 @@ func TestParseAugmentations(t *testing.T) {
 		check func(t *testing.T, f *FDE)
 	}{
 		{"zR pcrel sdata4", amd64CIE, fdeSpec{start: 0x1234, size: 0x10}, func(t *testing.T, f *FDE) {
-			if f.Start != 0x1234 || f.Size != 0x10 || f.CIE.FDEEnc != 0x1b || f.CIE.RAColumn != 16 || f.CIE.DataAlign != -8 {
+			if f.Start != 0x1234 || f.Size != 0x10 || f.CIE.fdeEnc != 0x1b || f.CIE.RAColumn != 16 || f.CIE.DataAlign != -8 {
 				t.Errorf("got %+v / %+v", f, f.CIE)
 			}
 		}},
@@ -33,13 +33,13 @@ func TestParseAugmentations(t *testing.T) {
 		{"zPLRS with personality and LSDA", cieSpec{version: 1, aug: "zPLRS", augData: []byte{0x00, 8, 7, 6, 5, 4, 3, 2, 1, 0x00, 0x1b}, codeAlign: 1, dataAlign: -8, raCol: 16, pcrel: true},
 			fdeSpec{start: 0x1000, size: 8, augData: []byte{0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11}}, func(t *testing.T, f *FDE) {
 				c := f.CIE
-				if !c.Signal || (c.Personality != 0x0102030405060708 && c.Personality != 0x0807060504030201) || c.LSDAEnc != 0 || (f.LSDA != 0x1122334455667788 && f.LSDA != 0x8877665544332211) || f.Start != 0x1000 {
+				if !c.Signal || (c.personality != 0x0102030405060708 && c.personality != 0x0807060504030201) || c.lsdaEnc != 0 || (f.lsda != 0x1122334455667788 && f.lsda != 0x8877665544332211) || f.Start != 0x1000 {
 					t.Errorf("got FDE %+v CIE %+v", f, c)
 				}
 			}},
 		{"zRB (AArch64 B key) and G (MTE), version 3 RA column as uleb", cieSpec{version: 3, aug: "zRBG", augData: []byte{0x1b}, codeAlign: 4, dataAlign: -8, raCol: 30, pcrel: true},
 			fdeSpec{start: 0x1000, size: 8}, func(t *testing.T, f *FDE) {
-				if !f.CIE.BKey || !f.CIE.MTETagged || f.CIE.RAColumn != 30 || f.CIE.Version != 3 {
+				if !f.CIE.BKey || !f.CIE.mteTagged || f.CIE.RAColumn != 30 || f.CIE.version != 3 {
 					t.Errorf("got %+v", f.CIE)
 				}
 			}},
@@ -65,27 +65,27 @@ func TestParseAugmentations(t *testing.T) {
 }
 
 func TestPointerEncodings(t *testing.T) {
-	sec := &Section{Addr: 0x1000, PtrSize: 8, TextRel: 0x400000, DataRel: 0x600000}
+	sec := &Section{Addr: 0x1000, PtrSize: 8, textRel: 0x400000, dataRel: 0x600000}
 	tests := []struct {
 		enc  uint8
 		data []byte
 		pre  int // bytes before the field (for pcrel/aligned)
 		want uint64
 	}{
-		{PEAbsptr, []byte{1, 2, 3, 4, 5, 6, 7, 8}, 0, 0x0807060504030201},
-		{PEUleb128, []byte{0xe5, 0x8e, 0x26}, 0, 624485},
-		{PESleb128, []byte{0x7f}, 0, ^uint64(0)},
-		{PEUdata2, []byte{0xff, 0xff}, 0, 0xffff},
-		{PESdata2, []byte{0xfe, 0xff}, 0, ^uint64(1)},
-		{PEUdata4, []byte{0, 0, 0, 0x80}, 0, 0x80000000},
-		{PESdata4, []byte{0, 0, 0, 0x80}, 0, uint64(0xffffffff80000000)},
-		{PEUdata8, []byte{1, 0, 0, 0, 0, 0, 0, 0}, 0, 1},
-		{PESdata8, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 0, ^uint64(0)},
-		{PEPCRel | PESdata4, []byte{0xf0, 0xff, 0xff, 0xff}, 4, 0x1000 + 4 - 16},
-		{PETextRel | PEUdata4, []byte{0x10, 0, 0, 0}, 0, 0x400010},
-		{PEDataRel | PESdata4, []byte{0x10, 0, 0, 0}, 0, 0x600010},
-		{PEFuncRel | PEUdata2, []byte{0x10, 0}, 0, 0x500010},
-		{PEAligned, []byte{0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0}, 3, 9},
+		{peAbsptr, []byte{1, 2, 3, 4, 5, 6, 7, 8}, 0, 0x0807060504030201},
+		{peUleb128, []byte{0xe5, 0x8e, 0x26}, 0, 624485},
+		{peSleb128, []byte{0x7f}, 0, ^uint64(0)},
+		{peUdata2, []byte{0xff, 0xff}, 0, 0xffff},
+		{peSdata2, []byte{0xfe, 0xff}, 0, ^uint64(1)},
+		{peUdata4, []byte{0, 0, 0, 0x80}, 0, 0x80000000},
+		{peSdata4, []byte{0, 0, 0, 0x80}, 0, uint64(0xffffffff80000000)},
+		{peUdata8, []byte{1, 0, 0, 0, 0, 0, 0, 0}, 0, 1},
+		{peSdata8, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 0, ^uint64(0)},
+		{pePCRel | peSdata4, []byte{0xf0, 0xff, 0xff, 0xff}, 4, 0x1000 + 4 - 16},
+		{peTextRel | peUdata4, []byte{0x10, 0, 0, 0}, 0, 0x400010},
+		{peDataRel | peSdata4, []byte{0x10, 0, 0, 0}, 0, 0x600010},
+		{peFuncRel | peUdata2, []byte{0x10, 0}, 0, 0x500010},
+		{peAligned, []byte{0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0}, 3, 9},
 	}
 	for _, tc := range tests {
 		data := append(make([]byte, tc.pre), tc.data...)
@@ -121,8 +121,8 @@ func TestPCRelSdata4(t *testing.T) {
 						start, size := p.pcrelSdata4(r)
 						w := &reader{b: data, off: 5, order: order}
 						ctx := ptrCtx{sec: sec, ptrSize: ptr}
-						wantStart, err1 := readEncoded(w, PEPCRel|PESdata4, ctx)
-						wantSize, err2 := readRange(w, PEPCRel|PESdata4, ctx)
+						wantStart, err1 := readEncoded(w, pePCRel|peSdata4, ctx)
+						wantSize, err2 := readRange(w, pePCRel|peSdata4, ctx)
 						if err1 != nil || err2 != nil || start != wantStart || size != wantSize || r.off != w.off {
 							t.Errorf("%v ptr %d addr %#x fields %#x %#x: got %#x %#x at %d, want %#x %#x at %d",
 								order, ptr, addr, a, b, start, size, r.off, wantStart, wantSize, w.off)
@@ -148,7 +148,7 @@ func TestDebugFrame64(t *testing.T) {
 			t.Fatalf("%v: %d FDEs, errors %v", order, len(fdes), errs)
 		}
 		f := fdes[0]
-		if f.Start != 0x400100 || f.Size != 0x40 || f.CIE.Version != 4 || f.CIE.AddrSize != 8 {
+		if f.Start != 0x400100 || f.Size != 0x40 || f.CIE.version != 4 || f.CIE.addrSize != 8 {
 			t.Fatalf("%v: got %+v, CIE %+v", order, f, f.CIE)
 		}
 		tab, err := Execute(f)
@@ -221,11 +221,11 @@ func TestRealFiles(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		secs, err := Sections(ef)
+		secs, err := sections(ef)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		var in Interpreter
+		var in interpreter
 		var tab Table
 		for _, s := range secs {
 			fdes, errs := Parse(s)
@@ -233,7 +233,7 @@ func TestRealFiles(t *testing.T) {
 				t.Errorf("%s: %v", name, e)
 			}
 			for _, f := range fdes {
-				if err := in.Execute(f, &tab); err != nil {
+				if err := in.execute(f, &tab); err != nil {
 					t.Errorf("%s: %v", name, err)
 				}
 				if len(tab.Rows) == 0 || tab.Rows[0].Loc != f.Start {
@@ -262,7 +262,7 @@ func TestQuickFDE(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		secs, err := Sections(f)
+		secs, err := sections(f)
 		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
@@ -333,8 +333,8 @@ func quickAgrees(t *testing.T, what string, sec *Section, fdes, orig []*FDE) int
 			sec                                *Section
 			progOff                            int
 		}
-		g := fields{uint64(got.Offset), got.Start, got.Size, uint64(got.StartField), got.LSDA, got.sec, got.progOff}
-		w := fields{uint64(want.Offset), want.Start, want.Size, uint64(want.StartField), want.LSDA, want.sec, want.progOff}
+		g := fields{uint64(got.Offset), got.Start, got.Size, uint64(got.StartField), got.lsda, got.sec, got.progOff}
+		w := fields{uint64(want.Offset), want.Start, want.Size, uint64(want.StartField), want.lsda, want.sec, want.progOff}
 		if g != w {
 			t.Fatalf("%s at %#x: quickFDE %+v, frame and fde %+v", what, off, g, w)
 		}

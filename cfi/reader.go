@@ -111,7 +111,7 @@ func (r *reader) uleb() uint64 {
 	if r.err != nil {
 		return 0
 	}
-	v, n := ULEB128(r.b[r.off:])
+	v, n := uleb128(r.b[r.off:])
 	if n == 0 {
 		r.off = len(r.b)
 		r.fail(errShort)
@@ -121,10 +121,10 @@ func (r *reader) uleb() uint64 {
 	return v
 }
 
-// ULEB128 decodes the unsigned LEB128 number at the start of p, as every
+// uleb128 decodes the unsigned LEB128 number at the start of p, as every
 // CFA program operand is read (bits past 64 dropped); n is the bytes it
 // took, 0 when it runs past p.
-func ULEB128(p []byte) (v uint64, n int) {
+func uleb128(p []byte) (v uint64, n int) {
 	var shift uint
 	for n < len(p) {
 		c := p[n]

@@ -3,6 +3,12 @@
 // from each row's PC on, how to find the CFA and every register's caller
 // value.
 //
+// Open (OpenBytes for a file in memory) finds an ELF file's call-frame
+// sections and indexes their FDEs as Entries; a Context parses each
+// again and executes it when it is reached, into one reused table
+// (gimli's UnwindTable and UnwindContext). Parse and Execute do the same
+// for a section's bytes given as a Section.
+//
 // Data flows one way: ELF bytes (elfread) → cfi → translate → sframe.
 package cfi
 
@@ -34,30 +40,30 @@ type Section struct {
 	Addr    uint64 // address of Data[0] (for DW_EH_PE_pcrel)
 	Order   binary.ByteOrder
 	PtrSize int    // 4 or 8: size of DW_EH_PE_absptr and of .debug_frame addresses
-	TextRel uint64 // base for DW_EH_PE_textrel (0 if unknown)
-	DataRel uint64 // base for DW_EH_PE_datarel (0 if unknown)
-	// UntilTerminator stops the walk at the first zero-length record. Set
+	textRel uint64 // base for DW_EH_PE_textrel (0 if unknown)
+	dataRel uint64 // base for DW_EH_PE_datarel (0 if unknown)
+	// untilTerminator stops the walk at the first zero-length record. Set
 	// when the section's size is unknown (found through .eh_frame_hdr in a
 	// file without section headers) and the bytes after it are not CFI.
-	UntilTerminator bool
+	untilTerminator bool
 }
 
 // CIE is a common information entry.
 type CIE struct {
 	Offset       int64 // section offset of the length field
-	Version      uint8
-	Augmentation string
-	AddrSize     uint8 // version 4
-	SegSize      uint8 // version 4
+	version      uint8
+	augmentation string
+	addrSize     uint8 // version 4
+	segSize      uint8 // version 4
 	CodeAlign    uint64
 	DataAlign    int64
 	RAColumn     uint64
-	FDEEnc       uint8 // DW_EH_PE_* of FDE addresses ('R'; absptr otherwise)
-	LSDAEnc      uint8 // 'L'
-	Personality  uint64
+	fdeEnc       uint8 // DW_EH_PE_* of FDE addresses ('R'; absptr otherwise)
+	lsdaEnc      uint8 // 'L'
+	personality  uint64
 	Signal       bool   // 'S': frames of this CIE are signal frames
 	BKey         bool   // 'B': AArch64 return addresses signed with the B key
-	MTETagged    bool   // 'G': AArch64 MTE-tagged stack frames
+	mteTagged    bool   // 'G': AArch64 MTE-tagged stack frames
 	Initial      []byte // initial instructions
 
 	initOff int // offset of Initial in the section
@@ -72,7 +78,7 @@ type FDE struct {
 	Start      uint64 // first PC covered
 	Size       uint64 // number of bytes covered
 	StartField int64  // section offset of the initial-location field (relocation lookup in ET_REL files)
-	LSDA       uint64
+	lsda       uint64
 	Program    []byte // the FDE's instructions (after the augmentation data)
 
 	sec     *Section // where Program lives (nil for hand-built FDEs)
@@ -160,10 +166,7 @@ type Touch struct {
 	Restored     uint64 // registers 0-63 restored to the CIE's rule
 }
 
-// IsZero says nothing was touched.
-func (t Touch) IsZero() bool { return t.none() }
-
-// none is IsZero field by field (see executor.flush).
+// none says nothing was touched, field by field (see executor.flush).
 func (t *Touch) none() bool {
 	return !t.CFA && !t.RAState && !t.RestoreState && t.Set == 0 && t.Restored == 0
 }

@@ -29,9 +29,7 @@ func convertArchive(in []byte, o Options) (*Result, error) {
 			return nil, err
 		}
 		members++
-		t := res.Translate
-		t.ABI, t.CFAFixedFP, t.CFAFixedRA = r.Translate.ABI, r.Translate.CFAFixedFP, r.Translate.CFAFixedRA
-		t.Add(r.Translate)
+		res.Translate.Add(r.Translate)
 		res.CFIErrors = append(res.CFIErrors, r.CFIErrors...)
 		res.SFrame = append(res.SFrame, r.SFrame...)
 		return r.output, nil

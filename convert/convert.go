@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -224,7 +225,7 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 			return nil, ErrHasSFrame
 		}
 	}
-	st, err := indexCFI(f)
+	st, err := indexCFI(in)
 	if err != nil {
 		return nil, err
 	}
@@ -233,11 +234,11 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 	if early != nil {
 		copying = early.copying
 	}
-	tr, enc, err := translateLinked(f, st, o, copying)
+	tr, enc, cfiErrs, err := translateLinked(f, st, o, copying)
 	if err != nil {
 		return nil, err
 	}
-	res.Translate, res.CFIErrors = tr, st.Errors
+	res.Translate, res.CFIErrors = tr, cfiErrs
 	if err := res.place(in, enc, o, early); err != nil {
 		return nil, err
 	}
@@ -256,17 +257,17 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 	return res, nil
 }
 
-// indexCFI finds a linked file's FDEs (cfi.Index: one pass, each kept as
-// a small entry), refusing a file without any.
-func indexCFI(f *elfread.File) (*cfi.Stream, error) {
-	st, err := cfi.Index(f)
+// indexCFI finds a linked file's FDEs (cfi.OpenBytes: one pass, each
+// kept as a small entry), refusing a file without any.
+func indexCFI(in []byte) (*cfi.File, error) {
+	st, err := cfi.OpenBytes(in)
 	if err != nil {
 		return nil, err
 	}
-	if st.Sections == 0 {
+	if len(st.Sections()) == 0 {
 		return nil, ErrNoCFI
 	}
-	if err := noFDE(st.Parsed, st.Errors); err != nil {
+	if err := noFDE(st.Parsed(), st.Errors()); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -325,13 +326,14 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early *early
 // unchanged bytes being copied), one goroutine fewer translates: the copy
 // is as much work as the translation and the kernel does it on one CPU,
 // so it must have that CPU to itself, not share two with the goroutines
-// and end last. The execution errors are added to st.Errors.
-func translateLinked(f *elfread.File, st *cfi.Stream, o Options, copying <-chan struct{}) (*translate.Result, *sframe.Encoder, error) {
+// and end last. cfiErrs are st's errors followed by those of the FDEs
+// that could not be executed, in the order of the functions.
+func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan struct{}) (res *translate.Result, enc *sframe.Encoder, cfiErrs []error, err error) {
 	ef := f.ELF
 	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: lazySymbolizer(f)},
 		translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	abiID, fixedFP, fixedRA := t.ABI()
 	encOpts := sframe.Options{
@@ -351,28 +353,30 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options, copying <-chan 
 		}
 		return enc, err
 	}
-	enc, err := sframe.NewEncoder(encOpts)
+	enc, err = sframe.NewEncoder(encOpts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	cfi.SortEntries(st.Entries)
-	all := st.Entries
+	all := st.Entries()
+	cfi.SortEntries(all)
+	cfiErrs = slices.Clone(st.Errors())
 	cuts := parts(all)
 	regions := reserve(enc, ef, cuts)
 	enc.Grow(len(all) + 64)
-	res, err := t.PLTs(enc.Add)
+	res, err = t.PLTs(enc.Add)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if len(cuts) == 2 {
-		r, err := t.Functions(st.Cursor(all), enc.Add)
+		ctx := st.Context(all)
+		r, err := t.Functions(ctx, enc.Add)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		res.Add(r)
-		return res, enc, nil
+		return res, enc, append(cfiErrs, ctx.Errors()...), nil
 	}
-	j := &joiner{parts: make([]part, len(cuts)-1), ready: make([]bool, len(cuts)-1), enc: enc, res: res, st: st}
+	j := &joiner{parts: make([]part, len(cuts)-1), ready: make([]bool, len(cuts)-1), enc: enc, res: res, cfiErrs: cfiErrs}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range min(runtime.GOMAXPROCS(0), len(j.parts)) {
@@ -382,7 +386,6 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options, copying <-chan 
 			if w == 1 && copying != nil {
 				<-copying
 			}
-			ws := st.Clone()
 			for i := int(next.Add(1) - 1); i < len(j.parts); i = int(next.Add(1) - 1) {
 				p := &j.parts[i]
 				if p.enc = j.reuse(); p.enc == nil {
@@ -392,9 +395,9 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options, copying <-chan 
 					p.enc.Grow(cuts[i+1] - cuts[i])
 				}
 				if p.err == nil {
-					n := len(ws.Errors)
-					p.res, p.err = t.Functions(ws.Cursor(all[cuts[i]:cuts[i+1]]), p.enc.Add)
-					p.cfiErrs = ws.Errors[n:]
+					ctx := st.Context(all[cuts[i]:cuts[i+1]])
+					p.res, p.err = t.Functions(ctx, p.enc.Add)
+					p.cfiErrs = ctx.Errors()
 				}
 				j.finish(i)
 			}
@@ -402,9 +405,9 @@ func translateLinked(f *elfread.File, st *cfi.Stream, o Options, copying <-chan 
 	}
 	wg.Wait()
 	if j.err != nil {
-		return nil, nil, j.err
+		return nil, nil, nil, j.err
 	}
-	return res, enc, nil
+	return res, enc, j.cfiErrs, nil
 }
 
 // reserve gives the file's encoder an arena (sframe.Encoder.Reserve) for
@@ -454,15 +457,15 @@ type part struct {
 // encoders are held at once, not all of them, and their index entries
 // take the same memory again. The first error, in part order, is kept.
 type joiner struct {
-	mu    sync.Mutex
-	parts []part
-	ready []bool
-	next  int               // the first part not added yet
-	free  []*sframe.Encoder // emptied encoders of parts added
-	enc   *sframe.Encoder
-	res   *translate.Result
-	st    *cfi.Stream
-	err   error
+	mu      sync.Mutex
+	parts   []part
+	ready   []bool
+	next    int               // the first part not added yet
+	free    []*sframe.Encoder // emptied encoders of parts added
+	enc     *sframe.Encoder
+	res     *translate.Result
+	cfiErrs []error // the file's CFI errors, then the parts' in order
+	err     error
 }
 
 // reuse returns an emptied encoder of a part added, or nil.
@@ -489,7 +492,7 @@ func (j *joiner) finish(i int) {
 		case p.err != nil:
 			j.err = p.err
 		default:
-			j.st.Errors = append(j.st.Errors, p.cfiErrs...)
+			j.cfiErrs = append(j.cfiErrs, p.cfiErrs...)
 			j.res.Add(p.res)
 			if j.err = j.enc.Append(p.enc); j.err == nil {
 				j.free = append(j.free, p.enc)

@@ -4,9 +4,11 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -29,30 +31,31 @@ func convertRelocatable(in []byte, f *elfread.File, o Options) (*Result, error) 
 	if res, err := relUnchanged(in, f, o); res != nil || err != nil {
 		return res, err
 	}
-	loaded, err := cfi.Load(f)
+	cf, err := cfi.OpenBytes(in)
 	if err != nil {
 		return nil, err
 	}
-	if loaded.Sections == 0 {
+	if len(cf.Sections()) == 0 {
 		return nil, ErrNoCFI
 	}
-	if err := noFDE(loaded.FDEs, loaded.Errors); err != nil {
+	if err := noFDE(cf.Parsed(), cf.Errors()); err != nil {
 		return nil, err
 	}
+	loaded, cfiErrs := cfiload.All(cf)
 	targets, err := relobj.FDETargets(f.ELF)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{CFIErrors: loaded.Errors}
-	tables, origins, errs := placeTables(loaded.Tables, targets)
+	res := &Result{CFIErrors: cfiErrs}
+	tables, origins, errs := placeTables(loaded, targets)
 	res.CFIErrors = append(res.CFIErrors, errs...)
-	funcs, tr, err := translateRel(f.ELF, tables, o)
+	funcs, tr, tl, err := translateRel(f.ELF, tables, o)
 	if err != nil {
 		return nil, err
 	}
 	res.Translate = tr
 	origins.sort(funcs)
-	b, relocs, err := encodeRel(f.ELF, funcs, origins, tr, o)
+	b, relocs, err := encodeRel(f.ELF, funcs, origins, tl, o)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +92,7 @@ func relUnchanged(in []byte, f *elfread.File, o Options) (*Result, error) {
 	if f.ELF.Section(".eh_frame") != nil {
 		return nil, nil
 	}
-	if _, err := cfi.Sections(f); err != nil {
+	if _, err := cfi.OpenBytes(in); err != nil {
 		return nil, err // e.g. unnamed section headers: .eh_frame cannot be looked for
 	}
 	// No function with CFI (data only, or assembled without CFI
@@ -144,25 +147,34 @@ func placeTables(tables []*cfi.Table, targets map[int64]relobj.Target) ([]*cfi.T
 }
 
 // translateRel translates an object's placed tables and keeps every
-// function, by start address. Diagnostics speak of section offsets, as
-// objdump does for objects.
-func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Function, *translate.Result, error) {
+// function, by start address, with the translator (its ABI, for the
+// encoder). Diagnostics speak of section offsets, as objdump does for
+// objects.
+func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Function, *translate.Result, *translate.Translator, error) {
 	names := relSymbolizer(ef)
 	var funcs []sframe.Function
-	tr, err := translate.Translate(translate.Input{
+	t, err := translate.New(translate.Input{
 		Machine: ef.Machine, Order: ef.ByteOrder,
 		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&sectionMask) },
-	}, translate.Tables(tables), translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames},
-		translate.Collect(&funcs))
+	}, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	tr, err := t.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
+		c := *fn
+		c.Rows = slices.Clone(fn.Rows)
+		funcs = append(funcs, c)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	for i := range tr.Diags {
 		d := &tr.Diags[i]
 		d.Start, d.End, d.PC = d.Start&sectionMask, d.End&sectionMask, d.PC&sectionMask
 	}
 	sort.SliceStable(funcs, func(i, j int) bool { return funcs[i].Start < funcs[j].Start })
-	return funcs, tr, nil
+	return funcs, tr, t, nil
 }
 
 // of returns the origin of a function starting at start and its distance
@@ -207,11 +219,12 @@ func (ors origins) sort(funcs []sframe.Function) {
 // functions are encoded with every start at 0: FDE order and FRE data do
 // not depend on it, and the synthetic per-section addresses would not fit
 // V2's 32-bit field.
-func encodeRel(ef *elf.File, funcs []sframe.Function, ors origins, tr *translate.Result, o Options) ([]byte, []relobj.Reloc, error) {
+func encodeRel(ef *elf.File, funcs []sframe.Function, ors origins, t *translate.Translator, o Options) ([]byte, []relobj.Reloc, error) {
+	abi, fixedFP, fixedRA := t.ABI()
 	enc, err := sframe.NewEncoder(sframe.Options{
-		Version: o.Version, ABI: tr.ABI, Order: ef.ByteOrder,
+		Version: o.Version, ABI: abi, Order: ef.ByteOrder,
 		PCRel:      o.Version == sframe.Version3 || o.PCRel,
-		CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA,
+		CFAFixedFP: fixedFP, CFAFixedRA: fixedRA,
 	})
 	if err != nil {
 		return nil, nil, err

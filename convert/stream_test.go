@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -21,7 +22,7 @@ import (
 
 // TestStreamingMatchesTables: Convert executes one FDE at a time; the
 // section and the diagnostics must be those of translating every table
-// of the file at once (cfi.Load), byte for byte.
+// of the file at once (cfiload.All), byte for byte.
 func TestStreamingMatchesTables(t *testing.T) {
 	files := linkedInputs(filepath.Join("..", "testdata", "example", "hello"), "/usr/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6")
 	n := 0
@@ -40,19 +41,30 @@ func TestStreamingMatchesTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := cfi.Load(f)
+			cf, err := cfi.OpenBytes(in)
 			if err != nil {
 				t.Fatal(err)
 			}
+			tables, cfiErrs := cfiload.All(cf)
 			ef := f.ELF
 			var funcs []sframe.Function
-			tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: f.Symbolizer()},
-				translate.Tables(l.Tables), translate.Options{Version: v}, translate.Collect(&funcs))
+			tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: f.Symbolizer()},
+				translate.Options{Version: v})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true,
-				CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA, Addr: res.Addr})
+			tr, err := tl.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
+				c := *fn
+				c.Rows = slices.Clone(fn.Rows)
+				funcs = append(funcs, c)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			abi, fixedFP, fixedRA := tl.ABI()
+			b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true,
+				CFAFixedFP: fixedFP, CFAFixedRA: fixedRA, Addr: res.Addr})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +74,7 @@ func TestStreamingMatchesTables(t *testing.T) {
 			if d := cmp.Diff(tr.Diags, res.Translate.Diags); d != "" {
 				t.Errorf("%s v%d: diagnostics differ (-tables +streamed):\n%s", name, v, d)
 			}
-			if len(l.Errors) != len(res.CFIErrors) || tr.Converted != res.Translate.Converted || tr.Empty != res.Translate.Empty || tr.Skipped != res.Translate.Skipped {
+			if len(cfiErrs) != len(res.CFIErrors) || tr.Converted != res.Translate.Converted || tr.Empty != res.Translate.Empty || tr.Skipped != res.Translate.Skipped {
 				t.Errorf("%s v%d: counts differ", name, v)
 			}
 			n++
@@ -124,16 +136,12 @@ func splits(t *testing.T, name string, in []byte) bool {
 	t.Helper()
 	defer func(old int) { minSplit = old }(minSplit)
 	minSplit = 2
-	f, err := elfread.NewFile(bytes.NewReader(in), name)
+	st, err := cfi.OpenBytes(in)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
-	st, err := cfi.Index(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfi.SortEntries(st.Entries)
-	return len(parts(st.Entries)) > 2
+	cfi.SortEntries(st.Entries())
+	return len(parts(st.Entries())) > 2
 }
 
 // TestParts: where the functions are cut into parts for the goroutines:

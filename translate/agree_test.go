@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
@@ -227,12 +228,9 @@ func agree(t *testing.T, path string) *agreeStats {
 	if err != nil {
 		t.Fatalf("GNU .sframe: %v", err)
 	}
-	loaded, err := cfi.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(loaded.Errors) > 0 {
-		t.Errorf("CFI errors: %v", loaded.Errors)
+	loadedTables, loadedErrs := cfiload.All(openCFI(t, f))
+	if len(loadedErrs) > 0 {
+		t.Errorf("CFI errors: %v", loadedErrs)
 	}
 	version := fixtureVersion(name)
 	st := &agreeStats{diffs: map[[2]string]int{}}
@@ -272,7 +270,7 @@ func agree(t *testing.T, path string) *agreeStats {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, tb := range loaded.Tables {
+		for _, tb := range loadedTables {
 			tg, ok := targets[tb.FDE.StartField]
 			if !ok {
 				t.Fatalf("FDE at .eh_frame offset %d: no relocation", tb.FDE.Offset)
@@ -285,7 +283,7 @@ func agree(t *testing.T, path string) *agreeStats {
 		for i := range gnu.FDEs {
 			gnuGroup[0] = append(gnuGroup[0], i)
 		}
-		ourGroup[0] = loaded.Tables
+		ourGroup[0] = loadedTables
 		base = func(int) uint64 { return 0 }
 	}
 	var secs []int

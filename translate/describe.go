@@ -7,20 +7,13 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 )
 
-// Verdict is what Translate does with one CFI function.
-type Verdict uint8
+// place is what Translate does with a CFI function by its place alone.
+type place uint8
 
 const (
-	// Described: the function gets an SFrame description, from its CFI
-	// or, inside a PLT section, from the section's instructions.
-	Described Verdict = iota
-	// Skipped: the function gets none; the diagnostic says why, with the
-	// reason code Translate reports.
-	Skipped
-	// Ignored: an empty FDE, one at address 0 (a discarded function) or
-	// one that cannot be executed. Translate passes over it without a
-	// diagnostic (Result.Empty; the CFI errors).
-	Ignored
+	placeDescribed place = iota // inside a PLT section described from its instructions
+	placeDecide                 // not known yet: describe decides
+	placeIgnored                // empty, at address 0, or not executable: passed over without a diagnostic
 )
 
 // A Describer makes Translate's decision about CFI functions one at a
@@ -32,7 +25,7 @@ const (
 // cannot drift apart.
 //
 // Every CFI function goes to Next, in the order Translate takes them (by
-// start address; FDEs with the same start in the order of cfi.Index's
+// start address; FDEs with the same start in the order of cfi.File's
 // entries), even one whose decision the caller does not need: whether a
 // function overlaps depends on those before it.
 type Describer struct {
@@ -43,8 +36,8 @@ type Describer struct {
 
 	// The function last given to Next.
 	start, size uint64
-	place       Verdict // Ignored or Described by its place alone, else Skipped: describe decides
-	overlaps    bool    // it overlaps the last function taken, which ends at prev
+	place       place
+	overlaps    bool // it overlaps the last function taken, which ends at prev
 	prev        uint64
 }
 
@@ -66,31 +59,38 @@ func (d *Describer) Next(start, size uint64, executable bool) {
 	d.start, d.size, d.overlaps = start, size, false
 	switch {
 	case ignored(start, size) || !executable:
-		d.place = Ignored
+		d.place = placeIgnored
 	case spanIndex(d.plts, start, start+size) >= 0:
-		d.place = Described // the PLT's own description replaces its CFI
+		d.place = placeDescribed // the PLT's own description replaces its CFI
 	default:
-		d.place = Skipped // not known yet: describe decides
+		d.place = placeDecide
 		d.overlaps, d.prev = d.seq.next(start, start+size)
 	}
 }
 
 // Decide returns Translate's decision about the function last given to
-// Next, with t its executed table (nil when it cannot be executed): the
-// verdict, and for Skipped the diagnostic (without Symbol), whose Reason
-// is the code cfi2sframe --diagnostics gives.
-func (d *Describer) Decide(t *cfi.Table) (Verdict, *Diagnostic) {
-	if d.place != Skipped {
-		return d.place, nil
+// Next, with t its executed table (nil when it cannot be executed):
+// described when the function gets an SFrame description (from its CFI
+// or, inside a PLT section, from the section's instructions); otherwise
+// the diagnostic (without Symbol) when Translate skips it with one, whose
+// Reason is the code cfi2sframe --diagnostics gives, or nil when
+// Translate passes over it without one (an empty FDE, one at address 0,
+// one that cannot be executed: Result.Empty and the CFI errors).
+func (d *Describer) Decide(t *cfi.Table) (described bool, diag *Diagnostic) {
+	switch d.place {
+	case placeDescribed:
+		return true, nil
+	case placeIgnored:
+		return false, nil
 	}
 	if t == nil || t.FDE == nil || t.FDE.Start != d.start || t.FDE.Size != d.size {
-		return Ignored, nil // not the function given to Next
+		return false, nil // not the function given to Next
 	}
 	if d.overlaps {
-		return Skipped, overlapDiag(t.FDE, d.prev)
+		return false, overlapDiag(t.FDE, d.prev)
 	}
 	if _, _, diag := d.a.describe(t, d.o); diag != nil {
-		return Skipped, diag
+		return false, diag
 	}
-	return Described, nil
+	return true, nil
 }

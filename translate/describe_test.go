@@ -14,12 +14,21 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
+// verdict is what Describer.Decide says of a function.
+type verdict uint8
+
+const (
+	vDescribed verdict = iota // described
+	vSkipped                  // not described, with a diagnostic
+	vIgnored                  // not described, without one
+)
+
 // described is what a Describer says of every FDE of a file, and the
 // ranges of the functions Translate emitted for the same file.
 type described struct {
-	verdicts []Verdict
+	verdicts []verdict
 	spans    []span       // the FDEs, in the order given to the Describer
-	diags    []Diagnostic // the Skipped verdicts' diagnostics, in order
+	diags    []Diagnostic // the skipped verdicts' diagnostics, in order
 }
 
 // describeAll gives a Describer every FDE, sorted by start address as
@@ -44,16 +53,21 @@ func describeAll(t *testing.T, m elf.Machine, plts []PLT, o Options, n int, rang
 		start, size := rangeOf(i)
 		tab := table(i)
 		d.Next(start, size, tab != nil)
-		v, diag := d.Decide(tab)
+		isDescribed, diag := d.Decide(tab)
+		v := vIgnored
+		switch {
+		case isDescribed:
+			v = vDescribed
+		case diag != nil:
+			v = vSkipped
+		}
 		out.verdicts = append(out.verdicts, v)
 		out.spans = append(out.spans, span{start, start + size})
 		if diag != nil {
-			if v != Skipped {
-				t.Errorf("%#x: verdict %v with a diagnostic", start, v)
+			if isDescribed {
+				t.Errorf("%#x: described with a diagnostic", start)
 			}
 			out.diags = append(out.diags, *diag)
-		} else if v == Skipped {
-			t.Errorf("%#x: Skipped without a diagnostic", start)
 		}
 	}
 	return out
@@ -81,13 +95,11 @@ func TestDescriberMatchesTranslate(t *testing.T) {
 		for _, v := range []uint8{sframe.Version2, sframe.Version3} {
 			for _, gap := range []bool{false, true} {
 				o := Options{Version: v, OutermostGap: gap}
-				idx, err := cfi.Index(f)
-				if err != nil {
-					t.Fatal(err)
-				}
+				idx := openCFI(t, f)
+				entries := idx.Entries()
 				var emitted []span
-				cfi.SortEntries(idx.Entries)
-				res, err := Translate(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: plts}, idx.Cursor(idx.Entries), o,
+				cfi.SortEntries(entries)
+				res, err := translateFile(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: plts}, idx.Context(entries), o,
 					func(fn *sframe.Function) error {
 						emitted = append(emitted, span{fn.Start, fn.Start + uint64(fn.Size)})
 						return nil
@@ -95,9 +107,17 @@ func TestDescriberMatchesTranslate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := describeAll(t, f.ELF.Machine, plts, o, len(idx.Entries),
-					func(i int) (uint64, uint64) { return idx.Entries[i].Start, idx.Entries[i].Size },
-					func(i int) *cfi.Table { tab, _ := idx.ExecuteEntry(idx.Entries[i]); return tab })
+				ctx := idx.Context(nil)
+				var fde cfi.FDE
+				var tab cfi.Table
+				got := describeAll(t, f.ELF.Machine, plts, o, len(entries),
+					func(i int) (uint64, uint64) { return entries[i].Start, entries[i].Size },
+					func(i int) *cfi.Table {
+						if ctx.ParseEntry(entries[i], &fde) != nil || ctx.Execute(&fde, &tab) != nil {
+							return nil
+						}
+						return &tab
+					})
 				if diff := gocmp.Diff(skippedDiags(res), got.diags); diff != "" {
 					t.Errorf("%s V%d gap=%v: skipped (-Translate +Describer):\n%s", name, v, gap, diff)
 				}
@@ -105,9 +125,9 @@ func TestDescriberMatchesTranslate(t *testing.T) {
 					s := got.spans[i]
 					covered := spanIndex(emitted, s.lo, s.hi) >= 0
 					switch {
-					case verdict == Described && !covered:
+					case verdict == vDescribed && !covered:
 						t.Errorf("%s V%d gap=%v: [%#x,%#x) described, but no function emitted there", name, v, gap, s.lo, s.hi)
-					case verdict == Skipped && covered && got.diagAt(s.lo).Reason != Overlap:
+					case verdict == vSkipped && covered && got.diagAt(s.lo).Reason != Overlap:
 						t.Errorf("%s V%d gap=%v: [%#x,%#x) skipped, but a function was emitted there", name, v, gap, s.lo, s.hi)
 					}
 				}
@@ -179,11 +199,11 @@ func TestDescriberCases(t *testing.T) {
 		for i, v := range got.verdicts {
 			s := got.spans[i].lo
 			switch v {
-			case Described:
+			case vDescribed:
 				have[s] = "described"
-			case Ignored:
+			case vIgnored:
 				have[s] = "ignored"
-			case Skipped:
+			case vSkipped:
 				have[s] = string(got.diagAt(s).Reason)
 			}
 		}

@@ -53,17 +53,25 @@ type translated struct {
 	*Result
 	Funcs   []sframe.Function // sorted by start address (stably), as an encoder's index has them
 	emitted []uint64          // their starts in the order emitted
+	// The Translator's ABI and fixed offsets, for the encoder.
+	ABI                    sframe.ABI
+	CFAFixedFP, CFAFixedRA int8
 }
 
 // translateAll translates tables (in any order: Tables sorts them) and
 // keeps every function.
 func translateAll(in Input, tables []*cfi.Table, o Options) (*translated, error) {
 	var funcs []sframe.Function
-	res, err := Translate(in, Tables(tables), o, Collect(&funcs))
+	t, err := New(in, o)
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.Translate(Tables(tables), collect(&funcs))
 	if err != nil {
 		return nil, err
 	}
 	tr := &translated{Result: res, Funcs: funcs}
+	tr.ABI, tr.CFAFixedFP, tr.CFAFixedRA = t.ABI()
 	for _, fn := range funcs {
 		tr.emitted = append(tr.emitted, fn.Start)
 	}

@@ -79,18 +79,18 @@ func FuzzTranslate(f *testing.F) {
 			in.PLTs = []PLT{{Name: names[int(m>>5)%3], Addr: 0x1000, Data: data[1:], EntSize: uint64(m >> 5)}}
 		}
 		var all []sframe.Function
-		res, err := Translate(in, Tables(tables), o, Collect(&all))
+		res, err := translateFile(in, Tables(tables), o, collect(&all))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Streamed (one FDE executed at a time into one reused table)
 		// must give the same.
-		var ip cfi.Interpreter
+		var ctx cfi.Context
 		var tab cfi.Table
 		sorted := slices.Clone(fdes)
 		slices.SortStableFunc(sorted, func(a, b *cfi.FDE) int { return stdcmp.Compare(a.Start, b.Start) })
 		var got []sframe.Function
-		sres, err := Translate(in, &fdeSource{fdes: sorted, ip: &ip, tab: &tab}, o, Collect(&got))
+		sres, err := translateFile(in, &fdeSource{fdes: sorted, ctx: &ctx, tab: &tab}, o, collect(&got))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,8 +112,13 @@ func FuzzTranslate(f *testing.F) {
 				}
 			}
 		}
-		b, err := sframe.Encode(funcs, sframe.Options{Version: o.Version, ABI: res.ABI, Order: in.Order, Addr: 0x400000,
-			PCRel: true, Sort: true, CFAFixedFP: res.CFAFixedFP, CFAFixedRA: res.CFAFixedRA})
+		tl, err := New(in, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		abi, fixedFP, fixedRA := tl.ABI()
+		b, err := sframe.Encode(funcs, sframe.Options{Version: o.Version, ABI: abi, Order: in.Order, Addr: 0x400000,
+			PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
 		if err != nil {
 			t.Fatalf("encoding what Translate returned: %v", err)
 		}
@@ -130,17 +135,22 @@ func FuzzTranslate(f *testing.F) {
 // fdeSource executes parsed FDEs one at a time into one reused table.
 type fdeSource struct {
 	fdes []*cfi.FDE
-	ip   *cfi.Interpreter
+	cur  *cfi.FDE
+	ctx  *cfi.Context
 	tab  *cfi.Table
 }
 
-func (s *fdeSource) Next() (*cfi.Table, error) {
-	for len(s.fdes) > 0 {
-		f := s.fdes[0]
-		s.fdes = s.fdes[1:]
-		if err := s.ip.Execute(f, s.tab); err == nil {
-			return s.tab, nil
-		}
+func (s *fdeSource) Next() (*cfi.FDE, error) {
+	if len(s.fdes) == 0 {
+		return nil, io.EOF
 	}
-	return nil, io.EOF
+	s.cur, s.fdes = s.fdes[0], s.fdes[1:]
+	return s.cur, nil
+}
+
+func (s *fdeSource) Table() *cfi.Table {
+	if err := s.ctx.Execute(s.cur, s.tab); err != nil {
+		return nil
+	}
+	return s.tab
 }

@@ -36,7 +36,7 @@ func TestSplitOutermost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []sframe.Function
-		emit := emitter(Collect(&got), Options{OutermostGap: true})
+		emit := emitter(collect(&got), Options{OutermostGap: true})
 		for _, fn := range tt.in {
 			if err := emit(fn); err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -183,7 +184,7 @@ func (a *abi) pltFromCFI(t *cfi.Table) ([]sframe.Function, bool) {
 	if last.CFA.Kind != cfi.CFAExpression {
 		return nil, false
 	}
-	p, ok := cfi.ParsePLTExpr(last.CFA.Expr)
+	p, ok := cfiexpr.ParsePLTExpr(last.CFA.Expr)
 	rep := uint64(p.Mask) + 1
 	if !ok || p.SPReg != a.sp || p.PCReg != a.ra || rep&(rep-1) != 0 || rep > math.MaxUint8 ||
 		last.Loc%rep != 0 || (f.End()-last.Loc)%rep != 0 || uint64(p.Threshold) >= rep || f.Size > math.MaxUint32 {
@@ -233,7 +234,7 @@ func (a *abi) cfiPLTRule(t *cfi.Table, pc uint64) pltRule {
 			return pltRule{cfa: row.CFA.Offset, ok: true}
 		}
 	case cfi.CFAExpression:
-		if p, ok := cfi.ParsePLTExpr(row.CFA.Expr); ok && p.SPReg == a.sp && p.PCReg == a.ra {
+		if p, ok := cfiexpr.ParsePLTExpr(row.CFA.Expr); ok && p.SPReg == a.sp && p.PCReg == a.ra {
 			off := p.SPOffset
 			if uint8(pc)&p.Mask >= p.Threshold {
 				off += int64(p.Extra)

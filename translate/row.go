@@ -6,6 +6,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -79,7 +80,7 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 			flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.arch.RegName(cr.CFA.Reg), cr.CFA.Offset)
 		}
 	case cfi.CFAExpression:
-		e, ok := cfi.ParseSimpleExpr(cr.CFA.Expr)
+		e, ok := cfiexpr.ParseSimpleExpr(cr.CFA.Expr)
 		if !ok || !a.flexABI || e.Reg > maxFlexReg {
 			return nil, skip(pc, CFAExpression, "CFA = expression % x", cr.CFA.Expr)
 		}
@@ -170,7 +171,7 @@ func (a *abi) raLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagno
 		}
 		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, RARegister, "return address in %s", a.arch.RegName(rule.Reg)), nil
 	case cfi.Expression:
-		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.flexABI && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
+		if e, ok := cfiexpr.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.flexABI && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
 			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
 				skip(pc, RAExpression, "return address at [%s%+d]", a.arch.RegName(e.Reg), e.Offset), nil
 		}
@@ -205,7 +206,7 @@ func (a *abi) fpLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagno
 		}
 		return sframe.Loc{Kind: sframe.LocReg, Reg: uint32(rule.Reg)}, skip(pc, FPRegister, "frame pointer in %s", a.arch.RegName(rule.Reg)), nil
 	case cfi.Expression:
-		if e, ok := cfi.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.flexABI && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
+		if e, ok := cfiexpr.ParseSimpleExpr(rule.Expr); ok && !e.Deref && a.flexABI && e.Reg <= maxFlexReg && fitsInt32(e.Offset) {
 			return sframe.Loc{Kind: sframe.LocRegDeref, Reg: uint32(e.Reg), Offset: int32(e.Offset)},
 				skip(pc, FPExpression, "frame pointer at [%s%+d]", a.arch.RegName(e.Reg), e.Offset), nil
 		}

@@ -6,48 +6,44 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-// translateCursor translates f's FDEs as a conversion does: cfi.Index's
-// entries, sorted and executed one at a time through a Cursor into one
-// reused table. It returns the result, every function in the order
+// translateCursor translates f's FDEs as a conversion does: cfi.File's
+// entries, sorted and executed one at a time through a cfi.Context into
+// one reused table. It returns the result, every function in the order
 // emitted, and the number of FDEs that could not be executed.
 func translateCursor(t *testing.T, f *elfread.File, o Options) (*Result, []sframe.Function, int) {
 	t.Helper()
-	st, err := cfi.Index(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfi.SortEntries(st.Entries)
+	st := openCFI(t, f)
+	cfi.SortEntries(st.Entries())
 	var funcs []sframe.Function
-	res, err := Translate(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer()},
-		st.Cursor(st.Entries), o, Collect(&funcs))
+	ctx := st.Context(st.Entries())
+	res, err := translateFile(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer()},
+		ctx, o, collect(&funcs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res, funcs, len(st.Errors)
+	return res, funcs, len(st.Errors()) + len(ctx.Errors())
 }
 
-// TestCursorMatchesTables: translating from a Cursor (each FDE executed
+// TestCursorMatchesTables: translating from a Context (each FDE executed
 // when reached, into one reused table; the functions' rows reused from
 // call to call) emits the same functions in the same order, with the
 // same counts and diagnostics, as translating every table executed at
-// once (cfi.Load, Tables), for every linked GNU fixture and two system
+// once (cfiload.All, Tables), for every linked GNU fixture and two system
 // files, both versions and both outermost forms.
 func TestCursorMatchesTables(t *testing.T) {
 	n := eachLinked(t, true, func(name string, f *elfread.File) {
 		for _, v := range []uint8{sframe.Version2, sframe.Version3} {
 			for _, gap := range []bool{false, true} {
 				o := Options{Version: v, OutermostGap: gap, SignalOutermost: true}
-				l, err := cfi.Load(f)
-				if err != nil {
-					t.Fatal(err)
-				}
+				tables, lerrs := cfiload.All(openCFI(t, f))
 				var want []sframe.Function
-				wantRes, err := Translate(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer()},
-					Tables(l.Tables), o, Collect(&want))
+				wantRes, err := translateFile(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer()},
+					Tables(tables), o, collect(&want))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -58,8 +54,8 @@ func TestCursorMatchesTables(t *testing.T) {
 				if diff := cmp.Diff(wantRes, res); diff != "" {
 					t.Errorf("%s V%d gap=%v: results (-tables +cursor)\n%s", name, v, gap, diff)
 				}
-				if errs != len(l.Errors) {
-					t.Errorf("%s V%d gap=%v: %d CFI errors from the cursor, %d from Load", name, v, gap, errs, len(l.Errors))
+				if errs != len(lerrs) {
+					t.Errorf("%s V%d gap=%v: %d CFI errors from the cursor, %d from cfiload.All", name, v, gap, errs, len(lerrs))
 				}
 			}
 		}
@@ -71,7 +67,7 @@ func TestCursorMatchesTables(t *testing.T) {
 
 // TestPartsMatchWhole: a file's functions translated in two parts, cut
 // wherever Cut allows, each part on its own goroutine with its own
-// execution context (cfi.Stream.Clone) and the PLTs with the first, give
+// execution context (cfi.File.Context) and the PLTs with the first, give
 // the functions of one Translate in the same order (the first part's,
 // then the second's) and, added, the same result; for every linked GNU
 // fixture (at every cut) and two system files (at three), both versions
@@ -83,16 +79,13 @@ func TestPartsMatchWhole(t *testing.T) {
 			for _, gap := range []bool{false, true} {
 				o := Options{Version: v, OutermostGap: gap, SignalOutermost: true}
 				want, wantFns, _ := translateCursor(t, f, o)
-				st, err := cfi.Index(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfi.SortEntries(st.Entries)
+				st := openCFI(t, f)
+				cfi.SortEntries(st.Entries())
 				tr, err := New(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer()}, o)
 				if err != nil {
 					t.Fatal(err)
 				}
-				all := st.Entries
+				all := st.Entries()
 				// Every cut in a small file, three in a large one.
 				step := 1
 				if len(all) > 64 {
@@ -106,19 +99,18 @@ func TestPartsMatchWhole(t *testing.T) {
 					c := cs[0]
 					cuts++
 					var first, rest []sframe.Function
-					res, err := tr.PLTs(Collect(&first))
+					res, err := tr.PLTs(collect(&first))
 					if err != nil {
 						t.Fatal(err)
 					}
-					st2 := st.Clone()
 					var r2 *Result
 					var err2 error
 					done := make(chan struct{})
 					go func() {
 						defer close(done)
-						r2, err2 = tr.Functions(st2.Cursor(all[c:]), Collect(&rest))
+						r2, err2 = tr.Functions(st.Context(all[c:]), collect(&rest))
 					}()
-					r1, err1 := tr.Functions(st.Cursor(all[:c]), Collect(&first))
+					r1, err1 := tr.Functions(st.Context(all[:c]), collect(&first))
 					<-done
 					if err1 != nil || err2 != nil {
 						t.Fatal(err1, err2)

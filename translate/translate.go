@@ -12,14 +12,15 @@
 // of their own or a PC-dependent expression, are described from their
 // instructions (arch.Arch.SimulatePLT).
 //
-// It has one kind of input and one output: Translate pulls the file's
-// functions from a Source one at a time (cfi.Stream.Cursor executes each
-// FDE when it is reached) and hands each SFrame function to an emit
-// function (sframe.Encoder.Add, or Collect), keeping none. The common
-// AMD64 FDEs are translated straight from their programs without being
-// executed into a table (the direct path, fast.go), with the same result. A caller that
-// spreads the work over goroutines cuts the functions where Cut allows
-// and gives each part to a Translator's Functions.
+// It has one entry point: New makes a Translator from the file's Input
+// and the Options, and Translator.Translate pulls the file's functions
+// from a Source one at a time (a cfi.Context executes each FDE when it is
+// reached) and hands each SFrame function to an emit function
+// (sframe.Encoder.Add, say), keeping none. The common AMD64 FDEs are
+// translated straight from their programs without being executed into a
+// table (the direct path, fast.go), with the same result. A caller that
+// spreads the work over goroutines cuts the functions where Cuts allows
+// and gives each part to the Translator's Functions, after its PLTs.
 package translate
 
 import (
@@ -73,7 +74,7 @@ type PLT struct {
 	EntSize uint64 // sh_entsize (0 when unset)
 }
 
-// Input is what Translate knows of a file besides its CFI: the machine,
+// Input is what a Translator knows of a file besides its CFI: the machine,
 // the PLT sections, which are described from their instructions, and the
 // symbols.
 type Input struct {
@@ -83,24 +84,28 @@ type Input struct {
 	Symbol  func(addr uint64) string // may be nil; called only for functions with a diagnostic
 }
 
-// A Source gives Translate a file's CFI functions one at a time, as
-// gimli's UnwindTable::next_row gives rows: each function's executed
-// table, in order of start address (functions with the same start in the
-// order of their FDEs in the file). cfi.Stream.Cursor is one over a
-// file's FDEs, executed when reached; Tables is one over tables already
-// executed.
+// A Source gives a Translator a file's CFI functions one at a time, as
+// gimli's UnwindTable gives rows: each function's FDE, in order of start
+// address (functions with the same start in the order of their FDEs in
+// the file), and its executed table when asked. A cfi.Context over a
+// file's sorted entries is one, executing an FDE only when asked; Tables
+// is one over tables already executed. The common AMD64 FDEs are
+// translated from their programs without asking for the table (fast.go).
 type Source interface {
-	// Next returns the next function's table, or io.EOF after the last.
-	// The table and its FDE need be valid only until the next call. An
-	// FDE that cannot be executed is not returned (the source keeps its
-	// error, as cfi.Stream.Errors does); any other error stops the
-	// translation.
-	Next() (*cfi.Table, error)
+	// Next returns the next function's FDE, not executed, or io.EOF
+	// after the last; valid until the next call. Any other error stops
+	// the translation.
+	Next() (*cfi.FDE, error)
+	// Table executes the FDE Next returned last and returns its table,
+	// valid until the next call to Next, or nil when it cannot be
+	// executed (the source keeps the error, as cfi.Context.Errors does;
+	// the function is left out).
+	Table() *cfi.Table
 }
 
-// Tables is a Source over tables already executed (cfi.Load), in any
-// order: it gives them by start address, keeping the order of tables
-// with the same start. Nil tables and tables without an FDE are left out.
+// Tables is a Source over tables already executed, in any order: it
+// gives them by start address, keeping the order of tables with the same
+// start. Nil tables and tables without an FDE are left out.
 func Tables(ts []*cfi.Table) Source {
 	s := &tableSource{ts: make([]*cfi.Table, 0, len(ts))}
 	for _, t := range ts {
@@ -112,27 +117,30 @@ func Tables(ts []*cfi.Table) Source {
 	return s
 }
 
-type tableSource struct{ ts []*cfi.Table }
+type tableSource struct {
+	ts  []*cfi.Table
+	cur *cfi.Table
+}
 
-func (s *tableSource) Next() (*cfi.Table, error) {
+func (s *tableSource) Next() (*cfi.FDE, error) {
 	if len(s.ts) == 0 {
 		return nil, io.EOF
 	}
-	t := s.ts[0]
-	s.ts = s.ts[1:]
-	return t, nil
+	s.cur, s.ts = s.ts[0], s.ts[1:]
+	return s.cur.FDE, nil
 }
 
-// Result is what the translation of a file (or a part of it) found.
+func (s *tableSource) Table() *cfi.Table { return s.cur }
+
+// Result is what the translation of a file (or a part of it) found: the
+// diagnostics and the counts. The SFrame ABI and fixed offsets the
+// functions are for are the Translator's (ABI).
 type Result struct {
-	ABI        sframe.ABI
-	CFAFixedFP int8
-	CFAFixedRA int8
-	Diags      []Diagnostic // functions skipped or described differently from their CFI
-	Converted  int          // functions emitted from CFI
-	PLTFuncs   int          // functions emitted from PLT instructions
-	Skipped    int          // CFI functions with a diagnostic and no SFrame
-	Empty      int          // zero-size or discarded (address 0) FDEs, ignored
+	Diags     []Diagnostic // functions skipped or described differently from their CFI
+	Converted int          // functions emitted from CFI
+	PLTFuncs  int          // functions emitted from PLT instructions
+	Skipped   int          // CFI functions with a diagnostic and no SFrame
+	Empty     int          // zero-size or discarded (address 0) FDEs, ignored
 }
 
 // Add adds the diagnostics and counts of r2, the translation of another
@@ -184,13 +192,13 @@ type abi struct {
 	rows    []sframe.Row // a function's rows, reused from function to function
 }
 
-// ErrMachine is wrapped by the error for an unsupported machine.
-var ErrMachine = errors.New("unsupported machine")
+// errMachine is wrapped by the error for an unsupported machine.
+var errMachine = errors.New("unsupported machine")
 
 func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	d := arch.ForMachine(m)
 	if d == nil {
-		return abi{}, fmt.Errorf("%w %v", ErrMachine, m)
+		return abi{}, fmt.Errorf("%w %v", errMachine, m)
 	}
 	a := abi{arch: d, id: sframe.ABI(d.SFrameABI(order)),
 		sp: uint64(d.SP()), fp: uint64(d.FP()), ra: uint64(d.RA()),
@@ -205,8 +213,8 @@ func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	return a, nil
 }
 
-// A Translator translates the functions of one file. Translate uses one
-// for the whole file; a caller that spreads the work over goroutines
+// A Translator translates the functions of one file: Translate does the
+// whole file; a caller that spreads the work over goroutines
 // makes one and calls PLTs once and Functions once per part, each part
 // with its own Source and emit function, and adds the parts' Results
 // (Result.Add) in the order of their functions. A Translator is not
@@ -246,32 +254,18 @@ func New(in Input, o Options) (*Translator, error) {
 }
 
 // ABI returns the SFrame ABI and the header's fixed FP and RA offsets of
-// the translation (Result.ABI, CFAFixedFP, CFAFixedRA), for a caller that
-// starts an encoder before translating.
+// the functions the translation emits, for the encoder (sframe.Options).
 func (t *Translator) ABI() (id sframe.ABI, fixedFP, fixedRA int8) {
 	return t.a.id, t.a.fixedFP, t.a.fixedRA
 }
 
-func (t *Translator) result() *Result {
-	return &Result{ABI: t.a.id, CFAFixedFP: t.a.fixedFP, CFAFixedRA: t.a.fixedRA}
-}
-
 // Translate translates a file's functions on one goroutine: the PLT
 // sections described from their instructions, then every function src
-// gives, in that order, each handed to emit as it is made. The function
-// and its rows are valid only during the call (their memory is reused);
-// with Options.OutermostGap a function is handed over in its parts. An
-// error from emit or src stops the translation.
-func Translate(in Input, src Source, o Options, emit func(*sframe.Function) error) (*Result, error) {
-	t, err := New(in, o)
-	if err != nil {
-		return nil, err
-	}
-	return t.Translate(src, emit)
-}
-
-// Translate is the package's Translate with t's file and options: PLTs,
-// then Functions.
+// gives, in that order, each handed to emit as it is made (PLTs, then
+// Functions). The function and its rows are valid only during the call
+// (their memory is reused); with Options.OutermostGap a function is
+// handed over in its parts. An error from emit or src stops the
+// translation.
 func (t *Translator) Translate(src Source, emit func(*sframe.Function) error) (*Result, error) {
 	res, err := t.PLTs(emit)
 	if err != nil {
@@ -289,7 +283,7 @@ func (t *Translator) Translate(src Source, emit func(*sframe.Function) error) (*
 // instructions to emit (as Translate does first), and reports the PLT
 // sections that are not (left to their CFI).
 func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
-	res := t.result()
+	res := &Result{}
 	res.Diags = append(res.Diags, t.pltDiags...)
 	res.PLTFuncs = len(t.pltFuncs)
 	out := emitter(emit, t.o)
@@ -301,51 +295,14 @@ func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
 	return res, nil
 }
 
-// A LazySource is a Source that can give each function's FDE before
-// executing it (cfi.Cursor is one): Functions then executes only the FDEs
-// the direct path (fast.go) does not take.
-type LazySource interface {
-	Source
-	// NextFDE returns the next function's FDE, not executed, or io.EOF
-	// after the last; valid until the next call.
-	NextFDE() (*cfi.FDE, error)
-	// Table executes the FDE NextFDE returned last and returns its table,
-	// valid until the next call, or nil when it cannot be executed (the
-	// source keeps the error).
-	Table() *cfi.Table
-}
-
-// eager is the LazySource of a Source that executes every FDE.
-type eager struct {
-	src Source
-	tab *cfi.Table
-}
-
-func (e *eager) Next() (*cfi.Table, error) { return e.src.Next() }
-
-func (e *eager) NextFDE() (*cfi.FDE, error) {
-	t, err := e.src.Next()
-	if err != nil {
-		return nil, err
-	}
-	e.tab = t
-	return t.FDE, nil
-}
-
-func (e *eager) Table() *cfi.Table { return e.tab }
-
 // Functions translates every function src gives, in order, handing each
 // to emit as Translate does. src may be a part of a file's functions:
 // two parts translate apart as they do together when they are cut where
-// Cut says.
+// Cuts says.
 func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*Result, error) {
-	res := t.result()
+	res := &Result{}
 	if src == nil {
 		return res, nil
-	}
-	lz, ok := src.(LazySource)
-	if !ok {
-		lz = &eager{src: src}
 	}
 	a := t.a // its rows are this call's
 	out := emitter(emit, t.o)
@@ -354,7 +311,7 @@ func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*
 	var dc directCIE
 	var direct []sframe.Row
 	for n := 0; ; {
-		f, err := lz.NextFDE()
+		f, err := src.Next()
 		if err == io.EOF {
 			return res, nil
 		}
@@ -364,7 +321,7 @@ func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*
 		var taken bool
 		var tab *cfi.Table
 		if direct, taken = a.directRows(f, &dc, direct); !taken {
-			if tab = lz.Table(); tab == nil {
+			if tab = src.Table(); tab == nil {
 				continue // not executable: left out, as the source keeps its error
 			}
 		}
@@ -373,7 +330,7 @@ func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*
 		}
 		last = f.Start
 		n++
-		fi := fnIn{f: f, tab: tab, direct: direct, src: lz}
+		fi := fnIn{f: f, tab: tab, direct: direct, src: src}
 		if err := t.function(&a, &fi, &seq, out, res); err != nil {
 			return nil, err
 		}
@@ -388,7 +345,7 @@ type fnIn struct {
 	f      *cfi.FDE
 	tab    *cfi.Table
 	direct []sframe.Row
-	src    LazySource
+	src    Source
 }
 
 // table returns the function's executed table.
@@ -513,9 +470,9 @@ func Cuts(entries []cfi.Entry, from []int) []int {
 	return cuts
 }
 
-// Collect returns an emit function that appends a copy of every function
+// collect returns an emit function that appends a copy of every function
 // (its rows included) to *funcs, for a caller that keeps them all.
-func Collect(funcs *[]sframe.Function) func(*sframe.Function) error {
+func collect(funcs *[]sframe.Function) func(*sframe.Function) error {
 	return func(fn *sframe.Function) error {
 		c := *fn
 		c.Rows = slices.Clone(fn.Rows)

@@ -278,24 +278,28 @@ func TestTranslateFileLevel(t *testing.T) {
 }
 
 // orderless is a Source that gives its tables in the order given.
-type orderless []*cfi.Table
+type orderless struct {
+	ts  []*cfi.Table
+	cur *cfi.Table
+}
 
-func (o *orderless) Next() (*cfi.Table, error) {
-	if len(*o) == 0 {
+func (o *orderless) Next() (*cfi.FDE, error) {
+	if len(o.ts) == 0 {
 		return nil, io.EOF
 	}
-	t := (*o)[0]
-	*o = (*o)[1:]
-	return t, nil
+	o.cur, o.ts = o.ts[0], o.ts[1:]
+	return o.cur.FDE, nil
 }
+
+func (o *orderless) Table() *cfi.Table { return o.cur }
 
 // failing is a Source whose Next fails after its tables.
 type failing struct{ orderless }
 
 var errSource = errors.New("source failed")
 
-func (f *failing) Next() (*cfi.Table, error) {
-	if len(f.orderless) == 0 {
+func (f *failing) Next() (*cfi.FDE, error) {
+	if len(f.ts) == 0 {
 		return nil, errSource
 	}
 	return f.orderless.Next()
@@ -317,11 +321,11 @@ func TestTranslateErrors(t *testing.T) {
 		is   error  // errors.Is, when set
 		want string // in the message
 	}{
-		{"unsupported machine", Input{Machine: elf.EM_RISCV}, nil, Options{}, nil, ErrMachine, "EM_RISCV"},
+		{"unsupported machine", Input{Machine: elf.EM_RISCV}, nil, Options{}, nil, errMachine, "EM_RISCV"},
 		{"version 4", x86, nil, Options{Version: 4}, nil, nil, "SFrame version 4"},
-		{"out of order", x86, &orderless{ok(0x2000), ok(0x1000)}, Options{}, nil, nil, "out of order: 0x1000 after 0x2000"},
-		{"source fails", x86, &failing{orderless{ok(0x1000)}}, Options{}, nil, errSource, "source failed"},
-		{"emit fails", x86, &orderless{ok(0x1000)}, Options{}, func(*sframe.Function) error { return errEmit }, errEmit, "emit failed"},
+		{"out of order", x86, &orderless{ts: []*cfi.Table{ok(0x2000), ok(0x1000)}}, Options{}, nil, nil, "out of order: 0x1000 after 0x2000"},
+		{"source fails", x86, &failing{orderless{ts: []*cfi.Table{ok(0x1000)}}}, Options{}, nil, errSource, "source failed"},
+		{"emit fails", x86, &orderless{ts: []*cfi.Table{ok(0x1000)}}, Options{}, func(*sframe.Function) error { return errEmit }, errEmit, "emit failed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,7 +333,7 @@ func TestTranslateErrors(t *testing.T) {
 			if emit == nil {
 				emit = func(*sframe.Function) error { return nil }
 			}
-			res, err := Translate(tc.in, tc.src, tc.o, emit)
+			res, err := translateFile(tc.in, tc.src, tc.o, emit)
 			if err == nil {
 				t.Fatalf("no error; result %+v", res)
 			}

@@ -65,7 +65,7 @@ func CheckFile(name string) (*Result, error) {
 		}
 	}
 	// The CFI is executed one FDE at a time as the check reaches its code.
-	st, err := cfi.Index(f)
+	st, err := cfi.OpenBytes(in.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
@@ -73,7 +72,7 @@ func checkBytes(in []byte) {
 	if err != nil {
 		return
 	}
-	l, err := cfi.Load(f)
+	l, err := loadCFI(f)
 	if err != nil {
 		return
 	}
@@ -96,14 +95,11 @@ func checkReader(t *testing.T, in []byte) {
 	if err != nil || tb.Check() != nil {
 		return
 	}
-	l, err := cfi.Load(f)
+	l, err := loadCFI(f)
 	if err != nil {
 		return
 	}
-	ix, err := cfi.Index(f)
-	if err != nil {
-		t.Fatalf("cfi.Load accepts the file, cfi.Index: %v", err)
-	}
+	ix := l.File
 	want := check(input{Machine: f.ELF.Machine, SFrame: tb, Tables: l.Tables})
 	got := check(input{Machine: f.ELF.Machine, SFrame: tb, Stream: ix})
 	if !reflect.DeepEqual(want, got) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -114,14 +115,14 @@ func (c *checker) cfiCFA(row *cfi.Row, pc uint64) loc {
 	case cfi.CFARegOffset:
 		return loc{kind: kVal, base: row.CFA.Reg, off: row.CFA.Offset}
 	case cfi.CFAExpression:
-		if p, ok := cfi.ParsePLTExpr(row.CFA.Expr); ok {
+		if p, ok := cfiexpr.ParsePLTExpr(row.CFA.Expr); ok {
 			off := p.SPOffset
 			if pc&uint64(p.Mask) >= uint64(p.Threshold) {
 				off += int64(p.Extra)
 			}
 			return loc{kind: kVal, base: c.sp, off: off}
 		}
-		if e, ok := cfi.ParseSimpleExpr(row.CFA.Expr); ok {
+		if e, ok := cfiexpr.ParseSimpleExpr(row.CFA.Expr); ok {
 			if e.Deref {
 				return loc{kind: kMem, base: e.Reg, off: e.Offset}
 			}
@@ -153,12 +154,12 @@ func (c *checker) cfiReg(row *cfi.Row, t *cfi.Table, reg uint64) loc {
 		}
 		return loc{kind: kReg, base: r.Reg}
 	case cfi.Expression:
-		if e, ok := cfi.ParseSimpleExpr(r.Expr); ok && !e.Deref {
+		if e, ok := cfiexpr.ParseSimpleExpr(r.Expr); ok && !e.Deref {
 			return loc{kind: kMem, base: e.Reg, off: e.Offset}
 		}
 		return loc{kind: kOpaque, text: fmt.Sprintf("expression % x", r.Expr)}
 	case cfi.ValExpression:
-		if e, ok := cfi.ParseSimpleExpr(r.Expr); ok {
+		if e, ok := cfiexpr.ParseSimpleExpr(r.Expr); ok {
 			if e.Deref {
 				return loc{kind: kMem, base: e.Reg, off: e.Offset}
 			}

@@ -80,7 +80,7 @@ func (c converted) check(t *testing.T, data []byte, list int) *Result {
 			t.Fatal(err)
 		}
 	}
-	st, err := cfi.Index(c.f)
+	st, err := cfi.Open(c.f.ELF)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestMissingFunctions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				l, err := cfi.Load(tt.file.f)
+				l, err := loadCFI(tt.file.f)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -136,12 +137,12 @@ type input struct {
 	// against an SFrame V3 section without functions.
 	SFrame *sframe.Table
 	Tables []*cfi.Table
-	// Stream, instead of Tables: the FDEs as cfi.Index keeps them (24
+	// Stream, instead of Tables: the FDEs as cfi.Open indexes them (24
 	// bytes each). Check parses and executes each FDE when it gets to its
 	// code and forgets its table once the SFrame functions have moved past
 	// it (when they come in address order, as linkers write them), so
 	// memory grows with the FDE list, not with every row of the file.
-	Stream *cfi.Stream
+	Stream *cfi.File
 	Symbol func(addr uint64) string // may be nil
 	// PLTs are the file's PLT sections, as translate takes them: CFI
 	// inside one that translate describes from its instructions is
@@ -238,18 +239,18 @@ func (c *checker) missing(res *Result, covered []span) {
 			continue
 		}
 		t := c.execute(k, &scratch)
-		v, d := translate.Described, (*translate.Diagnostic)(nil)
+		described, d := true, (*translate.Diagnostic)(nil)
 		if desc != nil {
 			desc.Next(f.Start, f.Size, t != nil)
-			v, d = desc.Decide(t)
+			described, d = desc.Decide(t)
 		} else if t == nil || f.Start == 0 {
-			v = translate.Ignored // what translate does, for a machine it does not know
+			described = false // what translate does, for a machine it does not know
 		}
-		switch v {
-		case translate.Described:
+		switch {
+		case described:
 			res.Missing++
 			list(Finding{Kind: Missing, Func: f.Start, PC: f.Start, End: f.End()})
-		case translate.Skipped:
+		case d != nil:
 			if res.Skipped == nil {
 				res.Skipped = map[translate.Reason]int{}
 			}
@@ -286,10 +287,10 @@ type checker struct {
 	spans    []cfi.Entry  // the CFI functions, sorted by start
 	tables   []*cfi.Table // spans[i]'s table (input.Tables), or nil: see table
 	cache    map[int]*cfiTable
-	free     []*cfiTable // tables dropped from cache, for reuse
-	ran, bad bitset      // spans executed (Stream), and those that failed
-	interp   cfi.Interpreter
-	pcs      []uint64 // checkFDE's boundaries, reused
+	free     []*cfiTable  // tables dropped from cache, for reuse
+	ran, bad bitset       // spans executed (Stream), and those that failed
+	ctx      *cfi.Context // parses and executes Stream entries
+	pcs      []uint64     // checkFDE's boundaries, reused
 	findings []Finding
 	open     map[string]*Finding // current run per "what"
 }
@@ -323,8 +324,8 @@ func newChecker(in input) *checker {
 	}
 	c.sp, c.fp, c.ra = uint64(c.arch.SP()), uint64(c.arch.FP()), uint64(c.arch.RA())
 	if in.Stream != nil {
-		c.spans = make([]cfi.Entry, 0, len(in.Stream.Entries))
-		for _, e := range in.Stream.Entries {
+		c.spans = make([]cfi.Entry, 0, len(in.Stream.Entries()))
+		for _, e := range in.Stream.Entries() {
 			if e.Size > 0 {
 				c.spans = append(c.spans, e)
 			}
@@ -391,9 +392,12 @@ func (c *checker) cached(i int) (*cfi.Table, bool) {
 // run parses and executes spans[i] into t (Stream), and records whether
 // that worked (a table without rows counts as failed).
 func (c *checker) run(i int, t *cfiTable) bool {
-	err := c.in.Stream.ParseEntry(c.spans[i], &t.f)
+	if c.ctx == nil {
+		c.ctx = c.in.Stream.Context(nil)
+	}
+	err := c.ctx.ParseEntry(c.spans[i], &t.f)
 	if err == nil {
-		err = c.interp.Execute(&t.f, &t.t)
+		err = c.ctx.Execute(&t.f, &t.t)
 	}
 	ok := err == nil && len(t.t.Rows) > 0
 	c.ran.set(i)
@@ -536,7 +540,7 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 		}
 		period := rep
 		if _, row := c.lookup(pc); row != nil && row.CFA.Kind == cfi.CFAExpression {
-			if _, ok := cfi.ParsePLTExpr(row.CFA.Expr); ok {
+			if _, ok := cfiexpr.ParsePLTExpr(row.CFA.Expr); ok {
 				period = lcm(max(period, 1), pltPeriod)
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
-	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -35,7 +34,7 @@ func load(t *testing.T, b []byte) (input, *sframe.Section) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := cfi.Load(f)
+	l, err := loadCFI(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +150,11 @@ func TestStreamInputMatches(t *testing.T) {
 		if err != nil {
 			continue // no .sframe (the example program)
 		}
-		l, err := cfi.Load(f)
+		l, err := loadCFI(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ix, err := cfi.Index(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ix := l.File
 		try := func(what string, data []byte) {
 			tb, err := sframe.Open(data, es.Addr)
 			if err != nil || tb.Check() != nil {

@@ -138,7 +138,7 @@ func CompareFile(readelf, name string) *Summary {
 		return s
 	}
 	defer f.Close()
-	secs, err := cfi.Sections(f)
+	cf, err := cfi.Open(f.ELF)
 	if err != nil {
 		s.FileErrors = append(s.FileErrors, fmt.Sprintf("%s: %v", name, err))
 		return s
@@ -148,7 +148,7 @@ func CompareFile(readelf, name string) *Summary {
 	for k, v := range names {
 		rev[v] = k
 	}
-	for _, sec := range secs {
+	for _, sec := range cf.Sections() {
 		var d *Dump
 		for _, x := range dumps {
 			if x.Section == sec.Kind.String() {

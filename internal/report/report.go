@@ -112,30 +112,38 @@ func analyze(path string, in *mapped.File) (*File, error) {
 	if s, err := f.SFrame(); err == nil {
 		r.Existing = uint64(len(s.Data))
 	}
-	// One FDE at a time (cfi.Stream), as convert does: a first pass
+	// One FDE at a time (cfi.Context), as convert does: a first pass
 	// counts what executes, each translation executes again.
-	st, err := cfi.Index(f)
+	st, err := cfi.OpenBytes(data)
 	if err != nil {
 		return nil, err
 	}
-	if st.Sections == 0 {
+	if len(st.Sections()) == 0 {
 		return nil, ErrSkip
 	}
 	plts := plt.Sections(ef)
-	for _, e := range st.Entries {
+	ctx := st.Context(nil)
+	var fde cfi.FDE
+	var tab cfi.Table
+	cfiErrs := len(st.Errors())
+	for _, e := range st.Entries() {
+		err := ctx.ParseEntry(e, &fde)
+		if err == nil {
+			err = ctx.Execute(&fde, &tab)
+		}
+		if err != nil {
+			cfiErrs++ // counted either way
+			continue
+		}
 		// PLT stubs are described from their instructions, not from
 		// their CFI: they are left out of the coverage on both sides.
 		if e.Size > 0 && e.Start != 0 && !inPLT(e.Start, plts) {
-			if _, err := st.ExecuteEntry(e); err == nil {
-				r.CFIFuncs++
-				r.CFIBytes += e.Size
-			}
-		} else {
-			st.ExecuteEntry(e) // errors are counted either way
+			r.CFIFuncs++
+			r.CFIBytes += e.Size
 		}
 	}
-	r.FDEs, r.CFIErrors = st.Parsed, len(st.Errors)
-	if st.Parsed == 0 {
+	r.FDEs, r.CFIErrors = st.Parsed(), cfiErrs
+	if st.Parsed() == 0 {
 		return nil, ErrSkip // nothing cfi2sframe would convert
 	}
 	cf, err := convert.NewFile(path, in.File(), in.Size)

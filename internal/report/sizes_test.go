@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -25,16 +27,7 @@ import (
 // figures read back from the decoded section.
 func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) *encoded {
 	t.Helper()
-	var funcs []sframe.Function
-	tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Tables(tables),
-		translate.Options{Version: v}, translate.Collect(&funcs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, tr := encodeTables(t, ef, tables, plts, v)
 	sec, err := sframe.Decode(b, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -45,12 +38,10 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 			e.skipped[string(d.Reason)]++
 		}
 	}
-	for _, fn := range funcs {
-		if !inPLT(fn.Start, plts) {
-			e.codeBytes += uint64(fn.Size)
-		}
-	}
 	for _, d := range sec.FDEs {
+		if !inPLT(d.Start, plts) {
+			e.codeBytes += uint64(d.Size)
+		}
 		e.freType[d.FREType]++
 		for _, f := range d.FREs {
 			e.fres++
@@ -62,15 +53,24 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 
 // encodeTables translates and encodes tables as whole does: the section
 // and the translation.
-func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, v uint8) ([]byte, *translate.Result) {
+func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) ([]byte, *translate.Result) {
 	t.Helper()
 	var funcs []sframe.Function
-	tr, err := translate.Translate(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder}, translate.Tables(tables),
-		translate.Options{Version: v}, translate.Collect(&funcs))
+	tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: tr.ABI, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: tr.CFAFixedFP, CFAFixedRA: tr.CFAFixedRA})
+	tr, err := tl.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
+		c := *fn
+		c.Rows = slices.Clone(fn.Rows)
+		funcs = append(funcs, c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	abi, fixedFP, fixedRA := tl.ABI()
+	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,25 +107,26 @@ func TestFiguresMatchWhole(t *testing.T) {
 		if m := f.ELF.Machine; m != elf.EM_X86_64 && m != elf.EM_AARCH64 {
 			continue // translate does not convert it
 		}
-		l, err := cfi.Load(f)
+		cf, err := cfi.Open(f.ELF)
 		if err != nil {
 			t.Fatal(err)
 		}
+		tables, _ := cfiload.All(cf)
 		plts := plt.Sections(f.ELF)
-		cf, err := convert.NewFile(name, bytes.NewReader(b), int64(len(b)))
+		conv, err := convert.NewFile(name, bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-			got, err := convertV(cf, plts, v)
+			got, err := convertV(conv, plts, v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(whole(t, f.ELF, l.Tables, plts, v), got, cmp.AllowUnexported(encoded{})); diff != "" {
+			if diff := cmp.Diff(whole(t, f.ELF, tables, plts, v), got, cmp.AllowUnexported(encoded{})); diff != "" {
 				t.Errorf("%s V%d (-whole +conversion's figures):\n%s", name, v, diff)
 			}
 		}
-		cf.Close()
+		conv.Close()
 		n++
 	}
 	if n < 10 {
@@ -163,7 +164,7 @@ func TestFiguresOverlaps(t *testing.T) {
 		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
 			want := whole(t, ef, tables, nil, v)
-			sec, tr := encodeTables(t, ef, tables, v)
+			sec, tr := encodeTables(t, ef, tables, nil, v)
 			got, err := figures(sec, 0, tr, nil)
 			if err != nil {
 				t.Fatal(err)

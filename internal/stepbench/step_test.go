@@ -50,9 +50,9 @@ type dwarfStepper struct {
 	starts    []uint64 // sorted, with ents or fdes in the same order
 	ents      []cfi.Entry
 	fdes      []*cfi.FDE
-	stream    *cfi.Stream
+	ctx       *cfi.Context // parses and executes ents
 	preparsed bool
-	in        cfi.Interpreter
+	in        cfi.Context
 	tab       cfi.Table
 	upTo      cfi.FDE // the FDE found, cut to end after the PC
 }
@@ -79,7 +79,7 @@ func (d *dwarfStepper) step(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64,
 		if pc >= d.ents[lo-1].End() {
 			return 0, 0, 0, false
 		}
-		if err := d.stream.ParseEntry(d.ents[lo-1], &d.upTo); err != nil {
+		if err := d.ctx.ParseEntry(d.ents[lo-1], &d.upTo); err != nil {
 			return 0, 0, 0, false
 		}
 	}
@@ -126,7 +126,7 @@ func (d *dwarfStepper) step(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64,
 }
 
 // newDwarfStepper reads the .eh_frame of file name for dwarfStepper: its
-// FDEs indexed (cfi.Index), or parsed when preparsed is set. The file
+// FDEs indexed (cfi.Open), or parsed when preparsed is set. The file
 // stays open for the stepper's records.
 func newDwarfStepper(name string, preparsed bool) (*dwarfStepper, error) {
 	f, err := elfread.Open(name)
@@ -136,11 +136,11 @@ func newDwarfStepper(name string, preparsed bool) (*dwarfStepper, error) {
 	d := &dwarfStepper{preparsed: preparsed}
 	if preparsed {
 		defer f.Close()
-		secs, err := cfi.Sections(f)
+		cf, err := cfi.Open(f.ELF)
 		if err != nil {
 			return nil, err
 		}
-		for _, s := range secs {
+		for _, s := range cf.Sections() {
 			if s.Kind != cfi.EHFrame {
 				continue
 			}
@@ -153,11 +153,12 @@ func newDwarfStepper(name string, preparsed bool) (*dwarfStepper, error) {
 		}
 		return d, nil
 	}
-	if d.stream, err = cfi.Index(f); err != nil {
+	cf, err := cfi.Open(f.ELF)
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	d.ents = d.stream.Entries
+	d.ctx, d.ents = cf.Context(nil), cf.Entries()
 	sort.Slice(d.ents, func(i, j int) bool { return d.ents[i].Start < d.ents[j].Start })
 	for _, e := range d.ents {
 		d.starts = append(d.starts, e.Start)

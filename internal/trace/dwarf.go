@@ -5,6 +5,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
 
@@ -13,7 +14,7 @@ import (
 // PC, then the CFA and the return address, SP and FP rules applied.
 type checker struct {
 	mem *pageMem
-	in  cfi.Interpreter
+	ctx cfi.Context
 	tab cfi.Table
 }
 
@@ -59,7 +60,7 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 	if fde == nil {
 		return fail("no DWARF FDE")
 	}
-	if err := k.in.Execute(fde, &k.tab); err != nil {
+	if err := k.ctx.Execute(fde, &k.tab); err != nil {
 		return fail("DWARF program error")
 	}
 	i := k.tab.RowAt(fa)
@@ -82,7 +83,7 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 		}
 		cfa = v + uint64(row.CFA.Offset)
 	default:
-		if e, ok := cfi.ParseSimpleExpr(row.CFA.Expr); ok {
+		if e, ok := cfiexpr.ParseSimpleExpr(row.CFA.Expr); ok {
 			v, ok := reg(e.Reg)
 			if !ok {
 				return fail(fmt.Sprintf("CFA register %d unknown", e.Reg))
@@ -93,7 +94,7 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 					return fail("DWARF read failed")
 				}
 			}
-		} else if p, ok := cfi.ParsePLTExpr(row.CFA.Expr); ok {
+		} else if p, ok := cfiexpr.ParsePLTExpr(row.CFA.Expr); ok {
 			sp, ok1 := reg(p.SPReg)
 			if !ok1 || p.PCReg != uint64(arch.AMD64.RA()) {
 				return fail("PLT CFA register unknown")
@@ -129,7 +130,7 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 			}
 			return v, true, ""
 		case cfi.Expression, cfi.ValExpression:
-			e, ok := cfi.ParseSimpleExpr(r.Expr)
+			e, ok := cfiexpr.ParseSimpleExpr(r.Expr)
 			if !ok {
 				return 0, false, "register expression"
 			}

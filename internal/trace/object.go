@@ -282,12 +282,12 @@ func (o *Object) Bias(m *MapEntry) (uint64, bool) {
 // loadCFI parses .eh_frame and .debug_frame; .eh_frame FDEs come first
 // among FDEs with the same start.
 func (o *Object) loadCFI(f *elfread.File) {
-	secs, err := cfi.Sections(f)
+	cf, err := cfi.Open(f.ELF)
 	if err != nil {
 		o.cfiErr = err.Error()
 		return
 	}
-	for _, s := range secs {
+	for _, s := range cf.Sections() {
 		fdes, _ := cfi.Parse(s)
 		for _, d := range fdes {
 			if d.Size != 0 {

@@ -1,4 +1,9 @@
-package cfi
+// Package cfiexpr recognises the DWARF expressions of call-frame
+// information that SFrame can carry: a register plus an offset, maybe
+// dereferenced, and the x86-64 PLT CFA expression. translate decides with
+// them what a function's SFrame rows are; verify and the tracer read the
+// same forms back.
+package cfiexpr
 
 // DWARF expression opcodes used by the forms SFrame can carry.
 const (
@@ -37,7 +42,7 @@ func ParseSimpleExpr(expr []byte) (SimpleExpr, bool) {
 		return SimpleExpr{}, false
 	}
 	e.Offset = r.sleb()
-	if r.err != nil {
+	if r.err {
 		return SimpleExpr{}, false
 	}
 	if r.left() > 0 {
@@ -97,9 +102,67 @@ func ParsePLTExpr(expr []byte) (PLTExpr, bool) {
 		return PLTExpr{}, false
 	}
 	s, ok := lit()
-	if !ok || r.u8() != opShl || r.u8() != opPlus || r.err != nil || r.left() != 0 || s > 16 {
+	if !ok || r.u8() != opShl || r.u8() != opPlus || r.err || r.left() != 0 || s > 16 {
 		return PLTExpr{}, false
 	}
 	p.Extra = 1 << s
 	return p, true
+}
+
+// reader reads an expression's bytes; the first read past the end is
+// sticky in err.
+type reader struct {
+	b   []byte
+	off int
+	err bool
+}
+
+func (r *reader) left() int { return len(r.b) - r.off }
+
+func (r *reader) u8() uint8 {
+	if r.err || r.off >= len(r.b) {
+		r.err = true
+		return 0
+	}
+	c := r.b[r.off]
+	r.off++
+	return c
+}
+
+// uleb reads an unsigned LEB128 number (bits past 64 dropped).
+func (r *reader) uleb() uint64 {
+	var v uint64
+	for shift := uint(0); ; shift += 7 {
+		c := r.u8()
+		if r.err {
+			return 0
+		}
+		if shift < 64 {
+			v |= uint64(c&0x7f) << shift
+		}
+		if c&0x80 == 0 {
+			return v
+		}
+	}
+}
+
+// sleb reads a signed LEB128 number (bits past 64 dropped).
+func (r *reader) sleb() int64 {
+	var v int64
+	for shift := uint(0); ; {
+		c := r.u8()
+		if r.err {
+			return 0
+		}
+		if shift < 64 {
+			v |= int64(c&0x7f) << shift
+		}
+		shift += 7
+		if c&0x80 == 0 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+	}
 }
