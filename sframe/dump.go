@@ -51,10 +51,10 @@ func dumpText(w io.Writer, t *Table) error {
 		names = append(names, "NONE")
 	}
 	fmt.Fprintf(b, "    Flags: %s\n", strings.Join(names, ",\n           "))
-	if h.CFAFixedFP != CFAFixedFPInvalid {
+	if h.CFAFixedFP != cfaFixedFPInvalid {
 		fmt.Fprintf(b, "    CFA fixed FP offset: %d\n", h.CFAFixedFP)
 	}
-	if h.CFAFixedRA != CFAFixedRAInvalid {
+	if h.CFAFixedRA != cfaFixedRAInvalid {
 		fmt.Fprintf(b, "    CFA fixed RA offset: %d\n", h.CFAFixedRA)
 	}
 	fmt.Fprintf(b, "    Num FDEs: %d\n", h.NumFDEs)
@@ -95,7 +95,7 @@ func dumpText(w io.Writer, t *Table) error {
 		b.Write(line)
 		for j := range d.FREs {
 			f := &d.FREs[j]
-			pc := uint64(f.StartOff)
+			pc := uint64(f.Start)
 			if d.PCType != PCMask {
 				pc += d.Start
 			}
@@ -146,11 +146,15 @@ func pad(b []byte, n int) []byte {
 	return b
 }
 
+// appendReg appends register r's name, "sp" or "fp" for the ABI's stack
+// and frame pointer, or "r" and its DWARF number (every register when abi
+// is 0, no ABI).
 func appendReg(b []byte, abi ABI, r uint32) []byte {
-	switch r {
-	case SPReg(abi):
+	switch {
+	case abi == 0:
+	case r == SPReg(abi):
 		return append(b, "sp"...)
-	case FPReg(abi):
+	case r == FPReg(abi):
 		return append(b, "fp"...)
 	}
 	return strconv.AppendUint(append(b, 'r'), uint64(r), 10)
@@ -260,7 +264,7 @@ func dumpJSON(w io.Writer, t *Table) error {
 	h := &t.Header
 	js := jsonSection{
 		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: h.ABI.String(),
-		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: h.AuxHdrLen,
+		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: uint8(len(h.AuxHdr)),
 		NumFDEs: h.NumFDEs, NumFREs: h.NumFREs, FRELen: h.FRELen, FDEOff: h.FDEOff, FREOff: h.FREOff,
 		FlagNames: flagNames(h.Flags), Functions: []jsonFunc{},
 	}
@@ -315,11 +319,11 @@ func (jf *jsonFunc) fill(h *Header, d *FDE) {
 	}
 	for j := range d.FREs {
 		f := &d.FREs[j]
-		start := uint64(f.StartOff)
+		start := uint64(f.Start)
 		if d.PCType != PCMask {
 			start += d.Start
 		}
-		jr := jsonFRE{Start: start, StartOffset: f.StartOff, BaseReg: "sp", Words: f.Words[:f.NumWords],
+		jr := jsonFRE{Start: start, StartOffset: f.Start, BaseReg: "sp", Words: f.Words[:f.NumWords],
 			WordSize: f.WordSize, MangledRA: f.MangledRA}
 		if f.BaseReg == BaseRegFP {
 			jr.BaseReg = "fp"

@@ -198,13 +198,13 @@ func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseRe
 	}
 	var slots [2]*Loc
 	k := 0
-	if o.CFAFixedRA == CFAFixedRAInvalid {
+	if o.CFAFixedRA == cfaFixedRAInvalid {
 		slots[k] = &r.RA
 		k++
 	} else if r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
 		return 0, 0, fmt.Errorf("RA rule differs from the fixed RA offset (needs a flexible FDE)")
 	}
-	if o.CFAFixedFP == CFAFixedFPInvalid {
+	if o.CFAFixedFP == cfaFixedFPInvalid {
 		slots[k] = &r.FP
 		k++
 	}
@@ -212,7 +212,7 @@ func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseRe
 	for i, l := range slots[:k] {
 		switch l.Kind {
 		case LocUnsaved, LocFixed, LocDefault:
-			words[1+i] = RAOffsetInvalid
+			words[1+i] = raOffsetInvalid
 			continue
 		case LocCFA:
 			words[1+i] = int64(l.Offset)
@@ -411,7 +411,7 @@ func NewEncoder(o Options) (*Encoder, error) {
 	var probe [2]byte
 	o.Order.PutUint16(probe[:], 1)
 	return &Encoder{o: o, be: probe[1] == 1, plain: o.ABI != ABIS390XBE, sp: SPReg(o.ABI), fp: FPReg(o.ABI),
-		raSlot: o.CFAFixedRA == CFAFixedRAInvalid, fpSlot: o.CFAFixedFP == CFAFixedFPInvalid, freRegion: -1}, nil
+		raSlot: o.CFAFixedRA == cfaFixedRAInvalid, fpSlot: o.CFAFixedFP == cfaFixedFPInvalid, freRegion: -1}, nil
 }
 
 // Grow makes room for n more functions: their index entries, and, when
@@ -661,7 +661,7 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 		}
 		// The words: CFA offset, then the RA slot (unless the ABI fixes
 		// it) and the FP slot, as far as the last one saved; an unsaved
-		// slot before a saved one holds RAOffsetInvalid (0).
+		// slot before a saved one holds raOffsetInvalid (0).
 		w0, w1, w2 := int64(r.CFA.Offset), int64(0), int64(0)
 		n := 1
 		if e.raSlot {

@@ -1,6 +1,8 @@
 package sframe
 
 import (
+	"strconv"
+
 	"github.com/cfi2sframe/cfi2sframe/arch/amd64"
 	"github.com/cfi2sframe/cfi2sframe/arch/arm64"
 	"github.com/cfi2sframe/cfi2sframe/arch/s390x"
@@ -31,12 +33,29 @@ const (
 	LocRegDeref
 )
 
+// String returns the kind's name ("LocReg"), or its number for an unknown
+// one.
+func (k LocKind) String() string {
+	if int(k) < len(locKindNames) {
+		return locKindNames[k]
+	}
+	return "LocKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+var locKindNames = [...]string{"LocUnsaved", "LocFixed", "LocDefault", "LocCFA", "LocCFAValue", "LocReg", "LocRegDeref"}
+
 // Loc is one recovery rule.
 type Loc struct {
 	Kind   LocKind
 	Reg    uint32 // DWARF register number for LocReg/LocRegDeref
 	Offset int32
 }
+
+// String returns the rule in the notation of Dump's columns, with a
+// register named by its DWARF number: "r7+8" (LocReg), "(r6+16)"
+// (LocRegDeref), "c-16" (LocCFA), "=c+8" (LocCFAValue), "u" (LocUnsaved),
+// "f" (LocFixed) and "U" (LocDefault).
+func (l Loc) String() string { return string(appendLoc(nil, 0, l)) }
 
 // Rule is the decoded recovery rule of one FRE.
 type Rule struct {
@@ -107,7 +126,7 @@ func interpret(h *Header, d *FDE, f *FRE) Rule {
 // fields just written one by one, which the processor cannot forward).
 func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	*r = Rule{
-		FuncStart: d.Start, FuncSize: d.Size, FREStart: f.StartOff, PCType: d.PCType,
+		FuncStart: d.Start, FuncSize: d.Size, FREStart: f.Start, PCType: d.PCType,
 		Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
 		MangledRA: f.MangledRA,
 	}
@@ -129,7 +148,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 			r.CFA.Kind = LocReg
 		}
 		r.RA = Loc{Kind: LocUnsaved}
-		if h.CFAFixedRA != CFAFixedRAInvalid {
+		if h.CFAFixedRA != cfaFixedRAInvalid {
 			r.RA = Loc{Kind: LocFixed, Offset: int32(h.CFAFixedRA)}
 		}
 		r.FP = Loc{Kind: LocUnsaved}
@@ -138,7 +157,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 			c := f.UWord(i)
 			if c == 0 {
 				r.RA = Loc{Kind: LocDefault}
-				if h.CFAFixedRA != CFAFixedRAInvalid {
+				if h.CFAFixedRA != cfaFixedRAInvalid {
 					r.RA.Offset = int32(h.CFAFixedRA)
 				}
 				i++
@@ -174,10 +193,10 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	r.CFA = Loc{Kind: LocReg, Reg: reg, Offset: cfaOff}
 	r.RA = Loc{Kind: LocUnsaved}
 	r.FP = Loc{Kind: LocUnsaved}
-	if h.CFAFixedRA != CFAFixedRAInvalid {
+	if h.CFAFixedRA != cfaFixedRAInvalid {
 		r.RA = Loc{Kind: LocFixed, Offset: int32(h.CFAFixedRA)}
 	}
-	if h.CFAFixedFP != CFAFixedFPInvalid {
+	if h.CFAFixedFP != cfaFixedFPInvalid {
 		r.FP = Loc{Kind: LocCFA, Offset: int32(h.CFAFixedFP)}
 	}
 	stackOrReg := func(w int32) Loc {
@@ -187,13 +206,13 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 		return Loc{Kind: LocCFA, Offset: w}
 	}
 	i := 1
-	if h.CFAFixedRA == CFAFixedRAInvalid && n > i {
-		if w := f.Words[i]; !(h.ABI == ABIS390XBE && w == RAOffsetInvalid) {
+	if h.CFAFixedRA == cfaFixedRAInvalid && n > i {
+		if w := f.Words[i]; !(h.ABI == ABIS390XBE && w == raOffsetInvalid) {
 			r.RA = stackOrReg(w)
 		}
 		i++
 	}
-	if h.CFAFixedFP == CFAFixedFPInvalid && n > i {
+	if h.CFAFixedFP == cfaFixedFPInvalid && n > i {
 		r.FP = stackOrReg(f.Words[i])
 	}
 }

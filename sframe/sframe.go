@@ -41,7 +41,7 @@ import (
 
 // Format constants.
 const (
-	Magic = 0xdee2
+	Magic = 0xdee2 // the header's first field, in the section's byte order
 
 	Version1 = 1
 	Version2 = 2
@@ -51,30 +51,37 @@ const (
 	FlagFDESorted         = 0x1
 	FlagFramePointer      = 0x2 // V1 and V2 only
 	FlagFDEFuncStartPCRel = 0x4
-	HeaderSize            = 28
-	fdeSizeV1             = 17
-	fdeSizeV2             = 20
-	fdeSizeV3             = 16
-	fdeAttrSizeV3         = 5
-	maxDataWords          = 15
-	CFAFixedFPInvalid     = 0
-	CFAFixedRAInvalid     = 0
-	RAOffsetInvalid       = 0 // s390x padding: FP saved without RA
-	S390XCFAOffsetAdjust  = -160
-	S390XCFAOffsetAlign   = 8
-	S390XSPValOffset      = -160
-	AArch64PauthKeyA      = 0
-	AArch64PauthKeyB      = 1
-	BaseRegFP             = 0
-	BaseRegSP             = 1
-	fdeTypeMaskV3         = 0x1f
-	frePCTypeMaskBit      = 0x10
-	fdeInfoPauthBit       = 0x20
-	fdeInfoSignalBit      = 0x80
-	freInfoMangledRABit   = 0x80
-	flexCtrlRegP          = 0x1
-	flexCtrlDerefP        = 0x2
-	flexCtrlRegShift      = 3
+
+	// HeaderSize is the size of the fixed header, before the auxiliary
+	// header.
+	HeaderSize = 28
+
+	S390XCFAOffsetAdjust = -160
+	S390XCFAOffsetAlign  = 8
+	S390XSPValOffset     = -160
+
+	// The base register of an FRE's CFA (FRE.BaseReg).
+	BaseRegFP = 0
+	BaseRegSP = 1
+)
+
+// Internal sizes and bit fields of the format.
+const (
+	fdeSizeV1           = 17
+	fdeSizeV2           = 20
+	fdeSizeV3           = 16
+	fdeAttrSizeV3       = 5
+	maxDataWords        = 15
+	cfaFixedFPInvalid   = 0
+	cfaFixedRAInvalid   = 0
+	raOffsetInvalid     = 0 // s390x padding: FP saved without RA
+	fdeTypeMaskV3       = 0x1f
+	fdeInfoPauthBit     = 0x20
+	fdeInfoSignalBit    = 0x80
+	freInfoMangledRABit = 0x80
+	flexCtrlRegP        = 0x1
+	flexCtrlDerefP      = 0x2
+	flexCtrlRegShift    = 3
 )
 
 // ABI is an SFrame ABI/arch identifier, the header's abi_arch byte.
@@ -180,9 +187,9 @@ func (t FREType) addrSize() int { return 1 << t }
 
 // Data-word size codes in the FRE info byte.
 const (
-	DataWord1 = 0
-	DataWord2 = 1
-	DataWord4 = 2
+	dataWord1 = 0
+	dataWord2 = 1
+	dataWord4 = 2
 )
 
 // fdeInfo is an FDE's function-info byte: its bit fields, each read in one
@@ -230,15 +237,16 @@ func errorf[T int | int64](off T, format string, args ...any) *Error {
 	return &Error{Off: int64(off), Msg: fmt.Sprintf(format, args...)}
 }
 
-// Header is the SFrame header, every field preserved.
+// Header is the SFrame header, every field preserved but the magic (Magic
+// in the section's byte order) and the auxiliary header's length
+// (len(AuxHdr)). CFAFixedFP and CFAFixedRA are 0 where the ABI fixes no
+// offset and each row says where FP and RA are saved.
 type Header struct {
-	Magic      uint16
 	Version    uint8
 	Flags      uint8
 	ABI        ABI
 	CFAFixedFP int8
 	CFAFixedRA int8
-	AuxHdrLen  uint8
 	NumFDEs    uint32
 	NumFREs    uint32
 	FRELen     uint32
@@ -248,7 +256,7 @@ type Header struct {
 }
 
 // Size is the header size including the auxiliary header.
-func (h *Header) Size() int { return HeaderSize + int(h.AuxHdrLen) }
+func (h *Header) Size() int { return HeaderSize + len(h.AuxHdr) }
 
 // FDESize is the size of one entry of the function index in a section of
 // the header's version (17 bytes in V1, 20 in V2, 16 in V3), or 0 for a
@@ -265,19 +273,16 @@ func (h *Header) FDESize() int {
 	return 0
 }
 
-// FDE is one function descriptor entry, raw fields plus decoded info bytes.
-// For V3 the attribute fields (NumFREs, Info, Info2, RepSize) come from the
-// 5-byte attribute at the head of the function's FRE data.
+// FDE is one function descriptor entry, its fields decoded. For V3 the
+// attribute fields (NumFREs, RepSize and what the info bytes hold) come
+// from the 5-byte attribute at the head of the function's FRE data.
 type FDE struct {
 	StartOff int64  // raw start field (int32 in V1/V2, int64 in V3)
 	Start    uint64 // resolved start address
 	Size     uint32
 	FREOff   uint32 // offset of the function's FRE data in the FRE sub-section
 	NumFREs  uint32
-	Info     uint8
-	Info2    uint8 // V3 only
 	RepSize  uint8 // V2, V3
-	Padding  uint16
 
 	PCType    PCType
 	FREType   FREType
@@ -301,18 +306,17 @@ func (d *FDE) FREAt(pc uint64) int {
 	if d.PCType == PCMask && d.RepSize != 0 {
 		off %= uint64(d.RepSize)
 	}
-	return sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].StartOff) > off }) - 1
+	return sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].Start) > off }) - 1
 }
 
 // FRE is one frame row entry.
 type FRE struct {
-	StartOff  uint32
-	Info      uint8
-	BaseReg   uint8 // BaseRegFP or BaseRegSP
+	Start     uint32 // offset from the function's start (a mask value for PCMask)
+	BaseReg   uint8  // BaseRegFP or BaseRegSP
 	NumWords  uint8
 	WordSize  uint8 // in bytes: 1, 2 or 4
 	MangledRA bool
-	Words     [maxDataWords]int32 // sign-extended data words
+	Words     [15]int32 // sign-extended data words, the first NumWords of them
 }
 
 // UWord returns data word i as an unsigned value of the FRE's word size (for

@@ -507,7 +507,7 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 	pcs := append(c.pcs[:0], start)
 	if rep == 0 {
 		for i := range d.FREs {
-			pcs = append(pcs, start+uint64(d.FREs[i].StartOff))
+			pcs = append(pcs, start+uint64(d.FREs[i].Start))
 		}
 	}
 	i := sort.Search(len(c.spans), func(i int) bool { return c.spans[i].End() > start })

@@ -64,19 +64,29 @@ func loadSFrame(name string) (t *sframe.Table, secName, format string, done func
 		}
 		return t, ".sframe", "binary", done, nil
 	}
-	// A linked file's section is read in place, from the mapping.
+	// The bytes a loader reads (as sframe.OpenELF finds them), in place,
+	// from the mapping.
 	f, err := elfread.NewFileBytes(data, name)
 	if err != nil {
 		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
-	es, err := f.SFrame()
+	es, err := f.LoaderSFrame()
 	if err != nil {
 		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if t, err = checkedTable(es.Data, es.Addr); err != nil {
-		return nil, "", "", nil, fmt.Errorf("%s: section %s: %w", name, es.Name, err)
+		return nil, "", "", nil, fmt.Errorf("%s: %s: %w", name, sframeWhere(es), err)
 	}
 	return t, es.Name, elfFormat(f.ELF), done, nil
+}
+
+// sframeWhere names where SFrame data was read from in an error: the
+// section, or PT_GNU_SFRAME, and its file offset.
+func sframeWhere(es *elfread.Section) string {
+	if es.Segment {
+		return fmt.Sprintf("PT_GNU_SFRAME at file offset %#x", es.Offset)
+	}
+	return fmt.Sprintf("section %s at file offset %#x", es.Name, es.Offset)
 }
 
 // checkedTable opens an SFrame section and checks all of it, as dump and

@@ -206,7 +206,7 @@ func readerInput(name string) (acceptance.Input, error) {
 	if err != nil {
 		return acceptance.Input{}, fmt.Errorf("%s: %w", name, err)
 	}
-	es, err := f.SFrame()
+	es, err := f.LoaderSFrame()
 	if err != nil {
 		return acceptance.Input{}, fmt.Errorf("%s: %w", name, err)
 	}
@@ -233,30 +233,22 @@ func verifyFile(name string) (*verify.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	// A loader finds .sframe through PT_GNU_SFRAME: check those bytes
-	// when they can be found, the section otherwise; the layout check
-	// reports where the two disagree.
+	// The bytes a loader reads, as sframe.OpenELF finds them: through
+	// PT_GNU_SFRAME when it can be followed, the section otherwise; the
+	// layout check reports where the two disagree.
 	layout := verify.CheckLayout(f.ELF, in.Data)
-	data, addr, where, ok := []byte(nil), uint64(0), "PT_GNU_SFRAME", false
-	if f.ELF.Type != elf.ET_REL {
-		data, addr, ok = verify.LoaderSFrame(f.ELF, in.Data)
-		ok = ok && len(data) > 0
-	}
-	if !ok && !noSFrameData(f.ELF) {
-		es, err := f.SFrame()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+	var sec *sframe.Table
+	es, err := f.LoaderSFrame()
+	switch {
+	case err != nil && !(es == nil && noSFrameData(f.ELF)):
+		return nil, fmt.Errorf("%s: %w", name, err)
+	case err == nil && len(es.Data) > 0:
+		if sec, err = checkedTable(es.Data, es.Addr); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", name, sframeWhere(es), err)
 		}
-		data, addr, where = es.Data, es.Addr, es.Name
 	}
 	// No bytes (an empty or SHT_NOBITS .sframe): no function is
 	// described, and every CFI function is checked for being missing.
-	var sec *sframe.Table
-	if len(data) > 0 {
-		if sec, err = checkedTable(data, addr); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", name, where, err)
-		}
-	}
 	// The CFI is executed one FDE at a time as verify reaches its code.
 	st, err := cfi.Index(f)
 	if err != nil {
