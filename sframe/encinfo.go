@@ -1,7 +1,7 @@
 package sframe
 
 // What an Encoder tells about the section it builds, beyond its bytes:
-// figures for reports, and where the fields a relocation fills lie.
+// figures for reports.
 
 // Stats counts what an Encoder was given.
 type Stats struct {
@@ -36,16 +36,4 @@ func (s *Stats) merge(o *Stats) {
 		s.FREType[i] += o.FREType[i]
 		s.WordSize[i] += o.WordSize[i]
 	}
-}
-
-// StartField returns where the start-address field of the section's i-th
-// FDE index entry lies: its offset in the section and its size in bytes
-// (4 in V2, 8 in V3). The index is in the order of Section's output (by
-// start address with Options.Sort, else the order added). A relocatable
-// object's section leaves these fields to relocations.
-func (e *Encoder) StartField(i int) (off, size int) {
-	if e.o.Version == Version2 {
-		return HeaderSize + len(e.o.AuxHdr) + i*fdeSizeV2, 4
-	}
-	return HeaderSize + len(e.o.AuxHdr) + i*fdeSizeV3, 8
 }

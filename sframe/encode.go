@@ -364,22 +364,19 @@ type Encoder struct {
 	freRegion int
 }
 
-// A Region is a part of an encoder's arena (Carve), for another encoder's
-// FREs (Use).
-type Region struct {
-	a  *arena
-	at int
-	b  []byte
-}
-
 // arena is one buffer that the FRE chunks of an encoder and of the
-// encoders carved from it are cut from, in the order they are appended,
-// behind room for the section's header and FDE index.
+// encoders forked from it are cut from, in the order they are forked,
+// behind room for the section's header and FDE index (buf is nil when the
+// encoder reserved none), and the index room of the forks appended, for
+// later forks' Grow.
 type arena struct {
 	owner  *Encoder // the encoder whose section it holds
 	buf    []byte
 	prefix int // the room in front
 	next   int // where the next region starts
+
+	mu    sync.Mutex
+	spare [][]encEntry
 }
 
 // encEntry is what the FDE index needs of one function.
@@ -419,6 +416,13 @@ func NewEncoder(o Options) (*Encoder, error) {
 // encoder given a few functions does not take a whole chunk).
 func (e *Encoder) Grow(n int) {
 	if len(e.ents)+n > cap(e.ents) {
+		if a := e.arena; cap(e.ents) == 0 && a != nil {
+			a.mu.Lock()
+			if k := len(a.spare); k > 0 {
+				e.ents, a.spare = a.spare[k-1], a.spare[:k-1]
+			}
+			a.mu.Unlock()
+		}
 		e.ents = slices.Grow(e.ents, n)
 		hugepage.Advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(e.ents))), cap(e.ents)*int(unsafe.Sizeof(encEntry{}))))
 	}
@@ -427,15 +431,15 @@ func (e *Encoder) Grow(n int) {
 	}
 }
 
-// Reserve gives e, which has no FREs yet, an arena: one buffer with room
-// in front for the header and the index of up to funcs functions, and
-// freBytes behind it for the FREs of e (ownBytes of them) and of the
-// encoders that Use the regions Carve cuts from it. When each encoder's
-// FREs fit in its region and are appended in the order the regions were
-// cut, Section moves them together in place, instead of copying them all
-// into a new buffer: a conversion spends most of that copy on first
-// touches of new memory. Anything else (an encoder outgrowing its region,
-// more functions) only costs that copy.
+// Reserve gives e, which has no FREs yet, one buffer with room in front
+// for the header and the index of up to funcs functions, and freBytes
+// behind it for the FREs of e (the first ownBytes of them) and of the
+// encoders Fork makes. When each encoder's FREs fit in its part and the
+// forks are appended in the order they were made, Section moves the FREs
+// together in place, instead of copying them all into a new buffer: a
+// conversion spends most of that copy on first touches of new memory.
+// Anything else (an encoder outgrowing its part, more functions) only
+// costs that copy.
 func (e *Encoder) Reserve(funcs, freBytes, ownBytes int) {
 	fdeSize := fdeSizeV2
 	if e.o.Version == Version3 {
@@ -447,34 +451,33 @@ func (e *Encoder) Reserve(funcs, freBytes, ownBytes int) {
 	prefix := HeaderSize + len(e.o.AuxHdr) + funcs*fdeSize
 	e.arena = &arena{owner: e, buf: make([]byte, prefix+freBytes), prefix: prefix, next: prefix}
 	hugepage.Advise(e.arena.buf)
-	e.Use(e.Carve(ownBytes))
+	e.fre, e.freRegion = e.arena.carve(ownBytes)
 }
 
-// Carve cuts the next n bytes of e's arena into a region; nil when e has
-// no arena or too little of it left.
-func (e *Encoder) Carve(n int) *Region {
-	a := e.arena
-	if a == nil || n <= 0 || n > len(a.buf)-a.next {
-		return nil
-	}
-	r := &Region{a: a, at: a.next, b: a.buf[a.next : a.next : a.next+n]}
-	a.next += n
-	return r
-}
-
-// Use makes r, when not nil, where e's FREs go first; e must have none yet
-// (a new encoder, or one emptied by Append).
-func (e *Encoder) Use(r *Region) {
-	if r == nil || e.freLen != 0 || len(e.full) != 0 || cap(e.fre) != 0 {
-		return
-	}
-	e.fre, e.freRegion = r.b, r.at
+// Fork returns a new encoder with e's options, for functions that will be
+// appended to e (Append): encoders forked in turn can take functions on
+// several goroutines at once. Its FREs go first into the next n bytes of
+// the buffer Reserve gave e, if that has them left. An appended fork's
+// index room goes to the next fork's Grow.
+func (e *Encoder) Fork(n int) *Encoder {
 	if e.arena == nil {
-		e.arena = r.a
+		e.arena = &arena{owner: e}
 	}
-	if e.arena != r.a {
-		e.freRegion = -1
+	f := &Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, arena: e.arena}
+	f.fre, f.freRegion = e.arena.carve(n)
+	return f
+}
+
+// carve cuts the next n bytes of the arena's buffer for an encoder's FREs
+// and returns them with their offset in the buffer, or nil and -1 when
+// too few are left.
+func (a *arena) carve(n int) ([]byte, int) {
+	if n <= 0 || n > len(a.buf)-a.next {
+		return nil, -1
 	}
+	at := a.next
+	a.next += n
+	return a.buf[at:at:a.next], at
 }
 
 // inPlace reports whether Section can put the FREs together in e's arena,
@@ -506,9 +509,6 @@ const freGuess = 48
 var freChunk = 1 << 20
 
 const minFREChunk = 4 << 10
-
-// Len is the number of functions added.
-func (e *Encoder) Len() int { return len(e.ents) }
 
 // Add encodes fn's rows. fn and its rows are not kept.
 func (e *Encoder) Add(fn *Function) error {
@@ -787,12 +787,12 @@ func (e *Encoder) put4(b []byte, v uint32, size int) {
 	binary.LittleEndian.PutUint32(b, v)
 }
 
-// Append adds the functions of other, an encoder with the same options,
-// after e's, as if they had been added to e in the same order: their FRE
-// bytes follow e's. other is left empty, as NewEncoder made it but for
-// the room its index had, and may take functions again. Translating on
-// two goroutines, each into its own encoder, and appending the second to
-// the first gives the section one encoder would have built.
+// Append adds the functions of other, an encoder with the same options
+// (a fork of e, say), after e's, as if they had been added to e in the
+// same order: their FRE bytes follow e's. other is left empty, as
+// NewEncoder made it, and may take functions again. Translating on two
+// goroutines, each into its own encoder, and appending the second to the
+// first gives the section one encoder would have built.
 func (e *Encoder) Append(other *Encoder) error {
 	if e.freAt != 0 || other.freAt != 0 {
 		return fmt.Errorf("functions appended after the section was built")
@@ -816,7 +816,7 @@ func (e *Encoder) Append(other *Encoder) error {
 	e.full = append(e.full, other.full...)
 	e.fullAt = append(e.fullAt, other.fullAt...)
 	e.fre, e.freRegion = other.fre, other.freRegion
-	if other.arena != e.arena { // other's offsets are in another buffer
+	if e.arena == nil || other.arena != e.arena || e.arena.buf == nil { // other's offsets are not in e's buffer
 		for i := len(e.fullAt) - len(other.fullAt); i < len(e.fullAt); i++ {
 			e.fullAt[i] = -1
 		}
@@ -826,14 +826,22 @@ func (e *Encoder) Append(other *Encoder) error {
 	e.numFREs += other.numFREs
 	e.stats.merge(&other.stats)
 	e.sorted = false
-	other.empty()
+	other.empty(e.arena)
 	return nil
 }
 
 // empty drops e's functions and FRE chunks (which an encoder appended to
-// may hold), keeping its options and the room of its index.
-func (e *Encoder) empty() {
-	*e = Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, ents: e.ents[:0], freRegion: -1}
+// may hold), keeping its options. The room of its index goes to arena a
+// when e is a fork of a's encoder, for a later fork; else e keeps it.
+func (e *Encoder) empty(a *arena) {
+	ents := e.ents[:0]
+	if a != nil && e.arena == a && cap(ents) > 0 {
+		a.mu.Lock()
+		a.spare = append(a.spare, ents)
+		a.mu.Unlock()
+		ents = nil
+	}
+	*e = Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, ents: ents, freRegion: -1}
 }
 
 func sameOptions(a, b *Options) bool {

@@ -160,7 +160,7 @@ func TestPlainFREs(t *testing.T) {
 	}
 }
 
-// TestArena: encoders whose FREs go into an arena (Reserve, Carve) give
+// TestArena: encoders whose FREs go into an arena (Reserve, Fork) give
 // the section Encode gives, whether Section moves them in place (each fits
 // its part, appended in carving order) or joins them into a new buffer (a
 // part outgrown, parts appended in another order, more functions than
@@ -198,9 +198,6 @@ func TestArena(t *testing.T) {
 			const parts = 6
 			encs := make([]*Encoder, parts)
 			for p := range encs {
-				encs[p], _ = NewEncoder(o)
-			}
-			for p := range encs {
 				q := p
 				if tc.swap && p >= parts-2 {
 					q = 2*parts - 3 - p
@@ -212,7 +209,7 @@ func TestArena(t *testing.T) {
 						n = -tc.part
 					}
 				}
-				encs[q].Use(e.Carve(n))
+				encs[q] = e.Fork(n)
 			}
 			e.Add(&funcs[0])
 			for i := 1; i < len(funcs); i++ {
