@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -22,45 +20,6 @@ func encinfoFuncs() []sframe.Function {
 		{Start: 0x1000, Size: 0x300, Rows: []sframe.Row{row(0, 8), row(0x200, 0x1000)}},                  // 2-byte starts, 1- and 2-byte words
 		{Start: 0x20000, Size: 0x20000, Rows: []sframe.Row{row(0, 0x12345), row(0x10000, 8), row(1, 8)}}, // 4-byte starts
 		{Start: 0x3000, Size: 0x10, Rows: []sframe.Row{{Start: 0, RAUndefined: true}}},                   // no data words
-	}
-}
-
-// TestEncoderStats: the encoder's counts are those of the section decoded
-// again, in both versions, and survive Append.
-func TestEncoderStats(t *testing.T) {
-	funcs := encinfoFuncs()
-	for _, v := range []uint8{sframe.Version2, sframe.Version3} {
-		o := sframe.Options{Version: v, ABI: sframe.ABIAMD64LE, Order: binary.LittleEndian, CFAFixedRA: -8, Sort: true}
-		for cut := 0; cut <= len(funcs); cut++ {
-			a := appendedAt(t, fmt.Sprintf("V%d", v), o, funcs, cut)
-			got := a.Stats()
-			sec, err := a.Section(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dec, err := sframe.Decode(sec, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := sframe.Stats{Functions: len(dec.FDEs)}
-			for _, d := range dec.FDEs {
-				want.FREType[d.FREType]++
-				for _, f := range d.FREs {
-					want.FREs++
-					if f.NumWords > 0 {
-						want.WordSize[f.WordSize/2]++
-					} else {
-						want.WordSize[0]++ // no words: encoded with the 1-byte size code
-					}
-				}
-			}
-			if d := cmp.Diff(want, got); d != "" {
-				t.Errorf("V%d cut %d: (-decoded +Stats)\n%s", v, cut, d)
-			}
-			if got.FREType != [3]int{1 + 1, 1, 1} || got.WordSize[0] == 0 || got.WordSize[1] == 0 || got.WordSize[2] == 0 {
-				t.Errorf("V%d cut %d: %+v: the functions do not cover every type and size", v, cut, got)
-			}
-		}
 	}
 }
 

@@ -87,8 +87,7 @@ func (s *Section) Functions() []Function {
 			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.FDEType == FDETypeFlex}
 		fn.Rows = make([]Row, len(d.FREs))
 		for j := range d.FREs {
-			r := interpret(&s.Header, d, &d.FREs[j])
-			fn.Rows[j] = Row{Start: r.FREStart, CFA: r.CFA, RA: r.RA, FP: r.FP, MangledRA: r.MangledRA, RAUndefined: r.RAUndefined}
+			fn.Rows[j] = interpret(&s.Header, d, &d.FREs[j]).Row
 		}
 		out[i] = fn
 	}
@@ -348,7 +347,6 @@ type Encoder struct {
 	sorted  bool   // ents are in index order
 	out     []byte // the last Section; its FRE part is final once built
 	freAt   int    // offset of the FRE sub-section in out (0: not built)
-	stats   Stats  // what Add wrote (see Stats)
 	be      bool   // o.Order is big-endian (Add writes FREs without the interface)
 
 	// What plainFREs needs of the options, computed once.
@@ -569,19 +567,18 @@ func (e *Encoder) Add(fn *Function) error {
 		putSized(e.be, fre[p:], uint32(len(fn.Rows)), 2)
 		fre[p+2], fre[p+3], fre[p+4] = info, info2, fn.RepSize
 	}
-	var sizes [3]int // FREs by data-word size
 	asz := 1 << (freType - FREAddr1)
 	ok := false
 	switch {
 	case fn.Flex || !e.plain:
 	case !e.raSlot && e.fpSlot && !e.be:
-		fre, ok = e.amd64FREs(fn.Rows, fre, asz, &sizes)
+		fre, ok = e.amd64FREs(fn.Rows, fre, asz)
 	default:
-		fre, ok = e.plainFREs(fn.Rows, fre, asz, &sizes)
+		fre, ok = e.plainFREs(fn.Rows, fre, asz)
 	}
 	if !ok {
 		var err error
-		if fre, err = e.rowFREs(fn, fre, asz, &sizes); err != nil {
+		if fre, err = e.rowFREs(fn, fre, asz); err != nil {
 			return err
 		}
 	}
@@ -591,15 +588,14 @@ func (e *Encoder) Add(fn *Function) error {
 	e.freLen += len(fre) - len(e.fre)
 	e.fre = fre
 	e.numFREs += len(fn.Rows)
-	e.stats.add(int(freType), sizes)
 	e.ents = append(e.ents, encEntry{start: fn.Start, size: fn.Size, freOff: uint32(freOff), nfre: uint32(len(fn.Rows)),
 		info: info, info2: info2, rep: fn.RepSize})
 	return nil
 }
 
 // rowFREs writes fn's rows as FREs of asz-byte start addresses at the end
-// of fre (within its capacity), counting them by data-word size in sizes.
-func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int, sizes *[3]int) ([]byte, error) {
+// of fre (within its capacity).
+func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int) ([]byte, error) {
 	o := &e.o
 	var words [maxDataWords]int64
 	var ctrl [maxDataWords]bool
@@ -629,7 +625,6 @@ func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int, sizes *[3]int) ([]b
 			}
 		}
 		sizeCode := uint8(size >> 1) // 1->0, 2->1, 4->2
-		sizes[sizeCode]++
 		fi := base | uint8(n)<<1 | sizeCode<<5
 		if r.MangledRA {
 			fi |= freInfoMangledRABit
@@ -651,7 +646,7 @@ func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int, sizes *[3]int) ([]b
 // step, at about half rowFREs's cost a row. ok is false when a row is not
 // of that kind; rowFREs then encodes the function (or refuses it), from
 // the same fre.
-func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ []byte, ok bool) {
+func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int) (_ []byte, ok bool) {
 	start := fre
 	for ri := range rows {
 		r := &rows[ri]
@@ -688,8 +683,7 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 				return start, false
 			}
 		}
-		fi, size, code := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63)|(w2^w2>>63), r.MangledRA)
-		sizes[code]++
+		fi, size := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63)|(w2^w2>>63), r.MangledRA)
 		// Every field is stored as four bytes, the next one overwriting
 		// what lies past its size: Add made room for the widest row.
 		p := len(fre)
@@ -712,7 +706,7 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 // amd64FREs is plainFREs for AMD64's options (the RA at its fixed slot,
 // the FP tracked, little-endian), with their tests taken out of the loop:
 // each row has one or two words, the CFA offset and the FP's.
-func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ []byte, ok bool) {
+func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int) (_ []byte, ok bool) {
 	start := fre
 	for ri := range rows {
 		r := &rows[ri]
@@ -728,8 +722,7 @@ func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 		default:
 			return start, false
 		}
-		fi, size, code := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63), r.MangledRA)
-		sizes[code]++
+		fi, size := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63), r.MangledRA)
 		// As in plainFREs: four bytes a field, each overwriting the
 		// rest of the one before.
 		p := len(fre)
@@ -761,9 +754,9 @@ func (e *Encoder) plainBase(r *Row) (fi uint8, ok bool) {
 
 // plainInfo completes a row's FRE info byte fi (the base register) for n
 // data words of the int32s whose magnitude bits are mag, and returns it
-// with their size (1, 2 or 4 bytes) and its code.
-func plainInfo(fi uint8, n int, mag int64, mangledRA bool) (info uint8, size int, code uint8) {
-	size, code = 4, 2
+// with their size (1, 2 or 4 bytes).
+func plainInfo(fi uint8, n int, mag int64, mangledRA bool) (info uint8, size int) {
+	size, code := 4, uint8(2)
 	switch {
 	case mag < 1<<7:
 		size, code = 1, 0
@@ -774,7 +767,7 @@ func plainInfo(fi uint8, n int, mag int64, mangledRA bool) (info uint8, size int
 	if mangledRA {
 		fi |= freInfoMangledRABit
 	}
-	return fi, size, code
+	return fi, size
 }
 
 // put4 writes the low size bytes (1, 2 or 4) of v at the start of b in
@@ -824,7 +817,6 @@ func (e *Encoder) Append(other *Encoder) error {
 	}
 	e.freLen += other.freLen
 	e.numFREs += other.numFREs
-	e.stats.merge(&other.stats)
 	e.sorted = false
 	other.empty(e.arena)
 	return nil

@@ -54,9 +54,8 @@ func (t *Table) lookup(pc uint64, rule *Rule) error {
 		if !t.marker(&d) {
 			return ErrNoFRE
 		}
-		*rule = Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
-			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true,
-			RAUndefined: !d.Signal}
+		*rule = Rule{Row: Row{RAUndefined: !d.Signal}, FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
+			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
 		return nil
 	}
 	var f FRE
@@ -206,7 +205,7 @@ func fdeOffset(pc, start uint64, pt PCType, rep uint8) uint64 {
 
 // rowV3LE is row for a little-endian V3 section, the fast path: it reads
 // the FDE attribute itself, filling the fields of d that lookups use
-// (Start, Size, NumFREs, the info bytes and what they hold, RepSize), and
+// (Start, Size, the FRE count, the info bytes and what they hold, RepSize), and
 // walks the FREs without a check in every step. It returns ErrNoFDE when
 // no function covers pc; with d nil, for LookupStep, ErrNeedsRule for any
 // FDE but a default, non-signal one with FREs. It leaves to the general

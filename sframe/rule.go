@@ -57,21 +57,18 @@ type Loc struct {
 // "f" (LocFixed) and "U" (LocDefault).
 func (l Loc) String() string { return string(appendLoc(nil, 0, l)) }
 
-// Rule is the decoded recovery rule of one FRE.
+// Rule is the rule that applies at a PC: the row in effect (Row.Start is
+// its FRE's start offset, a mask value in a PCMask function) and what the
+// function holding the PC says of all its rows.
 type Rule struct {
-	FuncStart   uint64
-	FuncSize    uint32
-	FREStart    uint32 // FRE start offset (a mask value for PCMask FDEs)
-	PCType      PCType
-	Flex        bool
-	Signal      bool
-	PauthKeyB   bool
-	MangledRA   bool
-	RAUndefined bool // zero data words: outermost frame
-	NoFREs      bool // from an FDE without FREs
-	CFA         Loc
-	RA          Loc
-	FP          Loc
+	Row
+	FuncStart uint64
+	FuncSize  uint32
+	PCType    PCType
+	Flex      bool
+	Signal    bool
+	PauthKeyB bool
+	NoFREs    bool // from an FDE without FREs
 }
 
 // SPReg and FPReg return the DWARF numbers of the stack and frame pointer
@@ -126,9 +123,9 @@ func interpret(h *Header, d *FDE, f *FRE) Rule {
 // fields just written one by one, which the processor cannot forward).
 func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	*r = Rule{
-		FuncStart: d.Start, FuncSize: d.Size, FREStart: f.Start, PCType: d.PCType,
+		Row:       Row{Start: f.Start, MangledRA: f.MangledRA},
+		FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
 		Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
-		MangledRA: f.MangledRA,
 	}
 	n := int(f.NumWords)
 	if n == 0 {
@@ -136,7 +133,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 		return
 	}
 	if r.Flex {
-		r.CFA = flexLoc(f.UWord(0), 0)
+		r.CFA = flexLoc(f.uword(0), 0)
 		if n > 1 {
 			r.CFA.Offset = f.Words[1]
 		}
@@ -154,7 +151,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 		r.FP = Loc{Kind: LocUnsaved}
 		i := 2
 		if n > i {
-			c := f.UWord(i)
+			c := f.uword(i)
 			if c == 0 {
 				r.RA = Loc{Kind: LocDefault}
 				if h.CFAFixedRA != cfaFixedRAInvalid {
@@ -171,7 +168,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 			}
 		}
 		if n > i {
-			c := f.UWord(i)
+			c := f.uword(i)
 			if c != 0 {
 				var off int32
 				if n > i+1 {

@@ -274,7 +274,7 @@ func (h *Header) FDESize() int {
 }
 
 // FDE is one function descriptor entry, its fields decoded. For V3 the
-// attribute fields (NumFREs, RepSize and what the info bytes hold) come
+// attribute fields (the FRE count, RepSize and what the info bytes hold) come
 // from the 5-byte attribute at the head of the function's FRE data.
 type FDE struct {
 	StartOff int64  // raw start field (int32 in V1/V2, int64 in V3)
@@ -319,9 +319,9 @@ type FRE struct {
 	Words     [15]int32 // sign-extended data words, the first NumWords of them
 }
 
-// UWord returns data word i as an unsigned value of the FRE's word size (for
+// uword returns data word i as an unsigned value of the FRE's word size (for
 // flex control words).
-func (f *FRE) UWord(i int) uint32 {
+func (f *FRE) uword(i int) uint32 {
 	w := uint32(f.Words[i])
 	switch f.WordSize {
 	case 1:

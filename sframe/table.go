@@ -132,9 +132,6 @@ func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
 	return h, big, fdeSize, nil
 }
 
-// NumFDEs returns the number of functions in the section.
-func (t *Table) NumFDEs() int { return t.n }
-
 // byteOrder returns the section's byte order.
 func (t *Table) byteOrder() binary.ByteOrder {
 	if t.big {
@@ -350,7 +347,7 @@ func (t *Table) word(info freInfo, at, k int) int32 {
 	return int32(t.u32(at + 4*k))
 }
 
-// FDE decodes function i (index order, 0 <= i < NumFDEs) and its FREs into
+// FDE decodes function i (index order, 0 <= i < Header.NumFDEs) and its FREs into
 // d. The FREs go into d.FREs' memory, which is reused: they stay valid
 // until the next call with the same d. Malformed bytes give an *Error.
 func (t *Table) FDE(i int, d *FDE) error {

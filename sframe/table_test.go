@@ -137,7 +137,7 @@ func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err 
 	default:
 		return // the same error
 	}
-	g := sframe.Rule{FuncStart: r.FuncStart, FuncSize: r.FuncSize, FREStart: r.FREStart, PCType: r.PCType, PauthKeyB: r.PauthKeyB}
+	g := sframe.Rule{Row: sframe.Row{Start: r.Start}, FuncStart: r.FuncStart, FuncSize: r.FuncSize, PCType: r.PCType, PauthKeyB: r.PauthKeyB}
 	g.MangledRA = s.Flags&sframe.StepMangledRA != 0
 	g.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: sframe.SPReg(h.ABI), Offset: s.CFAOff}
 	if s.Flags&sframe.StepCFAFromFP != 0 {
@@ -173,8 +173,8 @@ func TestTableFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			tbs := tables(t, es.Data, es.Addr)
-			if tbs[0].NumFDEs() != len(s.FDEs) {
-				t.Fatalf("NumFDEs %d, want %d", tbs[0].NumFDEs(), len(s.FDEs))
+			if int(tbs[0].Header.NumFDEs) != len(s.FDEs) {
+				t.Fatalf("NumFDEs %d, want %d", int(tbs[0].Header.NumFDEs), len(s.FDEs))
 			}
 			r := newRef(s, tbs[0])
 			pcs := 0
@@ -374,7 +374,7 @@ func FuzzOpen(f *testing.F) {
 			r = newRef(s, tb)
 		}
 		var d sframe.FDE
-		for i := 0; i < tb.NumFDEs() && i < 64; i++ {
+		for i := 0; i < int(tb.Header.NumFDEs) && i < 64; i++ {
 			err := tb.FDE(i, &d)
 			if derr == nil {
 				if err != nil || !cmp.Equal(d, s.FDEs[i], cmpopts.EquateEmpty()) {

@@ -158,7 +158,7 @@ func Check(in Input) *Result {
 	res := &Result{}
 	n := 0
 	if in.SFrame != nil {
-		n = in.SFrame.NumFDEs()
+		n = int(in.SFrame.Header.NumFDEs)
 	}
 	covered := make([]span, 0, n)
 	var fde sframe.FDE

@@ -240,7 +240,7 @@ func (c *checker) kernelFlex(i, j int, pc uint64, f *sframe.FRE) {
 		if left < 2 {
 			break
 		}
-		ctl := f.UWord(k)
+		ctl := uword(f, k)
 		left--
 		if ctl != 0 {
 			ctls = append(ctls, struct {
@@ -256,7 +256,7 @@ func (c *checker) kernelFlex(i, j int, pc uint64, f *sframe.FRE) {
 		c.add("extra-words", Reject, i, j, pc, "flexible FDE FRE has %d data words the kernel does not read", left)
 	}
 	for _, cw := range ctls {
-		ctl := f.UWord(cw.k)
+		ctl := uword(f, cw.k)
 		if ctl&ctlReserved != 0 {
 			c.add("flex-reserved", Reject, i, j, pc, "%s control word %#x has the reserved bit set", cw.what, ctl)
 		}
@@ -303,4 +303,14 @@ func segmentOf(rs []Range, a uint64) int {
 		}
 	}
 	return -1
+}
+
+// uword returns data word k of f as the unsigned value of f's word size,
+// as the kernel reads a flexible FDE's control words.
+func uword(f *sframe.FRE, k int) uint32 {
+	w := uint32(f.Words[k])
+	if f.WordSize < 4 {
+		w &= 1<<(8*f.WordSize) - 1
+	}
+	return w
 }

@@ -337,7 +337,7 @@ func compareFDEs(res *Result, s *sframe.Section, out string) error {
 		}
 		d := &s.FDEs[i]
 		info, info2 := infoBytes(d)
-		want := [7]int64{int64(i), d.StartOff, int64(d.Size), info, info2, int64(d.RepSize), int64(d.NumFREs)}
+		want := [7]int64{int64(i), d.StartOff, int64(d.Size), info, info2, int64(d.RepSize), int64(len(d.FREs))}
 		if v != want {
 			res.other("FDE %d: libsframe reads index/start/size/info/info2/rep/nfres %v, we %v", i, v, want)
 		}
@@ -528,7 +528,7 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 // parts of a wrongly chosen FDE's rule are interpreted in the right FDE on
 // libsframe's side).
 func sameData(a, b sframe.Rule) bool {
-	return a.FREStart == b.FREStart && a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP &&
+	return a.Start == b.Start && a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP &&
 		a.MangledRA == b.MangledRA && a.RAUndefined == b.RAUndefined
 }
 

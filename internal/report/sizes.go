@@ -23,8 +23,8 @@ type encoded struct {
 
 // translateEncode translates the file's CFI functions (src) and PLTs in
 // SFrame version v into an encoder, as a conversion does, and measures
-// the section: its size, and the counts and histograms from the encoder's
-// own figures (sframe.Stats). Memory holds one function's rows and the
+// the section: its size, and the counts and histograms of its functions
+// and rows, read back one function at a time. Memory holds one function's rows and the
 // section's bytes, as in a conversion.
 func translateEncode(ef *elf.File, src translate.Source, plts []translate.PLT, v uint8) (*encoded, error) {
 	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v})
@@ -56,9 +56,29 @@ func translateEncode(ef *elf.File, src translate.Source, plts []translate.PLT, v
 			res.skipped[string(d.Reason)]++
 		}
 	}
-	s := enc.Stats()
-	res.size, res.funcs, res.fres = uint64(len(b)), s.Functions, s.FREs
-	res.freType, res.wordSize = s.FREType, s.WordSize
+	if err := res.count(b); err != nil {
+		return nil, fmt.Errorf("encoding V%d: %w", v, err)
+	}
 	res.converted = tr.Converted
 	return res, nil
+}
+
+// count sets the size, counts and histograms of section b.
+func (res *encoded) count(b []byte) error {
+	tb, err := sframe.Open(b, 0)
+	if err != nil {
+		return err
+	}
+	res.size, res.funcs, res.fres = uint64(len(b)), int(tb.Header.NumFDEs), int(tb.Header.NumFREs)
+	var d sframe.FDE
+	for i := range int(tb.Header.NumFDEs) {
+		if err := tb.FDE(i, &d); err != nil {
+			return err
+		}
+		res.freType[d.FREType]++
+		for j := range d.FREs {
+			res.wordSize[d.FREs[j].WordSize/2]++ // 1, 2, 4 bytes
+		}
+	}
+	return nil
 }
