@@ -194,22 +194,7 @@ func appendLoc(b []byte, abi ABI, l Loc) []byte {
 
 func locString(abi ABI, l Loc) string { return string(appendLoc(nil, abi, l)) }
 
-// JSON layout written by DumpJSON (field names are stable):
-//
-//	{"version": 3, "flags": 5, "flag_names": ["SFRAME_F_FDE_SORTED", ...],
-//	 "abi": 3, "abi_name": "SFRAME_ABI_AMD64_ENDIAN_LITTLE",
-//	 "cfa_fixed_fp_offset": 0, "cfa_fixed_ra_offset": -8,
-//	 "auxhdr_len": 0, "num_fdes": N, "num_fres": N, "fre_len": N,
-//	 "fdeoff": N, "freoff": N,
-//	 "functions": [{"start": 4096, "size": 16, "pc_type": "inc"|"mask",
-//	   "rep_size": 0, "fre_type": 0, "fde_type": "default"|"flex",
-//	   "signal": false, "pauth_key_b": false,
-//	   "fres": [{"start": 4096, "start_offset": 0, "base_reg": "sp"|"fp",
-//	     "words": [8], "word_size": 1, "mangled_ra": false,
-//	     "cfa": "sp+8", "fp": "u", "ra": "f", "ra_undefined": false}]}]}
-//
-// "start" of an FRE is the address for inc FDEs and the mask value for
-// mask FDEs; "cfa"/"fp"/"ra" use the text dump's notation.
+// jsonSection is the JSON layout DumpJSON writes (see there).
 type jsonSection struct {
 	Version    uint8      `json:"version"`
 	Flags      uint8      `json:"flags"`
@@ -252,8 +237,24 @@ type jsonFRE struct {
 	RAUndefined bool    `json:"ra_undefined"`
 }
 
-// DumpJSON writes the section as indented JSON (layout documented above),
-// one function at a time; malformed bytes stop it as they stop Dump.
+// DumpJSON writes the section as indented JSON, one function at a time;
+// malformed bytes stop it as they stop Dump. The layout (field names are
+// stable):
+//
+//	{"version": 3, "flags": 5, "flag_names": ["SFRAME_F_FDE_SORTED", ...],
+//	 "abi": 3, "abi_name": "SFRAME_ABI_AMD64_ENDIAN_LITTLE",
+//	 "cfa_fixed_fp_offset": 0, "cfa_fixed_ra_offset": -8,
+//	 "auxhdr_len": 0, "num_fdes": N, "num_fres": N, "fre_len": N,
+//	 "fdeoff": N, "freoff": N,
+//	 "functions": [{"start": 4096, "size": 16, "pc_type": "inc"|"mask",
+//	   "rep_size": 0, "fre_type": 0, "fde_type": "default"|"flex",
+//	   "signal": false, "pauth_key_b": false,
+//	   "fres": [{"start": 4096, "start_offset": 0, "base_reg": "sp"|"fp",
+//	     "words": [8], "word_size": 1, "mangled_ra": false,
+//	     "cfa": "sp+8", "fp": "u", "ra": "f", "ra_undefined": false}]}]}
+//
+// "start" of an FRE is the address for inc FDEs and the mask value for
+// mask FDEs; "cfa", "fp" and "ra" use Dump's notation.
 func (t *Table) DumpJSON(w io.Writer) error { return dumpJSON(w, t) }
 
 // dumpJSON writes what encoding/json's Encoder (indented by two spaces)

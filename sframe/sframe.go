@@ -3,31 +3,32 @@
 // s390x).
 //
 // Reading: Open(b, addr) checks a section's header and function index and
-// returns a Table, which decodes the rest lazily, as libsframe does. Its
-// lookups take a PC and return the rule there, with an error (ErrNoFDE,
-// ErrNoFRE, or an *Error naming the malformed bytes): Lookup gives a
-// Rule (CFA, RA and FP as Loc values: register+offset, CFA slot, flex
-// forms, fixed, unsaved, with the s390x CFA scaling and the V3
-// flexible-FDE control words applied), LookupInto writes it in place,
-// and LookupStep gives the common rows in the form a stack walker applies
-// (StepRule). None of them allocates unless the bytes are malformed.
-// OpenFile (a path), OpenELF (a debug/elf *elf.File) and OpenELFFile (an
-// elfread.File) find an ELF file's SFrame section and open it; see
-// ExampleOpenELF. Package unwind walks stacks with Tables.
+// returns a Table, which decodes the rest lazily, as libsframe does.
+// OpenFile (a path) and OpenELF (a debug/elf *elf.File) find the SFrame
+// data a loader reads in an ELF file (PT_GNU_SFRAME, else the .sframe
+// section) and open it; see ExampleOpenELF. Table.Lookup takes a PC and
+// returns the Rule there: the Row in effect (CFA, RA and FP as Loc
+// values: register+offset, CFA slot, flex forms, fixed, unsaved, with the
+// s390x CFA scaling and the V3 flexible-FDE control words applied) and
+// its function's attributes, or an error (ErrNoFDE, ErrNoFRE, or an
+// *Error naming the malformed bytes). LookupStep gives the common rows in
+// the form a stack walker applies (StepRule). Neither allocates unless the
+// bytes are malformed. Package unwind walks stacks with Tables.
 //
 // The Table also reads the section function by function: FDE decodes one
-// function descriptor and its rows (FREs) into a reused FDE, Check
-// decodes them all (what a full decode rejects, without keeping
-// anything), Dump writes the text of GNU objdump --sframe from its
-// "  Header :" line on and DumpJSON writes JSON. Decode builds a Section
-// holding every FDE and FRE from the same decoder.
+// function descriptor and its rows (FREs) into a reused FDE, Interpret
+// gives an FRE's Rule, Check decodes them all (what a full decode
+// rejects, without keeping anything), Dump writes the text of GNU objdump
+// --sframe from its "  Header :" line on and DumpJSON writes JSON. Decode
+// builds a Section holding every FDE and FRE from the same decoder.
 //
 // Writing: []Function with Rows, filled by a translator or by
 // (*Section).Functions, and Encode(funcs, Options) writing V2 (with or
 // without PCREL) or V3 with libsframe's layout choices (narrowest FRE type
 // per function and data-word size per row, FRE data in the order of funcs,
 // FDE index optionally sorted), so a GNU-produced section decodes and
-// re-encodes byte for byte.
+// re-encodes byte for byte. An Encoder takes the functions one at a time,
+// and forks of it (Fork) take parts of them on other goroutines.
 //
 // Errors in the section's bytes are *Error values with the section offset.
 package sframe

@@ -18,7 +18,7 @@ import (
 // convert, verify; cfi, translate and arch with what they need), and
 // what only the command uses lives under internal/. 1,019 at 2a4860c,
 // over 16 packages; 691 over 9 once the command's packages moved.
-const apiBudget = 691
+const apiBudget = 658
 
 // exported counts the exported identifiers of the package in dir (its
 // non-test files).
