@@ -455,8 +455,8 @@ func (e *Encoder) Reserve(funcs, freBytes, ownBytes int) {
 // Fork returns a new encoder with e's options, for functions that will be
 // appended to e (Append): encoders forked in turn can take functions on
 // several goroutines at once. Its FREs go first into the next n bytes of
-// the buffer Reserve gave e, if that has them left. An appended fork's
-// index room goes to the next fork's Grow.
+// the buffer Reserve gave e (called before the first Fork), if that has
+// them left. An appended fork's index room goes to a later fork's Grow.
 func (e *Encoder) Fork(n int) *Encoder {
 	if e.arena == nil {
 		e.arena = &arena{owner: e}
