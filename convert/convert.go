@@ -345,14 +345,6 @@ func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan st
 		CFAFixedFP: fixedFP,
 		CFAFixedRA: fixedRA,
 	}
-	newEncoder := func(n int, r *sframe.Region) (*sframe.Encoder, error) {
-		enc, err := sframe.NewEncoder(encOpts)
-		if err == nil {
-			enc.Use(r)
-			enc.Grow(n + 64) // room for every function (PLT entries are a few more)
-		}
-		return enc, err
-	}
 	enc, err = sframe.NewEncoder(encOpts)
 	if err != nil {
 		return nil, nil, nil, err
@@ -361,8 +353,8 @@ func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan st
 	cfi.SortEntries(all)
 	cfiErrs = slices.Clone(st.Errors())
 	cuts := parts(all)
-	regions := reserve(enc, ef, cuts)
-	enc.Grow(len(all) + 64)
+	forks := reserve(enc, ef, cuts)
+	enc.Grow(len(all) + 64) // room for every function (PLT entries are a few more)
 	res, err = t.PLTs(enc.Add)
 	if err != nil {
 		return nil, nil, nil, err
@@ -377,6 +369,9 @@ func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan st
 		return res, enc, append(cfiErrs, ctx.Errors()...), nil
 	}
 	j := &joiner{parts: make([]part, len(cuts)-1), ready: make([]bool, len(cuts)-1), enc: enc, res: res, cfiErrs: cfiErrs}
+	for i, f := range forks {
+		j.parts[i].enc = f
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range min(runtime.GOMAXPROCS(0), len(j.parts)) {
@@ -388,17 +383,10 @@ func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan st
 			}
 			for i := int(next.Add(1) - 1); i < len(j.parts); i = int(next.Add(1) - 1) {
 				p := &j.parts[i]
-				if p.enc = j.reuse(); p.enc == nil {
-					p.enc, p.err = newEncoder(cuts[i+1]-cuts[i], regions[i])
-				} else {
-					p.enc.Use(regions[i])
-					p.enc.Grow(cuts[i+1] - cuts[i])
-				}
-				if p.err == nil {
-					ctx := st.Context(all[cuts[i]:cuts[i+1]])
-					p.res, p.err = t.Functions(ctx, p.enc.Add)
-					p.cfiErrs = ctx.Errors()
-				}
+				p.enc.Grow(cuts[i+1] - cuts[i])
+				ctx := st.Context(all[cuts[i]:cuts[i+1]])
+				p.res, p.err = t.Functions(ctx, p.enc.Add)
+				p.cfiErrs = ctx.Errors()
 				j.finish(i)
 			}
 		}()
@@ -412,13 +400,13 @@ func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan st
 
 // reserve gives the file's encoder an arena (sframe.Encoder.Reserve) for
 // the functions of entries cut at cuts: its own FREs (the PLTs', and all
-// of them when there is one part) and a region for each part's, sized in
-// proportion to its functions. It returns the regions, by part. FREs
-// take about as many bytes as the CFI (libLLVM-15: 0.8 times, libc and
-// bash 0.8, tiny FDEs 0.6): the arena takes 1.5 times as many, and is
-// left out above 64 MiB, where it would count against the collector's
-// memory limit long before it is used.
-func reserve(enc *sframe.Encoder, ef *elf.File, cuts []int) []*sframe.Region {
+// of them when there is one part) and a part for each fork's, sized in
+// proportion to its functions. It returns the forks, one per part when
+// there are several. FREs take about as many bytes as the CFI
+// (libLLVM-15: 0.8 times, libc and bash 0.8, tiny FDEs 0.6): the arena
+// takes 1.5 times as many, and is left out above 64 MiB, where it would
+// count against the collector's memory limit long before it is used.
+func reserve(enc *sframe.Encoder, ef *elf.File, cuts []int) []*sframe.Encoder {
 	cfiBytes := uint64(0)
 	for _, s := range ef.Sections {
 		if s.Name == ".eh_frame" || s.Name == ".debug_frame" {
@@ -427,20 +415,26 @@ func reserve(enc *sframe.Encoder, ef *elf.File, cuts []int) []*sframe.Region {
 	}
 	total := cfiBytes*3/2 + 64<<10
 	n := cuts[len(cuts)-1]
-	if total > 64<<20 || n == 0 {
-		return make([]*sframe.Region, len(cuts)-1)
+	if len(cuts) == 2 {
+		if total <= 64<<20 && n > 0 {
+			enc.Reserve(n+64, int(total), int(total))
+		}
+		return nil
 	}
 	const own = 16 << 10 // the PLTs'
-	if len(cuts) == 2 {
-		enc.Reserve(n+64, int(total), int(total))
-		return []*sframe.Region{nil}
+	arena := total <= 64<<20 && n > 0
+	if arena {
+		enc.Reserve(n+64, int(total)+own, own)
 	}
-	enc.Reserve(n+64, int(total)+own, own)
-	regions := make([]*sframe.Region, len(cuts)-1)
-	for i := range regions {
-		regions[i] = enc.Carve(int(total * uint64(cuts[i+1]-cuts[i]) / uint64(n)))
+	forks := make([]*sframe.Encoder, len(cuts)-1)
+	for i := range forks {
+		size := 0
+		if arena {
+			size = int(total * uint64(cuts[i+1]-cuts[i]) / uint64(n))
+		}
+		forks[i] = enc.Fork(size)
 	}
-	return regions
+	return forks
 }
 
 // part is what translating one part of a file's functions gave.
@@ -452,32 +446,18 @@ type part struct {
 }
 
 // joiner adds the parts to the file's encoder, result and CFI errors in
-// their order, each as soon as it and every part before it are done, and
-// keeps its encoder, emptied, for a later part: at most a few parts'
-// encoders are held at once, not all of them, and their index entries
-// take the same memory again. The first error, in part order, is kept.
+// their order, each as soon as it and every part before it are done (the
+// index room of a part's encoder then goes to a later part's: see
+// sframe.Encoder.Fork). The first error, in part order, is kept.
 type joiner struct {
 	mu      sync.Mutex
 	parts   []part
 	ready   []bool
-	next    int               // the first part not added yet
-	free    []*sframe.Encoder // emptied encoders of parts added
+	next    int // the first part not added yet
 	enc     *sframe.Encoder
 	res     *translate.Result
 	cfiErrs []error // the file's CFI errors, then the parts' in order
 	err     error
-}
-
-// reuse returns an emptied encoder of a part added, or nil.
-func (j *joiner) reuse() *sframe.Encoder {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if len(j.free) == 0 {
-		return nil
-	}
-	e := j.free[len(j.free)-1]
-	j.free = j.free[:len(j.free)-1]
-	return e
 }
 
 // finish records that part i is done and adds what can be added.
@@ -494,9 +474,7 @@ func (j *joiner) finish(i int) {
 		default:
 			j.cfiErrs = append(j.cfiErrs, p.cfiErrs...)
 			j.res.Add(p.res)
-			if j.err = j.enc.Append(p.enc); j.err == nil {
-				j.free = append(j.free, p.enc)
-			}
+			j.err = j.enc.Append(p.enc)
 		}
 		*p = part{}
 	}

@@ -214,8 +214,8 @@ func (ors origins) sort(funcs []sframe.Function) {
 }
 
 // encodeRel encodes an object's section, its functions in their order,
-// and the relocations of their start fields, which the encoder locates
-// and which are left zero (RELA: the relocation supplies the value). The
+// and the relocations of their start fields, which the section's header
+// locates and which are left zero (RELA: the relocation supplies the value). The
 // functions are encoded with every start at 0: FDE order and FRE data do
 // not depend on it, and the synthetic per-section addresses would not fit
 // V2's 32-bit field.
@@ -239,7 +239,17 @@ func encodeRel(ef *elf.File, funcs []sframe.Function, ors origins, t *translate.
 	if err != nil {
 		return nil, nil, err
 	}
-	_, size := enc.StartField(0) // every start field's size
+	// The start fields, which relocations fill: the first bytes of each
+	// FDE index entry, in the order the functions were added.
+	tb, err := sframe.Open(b, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := &tb.Header
+	size := 4
+	if h.Version == sframe.Version3 {
+		size = 8
+	}
 	rtype, err := relobj.RelocType(ef.Machine, size)
 	if err != nil {
 		return nil, nil, err
@@ -247,7 +257,7 @@ func encodeRel(ef *elf.File, funcs []sframe.Function, ors origins, t *translate.
 	bases := ors.bases()
 	relocs := make([]relobj.Reloc, len(funcs))
 	for i, fn := range funcs {
-		off, _ := enc.StartField(i)
+		off := h.Size() + int(h.FDEOff) + i*h.FDESize()
 		clear(b[off : off+size])
 		or, delta := ors.of(fn.Start, bases)
 		relocs[i] = relobj.Reloc{Off: uint64(off), Sym: or.tgt.Sym, Type: rtype, Addend: or.tgt.Addend + int64(delta)}

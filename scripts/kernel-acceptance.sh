@@ -208,7 +208,7 @@ damage() {
 	local f=$1 sym=$2 mode=$3 addr
 	addr=$(nm "$f" | awk -v s="$sym" '$3 == s { print $1; exit }')
 	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
-	python3 "$repo/scripts/sframe-damage.py" "$f" "$addr" "$mode"
+	(cd "$repo" && go run ./internal/cmd/sframe-damage "$f" "$addr" "$mode")
 }
 for mode in lookup validate; do
 	cp "$bin/chain.ours" "$bin/chain.damaged-$mode"

@@ -46,7 +46,7 @@ func benchSection(b *testing.B) ([]byte, uint64, []uint64) {
 	}
 	for i := range pcs {
 		var d sframe.FDE
-		if err := t.FDE(int(next()%uint64(t.NumFDEs())), &d); err != nil {
+		if err := t.FDE(int(next()%uint64(int(t.Header.NumFDEs))), &d); err != nil {
 			b.Fatal(err)
 		}
 		pcs[i] = d.Start + next()%uint64(max(d.Size, 1))

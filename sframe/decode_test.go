@@ -171,10 +171,10 @@ func TestDecodeSpec(t *testing.T) {
 				t.Errorf("byte order %v, want %v", s.Order, o)
 			}
 			d := s.FDEs[0]
-			got := fde{Start: d.Start, Size: d.Size, NumFREs: d.NumFREs, PCType: d.PCType, FREType: d.FREType,
+			got := fde{Start: d.Start, Size: d.Size, NumFREs: uint32(len(d.FREs)), PCType: d.PCType, FREType: d.FREType,
 				FDEType: d.FDEType, RepSize: d.RepSize, Signal: d.Signal, PauthKeyB: d.PauthKeyB}
 			for _, f := range d.FREs {
-				got.FREs = append(got.FREs, fre{Start: f.StartOff, Words: append([]int32{}, f.Words[:f.NumWords]...), MangledRA: f.MangledRA, BaseReg: f.BaseReg})
+				got.FREs = append(got.FREs, fre{Start: f.Start, Words: append([]int32{}, f.Words[:f.NumWords]...), MangledRA: f.MangledRA, BaseReg: f.BaseReg})
 			}
 			want := fde{Start: 0x1100, Size: 0x40, NumFREs: 2, FREType: sframe.FREAddr2, PauthKeyB: true, Signal: ver == 3,
 				FREs: []fre{{Start: 0, Words: []int32{8}, BaseReg: sframe.BaseRegSP}, {Start: 0x21, Words: []int32{16, -16}, MangledRA: true, BaseReg: sframe.BaseRegFP}}}

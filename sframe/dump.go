@@ -51,10 +51,10 @@ func dumpText(w io.Writer, t *Table) error {
 		names = append(names, "NONE")
 	}
 	fmt.Fprintf(b, "    Flags: %s\n", strings.Join(names, ",\n           "))
-	if h.CFAFixedFP != CFAFixedFPInvalid {
+	if h.CFAFixedFP != cfaFixedFPInvalid {
 		fmt.Fprintf(b, "    CFA fixed FP offset: %d\n", h.CFAFixedFP)
 	}
-	if h.CFAFixedRA != CFAFixedRAInvalid {
+	if h.CFAFixedRA != cfaFixedRAInvalid {
 		fmt.Fprintf(b, "    CFA fixed RA offset: %d\n", h.CFAFixedRA)
 	}
 	fmt.Fprintf(b, "    Num FDEs: %d\n", h.NumFDEs)
@@ -95,7 +95,7 @@ func dumpText(w io.Writer, t *Table) error {
 		b.Write(line)
 		for j := range d.FREs {
 			f := &d.FREs[j]
-			pc := uint64(f.StartOff)
+			pc := uint64(f.Start)
 			if d.PCType != PCMask {
 				pc += d.Start
 			}
@@ -146,11 +146,15 @@ func pad(b []byte, n int) []byte {
 	return b
 }
 
+// appendReg appends register r's name, "sp" or "fp" for the ABI's stack
+// and frame pointer, or "r" and its DWARF number (every register when abi
+// is 0, no ABI).
 func appendReg(b []byte, abi ABI, r uint32) []byte {
-	switch a := abi.arch(); r {
-	case a.SP():
+	switch a := abi.arch(); {
+	case abi == 0:
+	case r == a.SP():
 		return append(b, "sp"...)
-	case a.FP():
+	case r == a.FP():
 		return append(b, "fp"...)
 	}
 	return strconv.AppendUint(append(b, 'r'), uint64(r), 10)
@@ -190,22 +194,7 @@ func appendLoc(b []byte, abi ABI, l Loc) []byte {
 
 func locString(abi ABI, l Loc) string { return string(appendLoc(nil, abi, l)) }
 
-// JSON layout written by DumpJSON (field names are stable):
-//
-//	{"version": 3, "flags": 5, "flag_names": ["SFRAME_F_FDE_SORTED", ...],
-//	 "abi": 3, "abi_name": "SFRAME_ABI_AMD64_ENDIAN_LITTLE",
-//	 "cfa_fixed_fp_offset": 0, "cfa_fixed_ra_offset": -8,
-//	 "auxhdr_len": 0, "num_fdes": N, "num_fres": N, "fre_len": N,
-//	 "fdeoff": N, "freoff": N,
-//	 "functions": [{"start": 4096, "size": 16, "pc_type": "inc"|"mask",
-//	   "rep_size": 0, "fre_type": 0, "fde_type": "default"|"flex",
-//	   "signal": false, "pauth_key_b": false,
-//	   "fres": [{"start": 4096, "start_offset": 0, "base_reg": "sp"|"fp",
-//	     "words": [8], "word_size": 1, "mangled_ra": false,
-//	     "cfa": "sp+8", "fp": "u", "ra": "f", "ra_undefined": false}]}]}
-//
-// "start" of an FRE is the address for inc FDEs and the mask value for
-// mask FDEs; "cfa"/"fp"/"ra" use the text dump's notation.
+// jsonSection is the JSON layout DumpJSON writes (see there).
 type jsonSection struct {
 	Version    uint8      `json:"version"`
 	Flags      uint8      `json:"flags"`
@@ -248,8 +237,24 @@ type jsonFRE struct {
 	RAUndefined bool    `json:"ra_undefined"`
 }
 
-// DumpJSON writes the section as indented JSON (layout documented above),
-// one function at a time; malformed bytes stop it as they stop Dump.
+// DumpJSON writes the section as indented JSON, one function at a time;
+// malformed bytes stop it as they stop Dump. The layout (field names are
+// stable):
+//
+//	{"version": 3, "flags": 5, "flag_names": ["SFRAME_F_FDE_SORTED", ...],
+//	 "abi": 3, "abi_name": "SFRAME_ABI_AMD64_ENDIAN_LITTLE",
+//	 "cfa_fixed_fp_offset": 0, "cfa_fixed_ra_offset": -8,
+//	 "auxhdr_len": 0, "num_fdes": N, "num_fres": N, "fre_len": N,
+//	 "fdeoff": N, "freoff": N,
+//	 "functions": [{"start": 4096, "size": 16, "pc_type": "inc"|"mask",
+//	   "rep_size": 0, "fre_type": 0, "fde_type": "default"|"flex",
+//	   "signal": false, "pauth_key_b": false,
+//	   "fres": [{"start": 4096, "start_offset": 0, "base_reg": "sp"|"fp",
+//	     "words": [8], "word_size": 1, "mangled_ra": false,
+//	     "cfa": "sp+8", "fp": "u", "ra": "f", "ra_undefined": false}]}]}
+//
+// "start" of an FRE is the address for inc FDEs and the mask value for
+// mask FDEs; "cfa", "fp" and "ra" use Dump's notation.
 func (t *Table) DumpJSON(w io.Writer) error { return dumpJSON(w, t) }
 
 // dumpJSON writes what encoding/json's Encoder (indented by two spaces)
@@ -260,7 +265,7 @@ func dumpJSON(w io.Writer, t *Table) error {
 	h := &t.Header
 	js := jsonSection{
 		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: h.ABI.String(),
-		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: h.AuxHdrLen,
+		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: uint8(len(h.AuxHdr)),
 		NumFDEs: h.NumFDEs, NumFREs: h.NumFREs, FRELen: h.FRELen, FDEOff: h.FDEOff, FREOff: h.FREOff,
 		FlagNames: flagNames(h.Flags), Functions: []jsonFunc{},
 	}
@@ -315,11 +320,11 @@ func (jf *jsonFunc) fill(h *Header, d *FDE) {
 	}
 	for j := range d.FREs {
 		f := &d.FREs[j]
-		start := uint64(f.StartOff)
+		start := uint64(f.Start)
 		if d.PCType != PCMask {
 			start += d.Start
 		}
-		jr := jsonFRE{Start: start, StartOffset: f.StartOff, BaseReg: "sp", Words: f.Words[:f.NumWords],
+		jr := jsonFRE{Start: start, StartOffset: f.Start, BaseReg: "sp", Words: f.Words[:f.NumWords],
 			WordSize: f.WordSize, MangledRA: f.MangledRA}
 		if f.BaseReg == BaseRegFP {
 			jr.BaseReg = "fp"

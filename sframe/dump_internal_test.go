@@ -16,7 +16,7 @@ func referenceJSON(t *testing.T, s *Section) string {
 	h := &s.Header
 	js := jsonSection{
 		Version: h.Version, Flags: h.Flags, ABI: h.ABI, ABIName: h.ABI.String(),
-		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: h.AuxHdrLen,
+		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA, AuxHdrLen: uint8(len(h.AuxHdr)),
 		NumFDEs: h.NumFDEs, NumFREs: h.NumFREs, FRELen: h.FRELen, FDEOff: h.FDEOff, FREOff: h.FREOff,
 		FlagNames: []string{}, Functions: []jsonFunc{},
 	}

@@ -8,21 +8,20 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
-// ErrNoSection is wrapped by the *ELFError of OpenFile, OpenELF and
-// OpenELFFile for an ELF file without SFrame data: no .sframe section (by
-// type SHT_GNU_SFRAME or by name) and, in a file without section headers,
-// no PT_GNU_SFRAME segment. It is elfread.ErrNotFound.
-var ErrNoSection = elfread.ErrNotFound
+// ErrNoSection is wrapped by the *ELFError of OpenFile and OpenELF for an
+// ELF file without SFrame data: no PT_GNU_SFRAME segment that a PT_LOAD
+// maps, and no .sframe section (by type SHT_GNU_SFRAME or by name).
+var ErrNoSection = errors.New("no .sframe section")
 
-// ELFError is the error of OpenFile, OpenELF and OpenELFFile for an ELF
-// file that has no SFrame section (Err wraps ErrNoSection), whose
-// section Open refuses (Err is Open's *Error, whose Off is an offset in
-// the section) or that cannot be read (Err is elfread's error; Section
-// is empty). It names the file once, as os.PathError does.
+// ELFError is the error of OpenFile and OpenELF for an ELF file that has
+// no SFrame data (Err wraps ErrNoSection), whose SFrame data Open refuses
+// (Err is Open's *Error, whose Off is an offset in the section) or that
+// cannot be read (Section is empty). It names the file once, as
+// os.PathError does.
 type ELFError struct {
-	File    string // the file's name (elfread.File.Name); "" for OpenELF
-	Section string // the section's name (".sframe" also for PT_GNU_SFRAME)
-	Offset  uint64 // the section's offset in the file
+	File    string // the file's name; "" for OpenELF
+	Section string // ".sframe" (the section's name), or "PT_GNU_SFRAME"
+	Offset  uint64 // the SFrame data's offset in the file
 	Err     error
 }
 
@@ -31,50 +30,54 @@ func (e *ELFError) Error() string {
 	if e.File != "" {
 		p = e.File + ": "
 	}
-	if errors.Is(e.Err, ErrNoSection) {
-		return p + "no .sframe section"
-	}
-	if e.Section == "" {
+	switch {
+	case errors.Is(e.Err, ErrNoSection):
+		return p + ErrNoSection.Error()
+	case e.Section == "":
 		return p + e.Err.Error()
+	case e.Section == "PT_GNU_SFRAME":
+		return fmt.Sprintf("%sPT_GNU_SFRAME at file offset %#x: %v", p, e.Offset, e.Err)
 	}
 	return fmt.Sprintf("%ssection %s at file offset %#x: %v", p, e.Section, e.Offset, e.Err)
 }
 
 func (e *ELFError) Unwrap() error { return e.Err }
 
-// OpenFile reads the SFrame section of the named ELF file and opens it
-// for lookups (see Open). The file is closed on return: the Table holds a
-// copy of the section. The file must be a regular file (elfread.Open,
-// whose errors name the file).
+// OpenFile reads the SFrame data of the named ELF file, as OpenELF finds
+// it, and opens it for lookups (see Open). The file is closed on return:
+// the Table holds a copy of the data. The file must be a regular file:
+// the error of one that cannot be opened as an ELF file names it; every
+// other is an *ELFError naming it.
 func OpenFile(name string) (*Table, error) {
 	f, err := elfread.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, err // naming the file
 	}
 	defer f.Close()
-	return OpenELFFile(f)
+	return openELF(f)
 }
 
-// OpenELF reads the SFrame section of an ELF file opened with debug/elf
-// and opens it for lookups (see Open). The Table holds a copy of the
-// section; f may be closed afterwards.
-func OpenELF(f *elf.File) (*Table, error) {
-	return OpenELFFile(elfread.FromELF(f, ""))
-}
-
-// OpenELFFile is OpenELF for a file opened with elfread, which checks the
-// section against the file's size and names the file in errors. The
-// section is found as elfread's (*File).SFrame finds it: by type
-// SHT_GNU_SFRAME, by name, or through PT_GNU_SFRAME when the file has no
-// section headers; in a relocatable object it is relocated with every
-// section at address 0. The Table's Addr is the section's address.
+// OpenELF reads the SFrame data of an ELF file opened with debug/elf,
+// the bytes a loader reads, and opens it for lookups (see Open). In a
+// linked file that is the PT_GNU_SFRAME segment, read where the PT_LOAD
+// covering its address maps it from; in a relocatable object, or a
+// linked file whose PT_GNU_SFRAME is missing, empty or outside every
+// PT_LOAD, the .sframe section (by type SHT_GNU_SFRAME, then by name),
+// relocated in an object with every section at address 0; in a file
+// without section headers, the PT_GNU_SFRAME segment's own bytes. The
+// Table's Addr is the data's address. The Table holds a copy of the data;
+// f may be closed afterwards.
 //
-// Every error is an *ELFError naming f.Name: for a file without SFrame
-// data, a section Open refuses, or an error reading the file (elfread's,
-// which says which part of the file and its offset).
-func OpenELFFile(f *elfread.File) (*Table, error) {
-	s, err := f.SFrame()
-	if errors.Is(err, ErrNoSection) {
+// Every error is an *ELFError: for a file without SFrame data, data Open
+// refuses, or an error reading the file (which says which part of the
+// file and its offset).
+func OpenELF(f *elf.File) (*Table, error) {
+	return openELF(elfread.FromELF(f, ""))
+}
+
+func openELF(f *elfread.File) (*Table, error) {
+	s, err := f.LoaderSFrame()
+	if errors.Is(err, elfread.ErrNotFound) {
 		return nil, &ELFError{File: f.Name, Section: ".sframe", Err: ErrNoSection}
 	}
 	if err != nil {
@@ -82,7 +85,11 @@ func OpenELFFile(f *elfread.File) (*Table, error) {
 	}
 	t, err := Open(s.Data, s.Addr)
 	if err != nil {
-		return nil, &ELFError{File: f.Name, Section: s.Name, Offset: s.Offset, Err: err}
+		e := &ELFError{File: f.Name, Section: s.Name, Offset: s.Offset, Err: err}
+		if s.Segment {
+			e.Section = "PT_GNU_SFRAME"
+		}
+		return nil, e
 	}
 	return t, nil
 }

@@ -78,8 +78,7 @@ func (s *Section) Functions() []Function {
 			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.FDEType == FDETypeFlex}
 		fn.Rows = make([]Row, len(d.FREs))
 		for j := range d.FREs {
-			r := interpret(&s.Header, d, &d.FREs[j])
-			fn.Rows[j] = Row{Start: r.FREStart, CFA: r.CFA, RA: r.RA, FP: r.FP, MangledRA: r.MangledRA, RAUndefined: r.RAUndefined}
+			fn.Rows[j] = interpret(&s.Header, d, &d.FREs[j]).Row
 		}
 		out[i] = fn
 	}
@@ -185,13 +184,13 @@ func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseRe
 	}
 	var slots [2]*Loc
 	k := 0
-	if o.CFAFixedRA == CFAFixedRAInvalid {
+	if o.CFAFixedRA == cfaFixedRAInvalid {
 		slots[k] = &r.RA
 		k++
 	} else if r.RA.Kind != LocFixed && r.RA.Kind != LocUnsaved {
 		return 0, 0, fmt.Errorf("RA rule differs from the fixed RA offset (needs a flexible FDE)")
 	}
-	if o.CFAFixedFP == CFAFixedFPInvalid {
+	if o.CFAFixedFP == cfaFixedFPInvalid {
 		slots[k] = &r.FP
 		k++
 	}
@@ -199,7 +198,7 @@ func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseRe
 	for i, l := range slots[:k] {
 		switch l.Kind {
 		case LocUnsaved, LocFixed, LocDefault:
-			words[1+i] = RAOffsetInvalid
+			words[1+i] = raOffsetInvalid
 			continue
 		case LocCFA:
 			words[1+i] = int64(l.Offset)
@@ -335,7 +334,6 @@ type Encoder struct {
 	sorted  bool   // ents are in index order
 	out     []byte // the last Section; its FRE part is final once built
 	freAt   int    // offset of the FRE sub-section in out (0: not built)
-	stats   Stats  // what Add wrote (see Stats)
 	be      bool   // o.Order is big-endian (Add writes FREs without the interface)
 
 	// What plainFREs needs of the options, computed once.
@@ -351,22 +349,19 @@ type Encoder struct {
 	freRegion int
 }
 
-// A Region is a part of an encoder's arena (Carve), for another encoder's
-// FREs (Use).
-type Region struct {
-	a  *arena
-	at int
-	b  []byte
-}
-
 // arena is one buffer that the FRE chunks of an encoder and of the
-// encoders carved from it are cut from, in the order they are appended,
-// behind room for the section's header and FDE index.
+// encoders forked from it are cut from, in the order they are forked,
+// behind room for the section's header and FDE index (buf is nil when the
+// encoder reserved none), and the index room of the forks appended, for
+// later forks' Grow.
 type arena struct {
 	owner  *Encoder // the encoder whose section it holds
 	buf    []byte
 	prefix int // the room in front
 	next   int // where the next region starts
+
+	mu    sync.Mutex
+	spare [][]encEntry
 }
 
 // encEntry is what the FDE index needs of one function.
@@ -398,7 +393,7 @@ func NewEncoder(o Options) (*Encoder, error) {
 	var probe [2]byte
 	o.Order.PutUint16(probe[:], 1)
 	return &Encoder{o: o, be: probe[1] == 1, plain: o.ABI != ABIS390XBE, sp: o.ABI.arch().SP(), fp: o.ABI.arch().FP(),
-		raSlot: o.CFAFixedRA == CFAFixedRAInvalid, fpSlot: o.CFAFixedFP == CFAFixedFPInvalid, freRegion: -1}, nil
+		raSlot: o.CFAFixedRA == cfaFixedRAInvalid, fpSlot: o.CFAFixedFP == cfaFixedFPInvalid, freRegion: -1}, nil
 }
 
 // Grow makes room for n more functions: their index entries, and, when
@@ -406,6 +401,13 @@ func NewEncoder(o Options) (*Encoder, error) {
 // encoder given a few functions does not take a whole chunk).
 func (e *Encoder) Grow(n int) {
 	if len(e.ents)+n > cap(e.ents) {
+		if a := e.arena; cap(e.ents) == 0 && a != nil {
+			a.mu.Lock()
+			if k := len(a.spare); k > 0 {
+				e.ents, a.spare = a.spare[k-1], a.spare[:k-1]
+			}
+			a.mu.Unlock()
+		}
 		e.ents = slices.Grow(e.ents, n)
 		hugepage.Advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(e.ents))), cap(e.ents)*int(unsafe.Sizeof(encEntry{}))))
 	}
@@ -414,15 +416,15 @@ func (e *Encoder) Grow(n int) {
 	}
 }
 
-// Reserve gives e, which has no FREs yet, an arena: one buffer with room
-// in front for the header and the index of up to funcs functions, and
-// freBytes behind it for the FREs of e (ownBytes of them) and of the
-// encoders that Use the regions Carve cuts from it. When each encoder's
-// FREs fit in its region and are appended in the order the regions were
-// cut, Section moves them together in place, instead of copying them all
-// into a new buffer: a conversion spends most of that copy on first
-// touches of new memory. Anything else (an encoder outgrowing its region,
-// more functions) only costs that copy.
+// Reserve gives e, which has no FREs yet, one buffer with room in front
+// for the header and the index of up to funcs functions, and freBytes
+// behind it for the FREs of e (the first ownBytes of them) and of the
+// encoders Fork makes. When each encoder's FREs fit in its part and the
+// forks are appended in the order they were made, Section moves the FREs
+// together in place, instead of copying them all into a new buffer: a
+// conversion spends most of that copy on first touches of new memory.
+// Anything else (an encoder outgrowing its part, more functions) only
+// costs that copy.
 func (e *Encoder) Reserve(funcs, freBytes, ownBytes int) {
 	fdeSize := fdeSizeV2
 	if e.o.Version == Version3 {
@@ -434,34 +436,33 @@ func (e *Encoder) Reserve(funcs, freBytes, ownBytes int) {
 	prefix := HeaderSize + len(e.o.AuxHdr) + funcs*fdeSize
 	e.arena = &arena{owner: e, buf: make([]byte, prefix+freBytes), prefix: prefix, next: prefix}
 	hugepage.Advise(e.arena.buf)
-	e.Use(e.Carve(ownBytes))
+	e.fre, e.freRegion = e.arena.carve(ownBytes)
 }
 
-// Carve cuts the next n bytes of e's arena into a region; nil when e has
-// no arena or too little of it left.
-func (e *Encoder) Carve(n int) *Region {
-	a := e.arena
-	if a == nil || n <= 0 || n > len(a.buf)-a.next {
-		return nil
-	}
-	r := &Region{a: a, at: a.next, b: a.buf[a.next : a.next : a.next+n]}
-	a.next += n
-	return r
-}
-
-// Use makes r, when not nil, where e's FREs go first; e must have none yet
-// (a new encoder, or one emptied by Append).
-func (e *Encoder) Use(r *Region) {
-	if r == nil || e.freLen != 0 || len(e.full) != 0 || cap(e.fre) != 0 {
-		return
-	}
-	e.fre, e.freRegion = r.b, r.at
+// Fork returns a new encoder with e's options, for functions that will be
+// appended to e (Append): encoders forked in turn can take functions on
+// several goroutines at once. Its FREs go first into the next n bytes of
+// the buffer Reserve gave e (called before the first Fork), if that has
+// them left. An appended fork's index room goes to a later fork's Grow.
+func (e *Encoder) Fork(n int) *Encoder {
 	if e.arena == nil {
-		e.arena = r.a
+		e.arena = &arena{owner: e}
 	}
-	if e.arena != r.a {
-		e.freRegion = -1
+	f := &Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, arena: e.arena}
+	f.fre, f.freRegion = e.arena.carve(n)
+	return f
+}
+
+// carve cuts the next n bytes of the arena's buffer for an encoder's FREs
+// and returns them with their offset in the buffer, or nil and -1 when
+// too few are left.
+func (a *arena) carve(n int) ([]byte, int) {
+	if n <= 0 || n > len(a.buf)-a.next {
+		return nil, -1
 	}
+	at := a.next
+	a.next += n
+	return a.buf[at:at:a.next], at
 }
 
 // inPlace reports whether Section can put the FREs together in e's arena,
@@ -493,9 +494,6 @@ const freGuess = 48
 var freChunk = 1 << 20
 
 const minFREChunk = 4 << 10
-
-// Len is the number of functions added.
-func (e *Encoder) Len() int { return len(e.ents) }
 
 // Add encodes fn's rows. fn and its rows are not kept.
 func (e *Encoder) Add(fn *Function) error {
@@ -556,19 +554,18 @@ func (e *Encoder) Add(fn *Function) error {
 		putSized(e.be, fre[p:], uint32(len(fn.Rows)), 2)
 		fre[p+2], fre[p+3], fre[p+4] = info, info2, fn.RepSize
 	}
-	var sizes [3]int // FREs by data-word size
 	asz := 1 << (freType - FREAddr1)
 	ok := false
 	switch {
 	case fn.Flex || !e.plain:
 	case !e.raSlot && e.fpSlot && !e.be:
-		fre, ok = e.amd64FREs(fn.Rows, fre, asz, &sizes)
+		fre, ok = e.amd64FREs(fn.Rows, fre, asz)
 	default:
-		fre, ok = e.plainFREs(fn.Rows, fre, asz, &sizes)
+		fre, ok = e.plainFREs(fn.Rows, fre, asz)
 	}
 	if !ok {
 		var err error
-		if fre, err = e.rowFREs(fn, fre, asz, &sizes); err != nil {
+		if fre, err = e.rowFREs(fn, fre, asz); err != nil {
 			return err
 		}
 	}
@@ -578,15 +575,14 @@ func (e *Encoder) Add(fn *Function) error {
 	e.freLen += len(fre) - len(e.fre)
 	e.fre = fre
 	e.numFREs += len(fn.Rows)
-	e.stats.add(int(freType), sizes)
 	e.ents = append(e.ents, encEntry{start: fn.Start, size: fn.Size, freOff: uint32(freOff), nfre: uint32(len(fn.Rows)),
 		info: info, info2: info2, rep: fn.RepSize})
 	return nil
 }
 
 // rowFREs writes fn's rows as FREs of asz-byte start addresses at the end
-// of fre (within its capacity), counting them by data-word size in sizes.
-func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int, sizes *[3]int) ([]byte, error) {
+// of fre (within its capacity).
+func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int) ([]byte, error) {
 	o := &e.o
 	var words [maxDataWords]int64
 	var ctrl [maxDataWords]bool
@@ -616,7 +612,6 @@ func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int, sizes *[3]int) ([]b
 			}
 		}
 		sizeCode := uint8(size >> 1) // 1->0, 2->1, 4->2
-		sizes[sizeCode]++
 		fi := base | uint8(n)<<1 | sizeCode<<5
 		if r.MangledRA {
 			fi |= freInfoMangledRABit
@@ -638,7 +633,7 @@ func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int, sizes *[3]int) ([]b
 // step, at about half rowFREs's cost a row. ok is false when a row is not
 // of that kind; rowFREs then encodes the function (or refuses it), from
 // the same fre.
-func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ []byte, ok bool) {
+func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int) (_ []byte, ok bool) {
 	start := fre
 	for ri := range rows {
 		r := &rows[ri]
@@ -648,7 +643,7 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 		}
 		// The words: CFA offset, then the RA slot (unless the ABI fixes
 		// it) and the FP slot, as far as the last one saved; an unsaved
-		// slot before a saved one holds RAOffsetInvalid (0).
+		// slot before a saved one holds raOffsetInvalid (0).
 		w0, w1, w2 := int64(r.CFA.Offset), int64(0), int64(0)
 		n := 1
 		if e.raSlot {
@@ -675,8 +670,7 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 				return start, false
 			}
 		}
-		fi, size, code := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63)|(w2^w2>>63), r.MangledRA)
-		sizes[code]++
+		fi, size := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63)|(w2^w2>>63), r.MangledRA)
 		// Every field is stored as four bytes, the next one overwriting
 		// what lies past its size: Add made room for the widest row.
 		p := len(fre)
@@ -699,7 +693,7 @@ func (e *Encoder) plainFREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 // amd64FREs is plainFREs for AMD64's options (the RA at its fixed slot,
 // the FP tracked, little-endian), with their tests taken out of the loop:
 // each row has one or two words, the CFA offset and the FP's.
-func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ []byte, ok bool) {
+func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int) (_ []byte, ok bool) {
 	start := fre
 	for ri := range rows {
 		r := &rows[ri]
@@ -715,8 +709,7 @@ func (e *Encoder) amd64FREs(rows []Row, fre []byte, asz int, sizes *[3]int) (_ [
 		default:
 			return start, false
 		}
-		fi, size, code := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63), r.MangledRA)
-		sizes[code]++
+		fi, size := plainInfo(fi, n, (w0^w0>>63)|(w1^w1>>63), r.MangledRA)
 		// As in plainFREs: four bytes a field, each overwriting the
 		// rest of the one before.
 		p := len(fre)
@@ -748,9 +741,9 @@ func (e *Encoder) plainBase(r *Row) (fi uint8, ok bool) {
 
 // plainInfo completes a row's FRE info byte fi (the base register) for n
 // data words of the int32s whose magnitude bits are mag, and returns it
-// with their size (1, 2 or 4 bytes) and its code.
-func plainInfo(fi uint8, n int, mag int64, mangledRA bool) (info uint8, size int, code uint8) {
-	size, code = 4, 2
+// with their size (1, 2 or 4 bytes).
+func plainInfo(fi uint8, n int, mag int64, mangledRA bool) (info uint8, size int) {
+	size, code := 4, uint8(2)
 	switch {
 	case mag < 1<<7:
 		size, code = 1, 0
@@ -761,7 +754,7 @@ func plainInfo(fi uint8, n int, mag int64, mangledRA bool) (info uint8, size int
 	if mangledRA {
 		fi |= freInfoMangledRABit
 	}
-	return fi, size, code
+	return fi, size
 }
 
 // put4 writes the low size bytes (1, 2 or 4) of v at the start of b in
@@ -774,12 +767,12 @@ func (e *Encoder) put4(b []byte, v uint32, size int) {
 	binary.LittleEndian.PutUint32(b, v)
 }
 
-// Append adds the functions of other, an encoder with the same options,
-// after e's, as if they had been added to e in the same order: their FRE
-// bytes follow e's. other is left empty, as NewEncoder made it but for
-// the room its index had, and may take functions again. Translating on
-// two goroutines, each into its own encoder, and appending the second to
-// the first gives the section one encoder would have built.
+// Append adds the functions of other, an encoder with the same options
+// (a fork of e, say), after e's, as if they had been added to e in the
+// same order: their FRE bytes follow e's. other is left empty, as
+// NewEncoder made it, and may take functions again. Translating on two
+// goroutines, each into its own encoder, and appending the second to the
+// first gives the section one encoder would have built.
 func (e *Encoder) Append(other *Encoder) error {
 	if e.freAt != 0 || other.freAt != 0 {
 		return fmt.Errorf("functions appended after the section was built")
@@ -803,7 +796,7 @@ func (e *Encoder) Append(other *Encoder) error {
 	e.full = append(e.full, other.full...)
 	e.fullAt = append(e.fullAt, other.fullAt...)
 	e.fre, e.freRegion = other.fre, other.freRegion
-	if other.arena != e.arena { // other's offsets are in another buffer
+	if e.arena == nil || other.arena != e.arena || e.arena.buf == nil { // other's offsets are not in e's buffer
 		for i := len(e.fullAt) - len(other.fullAt); i < len(e.fullAt); i++ {
 			e.fullAt[i] = -1
 		}
@@ -811,16 +804,23 @@ func (e *Encoder) Append(other *Encoder) error {
 	}
 	e.freLen += other.freLen
 	e.numFREs += other.numFREs
-	e.stats.merge(&other.stats)
 	e.sorted = false
-	other.empty()
+	other.empty(e.arena)
 	return nil
 }
 
 // empty drops e's functions and FRE chunks (which an encoder appended to
-// may hold), keeping its options and the room of its index.
-func (e *Encoder) empty() {
-	*e = Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, ents: e.ents[:0], freRegion: -1}
+// may hold), keeping its options. The room of its index goes to arena a
+// when e is a fork of a's encoder, for a later fork; else e keeps it.
+func (e *Encoder) empty(a *arena) {
+	ents := e.ents[:0]
+	if a != nil && e.arena == a && cap(ents) > 0 {
+		a.mu.Lock()
+		a.spare = append(a.spare, ents)
+		a.mu.Unlock()
+		ents = nil
+	}
+	*e = Encoder{o: e.o, be: e.be, plain: e.plain, sp: e.sp, fp: e.fp, raSlot: e.raSlot, fpSlot: e.fpSlot, ents: ents, freRegion: -1}
 }
 
 func sameOptions(a, b *Options) bool {

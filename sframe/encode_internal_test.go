@@ -128,16 +128,15 @@ func TestPlainFREs(t *testing.T) {
 				}
 			}
 			for _, asz := range []int{1, 2, 4} {
-				var gotSizes, wantSizes, amdSizes [3]int
 				buf := make([]byte, 3, 3+len(rows)*(4+1+4*maxDataWords)) // as Add makes room
-				got, ok := e.plainFREs(rows, buf, asz, &gotSizes)
+				got, ok := e.plainFREs(rows, buf, asz)
 				if !e.raSlot && e.fpSlot && !e.be { // AMD64's options: amd64FREs too
-					amd, amdOK := e.amd64FREs(rows, append(make([]byte, 0, cap(buf)), buf...), asz, &amdSizes)
-					if amdOK != ok || !bytes.Equal(amd, got) || amdSizes != gotSizes {
-						t.Fatalf("%v: rows %+v: amd64FREs % x %v (%v), plainFREs % x %v (%v)", o.ABI, rows, amd, amdSizes, amdOK, got, gotSizes, ok)
+					amd, amdOK := e.amd64FREs(rows, append(make([]byte, 0, cap(buf)), buf...), asz)
+					if amdOK != ok || !bytes.Equal(amd, got) {
+						t.Fatalf("%v: rows %+v: amd64FREs % x (%v), plainFREs % x (%v)", o.ABI, rows, amd, amdOK, got, ok)
 					}
 				}
-				want, err := e.rowFREs(&Function{Start: 0x1000, Rows: rows}, buf, asz, &wantSizes)
+				want, err := e.rowFREs(&Function{Start: 0x1000, Rows: rows}, buf, asz)
 				if !ok {
 					if len(got) != len(buf) {
 						t.Fatalf("%v: plainFREs refused rows %+v but left %d bytes", o.ABI, rows, len(got)-len(buf))
@@ -148,8 +147,8 @@ func TestPlainFREs(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%v: plainFREs took rows %+v that rowFREs refuses: %v", o.ABI, rows, err)
 				}
-				if !bytes.Equal(got, want) || gotSizes != wantSizes {
-					t.Fatalf("%v case %d: rows %+v: plainFREs % x %v, rowFREs % x %v", o.ABI, i, rows, got, gotSizes, want, wantSizes)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%v case %d: rows %+v: plainFREs % x, rowFREs % x", o.ABI, i, rows, got, want)
 				}
 			}
 		}
@@ -160,7 +159,7 @@ func TestPlainFREs(t *testing.T) {
 	}
 }
 
-// TestArena: encoders whose FREs go into an arena (Reserve, Carve) give
+// TestArena: encoders whose FREs go into an arena (Reserve, Fork) give
 // the section Encode gives, whether Section moves them in place (each fits
 // its part, appended in carving order) or joins them into a new buffer (a
 // part outgrown, parts appended in another order, more functions than
@@ -198,9 +197,6 @@ func TestArena(t *testing.T) {
 			const parts = 6
 			encs := make([]*Encoder, parts)
 			for p := range encs {
-				encs[p], _ = NewEncoder(o)
-			}
-			for p := range encs {
 				q := p
 				if tc.swap && p >= parts-2 {
 					q = 2*parts - 3 - p
@@ -212,7 +208,7 @@ func TestArena(t *testing.T) {
 						n = -tc.part
 					}
 				}
-				encs[q].Use(e.Carve(n))
+				encs[q] = e.Fork(n)
 			}
 			e.Add(&funcs[0])
 			for i := 1; i < len(funcs); i++ {

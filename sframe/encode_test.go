@@ -197,8 +197,8 @@ func TestEncoderSectionAgain(t *testing.T) {
 				t.Fatalf("%s: %v", path, err)
 			}
 		}
-		if e.Len() != len(funcs) {
-			t.Errorf("%s: Len %d, added %d", path, e.Len(), len(funcs))
+		if sframe.EncoderLen(e) != len(funcs) {
+			t.Errorf("%s: Len %d, added %d", path, sframe.EncoderLen(e), len(funcs))
 		}
 		for _, addr := range []uint64{o.Addr, o.Addr + 0x123458, o.Addr} {
 			got, err := e.Section(addr)
@@ -247,8 +247,8 @@ func TestEncoderAppend(t *testing.T) {
 				continue
 			}
 			a := appendedAt(t, path, o, funcs, cut)
-			if a.Len() != len(funcs) {
-				t.Errorf("%s cut %d: Len %d, want %d", path, cut, a.Len(), len(funcs))
+			if sframe.EncoderLen(a) != len(funcs) {
+				t.Errorf("%s cut %d: Len %d, want %d", path, cut, sframe.EncoderLen(a), len(funcs))
 			}
 			got, err := a.Section(o.Addr)
 			if err != nil {
@@ -300,8 +300,8 @@ func appendedAt(t *testing.T, what string, o sframe.Options, funcs []sframe.Func
 		if err := a.Append(b); err != nil {
 			t.Fatalf("%s cut %d: %v", what, cut, err)
 		}
-		if b.Len() != 0 {
-			t.Fatalf("%s cut %d: %d functions left in an appended encoder", what, cut, b.Len())
+		if sframe.EncoderLen(b) != 0 {
+			t.Fatalf("%s cut %d: %d functions left in an appended encoder", what, cut, sframe.EncoderLen(b))
 		}
 	}
 	return a

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 // Look up the rules of function entry (testdata/sframe/src/main.c) in a
 // program that GNU as and ld gave SFrame: at its first instruction, and
-// after its prologue (push %rbp; push %rbx; sub $8,%rsp), 8 bytes in.
+// after its prologue (push %rbp; push %rbx; sub $8,%rsp), 8 bytes in. The
+// rules print in the notation of Dump, registers by their DWARF numbers
+// (r7 is %rsp): the CFA is r7 plus an offset, the return address at the
+// header's fixed offset ("f", CFA-8 on AMD64), the frame pointer unsaved
+// ("u") and then saved at CFA-16.
 func ExampleOpenELF() {
 	f, err := elf.Open("../testdata/sframe/v3-x86_64-exe")
 	if err != nil {
@@ -22,8 +25,6 @@ func ExampleOpenELF() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// The ABI's registers: which the CFA rules name as SP and FP.
-	a := arch.ForSFrameABI(t.Header.ABI)
 	syms, err := f.Symbols()
 	if err != nil {
 		log.Fatal(err)
@@ -37,33 +38,10 @@ func ExampleOpenELF() {
 			if err != nil {
 				log.Fatal(err)
 			}
-			fmt.Printf("%s+%d: CFA %s, RA %s, FP %s\n", s.Name, pc-s.Value,
-				loc(a, r.CFA), loc(a, r.RA), loc(a, r.FP))
+			fmt.Printf("%s+%d: CFA %v, RA %v, FP %v\n", s.Name, pc-s.Value, r.CFA, r.RA, r.FP)
 		}
 	}
 	// Output:
-	// entry+0: CFA sp+8, RA at CFA-8, FP unchanged
-	// entry+8: CFA sp+32, RA at CFA-8, FP at CFA-16
-}
-
-// loc says how an unwinder recovers a value with the rule l: the CFA from
-// a register, the RA and FP from the stack or unchanged. (Flexible FDEs
-// have other kinds too; Table.Dump prints them all.)
-func loc(a *arch.Arch, l sframe.Loc) string {
-	switch l.Kind {
-	case sframe.LocReg:
-		reg := fmt.Sprintf("r%d", l.Reg)
-		switch l.Reg {
-		case a.SP():
-			reg = "sp"
-		case a.FP():
-			reg = "fp"
-		}
-		return fmt.Sprintf("%s%+d", reg, l.Offset)
-	case sframe.LocFixed, sframe.LocCFA:
-		return fmt.Sprintf("at CFA%+d", l.Offset)
-	case sframe.LocUnsaved:
-		return "unchanged"
-	}
-	return fmt.Sprintf("kind %d", l.Kind)
+	// entry+0: CFA r7+8, RA f, FP u
+	// entry+8: CFA r7+32, RA f, FP c-16
 }

@@ -11,3 +11,6 @@ func SetFREChunk(n int) func() {
 // OpenGeneral is Open without the little-endian V3 fast path (checkV3LE,
 // granV3LE, findFDE's V3 branch, walkV3LE), for comparing the two.
 func OpenGeneral(b []byte, addr uint64) (*Table, error) { return open(b, addr, false) }
+
+// EncoderLen is the number of functions added to e.
+func EncoderLen(e *Encoder) int { return len(e.ents) }

@@ -14,7 +14,7 @@ var (
 	// the function has no rows and that has no meaning (V1/V2).
 	ErrNoFRE = errors.New("no FRE covers the PC")
 	// ErrNeedsRule (LookupStep only): the row at the PC is not one a
-	// StepRule describes; LookupInto gives its Rule.
+	// StepRule describes; Lookup gives its Rule.
 	ErrNeedsRule = errors.New("the row needs the full rule")
 )
 
@@ -28,21 +28,13 @@ var (
 // row is the FRE before the first that starts past pc (FREs are sorted,
 // so the last that starts at or before it; a PCMask function's PC is
 // taken modulo its repeat size first). It does not allocate unless the
-// data is malformed.
+// data is malformed. Stack walkers try LookupStep first.
 func (t *Table) Lookup(pc uint64) (Rule, error) {
 	var r Rule
-	err := t.LookupInto(pc, &r)
-	return r, err
-}
-
-// LookupInto is Lookup writing the rule into *r (the zero Rule on an
-// error), for callers that step many frames: it saves copying the Rule.
-func (t *Table) LookupInto(pc uint64, r *Rule) error {
-	if err := t.lookup(pc, r); err != nil {
-		*r = Rule{}
-		return err
+	if err := t.lookup(pc, &r); err != nil {
+		return Rule{}, err
 	}
-	return nil
+	return r, nil
 }
 
 func (t *Table) lookup(pc uint64, rule *Rule) error {
@@ -62,9 +54,8 @@ func (t *Table) lookup(pc uint64, rule *Rule) error {
 		if !t.marker(&d) {
 			return ErrNoFRE
 		}
-		*rule = Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
-			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true,
-			RAUndefined: !d.Signal}
+		*rule = Rule{Row: Row{RAUndefined: !d.Signal}, FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
+			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
 		return nil
 	}
 	var f FRE
@@ -107,12 +98,12 @@ const (
 // default-type FDE that is not a signal frame, in an AMD64 section with a
 // fixed RA offset or an AArch64 one. It returns ErrNeedsRule when the
 // function at pc is of another kind, or the row is not ordinary (and for
-// every PC of other sections): LookupInto then gives the rule, or what is
+// every PC of other sections): Lookup then gives the rule, or what is
 // wrong with the function's bytes. Otherwise it returns Lookup's errors.
 // It does not allocate unless the data is malformed.
 func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 	h := &t.Header
-	if h.ABI == ABIS390XBE || (h.CFAFixedRA == CFAFixedRAInvalid && h.ABI.arch().FixedRAOffset() != 0) {
+	if h.ABI == ABIS390XBE || (h.CFAFixedRA == cfaFixedRAInvalid && h.ABI.arch().FixedRAOffset() != 0) {
 		return ErrNeedsRule // no fixed RA slot on AMD64: not a section converters write
 	}
 	var r hit
@@ -153,7 +144,7 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 	s.CFAOff = t.word(r.info, at, 0)
 	k := 1
 	switch {
-	case h.CFAFixedRA != CFAFixedRAInvalid:
+	case h.CFAFixedRA != cfaFixedRAInvalid:
 		fl |= StepRASaved
 		s.RAOff = int32(h.CFAFixedRA)
 	case n > k:
@@ -162,7 +153,7 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 		k++
 	}
 	switch {
-	case h.CFAFixedFP != CFAFixedFPInvalid:
+	case h.CFAFixedFP != cfaFixedFPInvalid:
 		fl |= StepFPSaved
 		s.FPOff = int32(h.CFAFixedFP)
 	case n > k:
@@ -214,7 +205,7 @@ func fdeOffset(pc, start uint64, pt PCType, rep uint8) uint64 {
 
 // rowV3LE is row for a little-endian V3 section, the fast path: it reads
 // the FDE attribute itself, filling the fields of d that lookups use
-// (Start, Size, NumFREs, the info bytes and what they hold, RepSize), and
+// (Start, Size, the FRE count, the info bytes and what they hold, RepSize), and
 // walks the FREs without a check in every step. It returns ErrNoFDE when
 // no function covers pc; with d nil, for LookupStep, ErrNeedsRule for any
 // FDE but a default, non-signal one with FREs. It leaves to the general
@@ -250,7 +241,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	}
 	if d != nil {
 		d.Start, d.Size, d.NumFREs = start, size, uint32(n)
-		d.Info, d.Info2, d.RepSize = uint8(info), info2, rep
+		d.RepSize = rep
 		d.FREType, d.PCType, d.PauthKeyB = ft, info.pcType(), info.pauthKeyB()
 		d.FDEType, d.Signal = typ, info.signal()
 	}
@@ -335,7 +326,7 @@ func (t *Table) walk(i, pos int, d *FDE, off uint64) (j, found int, info freInfo
 		if ok && uint64(s) > off {
 			break
 		}
-		if !ok || x.wordSizeCode() > DataWord4 {
+		if !ok || x.wordSizeCode() > dataWord4 {
 			return 0, 0, 0, t.errFREHead(i, k, pos, asz)
 		}
 		j, found, info = k, pos, x

@@ -85,8 +85,8 @@ func TestLookup(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				if r.RAUndefined != tt.undef || r.Signal != tt.signal || r.FREStart != tt.freStart {
-					t.Errorf("Lookup(%#x) = undef %v signal %v start %d, want %v %v %d", tt.pc, r.RAUndefined, r.Signal, r.FREStart, tt.undef, tt.signal, tt.freStart)
+				if r.RAUndefined != tt.undef || r.Signal != tt.signal || r.Start != tt.freStart {
+					t.Errorf("Lookup(%#x) = undef %v signal %v start %d, want %v %v %d", tt.pc, r.RAUndefined, r.Signal, r.Start, tt.undef, tt.signal, tt.freStart)
 				}
 				if tt.undef {
 					continue

@@ -72,8 +72,8 @@ func TestTableReadsWhatDecodeHolds(t *testing.T) {
 			}
 			tbs := tables(t, b, addr)
 			tb := tbs[0]
-			if tb.NumFDEs() != len(s.FDEs) || !cmp.Equal(tb.Header, s.Header, cmpopts.EquateEmpty()) {
-				t.Fatalf("header %+v, %d FDEs; Decode: %+v, %d FDEs", tb.Header, tb.NumFDEs(), s.Header, len(s.FDEs))
+			if int(tb.Header.NumFDEs) != len(s.FDEs) || !cmp.Equal(tb.Header, s.Header, cmpopts.EquateEmpty()) {
+				t.Fatalf("header %+v, %d FDEs; Decode: %+v, %d FDEs", tb.Header, int(tb.Header.NumFDEs), s.Header, len(s.FDEs))
 			}
 			var d sframe.FDE
 			for i := range s.FDEs {

@@ -1,5 +1,7 @@
 package sframe
 
+import "strconv"
+
 // LocKind says how a tracked entity (CFA, RA or FP) is recovered.
 type LocKind uint8
 
@@ -25,6 +27,17 @@ const (
 	LocRegDeref
 )
 
+// String returns the kind's name ("LocReg"), or its number for an unknown
+// one.
+func (k LocKind) String() string {
+	if int(k) < len(locKindNames) {
+		return locKindNames[k]
+	}
+	return "LocKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+var locKindNames = [...]string{"LocUnsaved", "LocFixed", "LocDefault", "LocCFA", "LocCFAValue", "LocReg", "LocRegDeref"}
+
 // Loc is one recovery rule.
 type Loc struct {
 	Kind   LocKind
@@ -32,21 +45,24 @@ type Loc struct {
 	Offset int32
 }
 
-// Rule is the decoded recovery rule of one FRE.
+// String returns the rule in the notation of Dump's columns, with a
+// register named by its DWARF number: "r7+8" (LocReg), "(r6+16)"
+// (LocRegDeref), "c-16" (LocCFA), "=c+8" (LocCFAValue), "u" (LocUnsaved),
+// "f" (LocFixed) and "U" (LocDefault).
+func (l Loc) String() string { return string(appendLoc(nil, 0, l)) }
+
+// Rule is the rule that applies at a PC: the row in effect (Row.Start is
+// its FRE's start offset, a mask value in a PCMask function) and what the
+// function holding the PC says of all its rows.
 type Rule struct {
-	FuncStart   uint64
-	FuncSize    uint32
-	FREStart    uint32 // FRE start offset (a mask value for PCMask FDEs)
-	PCType      PCType
-	Flex        bool
-	Signal      bool
-	PauthKeyB   bool
-	MangledRA   bool
-	RAUndefined bool // zero data words: outermost frame
-	NoFREs      bool // from an FDE without FREs
-	CFA         Loc
-	RA          Loc
-	FP          Loc
+	Row
+	FuncStart uint64
+	FuncSize  uint32
+	PCType    PCType
+	Flex      bool
+	Signal    bool
+	PauthKeyB bool
+	NoFREs    bool // from an FDE without FREs
 }
 
 func flexLoc(ctrl uint32, off int32) Loc {
@@ -78,9 +94,9 @@ func interpret(h *Header, d *FDE, f *FRE) Rule {
 // fields just written one by one, which the processor cannot forward).
 func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	*r = Rule{
-		FuncStart: d.Start, FuncSize: d.Size, FREStart: f.StartOff, PCType: d.PCType,
+		Row:       Row{Start: f.Start, MangledRA: f.MangledRA},
+		FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
 		Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
-		MangledRA: f.MangledRA,
 	}
 	n := int(f.NumWords)
 	if n == 0 {
@@ -88,7 +104,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 		return
 	}
 	if r.Flex {
-		r.CFA = flexLoc(f.UWord(0), 0)
+		r.CFA = flexLoc(f.uword(0), 0)
 		if n > 1 {
 			r.CFA.Offset = f.Words[1]
 		}
@@ -98,16 +114,16 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 			r.CFA.Kind = LocReg
 		}
 		r.RA = Loc{Kind: LocUnsaved}
-		if h.CFAFixedRA != CFAFixedRAInvalid {
+		if h.CFAFixedRA != cfaFixedRAInvalid {
 			r.RA = Loc{Kind: LocFixed, Offset: int32(h.CFAFixedRA)}
 		}
 		r.FP = Loc{Kind: LocUnsaved}
 		i := 2
 		if n > i {
-			c := f.UWord(i)
+			c := f.uword(i)
 			if c == 0 {
 				r.RA = Loc{Kind: LocDefault}
-				if h.CFAFixedRA != CFAFixedRAInvalid {
+				if h.CFAFixedRA != cfaFixedRAInvalid {
 					r.RA.Offset = int32(h.CFAFixedRA)
 				}
 				i++
@@ -121,7 +137,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 			}
 		}
 		if n > i {
-			c := f.UWord(i)
+			c := f.uword(i)
 			if c != 0 {
 				var off int32
 				if n > i+1 {
@@ -141,10 +157,10 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	r.CFA = Loc{Kind: LocReg, Reg: reg, Offset: cfaOff}
 	r.RA = Loc{Kind: LocUnsaved}
 	r.FP = Loc{Kind: LocUnsaved}
-	if h.CFAFixedRA != CFAFixedRAInvalid {
+	if h.CFAFixedRA != cfaFixedRAInvalid {
 		r.RA = Loc{Kind: LocFixed, Offset: int32(h.CFAFixedRA)}
 	}
-	if h.CFAFixedFP != CFAFixedFPInvalid {
+	if h.CFAFixedFP != cfaFixedFPInvalid {
 		r.FP = Loc{Kind: LocCFA, Offset: int32(h.CFAFixedFP)}
 	}
 	stackOrReg := func(w int32) Loc {
@@ -154,13 +170,13 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 		return Loc{Kind: LocCFA, Offset: w}
 	}
 	i := 1
-	if h.CFAFixedRA == CFAFixedRAInvalid && n > i {
-		if w := f.Words[i]; !(h.ABI == ABIS390XBE && w == RAOffsetInvalid) {
+	if h.CFAFixedRA == cfaFixedRAInvalid && n > i {
+		if w := f.Words[i]; !(h.ABI == ABIS390XBE && w == raOffsetInvalid) {
 			r.RA = stackOrReg(w)
 		}
 		i++
 	}
-	if h.CFAFixedFP == CFAFixedFPInvalid && n > i {
+	if h.CFAFixedFP == cfaFixedFPInvalid && n > i {
 		r.FP = stackOrReg(f.Words[i])
 	}
 }

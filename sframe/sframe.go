@@ -3,31 +3,32 @@
 // s390x).
 //
 // Reading: Open(b, addr) checks a section's header and function index and
-// returns a Table, which decodes the rest lazily, as libsframe does. Its
-// lookups take a PC and return the rule there, with an error (ErrNoFDE,
-// ErrNoFRE, or an *Error naming the malformed bytes): Lookup gives a
-// Rule (CFA, RA and FP as Loc values: register+offset, CFA slot, flex
-// forms, fixed, unsaved, with the s390x CFA scaling and the V3
-// flexible-FDE control words applied), LookupInto writes it in place,
-// and LookupStep gives the common rows in the form a stack walker applies
-// (StepRule). None of them allocates unless the bytes are malformed.
-// OpenFile (a path), OpenELF (a debug/elf *elf.File) and OpenELFFile (an
-// elfread.File) find an ELF file's SFrame section and open it; see
-// ExampleOpenELF. Package unwind walks stacks with Tables.
+// returns a Table, which decodes the rest lazily, as libsframe does.
+// OpenFile (a path) and OpenELF (a debug/elf *elf.File) find the SFrame
+// data a loader reads in an ELF file (PT_GNU_SFRAME, else the .sframe
+// section) and open it; see ExampleOpenELF. Table.Lookup takes a PC and
+// returns the Rule there: the Row in effect (CFA, RA and FP as Loc
+// values: register+offset, CFA slot, flex forms, fixed, unsaved, with the
+// s390x CFA scaling and the V3 flexible-FDE control words applied) and
+// its function's attributes, or an error (ErrNoFDE, ErrNoFRE, or an
+// *Error naming the malformed bytes). LookupStep gives the common rows in
+// the form a stack walker applies (StepRule). Neither allocates unless the
+// bytes are malformed. Package unwind walks stacks with Tables.
 //
 // The Table also reads the section function by function: FDE decodes one
-// function descriptor and its rows (FREs) into a reused FDE, Check
-// decodes them all (what a full decode rejects, without keeping
-// anything), Dump writes the text of GNU objdump --sframe from its
-// "  Header :" line on and DumpJSON writes JSON. Decode builds a Section
-// holding every FDE and FRE from the same decoder.
+// function descriptor and its rows (FREs) into a reused FDE, Interpret
+// gives an FRE's Rule, Check decodes them all (what a full decode
+// rejects, without keeping anything), Dump writes the text of GNU objdump
+// --sframe from its "  Header :" line on and DumpJSON writes JSON. Decode
+// builds a Section holding every FDE and FRE from the same decoder.
 //
 // Writing: []Function with Rows, filled by a translator or by
 // (*Section).Functions, and Encode(funcs, Options) writing V2 (with or
 // without PCREL) or V3 with libsframe's layout choices (narrowest FRE type
 // per function and data-word size per row, FRE data in the order of funcs,
 // FDE index optionally sorted), so a GNU-produced section decodes and
-// re-encodes byte for byte.
+// re-encodes byte for byte. An Encoder takes the functions one at a time,
+// and forks of it (Fork) take parts of them on other goroutines.
 //
 // Errors in the section's bytes are *Error values with the section offset.
 package sframe
@@ -43,7 +44,7 @@ import (
 
 // Format constants.
 const (
-	Magic = 0xdee2
+	Magic = 0xdee2 // the header's first field, in the section's byte order
 
 	Version1 = 1
 	Version2 = 2
@@ -53,27 +54,34 @@ const (
 	FlagFDESorted         = 0x1
 	FlagFramePointer      = 0x2 // V1 and V2 only
 	FlagFDEFuncStartPCRel = 0x4
-	HeaderSize            = 28
-	fdeSizeV1             = 17
-	fdeSizeV2             = 20
-	fdeSizeV3             = 16
-	fdeAttrSizeV3         = 5
-	maxDataWords          = 15
-	CFAFixedFPInvalid     = 0
-	CFAFixedRAInvalid     = 0
-	RAOffsetInvalid       = 0 // s390x padding: FP saved without RA
-	AArch64PauthKeyA      = 0
-	AArch64PauthKeyB      = 1
-	BaseRegFP             = 0
-	BaseRegSP             = 1
-	fdeTypeMaskV3         = 0x1f
-	frePCTypeMaskBit      = 0x10
-	fdeInfoPauthBit       = 0x20
-	fdeInfoSignalBit      = 0x80
-	freInfoMangledRABit   = 0x80
-	flexCtrlRegP          = 0x1
-	flexCtrlDerefP        = 0x2
-	flexCtrlRegShift      = 3
+
+	// HeaderSize is the size of the fixed header, before the auxiliary
+	// header.
+	HeaderSize = 28
+
+	// The base register of an FRE's CFA (FRE.BaseReg).
+	BaseRegFP = 0
+	BaseRegSP = 1
+)
+
+// Internal sizes and bit fields of the format.
+const (
+	fdeSizeV1           = 17
+	fdeSizeV2           = 20
+	fdeSizeV3           = 16
+	fdeAttrSizeV3       = 5
+	maxDataWords        = 15
+	cfaFixedFPInvalid   = 0
+	cfaFixedRAInvalid   = 0
+	raOffsetInvalid     = 0 // s390x padding: FP saved without RA
+	fdeTypeMaskV3       = 0x1f
+	frePCTypeMaskBit    = 0x10
+	fdeInfoPauthBit     = 0x20
+	fdeInfoSignalBit    = 0x80
+	freInfoMangledRABit = 0x80
+	flexCtrlRegP        = 0x1
+	flexCtrlDerefP      = 0x2
+	flexCtrlRegShift    = 3
 )
 
 // ABI is an SFrame ABI/arch identifier, the header's abi_arch byte.
@@ -188,9 +196,9 @@ func (t FREType) addrSize() int { return 1 << t }
 
 // Data-word size codes in the FRE info byte.
 const (
-	DataWord1 = 0
-	DataWord2 = 1
-	DataWord4 = 2
+	dataWord1 = 0
+	dataWord2 = 1
+	dataWord4 = 2
 )
 
 // fdeInfo is an FDE's function-info byte: its bit fields, each read in one
@@ -238,15 +246,16 @@ func errorf[T int | int64](off T, format string, args ...any) *Error {
 	return &Error{Off: int64(off), Msg: fmt.Sprintf(format, args...)}
 }
 
-// Header is the SFrame header, every field preserved.
+// Header is the SFrame header, every field preserved but the magic (Magic
+// in the section's byte order) and the auxiliary header's length
+// (len(AuxHdr)). CFAFixedFP and CFAFixedRA are 0 where the ABI fixes no
+// offset and each row says where FP and RA are saved.
 type Header struct {
-	Magic      uint16
 	Version    uint8
 	Flags      uint8
 	ABI        ABI
 	CFAFixedFP int8
 	CFAFixedRA int8
-	AuxHdrLen  uint8
 	NumFDEs    uint32
 	NumFREs    uint32
 	FRELen     uint32
@@ -256,7 +265,7 @@ type Header struct {
 }
 
 // Size is the header size including the auxiliary header.
-func (h *Header) Size() int { return HeaderSize + int(h.AuxHdrLen) }
+func (h *Header) Size() int { return HeaderSize + len(h.AuxHdr) }
 
 // FDESize is the size of one entry of the function index in a section of
 // the header's version (17 bytes in V1, 20 in V2, 16 in V3), or 0 for a
@@ -273,19 +282,16 @@ func (h *Header) FDESize() int {
 	return 0
 }
 
-// FDE is one function descriptor entry, raw fields plus decoded info bytes.
-// For V3 the attribute fields (NumFREs, Info, Info2, RepSize) come from the
-// 5-byte attribute at the head of the function's FRE data.
+// FDE is one function descriptor entry, its fields decoded. For V3 the
+// attribute fields (the FRE count, RepSize and what the info bytes hold) come
+// from the 5-byte attribute at the head of the function's FRE data.
 type FDE struct {
 	StartOff int64  // raw start field (int32 in V1/V2, int64 in V3)
 	Start    uint64 // resolved start address
 	Size     uint32
 	FREOff   uint32 // offset of the function's FRE data in the FRE sub-section
 	NumFREs  uint32
-	Info     uint8
-	Info2    uint8 // V3 only
 	RepSize  uint8 // V2, V3
-	Padding  uint16
 
 	PCType    PCType
 	FREType   FREType
@@ -309,23 +315,22 @@ func (d *FDE) FREAt(pc uint64) int {
 	if d.PCType == PCMask && d.RepSize != 0 {
 		off %= uint64(d.RepSize)
 	}
-	return sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].StartOff) > off }) - 1
+	return sort.Search(len(d.FREs), func(j int) bool { return uint64(d.FREs[j].Start) > off }) - 1
 }
 
 // FRE is one frame row entry.
 type FRE struct {
-	StartOff  uint32
-	Info      uint8
-	BaseReg   uint8 // BaseRegFP or BaseRegSP
+	Start     uint32 // offset from the function's start (a mask value for PCMask)
+	BaseReg   uint8  // BaseRegFP or BaseRegSP
 	NumWords  uint8
 	WordSize  uint8 // in bytes: 1, 2 or 4
 	MangledRA bool
-	Words     [maxDataWords]int32 // sign-extended data words
+	Words     [15]int32 // sign-extended data words, the first NumWords of them
 }
 
-// UWord returns data word i as an unsigned value of the FRE's word size (for
+// uword returns data word i as an unsigned value of the FRE's word size (for
 // flex control words).
-func (f *FRE) UWord(i int) uint32 {
+func (f *FRE) uword(i int) uint32 {
 	w := uint32(f.Words[i])
 	switch f.WordSize {
 	case 1:

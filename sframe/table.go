@@ -101,8 +101,8 @@ func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
 		return h, false, 0, errorf(0, "bad magic %#04x", binary.LittleEndian.Uint16(b))
 	}
 	h = Header{
-		Magic: Magic, Version: b[2], Flags: b[3], ABI: ABI(b[4]),
-		CFAFixedFP: int8(b[5]), CFAFixedRA: int8(b[6]), AuxHdrLen: b[7],
+		Version: b[2], Flags: b[3], ABI: ABI(b[4]),
+		CFAFixedFP: int8(b[5]), CFAFixedRA: int8(b[6]),
 		NumFDEs: order.Uint32(b[8:]), NumFREs: order.Uint32(b[12:]), FRELen: order.Uint32(b[16:]),
 		FDEOff: order.Uint32(b[20:]), FREOff: order.Uint32(b[24:]),
 	}
@@ -113,9 +113,9 @@ func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
 		return h, big, 0, errorf(4, "unknown ABI/arch id %d", h.ABI)
 	}
 	n := len(b)
-	hsz := h.Size()
+	hsz := HeaderSize + int(b[7])
 	if hsz > n {
-		return h, big, 0, errorf(7, "auxiliary header length %d runs past the end of the %d-byte section", h.AuxHdrLen, n)
+		return h, big, 0, errorf(7, "auxiliary header length %d runs past the end of the %d-byte section", b[7], n)
 	}
 	body := uint64(n - hsz)
 	if uint64(h.FDEOff) > body || uint64(h.NumFDEs)*uint64(fdeSize) > body-uint64(h.FDEOff) {
@@ -131,9 +131,6 @@ func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
 	h.AuxHdr = b[HeaderSize:hsz:hsz]
 	return h, big, fdeSize, nil
 }
-
-// NumFDEs returns the number of functions in the section.
-func (t *Table) NumFDEs() int { return t.n }
 
 // byteOrder returns the section's byte order.
 func (t *Table) byteOrder() binary.ByteOrder {
@@ -213,23 +210,23 @@ func (t *Table) fde(i int, d *FDE) (int, error) {
 	off := t.fdeBase + i*t.fdeSize
 	d.StartOff, d.Start, d.Size, d.FREOff = t.startField(i), t.start(i), t.u32(off+t.startW), t.u32(off+t.startW+4)
 	pos := t.freBase + int(d.FREOff)
-	d.Padding = 0
+	var info fdeInfo
+	var info2 uint8
 	if t.startW == 8 {
 		a := t.b[pos:][:fdeAttrSizeV3]
-		d.NumFREs, d.Info, d.Info2, d.RepSize = uint32(t.u16(pos)), a[2], a[3], a[4]
+		d.NumFREs, info, info2, d.RepSize = uint32(t.u16(pos)), fdeInfo(a[2]), a[3], a[4]
 		pos += fdeAttrSizeV3
 	} else {
 		e := t.b[off:][:fdeSizeV1]
-		d.NumFREs, d.Info, d.Info2, d.RepSize = t.u32(off+12), e[16], 0, 0
+		d.NumFREs, info, d.RepSize = t.u32(off+12), fdeInfo(e[16]), 0
 		if t.fdeSize == fdeSizeV2 {
-			d.RepSize, d.Padding = t.b[off+17], t.u16(off+18)
+			d.RepSize = t.b[off+17]
 		}
 	}
-	info := fdeInfo(d.Info)
 	d.FREType, d.PCType, d.PauthKeyB = info.freType(), info.pcType(), info.pauthKeyB()
 	d.FDEType, d.Signal = FDETypeDefault, false
 	if t.startW == 8 {
-		d.FDEType, d.Signal = fdeTypeV3(d.Info2), info.signal()
+		d.FDEType, d.Signal = fdeTypeV3(info2), info.signal()
 	}
 	if pos > t.freEnd || d.FREType > FREAddr4 || d.FDEType > FDETypeFlex || uint64(d.NumFREs) > uint64(t.freEnd-pos)/2 {
 		return 0, t.errFDE(i, pos, d)
@@ -297,7 +294,7 @@ func (t *Table) errFREHead(i, j, pos, asz int) *Error {
 
 func (t *Table) fre(i, j, pos, asz int, f *FRE) (int, error) {
 	s, info, ok := t.freHead(pos, asz)
-	if !ok || info.wordSizeCode() > DataWord4 {
+	if !ok || info.wordSizeCode() > dataWord4 {
 		return 0, t.errFREHead(i, j, pos, asz)
 	}
 	at := pos + asz + 1
@@ -306,14 +303,14 @@ func (t *Table) fre(i, j, pos, asz int, f *FRE) (int, error) {
 		return 0, errWords(i, j, info, at)
 	}
 	n := info.numWords()
-	f.StartOff, f.Info, f.BaseReg, f.NumWords, f.WordSize, f.MangledRA = s, uint8(info), info.baseReg(), uint8(n), 1<<info.wordSizeCode(), info.mangledRA()
+	f.Start, f.BaseReg, f.NumWords, f.WordSize, f.MangledRA = s, info.baseReg(), uint8(n), 1<<info.wordSizeCode(), info.mangledRA()
 	ws := f.Words[:n]
 	switch info.wordSizeCode() {
-	case DataWord1:
+	case dataWord1:
 		for k := range ws {
 			ws[k] = int32(int8(t.b[at+k]))
 		}
-	case DataWord2:
+	case dataWord2:
 		for k := range ws {
 			ws[k] = int32(int16(t.u16(at + 2*k)))
 		}
@@ -342,15 +339,15 @@ func errWords(i, j int, info freInfo, at int) *Error {
 // sub-section: wordsEnd).
 func (t *Table) word(info freInfo, at, k int) int32 {
 	switch info.wordSizeCode() {
-	case DataWord1:
+	case dataWord1:
 		return int32(int8(t.b[at+k]))
-	case DataWord2:
+	case dataWord2:
 		return int32(int16(t.u16(at + 2*k)))
 	}
 	return int32(t.u32(at + 4*k))
 }
 
-// FDE decodes function i (index order, 0 <= i < NumFDEs) and its FREs into
+// FDE decodes function i (index order, 0 <= i < Header.NumFDEs) and its FREs into
 // d. The FREs go into d.FREs' memory, which is reused: they stay valid
 // until the next call with the same d. Malformed bytes give an *Error.
 func (t *Table) FDE(i int, d *FDE) error {

@@ -69,7 +69,7 @@ func (r *ref) lookup(pc uint64) (sframe.Rule, error) {
 	}
 	var f *sframe.FRE
 	for j := range d.FREs {
-		if uint64(d.FREs[j].StartOff) > off {
+		if uint64(d.FREs[j].Start) > off {
 			break
 		}
 		f = &d.FREs[j]
@@ -127,7 +127,7 @@ func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err 
 	serr := tb.LookupStep(pc, &s)
 	h := &tb.Header
 	ordinary := err == nil && !r.NoFREs && !r.Flex && !r.Signal && !r.RAUndefined &&
-		h.ABI != sframe.ABIS390XBE && !(h.ABI == sframe.ABIAMD64LE && h.CFAFixedRA == sframe.CFAFixedRAInvalid)
+		h.ABI != sframe.ABIS390XBE && !(h.ABI == sframe.ABIAMD64LE && h.CFAFixedRA == 0)
 	switch {
 	case serr == sframe.ErrNeedsRule && !ordinary:
 		return
@@ -138,7 +138,7 @@ func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err 
 	default:
 		return // the same error
 	}
-	g := sframe.Rule{FuncStart: r.FuncStart, FuncSize: r.FuncSize, FREStart: r.FREStart, PCType: r.PCType, PauthKeyB: r.PauthKeyB}
+	g := sframe.Rule{Row: sframe.Row{Start: r.Start}, FuncStart: r.FuncStart, FuncSize: r.FuncSize, PCType: r.PCType, PauthKeyB: r.PauthKeyB}
 	g.MangledRA = s.Flags&sframe.StepMangledRA != 0
 	g.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: arch.ForSFrameABI(h.ABI).SP(), Offset: s.CFAOff}
 	if s.Flags&sframe.StepCFAFromFP != 0 {
@@ -147,7 +147,7 @@ func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err 
 	g.RA = sframe.Loc{Kind: sframe.LocUnsaved}
 	switch {
 	case s.Flags&sframe.StepRASaved == 0:
-	case h.CFAFixedRA != sframe.CFAFixedRAInvalid:
+	case h.CFAFixedRA != 0:
 		g.RA = sframe.Loc{Kind: sframe.LocFixed, Offset: s.RAOff}
 	default:
 		g.RA = sframe.Loc{Kind: sframe.LocCFA, Offset: s.RAOff}
@@ -174,8 +174,8 @@ func TestTableFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			tbs := tables(t, es.Data, es.Addr)
-			if tbs[0].NumFDEs() != len(s.FDEs) {
-				t.Fatalf("NumFDEs %d, want %d", tbs[0].NumFDEs(), len(s.FDEs))
+			if int(tbs[0].Header.NumFDEs) != len(s.FDEs) {
+				t.Fatalf("NumFDEs %d, want %d", int(tbs[0].Header.NumFDEs), len(s.FDEs))
 			}
 			r := newRef(s, tbs[0])
 			pcs := 0
@@ -290,7 +290,7 @@ func TestTableTruncatedFRE(t *testing.T) {
 	}
 	// The last FRE in the section is the 0x1000 function's outermost row
 	// at +0x1f (no data words): make it claim 15 four-byte words.
-	b[len(b)-1] = 15<<1 | sframe.DataWord4<<5
+	b[len(b)-1] = 15<<1 | 2<<5
 	for _, tb := range tables(t, b, 0x500) {
 		if _, err := tb.Lookup(0x101e); err != nil {
 			t.Errorf("Lookup before the bad FRE: %v", err)
@@ -313,12 +313,10 @@ func TestTableLookupAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tb := range tables(t, b, 0x500) {
-		var r sframe.Rule
 		var st sframe.StepRule
 		n := testing.AllocsPerRun(100, func() {
 			for _, pc := range []uint64{0x1004, 0x2031, 0x3000, 0x1021, 0x101f} {
 				tb.Lookup(pc)
-				tb.LookupInto(pc, &r)
 				tb.LookupStep(pc, &st)
 			}
 		})
@@ -377,7 +375,7 @@ func FuzzOpen(f *testing.F) {
 			r = newRef(s, tb)
 		}
 		var d sframe.FDE
-		for i := 0; i < tb.NumFDEs() && i < 64; i++ {
+		for i := 0; i < int(tb.Header.NumFDEs) && i < 64; i++ {
 			err := tb.FDE(i, &d)
 			if derr == nil {
 				if err != nil || !cmp.Equal(d, s.FDEs[i], cmpopts.EquateEmpty()) {
@@ -551,9 +549,9 @@ func TestHeaderFDESize(t *testing.T) {
 }
 
 func TestFDEFREAt(t *testing.T) {
-	inc := sframe.FDE{Start: 0x1000, Size: 0x40, FREs: []sframe.FRE{{StartOff: 0}, {StartOff: 4}, {StartOff: 0x20}}}
-	late := sframe.FDE{Start: 0x1000, Size: 0x40, FREs: []sframe.FRE{{StartOff: 8}}}
-	mask := sframe.FDE{Start: 0x2000, Size: 0x40, PCType: sframe.PCMask, RepSize: 16, FREs: []sframe.FRE{{StartOff: 0}, {StartOff: 6}}}
+	inc := sframe.FDE{Start: 0x1000, Size: 0x40, FREs: []sframe.FRE{{Start: 0}, {Start: 4}, {Start: 0x20}}}
+	late := sframe.FDE{Start: 0x1000, Size: 0x40, FREs: []sframe.FRE{{Start: 8}}}
+	mask := sframe.FDE{Start: 0x2000, Size: 0x40, PCType: sframe.PCMask, RepSize: 16, FREs: []sframe.FRE{{Start: 0}, {Start: 6}}}
 	for _, c := range []struct {
 		name string
 		d    *sframe.FDE

@@ -205,8 +205,9 @@ func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 		// GNU as writes flexible FDEs on AMD64 and s390x only.
 		flexABI: d != arch.ARM64,
 		// The header's fixed RA offset is AMD64's slot (GNU as tracks the
-		// RA per row elsewhere); it has no fixed FP offset.
-		fixedRA: int8(d.FixedRAOffset()), fixedFP: sframe.CFAFixedFPInvalid,
+		// RA per row elsewhere); it has no fixed FP offset (fixedFP 0, the
+		// format's "none").
+		fixedRA: int8(d.FixedRAOffset()),
 	}
 	a.version = o.Version
 	a.flexOK = a.flexABI && o.Version >= sframe.Version3

@@ -652,7 +652,7 @@ func TestSignalOutermost(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(sec.FDEs) != 1 || !sec.FDEs[0].Signal || len(sec.FDEs[0].FREs) != 1 || sec.FDEs[0].FREs[0].StartOff != 0 || sec.FDEs[0].FREs[0].NumWords != 0 {
+				if len(sec.FDEs) != 1 || !sec.FDEs[0].Signal || len(sec.FDEs[0].FREs) != 1 || sec.FDEs[0].FREs[0].Start != 0 || sec.FDEs[0].FREs[0].NumWords != 0 {
 					t.Errorf("encoded: %+v, want one signal FDE with one FRE at 0 without data words", sec.FDEs)
 				}
 				// The kernel's unwinder removes a section at a lookup in

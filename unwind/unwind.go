@@ -253,7 +253,7 @@ func (u *Unwinder) step(f *Frame, m *Mapping) (Reason, *Mapping) {
 	}
 	var r sframe.Rule
 	if err == sframe.ErrNeedsRule {
-		err = m.Table.LookupInto(pc-m.Bias, &r)
+		r, err = m.Table.Lookup(pc - m.Bias)
 	}
 	switch {
 	case err == sframe.ErrNoFDE || err == sframe.ErrNoFRE:

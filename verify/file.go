@@ -37,31 +37,23 @@ func CheckFile(name string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	// A loader finds .sframe through PT_GNU_SFRAME: check those bytes
-	// when they can be found, the section otherwise; the layout check
-	// reports where the two disagree.
+	// The bytes a loader reads, as sframe.OpenELF finds them: through
+	// PT_GNU_SFRAME when it can be followed, the section otherwise; the
+	// layout check reports where the two disagree. No bytes (an empty or
+	// SHT_NOBITS .sframe): no function is described, and every CFI
+	// function is checked for being missing.
 	layout := checkLayout(f.ELF, in.Data)
-	data, addr, where, ok := []byte(nil), uint64(0), "PT_GNU_SFRAME", false
-	if f.ELF.Type != elf.ET_REL {
-		data, addr, ok = LoaderSFrame(f.ELF, in.Data)
-		ok = ok && len(data) > 0
-	}
-	if !ok && !noSFrameData(f.ELF) {
-		es, err := f.SFrame()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		data, addr, where = es.Data, es.Addr, es.Name
-	}
-	// No bytes (an empty or SHT_NOBITS .sframe): no function is
-	// described, and every CFI function is checked for being missing.
 	var sec *sframe.Table
-	if len(data) > 0 {
-		if sec, err = sframe.Open(data, addr); err == nil {
+	es, err := f.LoaderSFrame()
+	switch {
+	case err != nil && !(es == nil && noSFrameData(f.ELF)):
+		return nil, fmt.Errorf("%s: %w", name, err)
+	case err == nil && len(es.Data) > 0:
+		if sec, err = sframe.Open(es.Data, es.Addr); err == nil {
 			err = sec.Check()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", name, where, err)
+			return nil, fmt.Errorf("%s: %s: %w", name, es.Where(), err)
 		}
 	}
 	// The CFI is executed one FDE at a time as the check reaches its code.

@@ -221,27 +221,6 @@ func fileEnd(off, size uint64) uint64 {
 	return off + size
 }
 
-// LoaderSFrame returns the bytes a loader finds through PT_GNU_SFRAME: the
-// file bytes the PT_LOAD that covers the segment's address maps there, and
-// that address. ok is false when there is no PT_GNU_SFRAME or it lies
-// outside every PT_LOAD (CheckLayout reports why).
-func LoaderSFrame(ef *elf.File, data []byte) (b []byte, addr uint64, ok bool) {
-	for _, p := range ef.Progs {
-		if p.Type != ptGNUSFrame {
-			continue
-		}
-		for _, l := range ef.Progs {
-			if covers(l, p.Vaddr, p.Filesz) {
-				if b := fileRange(data, l.Off+(p.Vaddr-l.Vaddr), p.Filesz); b != nil {
-					return b, p.Vaddr, true
-				}
-			}
-		}
-		return nil, 0, false
-	}
-	return nil, 0, false
-}
-
 func zero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
 // phdrField patches field (byte offset in an Elf64_Phdr: 8 p_offset, 16
@@ -51,8 +53,10 @@ func TestCheckLayoutGNU(t *testing.T) {
 		if probs := checkLayout(parse(t, b), b); len(probs) > 0 {
 			t.Errorf("%s: %v", name, probs)
 		}
-		if _, _, ok := LoaderSFrame(parse(t, b), b); !ok {
-			t.Errorf("%s: no .sframe found through PT_GNU_SFRAME", name)
+		if f, err := elfread.NewFileBytes(b, name); err != nil {
+			t.Fatal(err)
+		} else if s, err := f.LoaderSFrame(); err != nil || !s.Segment {
+			t.Errorf("%s: no .sframe found through PT_GNU_SFRAME (%v)", name, err)
 		}
 		n++
 	}

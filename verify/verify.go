@@ -160,7 +160,7 @@ func check(in input) *Result {
 	res := &Result{}
 	n := 0
 	if in.SFrame != nil {
-		n = in.SFrame.NumFDEs()
+		n = int(in.SFrame.Header.NumFDEs)
 	}
 	covered := make([]span, 0, n)
 	var fde sframe.FDE
@@ -507,7 +507,7 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 	pcs := append(c.pcs[:0], start)
 	if rep == 0 {
 		for i := range d.FREs {
-			pcs = append(pcs, start+uint64(d.FREs[i].StartOff))
+			pcs = append(pcs, start+uint64(d.FREs[i].Start))
 		}
 	}
 	i := sort.Search(len(c.spans), func(i int) bool { return c.spans[i].End() > start })

@@ -63,17 +63,18 @@ func loadSFrame(name string) (t *sframe.Table, secName, format string, done func
 		}
 		return t, ".sframe", "binary", done, nil
 	}
-	// A linked file's section is read in place, from the mapping.
+	// The bytes a loader reads (as sframe.OpenELF finds them), in place,
+	// from the mapping.
 	f, err := elfread.NewFileBytes(data, name)
 	if err != nil {
 		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
-	es, err := f.SFrame()
+	es, err := f.LoaderSFrame()
 	if err != nil {
 		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if t, err = checkedTable(es.Data, es.Addr); err != nil {
-		return nil, "", "", nil, fmt.Errorf("%s: section %s: %w", name, es.Name, err)
+		return nil, "", "", nil, fmt.Errorf("%s: %s: %w", name, es.Where(), err)
 	}
 	return t, es.Name, elfFormat(f.ELF), done, nil
 }

@@ -203,7 +203,7 @@ func readerInput(name string) (acceptance.Input, error) {
 	if err != nil {
 		return acceptance.Input{}, fmt.Errorf("%s: %w", name, err)
 	}
-	es, err := f.SFrame()
+	es, err := f.LoaderSFrame()
 	if err != nil {
 		return acceptance.Input{}, fmt.Errorf("%s: %w", name, err)
 	}

@@ -37,7 +37,7 @@ func (c *checker) glibc() {
 		d := &c.sec.FDEs[i]
 		for j := range d.FREs {
 			f := &d.FREs[j]
-			pc := d.Start + uint64(f.StartOff)
+			pc := d.Start + uint64(f.Start)
 			switch {
 			case f.NumWords == 0:
 				// __sframe_fre_get_cfa_offset: no CFA offset. This is
@@ -45,7 +45,7 @@ func (c *checker) glibc() {
 				// stops cleanly at the outermost frame only when it
 				// has no FRE at all (fp is 0 there).
 				c.add("no-data-words", LookupFails, i, j, pc, "FRE without data words (RA undefined): glibc discards the whole trace")
-			case h.CFAFixedRA == sframe.CFAFixedRAInvalid && f.NumWords < 2:
+			case h.CFAFixedRA == 0 && f.NumWords < 2:
 				// __sframe_fre_get_ra_offset: with no fixed RA offset
 				// (AArch64) the RA offset must be in the FRE; a frame
 				// whose RA is still in its register has none.

@@ -50,8 +50,8 @@ func (c *checker) kernel(in Input) {
 	if h.Flags&sframe.FlagFDEFuncStartPCRel == 0 {
 		c.add("pcrel", Reject, -1, -1, 0, "SFRAME_F_FDE_FUNC_START_PCREL not set")
 	}
-	if h.AuxHdrLen != 0 {
-		c.add("aux-header", Reject, -1, -1, 0, "auxiliary header of %d bytes", h.AuxHdrLen)
+	if len(h.AuxHdr) != 0 {
+		c.add("aux-header", Reject, -1, -1, 0, "auxiliary header of %d bytes", len(h.AuxHdr))
 	}
 	// sframe_read_header: "no FDE/FRE entries".
 	if h.NumFDEs == 0 || h.NumFREs == 0 {
@@ -120,8 +120,8 @@ func (c *checker) kernelFDE(i int, d *sframe.FDE, haveSegs bool, segs []Range) {
 		c.add("no-fre", Reject, i, -1, d.Start, "signal FDE without FREs: a lookup in [%#x,%#x) fails (FRE-less signal FDEs are read only by the signal-frame RFC)", d.Start, end)
 	case len(d.FREs) == 0:
 		c.add("no-fre", Reject, i, -1, d.Start, "FDE without FREs: a lookup in [%#x,%#x) fails", d.Start, end)
-	case d.FREs[0].StartOff > 0 && !(d.PCType == sframe.PCMask && d.RepSize == 0):
-		c.add("first-fre", Reject, i, 0, d.Start, "the first FRE starts at +%#x: a lookup at %#x (or below the first FRE in any repeat block) fails", d.FREs[0].StartOff, d.Start)
+	case d.FREs[0].Start > 0 && !(d.PCType == sframe.PCMask && d.RepSize == 0):
+		c.add("first-fre", Reject, i, 0, d.Start, "the first FRE starts at +%#x: a lookup at %#x (or below the first FRE in any repeat block) fails", d.FREs[0].Start, d.Start)
 	}
 }
 
@@ -174,19 +174,19 @@ func (c *checker) kernelFREs(i int, d *sframe.FDE) {
 	h := &c.sec.Header
 	for j := range d.FREs {
 		f := &d.FREs[j]
-		pc := d.Start + uint64(f.StartOff)
+		pc := d.Start + uint64(f.Start)
 		// __read_fre: an FRE starts inside the function (PCINC) or the
 		// repeat block (PCMASK; a zero repeat size is reported above).
 		switch {
-		case d.PCType == sframe.PCInc && f.StartOff >= d.Size:
-			c.add("fre-start", Reject, i, j, pc, "FRE start +%#x is not below the function size %#x", f.StartOff, d.Size)
-		case d.PCType == sframe.PCMask && d.RepSize != 0 && f.StartOff >= uint32(d.RepSize):
-			c.add("fre-start", Reject, i, j, pc, "FRE start +%#x is not below the repeat size %#x", f.StartOff, d.RepSize)
+		case d.PCType == sframe.PCInc && f.Start >= d.Size:
+			c.add("fre-start", Reject, i, j, pc, "FRE start +%#x is not below the function size %#x", f.Start, d.Size)
+		case d.PCType == sframe.PCMask && d.RepSize != 0 && f.Start >= uint32(d.RepSize):
+			c.add("fre-start", Reject, i, j, pc, "FRE start +%#x is not below the repeat size %#x", f.Start, d.RepSize)
 		}
 		// __find_fre / sframe_validate_section: FRE starts strictly
 		// increase.
-		if j > 0 && f.StartOff <= d.FREs[j-1].StartOff {
-			c.add("fre-order", Reject, i, j, pc, "FRE start +%#x is not above the previous FRE's +%#x", f.StartOff, d.FREs[j-1].StartOff)
+		if j > 0 && f.Start <= d.FREs[j-1].Start {
+			c.add("fre-order", Reject, i, j, pc, "FRE start +%#x is not above the previous FRE's +%#x", f.Start, d.FREs[j-1].Start)
 		}
 		n := int(f.NumWords)
 		if n == 0 {
@@ -200,10 +200,10 @@ func (c *checker) kernelFREs(i int, d *sframe.FDE) {
 		// offset when the header has no fixed one, then the FP offset
 		// when the header has no fixed one; nothing may be left.
 		want := 1
-		if h.CFAFixedRA == sframe.CFAFixedRAInvalid {
+		if h.CFAFixedRA == 0 {
 			want++
 		}
-		if h.CFAFixedFP == sframe.CFAFixedFPInvalid {
+		if h.CFAFixedFP == 0 {
 			want++
 		}
 		if n > want {
@@ -241,7 +241,7 @@ func (c *checker) kernelFlex(i, j int, pc uint64, f *sframe.FRE) {
 		if left < 2 {
 			break
 		}
-		ctl := f.UWord(k)
+		ctl := uword(f, k)
 		left--
 		if ctl != 0 {
 			ctls = append(ctls, struct {
@@ -257,7 +257,7 @@ func (c *checker) kernelFlex(i, j int, pc uint64, f *sframe.FRE) {
 		c.add("extra-words", Reject, i, j, pc, "flexible FDE FRE has %d data words the kernel does not read", left)
 	}
 	for _, cw := range ctls {
-		ctl := f.UWord(cw.k)
+		ctl := uword(f, cw.k)
 		if ctl&ctlReserved != 0 {
 			c.add("flex-reserved", Reject, i, j, pc, "%s control word %#x has the reserved bit set", cw.what, ctl)
 		}
@@ -304,4 +304,14 @@ func segmentOf(rs []Range, a uint64) int {
 		}
 	}
 	return -1
+}
+
+// uword returns data word k of f as the unsigned value of f's word size,
+// as the kernel reads a flexible FDE's control words.
+func uword(f *sframe.FRE, k int) uint32 {
+	w := uint32(f.Words[k])
+	if f.WordSize < 4 {
+		w &= 1<<(8*f.WordSize) - 1
+	}
+	return w
 }

@@ -54,11 +54,23 @@ type Section struct {
 	Addr uint64
 	// Offset is where the contents lie in the file (for a compressed
 	// section, its compressed bytes; for a segment, the segment's).
-	Offset  uint64
+	Offset uint64
+	// Segment says that the contents are a PT_GNU_SFRAME segment's, read
+	// through the PT_LOAD that maps it (LoaderSFrame).
+	Segment bool
 	Data    []byte
 	Order   binary.ByteOrder
 	Machine elf.Machine
 	Class   elf.Class
+}
+
+// Where names the section for an error: the PT_GNU_SFRAME segment or the
+// section, and its file offset.
+func (s *Section) Where() string {
+	if s.Segment {
+		return fmt.Sprintf("PT_GNU_SFRAME at file offset %#x", s.Offset)
+	}
+	return fmt.Sprintf("section %s at file offset %#x", s.Name, s.Offset)
 }
 
 // ErrNotFound is wrapped by errors for a missing section.
@@ -330,6 +342,59 @@ func (f *File) SFrame() (*Section, error) {
 		return s, err
 	}
 	return nil, errorf(ErrNotFound, "no .sframe section: %v", ErrNotFound)
+}
+
+// LoaderSFrame returns the SFrame data a loader reads: in a linked file,
+// the bytes of the PT_GNU_SFRAME segment, read where the PT_LOAD covering
+// its address maps them from (Segment is then true); otherwise (a
+// relocatable object, a file whose PT_GNU_SFRAME is empty or outside
+// every PT_LOAD's file-backed part) what SFrame returns. The
+// segment's bytes are a slice of the file's when it is held in memory
+// (NewFileBytes), else a copy.
+func (f *File) LoaderSFrame() (*Section, error) {
+	if f.ELF.Type != elf.ET_REL {
+		for _, p := range f.ELF.Progs {
+			if p.Type != elf.ProgType(PTGNUSFrame) {
+				continue
+			}
+			if s, err := f.mapped(p); s != nil || err != nil {
+				return s, err
+			}
+			break
+		}
+	}
+	return f.SFrame()
+}
+
+// mapped reads segment p's bytes from the PT_LOAD whose file-backed part
+// covers its address range, or returns nil when none does or p is empty.
+func (f *File) mapped(p *elf.Prog) (*Section, error) {
+	if p.Filesz == 0 {
+		return nil, nil
+	}
+	for _, l := range f.ELF.Progs {
+		if l.Type != elf.PT_LOAD || p.Vaddr < l.Vaddr || p.Vaddr-l.Vaddr > l.Filesz || p.Filesz > l.Filesz-(p.Vaddr-l.Vaddr) {
+			continue
+		}
+		off := l.Off + (p.Vaddr - l.Vaddr)
+		if f.Size >= 0 && (off > uint64(f.Size) || p.Filesz > uint64(f.Size)-off) {
+			return nil, nil // the PT_LOAD runs past the file: not mapped here
+		}
+		s := &Section{Name: ".sframe", Addr: p.Vaddr, Offset: off, Segment: true, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}
+		if f.mem != nil {
+			s.Data = f.mem[off : off+p.Filesz : off+p.Filesz]
+			return s, nil
+		}
+		if err := f.InFile("PT_GNU_SFRAME", off, p.Filesz); err != nil {
+			return nil, err
+		}
+		s.Data = make([]byte, p.Filesz)
+		if _, err := l.ReadAt(s.Data, int64(p.Vaddr-l.Vaddr)); err != nil {
+			return nil, errorAt("PT_GNU_SFRAME", off, err, "reading: %v", err)
+		}
+		return s, nil
+	}
+	return nil, nil
 }
 
 func (f *File) load(s *elf.Section) (*Section, error) {

@@ -337,12 +337,27 @@ func compareFDEs(res *Result, s *sframe.Section, out string) error {
 			v[j] = x
 		}
 		d := &s.FDEs[i]
-		want := [7]int64{int64(i), d.StartOff, int64(d.Size), int64(d.Info), int64(d.Info2), int64(d.RepSize), int64(d.NumFREs)}
+		info, info2 := infoBytes(d)
+		want := [7]int64{int64(i), d.StartOff, int64(d.Size), info, info2, int64(d.RepSize), int64(len(d.FREs))}
 		if v != want {
 			res.other("FDE %d: libsframe reads index/start/size/info/info2/rep/nfres %v, we %v", i, v, want)
 		}
 	}
 	return nil
+}
+
+// infoBytes returns the FDE's info and info2 bytes as the format lays out
+// what sframe decodes from them: FRE type (bits 0-3), PC type (bit 4),
+// AArch64's B key (bit 5), V3's signal frame (bit 7); V3's FDE type.
+func infoBytes(d *sframe.FDE) (info, info2 int64) {
+	info = int64(d.FREType) | int64(d.PCType)<<4
+	if d.PauthKeyB {
+		info |= 1 << 5
+	}
+	if d.Signal {
+		info |= 1 << 7
+	}
+	return info, int64(d.FDEType)
 }
 
 // comparePC compares libsframe's answer rec at pc (in FDE d) with ours.
@@ -446,7 +461,7 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 		var want int32
 		switch l.Kind {
 		case sframe.LocUnsaved:
-			want = sframe.RAOffsetInvalid
+			want = 0 // the padding word of an FP saved without RA
 		case sframe.LocCFA:
 			want = l.Offset
 		case sframe.LocReg:
@@ -515,17 +530,18 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 // parts of a wrongly chosen FDE's rule are interpreted in the right FDE on
 // libsframe's side).
 func sameData(a, b sframe.Rule) bool {
-	return a.FREStart == b.FREStart && a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP &&
+	return a.Start == b.Start && a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP &&
 		a.MangledRA == b.MangledRA && a.RAUndefined == b.RAUndefined
 }
 
 // freOf builds the FRE libsframe returned from the helper's record.
 func freOf(rec []byte) *sframe.FRE {
-	f := &sframe.FRE{StartOff: binary.LittleEndian.Uint32(rec[4:]), Info: rec[8]}
-	f.BaseReg = f.Info & 1
+	info := rec[8]
+	f := &sframe.FRE{Start: binary.LittleEndian.Uint32(rec[4:])}
+	f.BaseReg = info & 1
 	f.NumWords = rec[9]
-	f.WordSize = 1 << ((f.Info >> 5) & 3)
-	f.MangledRA = f.Info&0x80 != 0
+	f.WordSize = 1 << ((info >> 5) & 3)
+	f.MangledRA = info&0x80 != 0
 	for i := 0; i < int(f.NumWords) && i < 6 && i < len(f.Words); i++ {
 		w := binary.LittleEndian.Uint32(rec[12+4*i:])
 		switch f.WordSize {
@@ -550,16 +566,16 @@ func pcmask244(d *sframe.FDE, pc uint64) *sframe.FRE {
 	}
 	start := int64(int32(d.StartOff))
 	p := int64(int32(pc))
-	if start+int64(d.FREs[0].StartOff) > p {
+	if start+int64(d.FREs[0].Start) > p {
 		return nil
 	}
 	m := p % int64(d.RepSize)
 	for j := range d.FREs {
 		end := int64(d.Size) - 1
 		if j+1 < len(d.FREs) {
-			end = int64(d.FREs[j+1].StartOff) - 1
+			end = int64(d.FREs[j+1].Start) - 1
 		}
-		if int64(d.FREs[j].StartOff) <= m && m <= end {
+		if int64(d.FREs[j].Start) <= m && m <= end {
 			return &d.FREs[j]
 		}
 	}

@@ -115,7 +115,7 @@ func features(t *testing.T, s *elfread.Section) (pcmask, flex, signal, signalNoR
 		if d.Signal {
 			signal++
 			switch {
-			case d.NumFREs == 0:
+			case len(d.FREs) == 0:
 				signalNoRows++
 			case d.FREs[0].NumWords == 0:
 				signalOutermostRow++

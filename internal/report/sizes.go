@@ -46,14 +46,14 @@ func figures(sec []byte, addr uint64, tr *translate.Result, plts []translate.PLT
 	if err != nil {
 		return nil, err
 	}
-	e := &encoded{size: uint64(len(sec)), funcs: t.NumFDEs(), converted: tr.Converted, skipped: map[string]int{}}
+	e := &encoded{size: uint64(len(sec)), funcs: int(t.Header.NumFDEs), converted: tr.Converted, skipped: map[string]int{}}
 	for _, d := range tr.Diags {
 		if d.Skipped {
 			e.skipped[string(d.Reason)]++
 		}
 	}
 	var d sframe.FDE
-	for i := range t.NumFDEs() {
+	for i := range int(t.Header.NumFDEs) {
 		if err := t.FDE(i, &d); err != nil {
 			return nil, err
 		}

@@ -342,7 +342,7 @@ func BenchmarkLookupByRow(b *testing.B) {
 		x ^= x << 13
 		x ^= x >> 7
 		x ^= x << 17
-		if tb.FDE(int(x%uint64(tb.NumFDEs())), &d) != nil || d.Size == 0 || d.PCType != sframe.PCInc {
+		if tb.FDE(int(x%uint64(tb.Header.NumFDEs)), &d) != nil || d.Size == 0 || d.PCType != sframe.PCInc {
 			continue
 		}
 		pc := d.Start + (x>>20)%uint64(d.Size)

@@ -116,7 +116,7 @@ func readObject(r io.ReaderAt, size int64, path string, dwarf bool, conv Convert
 	}
 	// NoSFrame is shown after the object's path: it does not name it.
 	var bad *sframe.ELFError
-	switch t, err := sframe.OpenELFFile(f); {
+	switch t, err := sframe.OpenELF(f.ELF); {
 	case err == nil:
 		o.Table = t
 	case errors.Is(err, sframe.ErrNoSection):
