@@ -156,3 +156,24 @@ func TestHTMLInChromium(t *testing.T) {
 }
 
 func near(a uint32, b uint8) bool { d := int(a) - int(b); return d > -6 && d < 6 }
+
+// TestNoFDE: a program whose CFI sections hold no FDE gets a row (its
+// code counts, uncovered), with no SFrame: cfi2sframe writes none for it.
+func TestNoFDE(t *testing.T) {
+	as := toolchain.Tool(t, "sid", "x86_64-as")
+	ld := toolchain.Tool(t, "sid", "x86_64-ld")
+	dir := t.TempDir()
+	obj, exe := filepath.Join(dir, "cie-only.o"), filepath.Join(dir, "cie-only")
+	for _, c := range [][]string{{as, "-o", obj, "testdata/cie-only.s"}, {ld, "-o", exe, obj}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	f, err := Analyze(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.EHFrame == 0 || f.FDEs != 0 || f.SFrameV3 != 0 || f.SFrameV2 != 0 || f.Functions != 0 || f.CFIFuncs != 0 {
+		t.Errorf("%+v: want a row with .eh_frame, no FDE and no SFrame", f)
+	}
+}
