@@ -13,31 +13,6 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
 
-// glibcChecks are the checks internal/judge makes of the glibc harness's
-// runs, each of which must be there and say "ok": a run that skipped or
-// lost a check fails rather than passing with fewer.
-var glibcChecks = []string{
-	"reference: glibc's DWARF fallback, chain",
-	"reference: glibc's DWARF fallback, signal",
-	"ours --for glibc, chain, full depth",
-	"ours --for glibc + our libc, chain, full depth",
-	"ours V2, chain, array of the DWARF length",
-	"ours V2 --pcrel, chain, array of the DWARF length",
-	"ours V2 --pcrel, chain, full depth (RA-undefined FRE)",
-	"control: no .sframe, chain",
-	"control: GNU as 2.44 --gsframe, chain, full",
-	"ours --for glibc, signal, full depth",
-	"ours --for glibc + our libc, signal, full depth",
-	"ours V2, signal, array of the DWARF length",
-	"ours V2 --pcrel, signal, array of the DWARF length",
-	"ours V2 --pcrel, signal, full depth (RA-undefined FRE)",
-	"control: no .sframe, signal",
-	"control: GNU as 2.44 --gsframe, signal, full",
-	"control: damaged FRE, verify",
-	"control: damaged FRE, chain",
-	"control: damaged FRE, signal",
-}
-
 // TestGlibcAcceptance runs scripts/glibc-acceptance.sh check and judges its
 // runs (internal/judge): glibc's SFrame backtrace() (glibc built with
 // --enable-sframe, libgcc_s out of reach) on our V2 output gives the same
@@ -62,7 +37,7 @@ func TestGlibcAcceptance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the checks of the runs in %s:\n%s", out, report)
-	lines := requireChecks(t, checks, glibcChecks)
+	lines := requireChecks(t, checks, judge.GlibcChecks)
 	// The full-depth traces go down to _start through the whole chain:
 	// main, 4 fp_level, 4 nofp_level, alloca_level, 3 lib_level, the
 	// callback, qsort, compare and leaf are 17 frames before libc's start

@@ -9,6 +9,31 @@ import (
 	"strings"
 )
 
+// GlibcChecks are the checks Glibc makes of the glibc harness's runs, in
+// its order. A run that skipped or lost one fails rather than passing
+// with fewer (e2e's TestGlibcAcceptance requires each, "ok").
+var GlibcChecks = []string{
+	"reference: glibc's DWARF fallback, chain",
+	"reference: glibc's DWARF fallback, signal",
+	"ours --for glibc, chain, full depth",
+	"ours --for glibc + our libc, chain, full depth",
+	"ours V2, chain, array of the DWARF length",
+	"ours V2 --pcrel, chain, array of the DWARF length",
+	"ours V2 --pcrel, chain, full depth (RA-undefined FRE)",
+	"control: no .sframe, chain",
+	"control: GNU as 2.44 --gsframe, chain, full",
+	"ours --for glibc, signal, full depth",
+	"ours --for glibc + our libc, signal, full depth",
+	"ours V2, signal, array of the DWARF length",
+	"ours V2 --pcrel, signal, array of the DWARF length",
+	"ours V2 --pcrel, signal, full depth (RA-undefined FRE)",
+	"control: no .sframe, signal",
+	"control: GNU as 2.44 --gsframe, signal, full",
+	"control: damaged FRE, verify",
+	"control: damaged FRE, chain",
+	"control: damaged FRE, signal",
+}
+
 // A Trace is the output of one run of the glibc harness's test program
 // (e2e/testdata/glibc/main.c), its standard error included: "frames N",
 // then "frame I MODULE+OFFSET SYMBOL" per frame, and after an SFrame run

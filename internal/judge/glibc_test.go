@@ -231,27 +231,7 @@ func TestGlibc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{
-		"reference: glibc's DWARF fallback, chain",
-		"reference: glibc's DWARF fallback, signal",
-		"ours --for glibc, chain, full depth",
-		"ours --for glibc + our libc, chain, full depth",
-		"ours V2, chain, array of the DWARF length",
-		"ours V2 --pcrel, chain, array of the DWARF length",
-		"ours V2 --pcrel, chain, full depth (RA-undefined FRE)",
-		"control: no .sframe, chain",
-		"control: GNU as 2.44 --gsframe, chain, full",
-		"ours --for glibc, signal, full depth",
-		"ours --for glibc + our libc, signal, full depth",
-		"ours V2, signal, array of the DWARF length",
-		"ours V2 --pcrel, signal, array of the DWARF length",
-		"ours V2 --pcrel, signal, full depth (RA-undefined FRE)",
-		"control: no .sframe, signal",
-		"control: GNU as 2.44 --gsframe, signal, full",
-		"control: damaged FRE, verify",
-		"control: damaged FRE, chain",
-		"control: damaged FRE, signal",
-	}
+	names := GlibcChecks
 	if len(checks) != len(names) {
 		t.Fatalf("%d checks, want %d:\n%s", len(checks), len(names), report)
 	}
