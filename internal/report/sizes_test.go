@@ -22,31 +22,24 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
-// whole is convertV done another way: every table executed at
-// once (tables), the functions kept and encoded with sframe.Encode, the
-// figures read back from the decoded section.
+// whole is convertV done another way: every table executed at once
+// (tables), the functions kept and encoded with sframe.Encode; figures
+// reads the section back.
 func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) *encoded {
 	t.Helper()
 	b, tr := encodeTables(t, ef, tables, plts, v)
-	sec, err := sframe.Decode(b, 0)
+	e, err := figures(b, 0, tr, plts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &encoded{size: uint64(len(b)), funcs: len(sec.FDEs), converted: tr.Converted, skipped: map[string]int{}}
-	for _, d := range tr.Diags {
-		if d.Skipped {
-			e.skipped[string(d.Reason)]++
-		}
+	// The counts figures takes function by function are the header's.
+	tb, err := sframe.Open(b, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, d := range sec.FDEs {
-		if !inPLT(d.Start, plts) {
-			e.codeBytes += uint64(d.Size)
-		}
-		e.freType[d.FREType]++
-		for _, f := range d.FREs {
-			e.fres++
-			e.wordSize[f.WordSize/2]++
-		}
+	if h := tb.Header; e.funcs != int(h.NumFDEs) || e.fres != int(h.NumFREs) || e.freType[0]+e.freType[1]+e.freType[2] != e.funcs ||
+		e.wordSize[0]+e.wordSize[1]+e.wordSize[2] > e.fres {
+		t.Fatalf("figures %+v, header %d FDEs, %d FREs", e, h.NumFDEs, h.NumFREs)
 	}
 	return e
 }
