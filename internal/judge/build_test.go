@@ -39,6 +39,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// skip skips t for a missing tool, or fails it where the tests must run
+// (CFI2SFRAME_REQUIRE_TOOLCHAIN=1, as in CI).
+func skip(t *testing.T, why string) {
+	t.Helper()
+	if toolchain.Required() {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+func skipf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	skip(t, fmt.Sprintf(format, args...))
+}
+
 func run(name string, args ...string) error {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
@@ -52,7 +67,7 @@ func run(name string, args ...string) error {
 func programs(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
+		skip(t, "no gcc")
 	}
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "judge-test")
@@ -91,7 +106,7 @@ func programs(t *testing.T) string {
 	})
 	if buildErr != nil {
 		if strings.Contains(buildErr.Error(), "cannot find -lc") {
-			t.Skipf("no static libc: %v", buildErr)
+			skipf(t, "no static libc: %v", buildErr)
 		}
 		t.Fatal(buildErr)
 	}
@@ -145,7 +160,7 @@ def plt_walk(lo, hi, n):
 func gdbChains(t *testing.T, prog string, cmds ...string) map[string][][]uint64 {
 	t.Helper()
 	if _, err := exec.LookPath("gdb"); err != nil {
-		t.Skip("no gdb")
+		skip(t, "no gdb")
 	}
 	py := filepath.Join(t.TempDir(), "chains.py")
 	if err := os.WriteFile(py, []byte(gdbScript), 0o644); err != nil {
@@ -178,7 +193,7 @@ func gdbChains(t *testing.T, prog string, cmds ...string) map[string][][]uint64 
 	}
 	if len(chains) == 0 {
 		if strings.Contains(string(out), "ptrace") {
-			t.Skipf("gdb cannot trace here:\n%s", out)
+			skipf(t, "gdb cannot trace here:\n%s", out)
 		}
 		t.Fatalf("gdb %s gave no chain:\n%s", prog, out)
 	}

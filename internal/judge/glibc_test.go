@@ -24,7 +24,7 @@ var (
 func glibcProgram(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
+		skip(t, "no gcc")
 	}
 	glibcOnce.Do(func() {
 		src := filepath.Join("..", "..", "e2e", "testdata", "glibc")
@@ -133,7 +133,7 @@ func TestGlibcTraces(t *testing.T) {
 // and the other scenario's.
 func TestDiffHead(t *testing.T) {
 	if _, err := exec.LookPath("diff"); err != nil {
-		t.Skip("no diff")
+		skip(t, "no diff")
 	}
 	chain := trace(t, false, "dwarf", "chain", "256")
 	signal := trace(t, false, "dwarf", "signal", "256")

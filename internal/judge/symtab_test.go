@@ -56,7 +56,7 @@ func nmFunctions(t *testing.T, prog string) []function {
 // without size; .plt and the executable segments are readelf's.
 func TestSymtabIsNm(t *testing.T) {
 	if _, err := exec.LookPath("nm"); err != nil {
-		t.Skip("no nm")
+		skip(t, "no nm")
 	}
 	dir := programs(t)
 	for _, p := range kernelProgs {
