@@ -11,7 +11,7 @@ import (
 // restorer the handler returns to).
 type sigLayout struct {
 	pc   int64
-	regs [NumRegs]int64 // by DWARF register number
+	regs [numRegs]int64 // by DWARF register number
 	have uint32         // bit n set: regs[n] is saved
 }
 
@@ -115,7 +115,7 @@ func (u *Unwinder) signalStep(f *Frame) Reason {
 		return ReasonBadRead
 	}
 	var n Frame
-	for r := uint32(0); r < NumRegs; r++ {
+	for r := uint32(0); r < numRegs; r++ {
 		if l.have&(1<<r) == 0 {
 			continue
 		}
