@@ -81,8 +81,8 @@ var linuxS390X = func() sigLayout {
 		l.regs[i] = mc + 16 + 8*int64(i)
 		l.have |= 1 << i
 	}
-	for n := range 16 {
-		d, _ := arch.S390X.RegNum("f" + strconv.Itoa(n))
+	for d := uint32(16); d < 32; d++ {
+		n, _ := strconv.Atoi(arch.S390X.RegName(uint64(d))[1:]) // "f2": fprs[2]
 		l.regs[d] = mc + 216 + 8*int64(n)
 		l.have |= 1 << d
 	}
