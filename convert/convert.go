@@ -220,8 +220,8 @@ func supported(ef *elf.File) error {
 
 // convertLinked converts an executable or shared library: its CFI,
 // translated one FDE at a time into an encoder, is placed where the
-// output's layout puts the section, and checked against Options.For's
-// reader.
+// output's layout puts the section, and checked against the reader of
+// ForReader's options (o.reader).
 func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*Result, error) {
 	if !o.Force {
 		if _, err := f.SFrame(); err == nil {
