@@ -4,9 +4,7 @@
 // a stack need: the DWARF numbers of the stack pointer, frame pointer and
 // return-address column, where the return address is at a function's
 // entry, how the caller's stack pointer follows from the CFA, how SFrame
-// stores a CFA offset, the register names, and the PLT stubs GNU ld and
-// LLVM lld emit, with a small simulator that derives each stub's frame
-// from its instructions.
+// stores a CFA offset, and the register names.
 //
 // Look one up by its ELF machine (ForMachine) or by the SFrame header's
 // ABI id (ForSFrameABI).
@@ -15,7 +13,6 @@ package arch
 import (
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"strconv"
 )
 
@@ -28,8 +25,6 @@ type Arch struct {
 	// an ABI that has one byte order).
 	sframeLE, sframeBE uint8
 	sp, fp, ra         uint32
-	// entryCFA is the CFA minus SP at a function's first instruction.
-	entryCFA int64
 	// callerSP is the caller's SP minus the CFA.
 	callerSP int64
 	// fixedRA is where the return address is relative to the CFA at
@@ -39,9 +34,6 @@ type Arch struct {
 	cfaScale int64
 	pac      bool
 	regName  func(r uint64) string // "" when the register has no name
-	nregs    uint32                // regName names none from nregs on
-	simulate func(code []byte, entryCFA int32, header bool) ([]PLTStep, error)
-	plt0     func(code []byte) bool
 }
 
 // The instruction sets.
@@ -51,9 +43,8 @@ var (
 	AMD64 = &Arch{
 		name: "x86-64", machine: elf.EM_X86_64, sframeLE: 3, sframeBE: 3,
 		sp: amd64RSP, fp: amd64RBP, ra: amd64RIP,
-		entryCFA: amd64Entry, fixedRA: -amd64Entry, cfaScale: 1,
-		regName: amd64RegName, nregs: amd64NRegs,
-		simulate: amd64Simulate, plt0: amd64LazyHeader,
+		fixedRA: -amd64Entry, cfaScale: 1,
+		regName: amd64RegName,
 	}
 	// ARM64 is AArch64 under AAPCS64: the return address is in the link
 	// register x30 at entry, and may be signed (pointer authentication).
@@ -61,8 +52,7 @@ var (
 		name: "AArch64", machine: elf.EM_AARCH64, sframeLE: 2, sframeBE: 1,
 		sp: arm64SP, fp: arm64X29, ra: arm64X30,
 		cfaScale: 1, pac: true,
-		regName: arm64RegName, nregs: arm64NRegs,
-		simulate: arm64Simulate, plt0: always,
+		regName: arm64RegName,
 	}
 	// S390X is s390x under its ELF ABI supplement: the CFA is the stack
 	// pointer at the call site plus 160, the register save area every
@@ -70,9 +60,8 @@ var (
 	S390X = &Arch{
 		name: "s390x", machine: elf.EM_S390, sframeLE: 4, sframeBE: 4,
 		sp: s390xR15, fp: s390xR11, ra: s390xR14,
-		entryCFA: s390xEntry, callerSP: -s390xEntry, cfaScale: 8,
-		regName: s390xRegName, nregs: s390xNRegs,
-		simulate: s390xSimulate, plt0: always,
+		callerSP: -s390xEntry, cfaScale: 8,
+		regName: s390xRegName,
 	}
 )
 
@@ -171,58 +160,6 @@ func (a *Arch) RegName(r uint64) string {
 		return n
 	}
 	return "r" + strconv.FormatUint(r, 10)
-}
-
-// RegNum returns the DWARF number of a register by its RegName, and
-// whether the name is one.
-func (a *Arch) RegNum(name string) (uint32, bool) {
-	for r := range a.nregs {
-		if name != "" && a.regName(uint64(r)) == name {
-			return r, true
-		}
-	}
-	return 0, false
-}
-
-// A PLTStep says that from byte Off of a PLT stub on, until the next
-// step, the CFA is SP+CFAOffset, and the return address is at
-// CFA+RAOffset, or, when RAOffset is 0, where it is at a function's entry
-// (FixedRAOffset, or the RA register).
-type PLTStep struct {
-	Off       uint32
-	CFAOffset int32
-	RAOffset  int32
-}
-
-// SimulatePLT follows the instructions of one PLT stub and returns where
-// its frame changes; header says the stub is a PLT's header (PLT0), which
-// the entries reach by a jump, having pushed more on x86-64. It knows only
-// what the linkers' stubs contain and refuses anything else, so that an
-// unfamiliar stub is never described by a guess.
-func (a *Arch) SimulatePLT(code []byte, header bool) ([]PLTStep, error) {
-	return a.simulate(code, int32(a.entryCFA), header)
-}
-
-// PLTHeader reports whether the code of a .plt section starts with PLT0,
-// the lazy binder's stub. GNU ld and lld always write one on AArch64 and
-// s390x; on x86-64 a static executable's .plt has none, only the stubs
-// that IFUNCs are called through, bound by IRELATIVE relocations at
-// startup.
-func (a *Arch) PLTHeader(code []byte) bool { return a.plt0(code) }
-
-func always([]byte) bool { return true }
-
-// errAllZero refuses a stub of zero bytes (or none): a section the linker
-// reserved but did not fill.
-var errAllZero = errors.New("all zero")
-
-func allZero(code []byte) bool {
-	for _, b := range code {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -69,37 +69,6 @@ func TestFacts(t *testing.T) {
 	}
 }
 
-// TestRegNum: RegNum inverts RegName over every named register, and knows
-// no other name.
-func TestRegNum(t *testing.T) {
-	for _, a := range all {
-		named := 0
-		for r := range uint64(200) {
-			n := a.RegName(r)
-			got, ok := a.RegNum(n)
-			if a.regName(r) == "" {
-				if ok {
-					t.Errorf("%v: RegNum(%q) = %d for an unnamed register", a, n, got)
-				}
-				continue
-			}
-			named++
-			if !ok || uint64(got) != r {
-				t.Errorf("%v: RegNum(%q) = %d, %v; want %d", a, n, got, ok, r)
-			}
-		}
-		if named < 17 {
-			t.Errorf("%v: %d named registers", a, named)
-		}
-		if _, ok := a.RegNum(""); ok {
-			t.Errorf("%v: RegNum(\"\") found a register", a)
-		}
-	}
-	if r, ok := S390X.RegNum("f1"); !ok || r != 20 {
-		t.Errorf("S390X.RegNum(f1) = %d, %v; want 20", r, ok)
-	}
-}
-
 // TestCFAOffset: DecodeCFAOffset inverts EncodeCFAOffset; only s390x
 // scales.
 func TestCFAOffset(t *testing.T) {
@@ -119,26 +88,6 @@ func TestCFAOffset(t *testing.T) {
 		}
 		if _, ok := a.EncodeCFAOffset(12); ok != (a != S390X) {
 			t.Errorf("%v: EncodeCFAOffset(12) ok %v", a, ok)
-		}
-	}
-}
-
-func TestPLTHeader(t *testing.T) {
-	plt0 := []byte{0xff, 0x35, 0xca, 0x2f, 0, 0}
-	ibt := []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xff, 0x35, 0, 0, 0, 0}
-	static := []byte{0xff, 0x25, 0x8a, 0x2f, 0, 0, 0x66, 0x90}
-	if !AMD64.PLTHeader(plt0) || !AMD64.PLTHeader(ibt) || AMD64.PLTHeader(static) {
-		t.Errorf("AMD64.PLTHeader: %v %v %v, want true true false", AMD64.PLTHeader(plt0), AMD64.PLTHeader(ibt), AMD64.PLTHeader(static))
-	}
-	if !ARM64.PLTHeader(static) || !S390X.PLTHeader(static) {
-		t.Error("AArch64 and s390x .plt sections start with PLT0")
-	}
-}
-
-func TestAllZeroStub(t *testing.T) {
-	for _, a := range []*Arch{ARM64, S390X} {
-		if _, err := a.SimulatePLT(make([]byte, 16), false); err != errAllZero {
-			t.Errorf("%v: zero stub: %v", a, err)
 		}
 	}
 }

@@ -49,9 +49,10 @@ type Options struct {
 	// OutermostGap: leave outermost (RA-undefined) PCs without an FRE
 	// instead of writing an FRE without data words (translate.Options).
 	OutermostGap bool
-	// For, when set, checks a linked file's output against that reader's
-	// acceptance rules (Result.Violations); ForReader fills it.
-	For Reader
+	// reader, when set (only ForReader sets it, with the version and
+	// flags that reader takes), checks a linked file's output against the
+	// reader's acceptance rules (Result.Violations).
+	reader Reader
 	// FragileLayout: for a file where no layout the standard tools keep
 	// can be made (ErrLayout), write the old one (a new PT_LOAD at the
 	// end) with Result.Warning instead of failing.
@@ -63,7 +64,7 @@ type Options struct {
 }
 
 // Reader names an SFrame reader whose acceptance rules an output can be
-// made for (ForReader) and checked against (Options.For).
+// made for and checked against (ForReader).
 type Reader string
 
 // The readers whose rules are known (docs/readers.md).
@@ -75,7 +76,9 @@ const (
 )
 
 // ForReader returns the options whose output reader r takes, on the
-// evidence gathered in internal/acceptance and docs/readers.md:
+// evidence gathered in internal/acceptance and docs/readers.md; a
+// conversion with them also checks a linked file's output against r's
+// rules (Result.Violations). The other fields may be changed after.
 //
 //   - kernel: V3 with FUNC_START_PCREL, and signal trampolines whose CFI
 //     cannot be described get a signal FDE (SignalFrames): the kernel
@@ -94,13 +97,13 @@ const (
 func ForReader(r Reader) (Options, error) {
 	switch r {
 	case Kernel:
-		return Options{Version: sframe.Version3, SignalFrames: true, For: r}, nil
+		return Options{Version: sframe.Version3, SignalFrames: true, reader: r}, nil
 	case Libsframe:
-		return Options{Version: sframe.Version3, For: r}, nil
+		return Options{Version: sframe.Version3, reader: r}, nil
 	case Glibc:
-		return Options{Version: sframe.Version2, OutermostGap: true, For: r}, nil
+		return Options{Version: sframe.Version2, OutermostGap: true, reader: r}, nil
 	case Libsframe244:
-		return Options{Version: sframe.Version2, For: r}, nil
+		return Options{Version: sframe.Version2, reader: r}, nil
 	}
 	return Options{}, fmt.Errorf("no output options for reader %q", r)
 }
@@ -148,10 +151,10 @@ type Result struct {
 	// Warning, when set, is to be shown to the user: the output is
 	// fragile (Options.FragileLayout).
 	Warning string
-	// Violations counts the rules of Options.For's reader that the
-	// output breaks, FirstViolation says the first: lookups that fail at
-	// some PCs (an output the reader would drop whole is refused with
-	// ErrUnsupported instead).
+	// Violations counts the rules of the reader that ForReader's options
+	// are for that the output breaks, FirstViolation says the first:
+	// lookups that fail at some PCs (an output the reader would drop whole
+	// is refused with ErrUnsupported instead).
 	Violations     int
 	FirstViolation string
 
@@ -217,8 +220,8 @@ func supported(ef *elf.File) error {
 
 // convertLinked converts an executable or shared library: its CFI,
 // translated one FDE at a time into an encoder, is placed where the
-// output's layout puts the section, and checked against Options.For's
-// reader.
+// output's layout puts the section, and checked against the reader of
+// ForReader's options (o.reader).
 func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*Result, error) {
 	if !o.Force {
 		if _, err := f.SFrame(); err == nil {
@@ -242,9 +245,9 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 	if err := res.place(in, enc, o, early); err != nil {
 		return nil, err
 	}
-	if o.For != "" {
-		r := acceptance.Check(acceptance.Reader(o.For), acceptance.Input{Section: res.SFrame, Addr: res.Addr, Exec: acceptance.ExecRanges(f.ELF)})
-		// An output the reader drops whole is not written: For promises
+	if o.reader != "" {
+		r := acceptance.Check(acceptance.Reader(o.reader), acceptance.Input{Section: res.SFrame, Addr: res.Addr, Exec: acceptance.ExecRanges(f.ELF)})
+		// An output the reader drops whole is not written: ForReader promises
 		// what the reader takes. A lookup that fails at some PCs is only
 		// reported (Result.Violations).
 		if v := r.FirstReject(); v != nil {

@@ -57,9 +57,10 @@ func (e *layoutError) Error() string {
 
 func (e *layoutError) Is(target error) bool { return target == ErrLayout }
 
-// rejectedError is a linked file whose output Options.For's reader would
-// drop whole (such as the kernel's for a file whose functions lie in two
-// executable segments); nothing is written. It matches ErrUnsupported:
+// rejectedError is a linked file whose output the reader that
+// ForReader's options are for would drop whole (such as the kernel's for
+// a file whose functions lie in two executable segments); nothing is
+// written. It matches ErrUnsupported:
 // the tree form counts such files as unsupported and leaves them alone.
 type rejectedError struct {
 	violation string // the first rule broken that makes the reader drop it
@@ -73,7 +74,7 @@ func (e *rejectedError) Is(target error) bool { return target == ErrUnsupported 
 
 // ErrUnsupported is matched by the error for an input that is not
 // converted: an ELF machine, class or type other than those taken, or an
-// output Options.For's reader would drop whole.
+// output the reader that ForReader's options are for would drop whole.
 var ErrUnsupported = errors.New("unsupported")
 
 // ErrLayout is matched by the error for a linked file in which the

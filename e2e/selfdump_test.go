@@ -203,13 +203,13 @@ func walkSelf(t *testing.T, a *arch.Arch, order binary.ByteOrder, s *selfSample,
 		}
 		for _, p := range o.elf.Progs {
 			if p.Type == elf.PT_LOAD && p.Off <= off && off < p.Off+p.Filesz {
-				space.Maps = append(space.Maps, unwind.Mapping{Lo: lo, Hi: hi, Bias: lo - (p.Vaddr + (off - p.Off)), Table: o.table, Obj: len(objOf)})
+				space = append(space, unwind.Mapping{Lo: lo, Hi: hi, Bias: lo - (p.Vaddr + (off - p.Off)), Table: o.table, Obj: len(objOf)})
 				objOf = append(objOf, o)
 				break
 			}
 		}
 	}
-	u := unwind.New(a, &space, &stackMem{base: s.sp, b: bytes.Clone(s.stack), order: order})
+	u := &unwind.Unwinder{Arch: a, Space: &space, Mem: &stackMem{base: s.sp, b: bytes.Clone(s.stack), order: order}}
 	fr := unwind.Topmost(a, s.pc, s.sp, s.fp, s.lr)
 	var names []string
 	for i := 0; i < 64; i++ {

@@ -200,14 +200,14 @@ func walkSample(t *testing.T, s *sample, openObj func(string) *object) ([]string
 		if !found {
 			continue
 		}
-		space.Maps = append(space.Maps, unwind.Mapping{Lo: m.Start, Hi: m.End, Bias: bias, Table: o.table, Obj: len(objOf)})
+		space = append(space, unwind.Mapping{Lo: m.Start, Hi: m.End, Bias: bias, Table: o.table, Obj: len(objOf)})
 		objOf = append(objOf, o)
 	}
 	b, err := hex.DecodeString(s.Mem)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := unwind.New(arch.AMD64, &space, &stackMem{base: s.Stack, b: b})
+	u := &unwind.Unwinder{Arch: arch.AMD64, Space: &space, Mem: &stackMem{base: s.Stack, b: b}}
 	fr := unwind.Frame{PC: s.Regs["rip"], Top: true}
 	for name, r := range amd64DWARF {
 		fr.SetReg(r, s.Regs[name])

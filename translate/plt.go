@@ -7,6 +7,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
+	"github.com/cfi2sframe/cfi2sframe/internal/pltstub"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -19,7 +20,7 @@ type pltLayout struct {
 func (a *abi) layout(p PLT) (pltLayout, bool) {
 	var l pltLayout
 	switch {
-	case a.arch == arch.AMD64 && p.Name == ".plt" && !a.arch.PLTHeader(p.Data):
+	case a.arch == arch.AMD64 && p.Name == ".plt" && !pltstub.HasHeader(a.arch, p.Data):
 		// A static executable's: no PLT0; GNU ld's entries are 8 bytes
 		// (jmp *GOT(%rip); xchg %ax,%ax), 16 with IBT (plt tries both).
 		l = pltLayout{entry: 16}
@@ -149,7 +150,7 @@ func sameRows(a, b []sframe.Row) bool {
 
 // stub simulates one stub and returns its rows (offsets from its start).
 func (a *abi) stub(code []byte, header bool) ([]sframe.Row, error) {
-	steps, err := a.arch.SimulatePLT(code, header)
+	steps, err := pltstub.Simulate(a.arch, code, header)
 	if err != nil {
 		return nil, err
 	}

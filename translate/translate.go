@@ -10,7 +10,7 @@
 // register or behind a dereference; on s390x V2, RA or FP in a register
 // take the V2 register-number form instead). PLT stubs, which have no CFI
 // of their own or a PC-dependent expression, are described from their
-// instructions (arch.Arch.SimulatePLT).
+// instructions (internal/pltstub).
 //
 // It has one entry point: New makes a Translator from the file's Input
 // and the Options, and Translator.Translate pulls the file's functions

@@ -37,7 +37,7 @@ func ExampleUnwinder_Walk() {
 	var space unwind.Space
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			space.Maps = append(space.Maps, unwind.Mapping{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz, Table: table})
+			space = append(space, unwind.Mapping{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz, Table: table})
 		}
 	}
 
@@ -54,7 +54,7 @@ func ExampleUnwinder_Walk() {
 	a := arch.ForMachine(f.Machine)
 	top := unwind.Topmost(a, 0x400403, sp, 1, 0)
 
-	u := unwind.New(a, &space, mem)
+	u := &unwind.Unwinder{Arch: a, Space: &space, Mem: mem}
 	pcs := make([]uint64, 16)
 	n, why := u.Walk(top, pcs)
 	for i, pc := range pcs[:n] {

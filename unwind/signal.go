@@ -11,7 +11,7 @@ import (
 // restorer the handler returns to).
 type sigLayout struct {
 	pc   int64
-	regs [NumRegs]int64 // by DWARF register number
+	regs [numRegs]int64 // by DWARF register number
 	have uint32         // bit n set: regs[n] is saved
 }
 
@@ -81,8 +81,8 @@ var linuxS390X = func() sigLayout {
 		l.regs[i] = mc + 16 + 8*int64(i)
 		l.have |= 1 << i
 	}
-	for n := range 16 {
-		d, _ := arch.S390X.RegNum("f" + strconv.Itoa(n))
+	for d := uint32(16); d < 32; d++ {
+		n, _ := strconv.Atoi(arch.S390X.RegName(uint64(d))[1:]) // "f2": fprs[2]
 		l.regs[d] = mc + 216 + 8*int64(n)
 		l.have |= 1 << d
 	}
@@ -115,7 +115,7 @@ func (u *Unwinder) signalStep(f *Frame) Reason {
 		return ReasonBadRead
 	}
 	var n Frame
-	for r := uint32(0); r < NumRegs; r++ {
+	for r := uint32(0); r < numRegs; r++ {
 		if l.have&(1<<r) == 0 {
 			continue
 		}

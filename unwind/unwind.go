@@ -42,14 +42,15 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-// NumRegs is the number of registers a Frame tracks (DWARF 0..31).
-const NumRegs = 32
+// numRegs is the number of registers a Frame tracks (DWARF 0..31).
+const numRegs = 32
 
-// Frame is one frame of a stack: its PC and the registers known in it.
+// Frame is one frame of a stack: its PC and the registers known in it
+// (Reg, SetReg).
 type Frame struct {
 	PC    uint64
-	Regs  [NumRegs]uint64 // by DWARF register number
-	Valid uint32          // bit n set: Regs[n] is known
+	regs  [numRegs]uint64 // by DWARF register number
+	valid uint32          // bit n set: regs[n] is known
 	// Top: PC is the next instruction to run (the topmost frame, or one
 	// interrupted by a signal), not a return address; it is looked up as
 	// is rather than at PC-1.
@@ -58,16 +59,16 @@ type Frame struct {
 
 // Reg returns register n and whether it is known in this frame.
 func (f *Frame) Reg(n uint32) (uint64, bool) {
-	if n >= NumRegs || f.Valid&(1<<n) == 0 {
+	if n >= numRegs || f.valid&(1<<n) == 0 {
 		return 0, false
 	}
-	return f.Regs[n], true
+	return f.regs[n], true
 }
 
-// SetReg sets register n (n < NumRegs) as known.
+// SetReg sets register n (DWARF number, below 32) as known.
 func (f *Frame) SetReg(n uint32, v uint64) {
-	f.Regs[n] = v
-	f.Valid |= 1 << n
+	f.regs[n] = v
+	f.valid |= 1 << n
 }
 
 // Topmost returns the topmost frame from the registers a sampler has: PC,
@@ -88,12 +89,10 @@ func Topmost(a *arch.Arch, pc, sp, fp, lr uint64) (f Frame) {
 
 // Reset makes f the frame Topmost(a, pc, sp, fp, lr) returns, in place:
 // for a sampler that walks many stacks with one Frame, it clears only the
-// registers f knew (SetReg, or a step) rather than all of Regs. Values
-// written to Regs without marking them known are left as they are, and
-// are not used.
+// registers f knew (SetReg, or a step) rather than all 32.
 func (f *Frame) Reset(a *arch.Arch, pc, sp, fp, lr uint64) {
-	f.forget(f.Valid)
-	f.Valid = 0
+	f.forget(f.valid)
+	f.valid = 0
 	f.PC, f.Top = pc, true
 	f.SetReg(a.SP(), sp)
 	f.SetReg(a.FP(), fp)
@@ -102,11 +101,11 @@ func (f *Frame) Reset(a *arch.Arch, pc, sp, fp, lr uint64) {
 	}
 }
 
-// forget zeroes the registers of mask in Regs (Valid is the caller's to
-// set): a frame clears only what it knew, rather than all of Regs.
+// forget zeroes the registers of mask in regs (valid is the caller's to
+// set): a frame clears only what it knew, rather than all of regs.
 func (f *Frame) forget(mask uint32) {
 	for ; mask != 0; mask &= mask - 1 {
-		f.Regs[bits.TrailingZeros32(mask)] = 0
+		f.regs[bits.TrailingZeros32(mask)] = 0
 	}
 }
 
@@ -173,29 +172,28 @@ type Mapping struct {
 
 // Space is the set of mappings of one address space, sorted by Lo and not
 // overlapping.
-type Space struct {
-	Maps []Mapping
-}
+type Space []Mapping
 
 // Find returns the mapping holding pc, or nil.
-func (s *Space) Find(pc uint64) *Mapping {
-	lo, hi := 0, len(s.Maps)
+func (s Space) Find(pc uint64) *Mapping {
+	lo, hi := 0, len(s)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if s.Maps[m].Lo <= pc {
+		if s[m].Lo <= pc {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	if lo > 0 && pc < s.Maps[lo-1].Hi {
-		return &s.Maps[lo-1]
+	if lo > 0 && pc < s[lo-1].Hi {
+		return &s[lo-1]
 	}
 	return nil
 }
 
-// Unwinder walks stacks of one architecture through a Space. Arch, Space
-// and Mem are required (New sets them).
+// Unwinder walks stacks of one architecture (Linux's signal frames
+// included) through a Space. Arch, Space and Mem are required; Mem may be
+// replaced between walks, and the Space may grow.
 type Unwinder struct {
 	Arch  *arch.Arch
 	Space *Space
@@ -207,11 +205,6 @@ type Unwinder struct {
 	// which holds the PAC field (bits 48-54) and the tag byte (56-63) of a
 	// user-space code address.
 	PACMask uint64
-}
-
-// New returns an Unwinder for Linux on a.
-func New(a *arch.Arch, s *Space, m Memory) *Unwinder {
-	return &Unwinder{Arch: a, Space: s, Mem: m}
 }
 
 // stripPAC removes the pointer-authentication code from an AArch64 return
@@ -310,7 +303,7 @@ func (u *Unwinder) apply(f *Frame, r *sframe.Rule) Reason {
 		}
 	}
 	fp, _ := f.Reg(u.Arch.FP())
-	fpValid := f.Valid&(1<<u.Arch.FP()) != 0
+	fpValid := f.valid&(1<<u.Arch.FP()) != 0
 	switch r.FP.Kind {
 	case sframe.LocUnsaved, sframe.LocDefault:
 	default:
@@ -333,7 +326,7 @@ func (u *Unwinder) toCaller(f *Frame, cfa, ra, fp uint64, fpValid, mangled bool)
 		ra = u.stripPAC(ra)
 	}
 	spR, fpR := u.Arch.SP(), u.Arch.FP()
-	sp := f.Regs[spR]
+	sp := f.regs[spR]
 	callerSP := cfa + uint64(u.Arch.CallerSPOffset())
 	if callerSP < sp || (callerSP == sp && !f.Top) || callerSP > cfa {
 		return ReasonBadFrame
@@ -347,10 +340,10 @@ func (u *Unwinder) toCaller(f *Frame, cfa, ra, fp uint64, fpValid, mangled bool)
 	} else {
 		fp = 0
 	}
-	f.forget(f.Valid &^ valid)
-	f.PC, f.Top, f.Valid = ra, false, valid
-	f.Regs[spR] = callerSP
-	f.Regs[fpR] = fp
+	f.forget(f.valid &^ valid)
+	f.PC, f.Top, f.valid = ra, false, valid
+	f.regs[spR] = callerSP
+	f.regs[fpR] = fp
 	return ReasonOK
 }
 
@@ -362,10 +355,10 @@ func (u *Unwinder) fast(f *Frame, s *sframe.StepRule) Reason {
 	if s.Flags&sframe.StepCFAFromFP != 0 {
 		base = fpR
 	}
-	if f.Valid&(1<<base) == 0 {
+	if f.valid&(1<<base) == 0 {
 		return ReasonNeedsRegister
 	}
-	cfa := f.Regs[base] + uint64(int64(s.CFAOff))
+	cfa := f.regs[base] + uint64(int64(s.CFAOff))
 	var ra uint64
 	switch {
 	case s.Flags&sframe.StepRASaved != 0:
@@ -379,13 +372,13 @@ func (u *Unwinder) fast(f *Frame, s *sframe.StepRule) Reason {
 		if !ok {
 			return ReasonBadFrame // LookupStep gives none such on AMD64
 		}
-		if f.Valid&(1<<lr) == 0 {
+		if f.valid&(1<<lr) == 0 {
 			return ReasonNeedsRegister
 		}
-		ra = f.Regs[lr]
+		ra = f.regs[lr]
 	}
-	fp := f.Regs[fpR]
-	fpValid := f.Valid&(1<<fpR) != 0
+	fp := f.regs[fpR]
+	fpValid := f.valid&(1<<fpR) != 0
 	if s.Flags&sframe.StepFPSaved != 0 {
 		v, ok := u.Mem.ReadWord(cfa + uint64(int64(s.FPOff)))
 		if !ok {

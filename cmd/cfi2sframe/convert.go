@@ -209,11 +209,11 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		fmt.Fprintf(stderr, "%s: warning: %s\n", out, res.Warning)
 	}
 	if res.Violations > 0 {
-		// Only lookups failing at some PCs get here (an output the
-		// reader drops whole is refused, with convert.ErrUnsupported):
-		// written all the same, as a trace may never reach those PCs
-		// (verify --for lists them).
-		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", out, res.FirstViolation, res.Violations, opts.For, opts.For)
+		// Only lookups of --for's reader failing at some PCs get here
+		// (an output the reader drops whole is refused, with
+		// convert.ErrUnsupported): written all the same, as a trace may
+		// never reach those PCs (verify --for lists them).
+		fmt.Fprintf(stderr, "%s: warning: %s (%d violations of %s's rules; verify --for %s lists them)\n", out, res.FirstViolation, res.Violations, fl.forReader, fl.forReader)
 	}
 	return nil
 }

@@ -237,11 +237,11 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		space.Maps = append(space.Maps, unwind.Mapping{Lo: e.Lo, Hi: e.Hi, Bias: bias, Table: tb, Obj: len(ds)})
+		*space = append(*space, unwind.Mapping{Lo: e.Lo, Hi: e.Hi, Bias: bias, Table: tb, Obj: len(ds)})
 		ds = append(ds, d)
 		dps = append(dps, dp)
 	}
-	u := unwind.New(arch.AMD64, space, nil)
+	u := &unwind.Unwinder{Arch: arch.AMD64, Space: space}
 
 	// The steps on which both sides agree, sample by sample.
 	const maxDepth = 1024
@@ -277,7 +277,9 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 				}
 				break
 			}
-			if ra != f.PC || cfa != f.Regs[arch.AMD64.SP()] || nfp != f.Regs[arch.AMD64.FP()] {
+			fSP, _ := f.Reg(arch.AMD64.SP())
+			fFP, _ := f.Reg(arch.AMD64.FP()) // 0 when unknown
+			if ra != f.PC || cfa != fSP || nfp != fFP {
 				break
 			}
 			pc, sp, fp, top = ra, cfa, nfp, false
@@ -290,7 +292,7 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 		}
 		// Keep the stack up to the last CFA: the reads of the agreed
 		// steps are all below it, and a profiler reads no more.
-		s.mem.b = bytes.Clone(s.mem.b[:min(uint64(len(s.mem.b)), f.Regs[arch.AMD64.SP()]-s.sp)])
+		s.mem.b = bytes.Clone(s.mem.b[:min(uint64(len(s.mem.b)), regSP(&f)-s.sp)])
 		stackBytes += len(s.mem.b)
 	}
 	if frames < 1000 {
@@ -336,4 +338,10 @@ func BenchmarkWalkSFrameVsDWARF(b *testing.B) {
 	b.ReportMetric(testing.AllocsPerRun(100, func() {
 		u.Walk(unwind.Topmost(arch.AMD64, s.pc, s.sp, s.fp, 0), pcs[:s.steps])
 	})/float64(max(s.steps, 1)), "sframe-allocs/step")
+}
+
+// regSP returns the SP of f (every frame knows it).
+func regSP(f *unwind.Frame) uint64 {
+	v, _ := f.Reg(arch.AMD64.SP())
+	return v
 }

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -69,10 +70,10 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 	}
 	row := &k.tab.Rows[i]
 	reg := func(n uint64) (uint64, bool) {
-		if n >= unwind.NumRegs {
+		if n > math.MaxUint32 {
 			return 0, false
 		}
-		return f.Reg(uint32(n))
+		return f.Reg(uint32(n)) // false beyond the registers a Frame tracks
 	}
 	var cfa uint64
 	switch row.CFA.Kind {
@@ -207,12 +208,13 @@ func (c *Collector) compare(m *execMap, addr uint64, prev *unwind.Frame, why unw
 		st.DWARFFail[dw.fail]++
 		return
 	}
+	nextSP, _ := next.Reg(arch.AMD64.SP()) // a caller frame knows its SP
 	agree := false
 	switch {
 	case sfOuter && dw.outermost:
 		agree = true
 	case sfOK && dwOK:
-		agree = next.PC == dw.pc && next.Regs[arch.AMD64.SP()] == dw.sp
+		agree = next.PC == dw.pc && nextSP == dw.sp
 		if dw.fpKnown {
 			v, known := next.Reg(arch.AMD64.FP())
 			agree = agree && known && v == dw.fp
@@ -232,7 +234,7 @@ func (c *Collector) compare(m *execMap, addr uint64, prev *unwind.Frame, why unw
 		if v, ok := next.Reg(arch.AMD64.FP()); ok {
 			fp = fmt.Sprintf("%#x", v)
 		}
-		d.SFrame = fmt.Sprintf("pc %#x sp %#x fp %s", next.PC, next.Regs[arch.AMD64.SP()], fp)
+		d.SFrame = fmt.Sprintf("pc %#x sp %#x fp %s", next.PC, nextSP, fp)
 	} else if sfOuter {
 		d.SFrame = "outermost"
 	}

@@ -134,7 +134,7 @@ func NewCollector(pid int, dwarf bool) *Collector {
 		unknown:  map[uint64]struct{}{},
 	}
 	c.CheckStats.DWARFFail = map[string]int{}
-	c.u = unwind.New(arch.AMD64, &c.space, c.mem)
+	c.u = &unwind.Unwinder{Arch: arch.AMD64, Space: &c.space, Mem: c.mem}
 	if dwarf {
 		c.chk = &checker{mem: c.mem}
 	}
@@ -157,7 +157,7 @@ func (c *Collector) Refresh() error {
 		return err
 	}
 	c.maps = c.maps[:0]
-	c.space.Maps = c.space.Maps[:0]
+	c.space = c.space[:0]
 	for i := range ents {
 		e := &ents[i]
 		if !e.Exec() {
@@ -178,7 +178,7 @@ func (c *Collector) Refresh() error {
 		}
 		c.maps = append(c.maps, m)
 		if m.obj != nil && m.obj.Table != nil {
-			c.space.Maps = append(c.space.Maps, unwind.Mapping{Lo: e.Lo, Hi: e.Hi, Bias: m.bias, Table: m.obj.Table, Obj: len(c.maps) - 1})
+			c.space = append(c.space, unwind.Mapping{Lo: e.Lo, Hi: e.Hi, Bias: m.bias, Table: m.obj.Table, Obj: len(c.maps) - 1})
 		}
 	}
 	return nil

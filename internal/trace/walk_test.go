@@ -62,7 +62,7 @@ func walkFixture(tb testing.TB, depth int) (*Collector, unwind.Frame) {
 	}
 	m := &execMap{MapEntry: MapEntry{Lo: wBias + 0x1000, Hi: wBias + 0x4000, Perms: "r-xp", Offset: 0x1000, Path: obj.Path, Inode: 1}, obj: obj, bias: wBias}
 	c.maps = []*execMap{m}
-	c.space.Maps = []unwind.Mapping{{Lo: m.Lo, Hi: m.Hi, Bias: wBias, Table: t}}
+	c.space = unwind.Space{{Lo: m.Lo, Hi: m.Hi, Bias: wBias, Table: t}}
 	return c, unwind.Topmost(arch.AMD64, wBias+0x1020, wStack, wStack+16, 0)
 }
 

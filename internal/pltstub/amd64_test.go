@@ -1,8 +1,9 @@
-package arch
+package pltstub
 
 import (
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -11,7 +12,7 @@ func TestSimulatePLTAMD64(t *testing.T) {
 		name   string
 		code   []byte
 		header bool
-		want   []PLTStep
+		want   []Step
 		err    bool
 	}{
 		{
@@ -19,37 +20,37 @@ func TestSimulatePLTAMD64(t *testing.T) {
 			name:   "plt0",
 			code:   []byte{0xff, 0x35, 0xca, 0x2f, 0, 0, 0xff, 0x25, 0xcc, 0x2f, 0, 0, 0x0f, 0x1f, 0x40, 0x00},
 			header: true,
-			want:   []PLTStep{{0, 16, 0}, {6, 24, 0}},
+			want:   []Step{{0, 16, 0}, {6, 24, 0}},
 		},
 		{
 			// Lazy PLTn: jmp *GOT[n]; push $n; jmp PLT0.
 			name: "pltn",
 			code: []byte{0xff, 0x25, 0xca, 0x2f, 0, 0, 0x68, 0, 0, 0, 0, 0xe9, 0xe0, 0xff, 0xff, 0xff},
-			want: []PLTStep{{0, 8, 0}, {11, 16, 0}},
+			want: []Step{{0, 8, 0}, {11, 16, 0}},
 		},
 		{
 			// IBT lazy PLTn: endbr64; push $n; jmp PLT0; xchg %ax,%ax.
 			name: "ibt pltn",
 			code: []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x68, 1, 0, 0, 0, 0xe9, 0xd2, 0xff, 0xff, 0xff, 0x66, 0x90},
-			want: []PLTStep{{0, 8, 0}, {9, 16, 0}},
+			want: []Step{{0, 8, 0}, {9, 16, 0}},
 		},
 		{
 			// .plt.sec: endbr64; bnd jmp *GOT[n]; nopl 0x0(%rax,%rax,1).
 			name: "plt.sec",
 			code: []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0x1, 0x2, 0, 0, 0x0f, 0x1f, 0x44, 0x00, 0x00},
-			want: []PLTStep{{0, 8, 0}},
+			want: []Step{{0, 8, 0}},
 		},
 		{
 			// .plt.got: jmp *GOT[n]; xchg %ax,%ax.
 			name: "plt.got",
 			code: []byte{0xff, 0x25, 0x8a, 0x2f, 0, 0, 0x66, 0x90},
-			want: []PLTStep{{0, 8, 0}},
+			want: []Step{{0, 8, 0}},
 		},
 		{
 			// lld's PLT padding is int3.
 			name: "int3 padding",
 			code: []byte{0xff, 0x25, 0x8a, 0x2f, 0, 0, 0xcc, 0xcc},
-			want: []PLTStep{{0, 8, 0}},
+			want: []Step{{0, 8, 0}},
 		},
 		{
 			name: "sub rsp is not a PLT instruction",
@@ -75,7 +76,7 @@ func TestSimulatePLTAMD64(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := AMD64.SimulatePLT(tt.code, tt.header)
+			got, err := Simulate(arch.AMD64, tt.code, tt.header)
 			if tt.err {
 				if err == nil {
 					t.Fatalf("SimulatePLT = %v, want an error", got)
