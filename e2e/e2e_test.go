@@ -21,6 +21,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/libsframecheck"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -405,7 +406,7 @@ func checkSegments(t *testing.T, readelf, file string) {
 
 type counts = sfcompare.Counts
 
-func load(t *testing.T, file string) (*sframe.Section, *sframe.Table, *elf.File) {
+func load(t *testing.T, file string) (*sfsection.Section, *sframe.Table, *elf.File) {
 	t.Helper()
 	s, tb, f, err := sfcompare.Load(file)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/race"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -70,7 +71,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := sframe.Decode(tt.in, 0)
+			s, err := sfsection.Decode(tt.in, 0)
 			var se *sframe.Error
 			if !errors.As(err, &se) {
 				t.Fatalf("Decode = %v, %v; want *sframe.Error", s, err)
@@ -94,7 +95,7 @@ func TestDecodeHugeCountDoesNotAllocate(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	n := testing.AllocsPerRun(runs, func() {
-		if _, err := sframe.Decode(b, 0); err == nil {
+		if _, err := sframe.Open(b, 0); err == nil {
 			t.Fatal("no error")
 		}
 	})
@@ -163,7 +164,7 @@ func TestDecodeSpec(t *testing.T) {
 	}
 	for _, o := range []byteOrder{binary.LittleEndian, binary.BigEndian} {
 		for _, ver := range []uint8{1, 2, 3} {
-			s, err := sframe.Decode(build(o, ver), 0x1000)
+			s, err := sfsection.Decode(build(o, ver), 0x1000)
 			if err != nil {
 				t.Fatalf("%v V%d: %v", o, ver, err)
 			}

@@ -11,13 +11,12 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
-	"sort"
 	"sync"
 )
 
 // Function is the version-independent description of one function's
 // stack-trace rows, as filled by a translator or taken from a decoded
-// section (Section.Functions).
+// section.
 type Function struct {
 	Start     uint64 // start address
 	Size      uint32
@@ -60,38 +59,6 @@ type Options struct {
 	FramePointer bool
 	// AuxHdr is written after the fixed header (at most 255 bytes).
 	AuxHdr []byte
-}
-
-// Functions converts a decoded section to the neutral model. Functions come
-// in the order of their FRE data, which is the order GNU ld and as added
-// them (the FDE index may be sorted differently).
-func (s *Section) Functions() []Function {
-	order := make([]int, len(s.FDEs))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return s.FDEs[order[a]].FREOff < s.FDEs[order[b]].FREOff })
-	out := make([]Function, len(s.FDEs))
-	for i, di := range order {
-		d := &s.FDEs[di]
-		fn := Function{Start: d.Start, Size: d.Size, PCType: d.PCType, RepSize: d.RepSize,
-			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.FDEType == FDETypeFlex}
-		fn.Rows = make([]Row, len(d.FREs))
-		for j := range d.FREs {
-			fn.Rows[j] = interpret(&s.Header, d, &d.FREs[j]).Row
-		}
-		out[i] = fn
-	}
-	return out
-}
-
-// Options returns the options that re-encode the section as it is.
-func (s *Section) Options() Options {
-	h := &s.Header
-	return Options{Version: h.Version, ABI: h.ABI, Order: s.Order, Addr: s.Addr,
-		PCRel: h.Flags&FlagFDEFuncStartPCRel != 0, Sort: h.Flags&FlagFDESorted != 0,
-		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA,
-		FramePointer: h.Flags&FlagFramePointer != 0, AuxHdr: h.AuxHdr}
 }
 
 // FuncError reports a function that cannot be encoded.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -52,7 +53,7 @@ func TestEncodeWidths(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := sframe.Decode(b, 0x1000)
+		s, err := sfsection.Decode(b, 0x1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestEncodeWidths(t *testing.T) {
 func TestReencodeAcrossVersions(t *testing.T) {
 	for _, path := range fixtures(t) {
 		es := loadFixture(t, path)
-		sec, err := sframe.Decode(es.Data, es.Addr)
+		sec, err := sfsection.Decode(es.Data, es.Addr)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -105,7 +106,7 @@ func TestReencodeAcrossVersions(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s V%d pcrel=%v: %v", filepath.Base(path), ver, pcrel, err)
 				}
-				s2, err := sframe.Decode(b, o.Addr)
+				s2, err := sfsection.Decode(b, o.Addr)
 				if err != nil {
 					t.Fatalf("%s V%d pcrel=%v: decode: %v", filepath.Base(path), ver, pcrel, err)
 				}
@@ -137,7 +138,7 @@ func TestEncodeRoundTripOddities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sframe.Decode(b, 0x8000)
+	s, err := sfsection.Decode(b, 0x8000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestEncodeRoundTripOddities(t *testing.T) {
 func TestEncoderSectionAgain(t *testing.T) {
 	for _, path := range fixtures(t) {
 		es := loadFixture(t, path)
-		sec, err := sframe.Decode(es.Data, es.Addr)
+		sec, err := sfsection.Decode(es.Data, es.Addr)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -229,7 +230,7 @@ func TestEncoderAppend(t *testing.T) {
 	n := 0
 	for _, path := range fixtures(t) {
 		es := loadFixture(t, path)
-		sec, err := sframe.Decode(es.Data, es.Addr)
+		sec, err := sfsection.Decode(es.Data, es.Addr)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}

@@ -19,11 +19,10 @@
 // function descriptor and its rows (FREs) into a reused FDE, Interpret
 // gives an FRE's Rule, Check decodes them all (what a full decode
 // rejects, without keeping anything), Dump writes the text of GNU objdump
-// --sframe from its "  Header :" line on and DumpJSON writes JSON. Decode
-// builds a Section holding every FDE and FRE from the same decoder.
+// --sframe from its "  Header :" line on and DumpJSON writes JSON.
 //
-// Writing: []Function with Rows, filled by a translator or by
-// (*Section).Functions, and Encode(funcs, Options) writing V2 (with or
+// Writing: []Function with Rows, filled by a translator or from a decoded
+// section (FDE and Interpret), and Encode(funcs, Options) writing V2 (with or
 // without PCREL) or V3 with libsframe's layout choices (narrowest FRE type
 // per function and data-word size per row, FRE data in the order of funcs,
 // FDE index optionally sorted), so a GNU-produced section decodes and
@@ -34,7 +33,6 @@
 package sframe
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sort"
 	"strconv"
@@ -305,8 +303,8 @@ type FDE struct {
 // FREAt returns the index in d.FREs of the row in effect at pc: the last
 // FRE starting at or before pc's offset in the function (for a PCMask
 // function, its offset in the repeated block), or -1 where pc is before
-// the first FRE or outside the function. d.FREs must be decoded (Decode,
-// Table.FDE).
+// the first FRE or outside the function. d.FREs must be decoded
+// (Table.FDE).
 func (d *FDE) FREAt(pc uint64) int {
 	off := pc - d.Start
 	if off >= uint64(d.Size) {
@@ -339,13 +337,4 @@ func (f *FRE) uword(i int) uint32 {
 		return w & 0xffff
 	}
 	return w
-}
-
-// Section is a whole decoded .sframe section (Decode): the header and every
-// FDE with its FREs.
-type Section struct {
-	Header Header
-	Order  binary.ByteOrder
-	Addr   uint64 // the section's address
-	FDEs   []FDE
 }

@@ -132,14 +132,6 @@ func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
 	return h, big, fdeSize, nil
 }
 
-// byteOrder returns the section's byte order.
-func (t *Table) byteOrder() binary.ByteOrder {
-	if t.big {
-		return binary.BigEndian
-	}
-	return binary.LittleEndian
-}
-
 func (t *Table) u16(off int) uint16 {
 	if t.big {
 		return binary.BigEndian.Uint16(t.b[off:])

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -21,12 +22,12 @@ import (
 // way: the oracle the Table's lookups (its fast path and its general
 // code) are compared with.
 type ref struct {
-	s   *sframe.Section
+	s   *sfsection.Section
 	tb  *sframe.Table // for Interpret
 	pos []int         // FDE indices by start address, stable
 }
 
-func newRef(s *sframe.Section, tb *sframe.Table) *ref {
+func newRef(s *sfsection.Section, tb *sframe.Table) *ref {
 	r := &ref{s: s, tb: tb, pos: make([]int, len(s.FDEs))}
 	for i := range r.pos {
 		r.pos[i] = i
@@ -169,7 +170,7 @@ func TestTableFixtures(t *testing.T) {
 	for _, path := range fixtures(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			es := loadFixture(t, path)
-			s, err := sframe.Decode(es.Data, es.Addr)
+			s, err := sfsection.Decode(es.Data, es.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +216,7 @@ func TestTableUnsorted(t *testing.T) {
 	lying := append([]byte(nil), b...)
 	lying[3] |= sframe.FlagFDESorted
 	for name, b := range map[string][]byte{"unsorted": b, "flagged sorted": lying} {
-		u, err := sframe.Decode(b, 0x500)
+		u, err := sfsection.Decode(b, 0x500)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +350,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(append(append(b, fde...), 0, 0x02, 8))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		const addr = 0x1000
-		s, derr := sframe.Decode(b, addr)
+		s, derr := sfsection.Decode(b, addr)
 		tb, err := sframe.Open(b, addr)
 		general, gerr := sframe.OpenGeneral(b, addr)
 		if !sameErr(err, gerr) {
@@ -521,7 +522,7 @@ func TestTableManyFunctions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := sframe.Decode(b, o.Addr)
+			s, err := sfsection.Decode(b, o.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}

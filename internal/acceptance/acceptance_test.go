@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -301,7 +302,7 @@ func TestKernelRules(t *testing.T) {
 // (V3).
 func wordOffset(t *testing.T, b []byte, i, j, k int) int {
 	t.Helper()
-	sec, err := sframe.Decode(b, secAddr)
+	sec, err := sfsection.Decode(b, secAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

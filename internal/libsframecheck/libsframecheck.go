@@ -46,6 +46,7 @@ import (
 	"strings"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -202,7 +203,7 @@ func (r *Result) other(format string, args ...any) {
 // Check runs reader on the section sec (at address addr) and compares its
 // FDE list and its answer at every PC of every function with ours.
 func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
-	ours, err := sframe.Decode(sec, addr)
+	ours, err := sfsection.Decode(sec, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +312,7 @@ func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
 
 // compareFDEs compares libsframe's FDE list ("V version n", then
 // "F index start size info info2 rep nfres" lines) with ours.
-func compareFDEs(res *Result, s *sframe.Section, out string) error {
+func compareFDEs(res *Result, s *sfsection.Section, out string) error {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var ver, n int
 	if _, err := fmt.Sscanf(lines[0], "V %d %d", &ver, &n); err != nil {
@@ -361,7 +362,7 @@ func infoBytes(d *sframe.FDE) (info, info2 int64) {
 }
 
 // comparePC compares libsframe's answer rec at pc (in FDE d) with ours.
-func comparePC(res *Result, s *sframe.Section, tab *sframe.Table, asPCRel *sframe.Table, rd Reader, d *sframe.FDE, pc, addr uint64, rec []byte) {
+func comparePC(res *Result, s *sfsection.Section, tab *sframe.Table, asPCRel *sframe.Table, rd Reader, d *sframe.FDE, pc, addr uint64, rec []byte) {
 	ourRule, err := tab.Lookup(pc)
 	ourRow := err == nil && !ourRule.NoFREs
 	if err != nil && err != sframe.ErrNoFRE {

@@ -18,6 +18,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/plt"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -28,7 +29,7 @@ import (
 func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) *encoded {
 	t.Helper()
 	b, tr := encodeTables(t, ef, tables, plts, v)
-	sec, err := sframe.Decode(b, 0)
+	sec, err := sfsection.Decode(b, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
