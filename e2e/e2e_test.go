@@ -283,7 +283,7 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 				_, t2, _ := load(t, v2)
 				for i := range s3.FDEs {
 					d := &s3.FDEs[i]
-					if d.FDEType == sframe.FDETypeFlex {
+					if d.Flex {
 						// s390x V2 has its own form for RA and FP in a
 						// register: only a CFA on another register needs V3.
 						if _, ok := sfcompare.Row(t2, d.Start); ok && (v.arch != "s390x" || !s390xV2Carries(t3, d)) {

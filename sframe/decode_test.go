@@ -65,7 +65,7 @@ func TestDecodeErrors(t *testing.T) {
 			b := header(le, 2, 0, 3, -8, 1, 1, 3, 0, 20)
 			fde := make([]byte, 20)
 			le.PutUint32(fde[12:], 1)
-			fde[16] = byte(sframe.FREAddr1)
+			fde[16] = 0                                       // FRE type ADDR1
 			return append(append(b, fde...), 0, 0x04|0x20, 8) // two 2-byte words, one byte present
 		}(), 28 + 20 + 2, "run past"},
 	}
@@ -122,9 +122,8 @@ func TestDecodeSpec(t *testing.T) {
 		Start             uint64
 		Size, NumFREs     uint32
 		PCType            sframe.PCType
-		FREType           sframe.FREType
-		FDEType           sframe.FDEType
-		RepSize           uint8
+		AddrSize, RepSize uint8
+		Flex              bool
 		Signal, PauthKeyB bool
 		FREs              []fre
 	}
@@ -134,7 +133,7 @@ func TestDecodeSpec(t *testing.T) {
 		fres := []byte{}
 		if ver == 3 {
 			fres = o.AppendUint16(fres, 2)
-			fres = append(fres, byte(sframe.FREAddr2)|1<<5|0x80, 0, 0) // signal, pauth B
+			fres = append(fres, 1|1<<5|0x80, 0, 0) // FRE type ADDR2, signal, pauth B
 		}
 		fres = o.AppendUint16(fres, 0)
 		fres = append(fres, 1|1<<1) // SP, one 1-byte word
@@ -150,7 +149,7 @@ func TestDecodeSpec(t *testing.T) {
 			fdes = o.AppendUint32(fdes, 0x40)
 			fdes = o.AppendUint32(fdes, 0)
 			fdes = o.AppendUint32(fdes, 2)
-			fdes = append(fdes, byte(sframe.FREAddr2)|1<<5)
+			fdes = append(fdes, 1|1<<5) // FRE type ADDR2, pauth B
 			if ver == 2 {
 				fdes = append(fdes, 0, 0, 0)
 			}
@@ -172,12 +171,12 @@ func TestDecodeSpec(t *testing.T) {
 				t.Errorf("byte order %v, want %v", s.Order, o)
 			}
 			d := s.FDEs[0]
-			got := fde{Start: d.Start, Size: d.Size, NumFREs: uint32(len(d.FREs)), PCType: d.PCType, FREType: d.FREType,
-				FDEType: d.FDEType, RepSize: d.RepSize, Signal: d.Signal, PauthKeyB: d.PauthKeyB}
+			got := fde{Start: d.Start, Size: d.Size, NumFREs: uint32(len(d.FREs)), PCType: d.PCType, AddrSize: d.AddrSize,
+				Flex: d.Flex, RepSize: d.RepSize, Signal: d.Signal, PauthKeyB: d.PauthKeyB}
 			for _, f := range d.FREs {
 				got.FREs = append(got.FREs, fre{Start: f.Start, Words: append([]int32{}, f.Words[:f.NumWords]...), MangledRA: f.MangledRA, BaseReg: f.BaseReg})
 			}
-			want := fde{Start: 0x1100, Size: 0x40, NumFREs: 2, FREType: sframe.FREAddr2, PauthKeyB: true, Signal: ver == 3,
+			want := fde{Start: 0x1100, Size: 0x40, NumFREs: 2, AddrSize: 2, PauthKeyB: true, Signal: ver == 3,
 				FREs: []fre{{Start: 0, Words: []int32{8}, BaseReg: sframe.BaseRegSP}, {Start: 0x21, Words: []int32{16, -16}, MangledRA: true, BaseReg: sframe.BaseRegFP}}}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%v V%d (-want +got):\n%s", o, ver, diff)

@@ -61,14 +61,15 @@ type Options struct {
 	AuxHdr []byte
 }
 
-// FuncError reports a function that cannot be encoded.
-type FuncError struct {
-	Start uint64
-	Msg   string
+// funcError reports a function that cannot be encoded: its message names
+// the function's start address.
+type funcError struct {
+	start uint64
+	msg   string
 }
 
-func (e *FuncError) Error() string {
-	return fmt.Sprintf("function at %#x: %s", e.Start, e.Msg)
+func (e *funcError) Error() string {
+	return fmt.Sprintf("function at %#x: %s", e.start, e.msg)
 }
 
 func ctrlWord(l Loc) int64 {
@@ -272,7 +273,7 @@ func putSized(be bool, b []byte, v uint32, size int) {
 // order unless o.Sort is set (stable sort by start address). Every FRE
 // uses the narrowest data-word size that holds its words; every function
 // the narrowest FRE type for its size. A function V2 cannot express
-// (Flex) gives a *FuncError naming it.
+// (Flex) gives an error naming its start address.
 func Encode(funcs []Function, o Options) ([]byte, error) {
 	e, err := NewEncoder(o)
 	if err != nil {
@@ -469,9 +470,9 @@ func (e *Encoder) Add(fn *Function) error {
 		return fmt.Errorf("function added after the section was built")
 	}
 	if fn.Flex && o.Version < Version3 {
-		return &FuncError{Start: fn.Start, Msg: "needs a flexible FDE, which SFrame V2 cannot express"}
+		return &funcError{start: fn.Start, msg: "needs a flexible FDE, which SFrame V2 cannot express"}
 	}
-	freType := FREAddr1
+	freType := freAddr1
 	maxStart := uint64(fn.Size)
 	if fn.Size > 0 {
 		maxStart = uint64(fn.Size) - 1
@@ -481,14 +482,14 @@ func (e *Encoder) Add(fn *Function) error {
 	}
 	switch {
 	case fn.Size < 1<<8 && maxStart < 1<<8:
-		freType = FREAddr1
+		freType = freAddr1
 	case fn.Size < 1<<16 && maxStart < 1<<16:
-		freType = FREAddr2
+		freType = freAddr2
 	default:
-		freType = FREAddr4
+		freType = freAddr4
 	}
 	if o.Version == Version3 && len(fn.Rows) > math.MaxUint16 {
-		return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("%d rows exceed the V3 limit of 65535", len(fn.Rows))}
+		return &funcError{start: fn.Start, msg: fmt.Sprintf("%d rows exceed the V3 limit of 65535", len(fn.Rows))}
 	}
 	info := uint8(freType) | uint8(fn.PCType)<<4
 	if fn.PauthKeyB {
@@ -514,14 +515,14 @@ func (e *Encoder) Add(fn *Function) error {
 			info |= fdeInfoSignalBit
 		}
 		if fn.Flex {
-			info2 = uint8(FDETypeFlex)
+			info2 = uint8(fdeTypeFlex)
 		}
 		p := len(fre)
 		fre = fre[:p+5]
 		putSized(e.be, fre[p:], uint32(len(fn.Rows)), 2)
 		fre[p+2], fre[p+3], fre[p+4] = info, info2, fn.RepSize
 	}
-	asz := 1 << (freType - FREAddr1)
+	asz := 1 << (freType - freAddr1)
 	ok := false
 	switch {
 	case fn.Flex || !e.plain:
@@ -569,12 +570,12 @@ func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int) ([]byte, error) {
 			size = offsetsSize(words[:n])
 		}
 		if err != nil {
-			return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
+			return nil, &funcError{start: fn.Start, msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
 		}
 		if size > 4 {
 			for j := 0; j < n; j++ {
 				if wordSize(words[j], ctrl[j]) > 4 {
-					return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
+					return nil, &funcError{start: fn.Start, msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
 				}
 			}
 		}
@@ -941,7 +942,7 @@ func (e *Encoder) writeFDEs(addr uint64) error {
 		p := fdes[k*fdeSize : (k+1)*fdeSize]
 		if o.Version == Version2 {
 			if startOff < math.MinInt32 || startOff > math.MaxInt32 {
-				return &FuncError{Start: en.start, Msg: "start address too far from the section for V2's 32-bit offset"}
+				return &funcError{start: en.start, msg: "start address too far from the section for V2's 32-bit offset"}
 			}
 			put32(p, uint32(int32(startOff)))
 			put32(p[4:], en.size)

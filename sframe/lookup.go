@@ -55,11 +55,11 @@ func (t *Table) lookup(pc uint64, rule *Rule) error {
 			return ErrNoFRE
 		}
 		*rule = Rule{Row: Row{RAUndefined: !d.Signal}, FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
-			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
+			Flex: d.Flex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
 		return nil
 	}
 	var f FRE
-	asz := d.FREType.addrSize()
+	asz := int(d.AddrSize)
 	if _, err := t.fre(r.i, r.j, r.at-asz-1, asz, &f); err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (t *Table) lookup(pc uint64, rule *Rule) error {
 // marker says whether FDE d, which has no FREs, still says something: in
 // V3 a signal FDE is a signal frame, a default one the outermost frame.
 func (t *Table) marker(d *FDE) bool {
-	return d.Signal || t.Header.Version == Version3 && d.FDEType == FDETypeDefault
+	return d.Signal || t.Header.Version == Version3 && !d.Flex
 }
 
 // StepRule is the rule of an ordinary row in the form a stack walker
@@ -119,7 +119,7 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 			}
 			return ErrNeedsRule
 		}
-		ordinary = !d.Signal && d.FDEType == FDETypeDefault
+		ordinary = !d.Signal && !d.Flex
 	}
 	if err != nil {
 		return err
@@ -182,12 +182,12 @@ func (t *Table) row(pc uint64, d *FDE) (r hit, err error) {
 	if r.i, _, _, _ = t.findFDE(pc); r.i < 0 {
 		return r, ErrNoFDE
 	}
-	pos, err := t.fde(r.i, d)
-	if err != nil || d.NumFREs == 0 {
+	pos, n, err := t.fde(r.i, d)
+	if err != nil || n == 0 {
 		return r, err
 	}
-	r.j, pos, r.info, err = t.walk(r.i, pos, d, d.offset(pc))
-	r.at = pos + d.FREType.addrSize() + 1
+	r.j, pos, r.info, err = t.walk(r.i, pos, n, d, d.offset(pc))
+	r.at = pos + int(d.AddrSize) + 1
 	return r, err
 }
 
@@ -232,18 +232,18 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	pos := a + fdeAttrSizeV3
 	typ := fdeTypeV3(info2)
 	switch {
-	case ft > FREAddr4 || typ > FDETypeFlex || n > (t.freEnd-pos)/2:
+	case ft > freAddr4 || typ > fdeTypeFlex || n > (t.freEnd-pos)/2:
 		return r, false, nil // what fde reports
-	case d == nil && (n == 0 || info.signal() || typ != FDETypeDefault):
+	case d == nil && (n == 0 || info.signal() || typ != fdeTypeDefault):
 		return r, true, ErrNeedsRule // not an ordinary row
 	case n == 0:
 		return r, false, nil // what a function without FREs means
 	}
 	if d != nil {
-		d.Start, d.Size, d.NumFREs = start, size, uint32(n)
+		d.Start, d.Size = start, size
 		d.RepSize = rep
-		d.FREType, d.PCType, d.PauthKeyB = ft, info.pcType(), info.pauthKeyB()
-		d.FDEType, d.Signal = typ, info.signal()
+		d.AddrSize, d.PCType, d.PauthKeyB = uint8(ft.addrSize()), info.pcType(), info.pauthKeyB()
+		d.Flex, d.Signal = typ == fdeTypeFlex, info.signal()
 	}
 	off := fdeOffset(pc, start, info.pcType(), rep)
 	b := t.b[:t.freEnd]
@@ -251,7 +251,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	left := n          // FREs left to walk
 	last, lsz := -1, 0 // the word bits whose FRE size is lsz
 	switch ft {
-	case FREAddr1:
+	case freAddr1:
 		for ; left > 0 && pos+2 <= len(b); left-- {
 			if uint64(b[pos]) > off {
 				break
@@ -266,7 +266,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 			last, lsz = x.wordBits(), 2+x.dataSize()
 			pos += lsz
 		}
-	case FREAddr2:
+	case freAddr2:
 		for ; left > 0 && pos+3 <= len(b); left-- {
 			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off {
 				break
@@ -318,10 +318,10 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 // the function: the last FRE starting at or before off. FREs have
 // different sizes, so it walks them (as libsframe does), stopping at the
 // first that starts past off.
-func (t *Table) walk(i, pos int, d *FDE, off uint64) (j, found int, info freInfo, err error) {
-	asz := d.FREType.addrSize()
+func (t *Table) walk(i, pos, n int, d *FDE, off uint64) (j, found int, info freInfo, err error) {
+	asz := int(d.AddrSize)
 	j, found = -1, -1
-	for k := 0; k < int(d.NumFREs); k++ {
+	for k := 0; k < n; k++ {
 		s, x, ok := t.freHead(pos, asz)
 		if ok && uint64(s) > off {
 			break

@@ -96,7 +96,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	*r = Rule{
 		Row:       Row{Start: f.Start, MangledRA: f.MangledRA},
 		FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
-		Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
+		Flex: d.Flex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
 	}
 	n := int(f.NumWords)
 	if n == 0 {

@@ -143,54 +143,28 @@ func (p PCType) String() string {
 	return "PCType(" + strconv.Itoa(int(p)) + ")"
 }
 
-// FDEType is a V3 FDE's type: how its FREs' data words read.
-type FDEType uint8
+// fdeType is a V3 FDE's type: how its FREs' data words read.
+type fdeType uint8
 
 // V3 FDE types (earlier versions have only the default).
 const (
-	FDETypeDefault FDEType = 0
-	FDETypeFlex    FDEType = 1
+	fdeTypeDefault fdeType = 0
+	fdeTypeFlex    fdeType = 1
 )
 
-// String returns the specification's name ("SFRAME_FDE_TYPE_FLEX"), or the
-// number of an unknown one.
-func (t FDEType) String() string {
-	switch t {
-	case FDETypeDefault:
-		return "SFRAME_FDE_TYPE_DEFAULT"
-	case FDETypeFlex:
-		return "SFRAME_FDE_TYPE_FLEX"
-	}
-	return "FDEType(" + strconv.Itoa(int(t)) + ")"
-}
-
-// FREType is the width of an FDE's FRE start-address fields.
-type FREType uint8
+// freType is the width of an FDE's FRE start-address fields.
+type freType uint8
 
 // FRE types.
 const (
-	FREAddr1 FREType = 0
-	FREAddr2 FREType = 1
-	FREAddr4 FREType = 2
+	freAddr1 freType = 0
+	freAddr2 freType = 1
+	freAddr4 freType = 2
 )
-
-// String returns the specification's name ("SFRAME_FRE_TYPE_ADDR1"), or
-// the number of an unknown one.
-func (t FREType) String() string {
-	switch t {
-	case FREAddr1:
-		return "SFRAME_FRE_TYPE_ADDR1"
-	case FREAddr2:
-		return "SFRAME_FRE_TYPE_ADDR2"
-	case FREAddr4:
-		return "SFRAME_FRE_TYPE_ADDR4"
-	}
-	return "FREType(" + strconv.Itoa(int(t)) + ")"
-}
 
 // addrSize is the size of the start-address field in bytes (of a known
 // type).
-func (t FREType) addrSize() int { return 1 << t }
+func (t freType) addrSize() int { return 1 << t }
 
 // Data-word size codes in the FRE info byte.
 const (
@@ -203,13 +177,13 @@ const (
 // place.
 type fdeInfo uint8
 
-func (i fdeInfo) freType() FREType { return FREType(i & 0xf) }
+func (i fdeInfo) freType() freType { return freType(i & 0xf) }
 func (i fdeInfo) pcType() PCType   { return PCType(i >> 4 & 1) }
 func (i fdeInfo) pauthKeyB() bool  { return i&fdeInfoPauthBit != 0 }
 func (i fdeInfo) signal() bool     { return i&fdeInfoSignalBit != 0 } // V3
 
 // fdeTypeV3 reads the FDE type from a V3 FDE's second info byte.
-func fdeTypeV3(info2 uint8) FDEType { return FDEType(info2 & fdeTypeMaskV3) }
+func fdeTypeV3(info2 uint8) fdeType { return fdeType(info2 & fdeTypeMaskV3) }
 
 // freInfo is an FRE's info byte.
 type freInfo uint8
@@ -284,17 +258,15 @@ func (h *Header) FDESize() int {
 // attribute fields (the FRE count, RepSize and what the info bytes hold) come
 // from the 5-byte attribute at the head of the function's FRE data.
 type FDE struct {
-	StartOff int64  // raw start field (int32 in V1/V2, int64 in V3)
 	Start    uint64 // resolved start address
 	Size     uint32
 	FREOff   uint32 // offset of the function's FRE data in the FRE sub-section
-	NumFREs  uint32
-	RepSize  uint8 // V2, V3
+	RepSize  uint8  // V2, V3
+	AddrSize uint8  // the size of its FREs' start-address fields: 1, 2 or 4 bytes (the FRE type)
 
 	PCType    PCType
-	FREType   FREType
-	FDEType   FDEType // always FDETypeDefault before V3
-	Signal    bool    // V3
+	Flex      bool // a V3 flexible FDE (SFRAME_FDE_TYPE_FLEX)
+	Signal    bool // V3
 	PauthKeyB bool
 
 	FREs []FRE

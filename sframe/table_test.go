@@ -53,12 +53,12 @@ func (r *ref) lookup(pc uint64) (sframe.Rule, error) {
 		return sframe.Rule{}, sframe.ErrNoFDE
 	}
 	if len(d.FREs) == 0 {
-		rule := sframe.Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType, Flex: d.FDEType == sframe.FDETypeFlex,
+		rule := sframe.Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType, Flex: d.Flex,
 			Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
 		switch {
 		case d.Signal:
 			return rule, nil
-		case r.s.Header.Version == sframe.Version3 && d.FDEType == sframe.FDETypeDefault:
+		case r.s.Header.Version == sframe.Version3 && !d.Flex:
 			rule.RAUndefined = true
 			return rule, nil
 		}

@@ -308,7 +308,7 @@ func wordOffset(t *testing.T, b []byte, i, j, k int) int {
 	}
 	d := &sec.FDEs[i]
 	off := sec.Header.Size() + int(sec.Header.FREOff) + int(d.FREOff) + 5 // past the V3 attribute
-	asz := 1 << d.FREType
+	asz := int(d.AddrSize)
 	for n := 0; n < j; n++ {
 		off += asz + 1 + int(d.FREs[n].NumWords)*int(d.FREs[n].WordSize)
 	}

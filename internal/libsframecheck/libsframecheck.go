@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,7 +272,7 @@ func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
 		var b [16]byte
 		for i := range ours.FDEs {
 			d := &ours.FDEs[i]
-			binary.LittleEndian.PutUint64(b[8:], uint64(d.FDEType))
+			binary.LittleEndian.PutUint64(b[8:], uint64(fdeType(d)))
 			for k := uint64(0); k < uint64(d.Size); k++ {
 				binary.LittleEndian.PutUint64(b[:], d.Start+k-addr)
 				if _, err := w.Write(b[:]); err != nil {
@@ -295,7 +296,7 @@ func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
 				break
 			}
 			res.PCs++
-			comparePC(res, ours, tab, asPCRel, rd, d, d.Start+k, addr, rec[:])
+			comparePC(res, ours, tab, asPCRel, rd, d, ours.StartField(i), d.Start+k, addr, rec[:])
 		}
 	}
 	if err := <-werr; err != nil && rerr == nil {
@@ -339,7 +340,7 @@ func compareFDEs(res *Result, s *sfsection.Section, out string) error {
 		}
 		d := &s.FDEs[i]
 		info, info2 := infoBytes(d)
-		want := [7]int64{int64(i), d.StartOff, int64(d.Size), info, info2, int64(d.RepSize), int64(len(d.FREs))}
+		want := [7]int64{int64(i), s.StartField(i), int64(d.Size), info, info2, int64(d.RepSize), int64(len(d.FREs))}
 		if v != want {
 			res.other("FDE %d: libsframe reads index/start/size/info/info2/rep/nfres %v, we %v", i, v, want)
 		}
@@ -351,18 +352,27 @@ func compareFDEs(res *Result, s *sfsection.Section, out string) error {
 // what sframe decodes from them: FRE type (bits 0-3), PC type (bit 4),
 // AArch64's B key (bit 5), V3's signal frame (bit 7); V3's FDE type.
 func infoBytes(d *sframe.FDE) (info, info2 int64) {
-	info = int64(d.FREType) | int64(d.PCType)<<4
+	info = int64(bits.TrailingZeros8(d.AddrSize)) | int64(d.PCType)<<4
 	if d.PauthKeyB {
 		info |= 1 << 5
 	}
 	if d.Signal {
 		info |= 1 << 7
 	}
-	return info, int64(d.FDEType)
+	return info, fdeType(d)
+}
+
+// fdeType is the FDE type's number: SFRAME_FDE_TYPE_FLEX for a flexible
+// FDE, else SFRAME_FDE_TYPE_DEFAULT.
+func fdeType(d *sframe.FDE) int64 {
+	if d.Flex {
+		return 1
+	}
+	return 0
 }
 
 // comparePC compares libsframe's answer rec at pc (in FDE d) with ours.
-func comparePC(res *Result, s *sfsection.Section, tab *sframe.Table, asPCRel *sframe.Table, rd Reader, d *sframe.FDE, pc, addr uint64, rec []byte) {
+func comparePC(res *Result, s *sfsection.Section, tab *sframe.Table, asPCRel *sframe.Table, rd Reader, d *sframe.FDE, startField int64, pc, addr uint64, rec []byte) {
 	ourRule, err := tab.Lookup(pc)
 	ourRow := err == nil && !ourRule.NoFREs
 	if err != nil && err != sframe.ErrNoFRE {
@@ -382,7 +392,7 @@ func comparePC(res *Result, s *sfsection.Section, tab *sframe.Table, asPCRel *sf
 		model, mRow = 1, err == nil && !m.NoFREs
 		mSame = func(r sframe.Rule) bool { return sameData(m, r) }
 	case rd.Is244() && d.PCType == sframe.PCMask && d.RepSize != 0:
-		mf := pcmask244(d, pc-addr)
+		mf := pcmask244(d, startField, pc-addr)
 		model, mRow = 2, mf != nil
 		if mRow {
 			m := tab.Interpret(d, mf)
@@ -561,11 +571,11 @@ func freOf(rec []byte) *sframe.FRE {
 // FRE whose range [start, next start - 1] (the last one's ending at the
 // function's size - 1) holds pc mod the repeat size, unless pc is before
 // the function start plus the first FRE's start.
-func pcmask244(d *sframe.FDE, pc uint64) *sframe.FRE {
+func pcmask244(d *sframe.FDE, startField int64, pc uint64) *sframe.FRE {
 	if len(d.FREs) == 0 {
 		return nil
 	}
-	start := int64(int32(d.StartOff))
+	start := int64(int32(startField))
 	p := int64(int32(pc))
 	if start+int64(d.FREs[0].Start) > p {
 		return nil

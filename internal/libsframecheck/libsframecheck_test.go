@@ -110,7 +110,7 @@ func features(t *testing.T, s *elfread.Section) (pcmask, flex, signal, signalNoR
 		if d.PCType == sframe.PCMask {
 			pcmask++
 		}
-		if d.FDEType == sframe.FDETypeFlex {
+		if d.Flex {
 			flex++
 		}
 		if d.Signal {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"math/bits"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 		if !inPLT(d.Start, plts) {
 			e.codeBytes += uint64(d.Size)
 		}
-		e.freType[d.FREType]++
+		e.freType[bits.TrailingZeros8(d.AddrSize)]++
 		for _, f := range d.FREs {
 			e.fres++
 			e.wordSize[f.WordSize/2]++

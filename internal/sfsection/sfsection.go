@@ -19,6 +19,21 @@ type Section struct {
 	Order binary.ByteOrder
 }
 
+// StartField returns FDE i's start field as the index holds it: an int32
+// in V1 and V2, an int64 in V3, relative to the section's start or, when
+// FlagFDEFuncStartPCRel is set, to the field itself.
+func (s *Section) StartField(i int) int64 {
+	off := uint64(s.Header.Size()+int(s.Header.FDEOff)) + uint64(i*s.Header.FDESize())
+	rel := s.FDEs[i].Start - s.Addr
+	if s.Header.Flags&sframe.FlagFDEFuncStartPCRel != 0 {
+		rel -= off
+	}
+	if s.Header.Version == sframe.Version3 {
+		return int64(rel)
+	}
+	return int64(int32(rel))
+}
+
 // Decode opens section b at address addr, checks all of it (Table.Check)
 // and decodes every FDE. It keeps a copy of b, not b.
 func Decode(b []byte, addr uint64) (*Section, error) {
@@ -55,7 +70,7 @@ func (s *Section) Functions() []sframe.Function {
 	for i, di := range order {
 		d := &s.FDEs[di]
 		fn := sframe.Function{Start: d.Start, Size: d.Size, PCType: d.PCType, RepSize: d.RepSize,
-			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.FDEType == sframe.FDETypeFlex}
+			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.Flex}
 		fn.Rows = make([]sframe.Row, len(d.FREs))
 		for j := range d.FREs {
 			fn.Rows[j] = s.Interpret(d, &d.FREs[j]).Row
