@@ -177,7 +177,7 @@ func TestDecodeSpec(t *testing.T) {
 				got.FREs = append(got.FREs, fre{Start: f.Start, Words: append([]int32{}, f.Words[:f.NumWords]...), MangledRA: f.MangledRA, BaseReg: f.BaseReg})
 			}
 			want := fde{Start: 0x1100, Size: 0x40, NumFREs: 2, AddrSize: 2, PauthKeyB: true, Signal: ver == 3,
-				FREs: []fre{{Start: 0, Words: []int32{8}, BaseReg: sframe.BaseRegSP}, {Start: 0x21, Words: []int32{16, -16}, MangledRA: true, BaseReg: sframe.BaseRegFP}}}
+				FREs: []fre{{Start: 0, Words: []int32{8}, BaseReg: 1}, {Start: 0x21, Words: []int32{16, -16}, MangledRA: true, BaseReg: 0}}}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%v V%d (-want +got):\n%s", o, ver, diff)
 			}

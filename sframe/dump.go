@@ -327,7 +327,7 @@ func (jf *jsonFunc) fill(h *Header, d *FDE) {
 		}
 		jr := jsonFRE{Start: start, StartOffset: f.Start, BaseReg: "sp", Words: f.Words[:f.NumWords],
 			WordSize: f.WordSize, MangledRA: f.MangledRA}
-		if f.BaseReg == BaseRegFP {
+		if f.BaseReg == baseRegFP {
 			jr.BaseReg = "fp"
 		}
 		r := interpret(h, d, f)

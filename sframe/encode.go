@@ -100,7 +100,7 @@ func flexWords(o *Options, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWor
 	// GNU leaves the base-register bit clear when it carries no meaning
 	// (no data words, or a flex FDE whose control word names the register).
 	if r.RAUndefined {
-		return 0, BaseRegFP, nil
+		return 0, baseRegFP, nil
 	}
 	cfaOff, err := cfaWord(o, r.CFA.Offset)
 	if err != nil {
@@ -129,7 +129,7 @@ func flexWords(o *Options, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWor
 		add(ctrlWord(r.FP), true)
 		add(int64(r.FP.Offset), false)
 	}
-	return n, BaseRegFP, nil
+	return n, baseRegFP, nil
 }
 
 // defaultWords computes the data words of a row of a default FDE: all
@@ -137,7 +137,7 @@ func flexWords(o *Options, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWor
 // ABI fixes it) and the FP slot, as far as the last one saved.
 func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseReg uint8, err error) {
 	if r.RAUndefined {
-		return 0, BaseRegFP, nil
+		return 0, baseRegFP, nil
 	}
 	if words[0], err = cfaWord(o, r.CFA.Offset); err != nil {
 		return 0, 0, err
@@ -146,9 +146,9 @@ func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseRe
 	if r.CFA.Kind != LocReg || (r.CFA.Reg != sp && r.CFA.Reg != fp) {
 		return 0, 0, fmt.Errorf("CFA is not SP or FP based (needs a flexible FDE)")
 	}
-	baseReg = BaseRegSP
+	baseReg = baseRegSP
 	if r.CFA.Reg == fp {
-		baseReg = BaseRegFP
+		baseReg = baseRegFP
 	}
 	var slots [2]*Loc
 	k := 0
@@ -700,9 +700,9 @@ func (e *Encoder) plainBase(r *Row) (fi uint8, ok bool) {
 	case r.RAUndefined || r.CFA.Kind != LocReg:
 		return 0, false
 	case r.CFA.Reg == e.sp:
-		return BaseRegSP, true
+		return baseRegSP, true
 	case r.CFA.Reg == e.fp:
-		return BaseRegFP, true
+		return baseRegFP, true
 	}
 	return 0, false
 }

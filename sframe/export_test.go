@@ -26,3 +26,11 @@ func FuncErrorStart(err error) (uint64, bool) {
 	}
 	return fe.start, true
 }
+
+// LookupStepErr is LookupStep saying why it did not fill *s: ErrNeedsRule
+// or Lookup's error.
+func LookupStepErr(t *Table, pc uint64, s *StepRule) error { return t.lookupStep(pc, s) }
+
+// ErrNeedsRule is what LookupStepErr returns for a row that needs the
+// full rule.
+var ErrNeedsRule = errNeedsRule

@@ -13,10 +13,11 @@ var (
 	// ErrNoFRE: the PC is inside a function but before its first row, or
 	// the function has no rows and that has no meaning (V1/V2).
 	ErrNoFRE = errors.New("no FRE covers the PC")
-	// ErrNeedsRule (LookupStep only): the row at the PC is not one a
-	// StepRule describes; Lookup gives its Rule.
-	ErrNeedsRule = errors.New("the row needs the full rule")
 )
+
+// errNeedsRule (lookupStep only): the row at the PC is not one a StepRule
+// describes; Lookup gives its Rule.
+var errNeedsRule = errors.New("the row needs the full rule")
 
 // Lookup returns the rule that applies at pc, decoding only the FREs of
 // the function that holds it: ErrNoFDE when no function covers pc,
@@ -94,17 +95,20 @@ const (
 )
 
 // LookupStep is Lookup for stack walkers, in the form they apply: it fills
-// *s when the row at pc is an ordinary one, a row with data words of a
-// default-type FDE that is not a signal frame, in an AMD64 section with a
-// fixed RA offset or an AArch64 one. It returns ErrNeedsRule when the
-// function at pc is of another kind, or the row is not ordinary (and for
-// every PC of other sections): Lookup then gives the rule, or what is
-// wrong with the function's bytes. Otherwise it returns Lookup's errors.
-// It does not allocate unless the data is malformed.
-func (t *Table) LookupStep(pc uint64, s *StepRule) error {
+// *s and returns true when the row at pc is an ordinary one, a row with
+// data words of a default-type FDE that is not a signal frame, in an AMD64
+// section with a fixed RA offset or an AArch64 one. Otherwise (another
+// kind of function or row, every PC of other sections, no function or row
+// at pc, malformed bytes) it returns false, and Lookup gives the rule or
+// says what is wrong. It does not allocate unless the data is malformed.
+func (t *Table) LookupStep(pc uint64, s *StepRule) bool { return t.lookupStep(pc, s) == nil }
+
+// lookupStep is LookupStep returning why it did not fill *s:
+// errNeedsRule, or Lookup's error.
+func (t *Table) lookupStep(pc uint64, s *StepRule) error {
 	h := &t.Header
 	if h.ABI == ABIS390XBE || (h.CFAFixedRA == cfaFixedRAInvalid && h.ABI.arch().FixedRAOffset() != 0) {
-		return ErrNeedsRule // no fixed RA slot on AMD64: not a section converters write
+		return errNeedsRule // no fixed RA slot on AMD64: not a section converters write
 	}
 	var r hit
 	ok, err, ordinary := false, error(nil), true
@@ -117,7 +121,7 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 			if !t.marker(&d) {
 				return ErrNoFRE
 			}
-			return ErrNeedsRule
+			return errNeedsRule
 		}
 		ordinary = !d.Signal && !d.Flex
 	}
@@ -130,12 +134,12 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 	}
 	n := r.info.numWords()
 	if n == 0 || !ordinary {
-		return ErrNeedsRule // the outermost frame, a signal frame, a flexible FDE
+		return errNeedsRule // the outermost frame, a signal frame, a flexible FDE
 	}
 	// A default row's rule is in its first three words (Lookup ignores
 	// any more).
 	var fl uint8
-	if r.info.baseReg() == BaseRegFP {
+	if r.info.baseReg() == baseRegFP {
 		fl = StepCFAFromFP
 	}
 	if r.info.mangledRA() {
@@ -207,7 +211,7 @@ func fdeOffset(pc, start uint64, pt PCType, rep uint8) uint64 {
 // the FDE attribute itself, filling the fields of d that lookups use
 // (Start, Size, the FRE count, the info bytes and what they hold, RepSize), and
 // walks the FREs without a check in every step. It returns ErrNoFDE when
-// no function covers pc; with d nil, for LookupStep, ErrNeedsRule for any
+// no function covers pc; with d nil, for lookupStep, errNeedsRule for any
 // FDE but a default, non-signal one with FREs. It leaves to the general
 // code (ok false) functions without FREs and whatever is malformed: an
 // FRE's info byte with data-word size code 3 (invalid) makes bad
@@ -235,7 +239,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	case ft > freAddr4 || typ > fdeTypeFlex || n > (t.freEnd-pos)/2:
 		return r, false, nil // what fde reports
 	case d == nil && (n == 0 || info.signal() || typ != fdeTypeDefault):
-		return r, true, ErrNeedsRule // not an ordinary row
+		return r, true, errNeedsRule // not an ordinary row
 	case n == 0:
 		return r, false, nil // what a function without FREs means
 	}

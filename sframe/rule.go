@@ -151,7 +151,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	a := h.ABI.arch()
 	cfaOff := a.DecodeCFAOffset(f.Words[0])
 	reg := a.SP()
-	if f.BaseReg == BaseRegFP {
+	if f.BaseReg == baseRegFP {
 		reg = a.FP()
 	}
 	r.CFA = Loc{Kind: LocReg, Reg: reg, Offset: cfaOff}

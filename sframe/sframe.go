@@ -56,14 +56,12 @@ const (
 	// HeaderSize is the size of the fixed header, before the auxiliary
 	// header.
 	HeaderSize = 28
-
-	// The base register of an FRE's CFA (FRE.BaseReg).
-	BaseRegFP = 0
-	BaseRegSP = 1
 )
 
 // Internal sizes and bit fields of the format.
 const (
+	baseRegFP           = 0 // FRE.BaseReg
+	baseRegSP           = 1
 	fdeSizeV1           = 17
 	fdeSizeV2           = 20
 	fdeSizeV3           = 16
@@ -291,7 +289,7 @@ func (d *FDE) FREAt(pc uint64) int {
 // FRE is one frame row entry.
 type FRE struct {
 	Start     uint32 // offset from the function's start (a mask value for PCMask)
-	BaseReg   uint8  // BaseRegFP or BaseRegSP
+	BaseReg   uint8  // the CFA's base register: 0 for FP, 1 for SP
 	NumWords  uint8
 	WordSize  uint8 // in bytes: 1, 2 or 4
 	MangledRA bool

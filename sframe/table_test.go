@@ -125,7 +125,10 @@ func sameErr(a, b error) bool {
 func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err error) {
 	t.Helper()
 	var s sframe.StepRule
-	serr := tb.LookupStep(pc, &s)
+	serr := sframe.LookupStepErr(tb, pc, &s)
+	if filled := tb.LookupStep(pc, &sframe.StepRule{}); filled != (serr == nil) {
+		t.Errorf("pc %#x: LookupStep says %v, its error %v", pc, filled, serr)
+	}
 	h := &tb.Header
 	ordinary := err == nil && !r.NoFREs && !r.Flex && !r.Signal && !r.RAUndefined &&
 		h.ABI != sframe.ABIS390XBE && !(h.ABI == sframe.ABIAMD64LE && h.CFAFixedRA == 0)

@@ -510,9 +510,9 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 			bad = append(bad, fmt.Sprintf("CFA offset %d (error %v)", cfa, errs&2 != 0))
 		}
 	default:
-		wantBase := int32(sframe.BaseRegSP)
+		wantBase := int32(1) // the FRE base register SP
 		if r.CFA.Reg == arch.ForSFrameABI(h.ABI).FP() {
-			wantBase = sframe.BaseRegFP
+			wantBase = 0 // FP
 		}
 		if errs&1 != 0 || base != wantBase {
 			bad = append(bad, fmt.Sprintf("base register %d (error %v)", base, errs&1 != 0))
