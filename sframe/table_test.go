@@ -330,8 +330,10 @@ func TestTableLookupAllocs(t *testing.T) {
 	}
 }
 
-// FuzzOpen: on any bytes, Open accepts what Decode accepts, and Check and
-// Decode agree (the same error, or the FDEs Decode holds); what Decode
+// FuzzOpen: on any bytes, Open accepts what Decode (internal/sfsection:
+// Open, Check, then every FDE into fresh memory) accepts, and Check and
+// Decode agree (the same error, or FDE into reused memory gives the FDEs
+// Decode holds); what Decode
 // accepts, Lookup answers as the oracle does; whatever Open accepts
 // answers lookups without panicking, the same with and without the fast
 // path, and its dumps fail only on what Decode rejects.
