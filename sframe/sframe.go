@@ -12,7 +12,8 @@
 // s390x CFA scaling and the V3 flexible-FDE control words applied) and
 // its function's attributes, or an error (ErrNoFDE, ErrNoFRE, or an
 // *Error naming the malformed bytes). LookupStep gives the common rows in
-// the form a stack walker applies (StepRule). Neither allocates unless the
+// the form a stack walker applies (StepRule), and says whether the row at
+// a PC is one of them. Neither allocates unless the
 // bytes are malformed. Package unwind walks stacks with Tables.
 //
 // The Table also reads the section function by function: FDE decodes one
@@ -252,9 +253,10 @@ func (h *Header) FDESize() int {
 	return 0
 }
 
-// FDE is one function descriptor entry, its fields decoded. For V3 the
-// attribute fields (the FRE count, RepSize and what the info bytes hold) come
-// from the 5-byte attribute at the head of the function's FRE data.
+// FDE is one function descriptor entry, its fields decoded, with its
+// FREs (one per row; the FDE's FRE count is len(FREs)). For V3 the
+// attribute fields (the FRE count, RepSize and what the info bytes hold)
+// come from the 5-byte attribute at the head of the function's FRE data.
 type FDE struct {
 	Start    uint64 // resolved start address
 	Size     uint32
