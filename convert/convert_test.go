@@ -14,6 +14,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -189,10 +190,10 @@ func sameRule(a, b sframe.Rule) bool {
 		a.RAUndefined == b.RAUndefined && a.Flex == b.Flex && a.Signal == b.Signal
 }
 
-func decodeSFrame(t *testing.T, b []byte) *sframe.Section {
+func decodeSFrame(t *testing.T, b []byte) *sfsection.Section {
 	t.Helper()
 	s := sframeSectionOf(t, b)
-	sec, err := sframe.Decode(s.Data, s.Addr)
+	sec, err := sfsection.Decode(s.Data, s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
-	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 )
 
 // TestForReader converts the example program (its _start has an undefined
@@ -25,7 +25,7 @@ func TestForReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	outermost := func(b []byte, addr uint64) (fres, fdes int) {
-		s, err := sframe.Decode(b, addr)
+		s, err := sfsection.Decode(b, addr)
 		if err != nil {
 			t.Fatal(err)
 		}

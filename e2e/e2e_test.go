@@ -21,6 +21,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/libsframecheck"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -282,7 +283,7 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 				_, t2, _ := load(t, v2)
 				for i := range s3.FDEs {
 					d := &s3.FDEs[i]
-					if d.FDEType == sframe.FDETypeFlex {
+					if d.Flex {
 						// s390x V2 has its own form for RA and FP in a
 						// register: only a CFA on another register needs V3.
 						if _, ok := sfcompare.Row(t2, d.Start); ok && (v.arch != "s390x" || !s390xV2Carries(t3, d)) {
@@ -405,7 +406,7 @@ func checkSegments(t *testing.T, readelf, file string) {
 
 type counts = sfcompare.Counts
 
-func load(t *testing.T, file string) (*sframe.Section, *sframe.Table, *elf.File) {
+func load(t *testing.T, file string) (*sfsection.Section, *sframe.Table, *elf.File) {
 	t.Helper()
 	s, tb, f, err := sfcompare.Load(file)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -104,7 +105,7 @@ func BenchmarkDecode(b *testing.B) {
 	data, addr, _ := benchSection(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := sframe.Decode(data, addr); err != nil {
+		if _, err := sfsection.Decode(data, addr); err != nil {
 			b.Fatal(err)
 		}
 	}

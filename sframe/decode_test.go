@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/race"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -64,13 +65,13 @@ func TestDecodeErrors(t *testing.T) {
 			b := header(le, 2, 0, 3, -8, 1, 1, 3, 0, 20)
 			fde := make([]byte, 20)
 			le.PutUint32(fde[12:], 1)
-			fde[16] = byte(sframe.FREAddr1)
+			fde[16] = 0                                       // FRE type ADDR1
 			return append(append(b, fde...), 0, 0x04|0x20, 8) // two 2-byte words, one byte present
 		}(), 28 + 20 + 2, "run past"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := sframe.Decode(tt.in, 0)
+			s, err := sfsection.Decode(tt.in, 0)
 			var se *sframe.Error
 			if !errors.As(err, &se) {
 				t.Fatalf("Decode = %v, %v; want *sframe.Error", s, err)
@@ -94,7 +95,7 @@ func TestDecodeHugeCountDoesNotAllocate(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	n := testing.AllocsPerRun(runs, func() {
-		if _, err := sframe.Decode(b, 0); err == nil {
+		if _, err := sframe.Open(b, 0); err == nil {
 			t.Fatal("no error")
 		}
 	})
@@ -121,9 +122,8 @@ func TestDecodeSpec(t *testing.T) {
 		Start             uint64
 		Size, NumFREs     uint32
 		PCType            sframe.PCType
-		FREType           sframe.FREType
-		FDEType           sframe.FDEType
-		RepSize           uint8
+		AddrSize, RepSize uint8
+		Flex              bool
 		Signal, PauthKeyB bool
 		FREs              []fre
 	}
@@ -133,7 +133,7 @@ func TestDecodeSpec(t *testing.T) {
 		fres := []byte{}
 		if ver == 3 {
 			fres = o.AppendUint16(fres, 2)
-			fres = append(fres, byte(sframe.FREAddr2)|1<<5|0x80, 0, 0) // signal, pauth B
+			fres = append(fres, 1|1<<5|0x80, 0, 0) // FRE type ADDR2, signal, pauth B
 		}
 		fres = o.AppendUint16(fres, 0)
 		fres = append(fres, 1|1<<1) // SP, one 1-byte word
@@ -149,7 +149,7 @@ func TestDecodeSpec(t *testing.T) {
 			fdes = o.AppendUint32(fdes, 0x40)
 			fdes = o.AppendUint32(fdes, 0)
 			fdes = o.AppendUint32(fdes, 2)
-			fdes = append(fdes, byte(sframe.FREAddr2)|1<<5)
+			fdes = append(fdes, 1|1<<5) // FRE type ADDR2, pauth B
 			if ver == 2 {
 				fdes = append(fdes, 0, 0, 0)
 			}
@@ -163,7 +163,7 @@ func TestDecodeSpec(t *testing.T) {
 	}
 	for _, o := range []byteOrder{binary.LittleEndian, binary.BigEndian} {
 		for _, ver := range []uint8{1, 2, 3} {
-			s, err := sframe.Decode(build(o, ver), 0x1000)
+			s, err := sfsection.Decode(build(o, ver), 0x1000)
 			if err != nil {
 				t.Fatalf("%v V%d: %v", o, ver, err)
 			}
@@ -171,13 +171,13 @@ func TestDecodeSpec(t *testing.T) {
 				t.Errorf("byte order %v, want %v", s.Order, o)
 			}
 			d := s.FDEs[0]
-			got := fde{Start: d.Start, Size: d.Size, NumFREs: uint32(len(d.FREs)), PCType: d.PCType, FREType: d.FREType,
-				FDEType: d.FDEType, RepSize: d.RepSize, Signal: d.Signal, PauthKeyB: d.PauthKeyB}
+			got := fde{Start: d.Start, Size: d.Size, NumFREs: uint32(len(d.FREs)), PCType: d.PCType, AddrSize: d.AddrSize,
+				Flex: d.Flex, RepSize: d.RepSize, Signal: d.Signal, PauthKeyB: d.PauthKeyB}
 			for _, f := range d.FREs {
 				got.FREs = append(got.FREs, fre{Start: f.Start, Words: append([]int32{}, f.Words[:f.NumWords]...), MangledRA: f.MangledRA, BaseReg: f.BaseReg})
 			}
-			want := fde{Start: 0x1100, Size: 0x40, NumFREs: 2, FREType: sframe.FREAddr2, PauthKeyB: true, Signal: ver == 3,
-				FREs: []fre{{Start: 0, Words: []int32{8}, BaseReg: sframe.BaseRegSP}, {Start: 0x21, Words: []int32{16, -16}, MangledRA: true, BaseReg: sframe.BaseRegFP}}}
+			want := fde{Start: 0x1100, Size: 0x40, NumFREs: 2, AddrSize: 2, PauthKeyB: true, Signal: ver == 3,
+				FREs: []fre{{Start: 0, Words: []int32{8}, BaseReg: 1}, {Start: 0x21, Words: []int32{16, -16}, MangledRA: true, BaseReg: 0}}}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%v V%d (-want +got):\n%s", o, ver, diff)
 			}

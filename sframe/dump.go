@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -77,12 +78,12 @@ func dumpText(w io.Writer, t *Table) error {
 		if h.ABI.arch().PointerAuth() && d.PauthKeyB {
 			line = append(line, ", pauth = B key"...)
 		}
-		if d.Signal || d.FDEType == FDETypeFlex {
+		if d.Signal || d.Flex {
 			line = append(line, `, attr = "`...)
 			if d.Signal {
 				line = append(line, 'S')
 			}
-			if d.FDEType == FDETypeFlex {
+			if d.Flex {
 				line = append(line, 'F')
 			}
 			line = append(line, '"')
@@ -217,7 +218,7 @@ type jsonFunc struct {
 	Size      uint32    `json:"size"`
 	PCType    string    `json:"pc_type"`
 	RepSize   uint8     `json:"rep_size"`
-	FREType   FREType   `json:"fre_type"`
+	FREType   uint8     `json:"fre_type"`
 	FDEType   string    `json:"fde_type"`
 	Signal    bool      `json:"signal"`
 	PauthKeyB bool      `json:"pauth_key_b"`
@@ -310,12 +311,12 @@ func dumpJSON(w io.Writer, t *Table) error {
 // fill sets jf to function d of a section with header h, reusing jf's
 // FRE slice; the FREs' data words alias d's.
 func (jf *jsonFunc) fill(h *Header, d *FDE) {
-	*jf = jsonFunc{Start: d.Start, Size: d.Size, PCType: "inc", RepSize: d.RepSize, FREType: d.FREType,
+	*jf = jsonFunc{Start: d.Start, Size: d.Size, PCType: "inc", RepSize: d.RepSize, FREType: uint8(bits.TrailingZeros8(d.AddrSize)),
 		FDEType: "default", Signal: d.Signal, PauthKeyB: d.PauthKeyB, FREs: jf.FREs[:0]}
 	if d.PCType == PCMask {
 		jf.PCType = "mask"
 	}
-	if d.FDEType == FDETypeFlex {
+	if d.Flex {
 		jf.FDEType = "flex"
 	}
 	for j := range d.FREs {
@@ -326,7 +327,7 @@ func (jf *jsonFunc) fill(h *Header, d *FDE) {
 		}
 		jr := jsonFRE{Start: start, StartOffset: f.Start, BaseReg: "sp", Words: f.Words[:f.NumWords],
 			WordSize: f.WordSize, MangledRA: f.MangledRA}
-		if f.BaseReg == BaseRegFP {
+		if f.BaseReg == baseRegFP {
 			jr.BaseReg = "fp"
 		}
 		r := interpret(h, d, f)

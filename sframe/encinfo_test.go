@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -48,7 +49,7 @@ func TestEncoderStartField(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				dec, err := sframe.Decode(sec, 0)
+				dec, err := sfsection.Decode(sec, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

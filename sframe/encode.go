@@ -11,13 +11,12 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
-	"sort"
 	"sync"
 )
 
 // Function is the version-independent description of one function's
 // stack-trace rows, as filled by a translator or taken from a decoded
-// section (Section.Functions).
+// section.
 type Function struct {
 	Start     uint64 // start address
 	Size      uint32
@@ -62,46 +61,15 @@ type Options struct {
 	AuxHdr []byte
 }
 
-// Functions converts a decoded section to the neutral model. Functions come
-// in the order of their FRE data, which is the order GNU ld and as added
-// them (the FDE index may be sorted differently).
-func (s *Section) Functions() []Function {
-	order := make([]int, len(s.FDEs))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return s.FDEs[order[a]].FREOff < s.FDEs[order[b]].FREOff })
-	out := make([]Function, len(s.FDEs))
-	for i, di := range order {
-		d := &s.FDEs[di]
-		fn := Function{Start: d.Start, Size: d.Size, PCType: d.PCType, RepSize: d.RepSize,
-			Signal: d.Signal, PauthKeyB: d.PauthKeyB, Flex: d.FDEType == FDETypeFlex}
-		fn.Rows = make([]Row, len(d.FREs))
-		for j := range d.FREs {
-			fn.Rows[j] = interpret(&s.Header, d, &d.FREs[j]).Row
-		}
-		out[i] = fn
-	}
-	return out
+// funcError reports a function that cannot be encoded: its message names
+// the function's start address.
+type funcError struct {
+	start uint64
+	msg   string
 }
 
-// Options returns the options that re-encode the section as it is.
-func (s *Section) Options() Options {
-	h := &s.Header
-	return Options{Version: h.Version, ABI: h.ABI, Order: s.Order, Addr: s.Addr,
-		PCRel: h.Flags&FlagFDEFuncStartPCRel != 0, Sort: h.Flags&FlagFDESorted != 0,
-		CFAFixedFP: h.CFAFixedFP, CFAFixedRA: h.CFAFixedRA,
-		FramePointer: h.Flags&FlagFramePointer != 0, AuxHdr: h.AuxHdr}
-}
-
-// FuncError reports a function that cannot be encoded.
-type FuncError struct {
-	Start uint64
-	Msg   string
-}
-
-func (e *FuncError) Error() string {
-	return fmt.Sprintf("function at %#x: %s", e.Start, e.Msg)
+func (e *funcError) Error() string {
+	return fmt.Sprintf("function at %#x: %s", e.start, e.msg)
 }
 
 func ctrlWord(l Loc) int64 {
@@ -132,7 +100,7 @@ func flexWords(o *Options, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWor
 	// GNU leaves the base-register bit clear when it carries no meaning
 	// (no data words, or a flex FDE whose control word names the register).
 	if r.RAUndefined {
-		return 0, BaseRegFP, nil
+		return 0, baseRegFP, nil
 	}
 	cfaOff, err := cfaWord(o, r.CFA.Offset)
 	if err != nil {
@@ -161,7 +129,7 @@ func flexWords(o *Options, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWor
 		add(ctrlWord(r.FP), true)
 		add(int64(r.FP.Offset), false)
 	}
-	return n, BaseRegFP, nil
+	return n, baseRegFP, nil
 }
 
 // defaultWords computes the data words of a row of a default FDE: all
@@ -169,7 +137,7 @@ func flexWords(o *Options, r *Row, words *[maxDataWords]int64, ctrl *[maxDataWor
 // ABI fixes it) and the FP slot, as far as the last one saved.
 func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseReg uint8, err error) {
 	if r.RAUndefined {
-		return 0, BaseRegFP, nil
+		return 0, baseRegFP, nil
 	}
 	if words[0], err = cfaWord(o, r.CFA.Offset); err != nil {
 		return 0, 0, err
@@ -178,9 +146,9 @@ func defaultWords(o *Options, r *Row, words *[maxDataWords]int64) (n int, baseRe
 	if r.CFA.Kind != LocReg || (r.CFA.Reg != sp && r.CFA.Reg != fp) {
 		return 0, 0, fmt.Errorf("CFA is not SP or FP based (needs a flexible FDE)")
 	}
-	baseReg = BaseRegSP
+	baseReg = baseRegSP
 	if r.CFA.Reg == fp {
-		baseReg = BaseRegFP
+		baseReg = baseRegFP
 	}
 	var slots [2]*Loc
 	k := 0
@@ -305,7 +273,7 @@ func putSized(be bool, b []byte, v uint32, size int) {
 // order unless o.Sort is set (stable sort by start address). Every FRE
 // uses the narrowest data-word size that holds its words; every function
 // the narrowest FRE type for its size. A function V2 cannot express
-// (Flex) gives a *FuncError naming it.
+// (Flex) gives an error naming its start address.
 func Encode(funcs []Function, o Options) ([]byte, error) {
 	e, err := NewEncoder(o)
 	if err != nil {
@@ -502,9 +470,9 @@ func (e *Encoder) Add(fn *Function) error {
 		return fmt.Errorf("function added after the section was built")
 	}
 	if fn.Flex && o.Version < Version3 {
-		return &FuncError{Start: fn.Start, Msg: "needs a flexible FDE, which SFrame V2 cannot express"}
+		return &funcError{start: fn.Start, msg: "needs a flexible FDE, which SFrame V2 cannot express"}
 	}
-	freType := FREAddr1
+	freType := freAddr1
 	maxStart := uint64(fn.Size)
 	if fn.Size > 0 {
 		maxStart = uint64(fn.Size) - 1
@@ -514,14 +482,14 @@ func (e *Encoder) Add(fn *Function) error {
 	}
 	switch {
 	case fn.Size < 1<<8 && maxStart < 1<<8:
-		freType = FREAddr1
+		freType = freAddr1
 	case fn.Size < 1<<16 && maxStart < 1<<16:
-		freType = FREAddr2
+		freType = freAddr2
 	default:
-		freType = FREAddr4
+		freType = freAddr4
 	}
 	if o.Version == Version3 && len(fn.Rows) > math.MaxUint16 {
-		return &FuncError{Start: fn.Start, Msg: fmt.Sprintf("%d rows exceed the V3 limit of 65535", len(fn.Rows))}
+		return &funcError{start: fn.Start, msg: fmt.Sprintf("%d rows exceed the V3 limit of 65535", len(fn.Rows))}
 	}
 	info := uint8(freType) | uint8(fn.PCType)<<4
 	if fn.PauthKeyB {
@@ -547,14 +515,14 @@ func (e *Encoder) Add(fn *Function) error {
 			info |= fdeInfoSignalBit
 		}
 		if fn.Flex {
-			info2 = uint8(FDETypeFlex)
+			info2 = uint8(fdeTypeFlex)
 		}
 		p := len(fre)
 		fre = fre[:p+5]
 		putSized(e.be, fre[p:], uint32(len(fn.Rows)), 2)
 		fre[p+2], fre[p+3], fre[p+4] = info, info2, fn.RepSize
 	}
-	asz := 1 << (freType - FREAddr1)
+	asz := 1 << (freType - freAddr1)
 	ok := false
 	switch {
 	case fn.Flex || !e.plain:
@@ -602,12 +570,12 @@ func (e *Encoder) rowFREs(fn *Function, fre []byte, asz int) ([]byte, error) {
 			size = offsetsSize(words[:n])
 		}
 		if err != nil {
-			return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
+			return nil, &funcError{start: fn.Start, msg: fmt.Sprintf("row at +%#x: %v", r.Start, err)}
 		}
 		if size > 4 {
 			for j := 0; j < n; j++ {
 				if wordSize(words[j], ctrl[j]) > 4 {
-					return nil, &FuncError{Start: fn.Start, Msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
+					return nil, &funcError{start: fn.Start, msg: fmt.Sprintf("row at +%#x: data word %d does not fit in 32 bits", r.Start, words[j])}
 				}
 			}
 		}
@@ -732,9 +700,9 @@ func (e *Encoder) plainBase(r *Row) (fi uint8, ok bool) {
 	case r.RAUndefined || r.CFA.Kind != LocReg:
 		return 0, false
 	case r.CFA.Reg == e.sp:
-		return BaseRegSP, true
+		return baseRegSP, true
 	case r.CFA.Reg == e.fp:
-		return BaseRegFP, true
+		return baseRegFP, true
 	}
 	return 0, false
 }
@@ -974,7 +942,7 @@ func (e *Encoder) writeFDEs(addr uint64) error {
 		p := fdes[k*fdeSize : (k+1)*fdeSize]
 		if o.Version == Version2 {
 			if startOff < math.MinInt32 || startOff > math.MaxInt32 {
-				return &FuncError{Start: en.start, Msg: "start address too far from the section for V2's 32-bit offset"}
+				return &funcError{start: en.start, msg: "start address too far from the section for V2's 32-bit offset"}
 			}
 			put32(p, uint32(int32(startOff)))
 			put32(p[4:], en.size)

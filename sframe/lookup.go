@@ -13,10 +13,11 @@ var (
 	// ErrNoFRE: the PC is inside a function but before its first row, or
 	// the function has no rows and that has no meaning (V1/V2).
 	ErrNoFRE = errors.New("no FRE covers the PC")
-	// ErrNeedsRule (LookupStep only): the row at the PC is not one a
-	// StepRule describes; Lookup gives its Rule.
-	ErrNeedsRule = errors.New("the row needs the full rule")
 )
+
+// errNeedsRule (lookupStep only): the row at the PC is not one a StepRule
+// describes; Lookup gives its Rule.
+var errNeedsRule = errors.New("the row needs the full rule")
 
 // Lookup returns the rule that applies at pc, decoding only the FREs of
 // the function that holds it: ErrNoFDE when no function covers pc,
@@ -55,11 +56,11 @@ func (t *Table) lookup(pc uint64, rule *Rule) error {
 			return ErrNoFRE
 		}
 		*rule = Rule{Row: Row{RAUndefined: !d.Signal}, FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
-			Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
+			Flex: d.Flex, Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
 		return nil
 	}
 	var f FRE
-	asz := d.FREType.addrSize()
+	asz := int(d.AddrSize)
 	if _, err := t.fre(r.i, r.j, r.at-asz-1, asz, &f); err != nil {
 		return err
 	}
@@ -70,7 +71,7 @@ func (t *Table) lookup(pc uint64, rule *Rule) error {
 // marker says whether FDE d, which has no FREs, still says something: in
 // V3 a signal FDE is a signal frame, a default one the outermost frame.
 func (t *Table) marker(d *FDE) bool {
-	return d.Signal || t.Header.Version == Version3 && d.FDEType == FDETypeDefault
+	return d.Signal || t.Header.Version == Version3 && !d.Flex
 }
 
 // StepRule is the rule of an ordinary row in the form a stack walker
@@ -94,17 +95,20 @@ const (
 )
 
 // LookupStep is Lookup for stack walkers, in the form they apply: it fills
-// *s when the row at pc is an ordinary one, a row with data words of a
-// default-type FDE that is not a signal frame, in an AMD64 section with a
-// fixed RA offset or an AArch64 one. It returns ErrNeedsRule when the
-// function at pc is of another kind, or the row is not ordinary (and for
-// every PC of other sections): Lookup then gives the rule, or what is
-// wrong with the function's bytes. Otherwise it returns Lookup's errors.
-// It does not allocate unless the data is malformed.
-func (t *Table) LookupStep(pc uint64, s *StepRule) error {
+// *s and returns true when the row at pc is an ordinary one, a row with
+// data words of a default-type FDE that is not a signal frame, in an AMD64
+// section with a fixed RA offset or an AArch64 one. Otherwise (another
+// kind of function or row, every PC of other sections, no function or row
+// at pc, malformed bytes) it returns false, and Lookup gives the rule or
+// says what is wrong. It does not allocate unless the data is malformed.
+func (t *Table) LookupStep(pc uint64, s *StepRule) bool { return t.lookupStep(pc, s) == nil }
+
+// lookupStep is LookupStep returning why it did not fill *s:
+// errNeedsRule, or Lookup's error.
+func (t *Table) lookupStep(pc uint64, s *StepRule) error {
 	h := &t.Header
 	if h.ABI == ABIS390XBE || (h.CFAFixedRA == cfaFixedRAInvalid && h.ABI.arch().FixedRAOffset() != 0) {
-		return ErrNeedsRule // no fixed RA slot on AMD64: not a section converters write
+		return errNeedsRule // no fixed RA slot on AMD64: not a section converters write
 	}
 	var r hit
 	ok, err, ordinary := false, error(nil), true
@@ -117,9 +121,9 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 			if !t.marker(&d) {
 				return ErrNoFRE
 			}
-			return ErrNeedsRule
+			return errNeedsRule
 		}
-		ordinary = !d.Signal && d.FDEType == FDETypeDefault
+		ordinary = !d.Signal && !d.Flex
 	}
 	if err != nil {
 		return err
@@ -130,12 +134,12 @@ func (t *Table) LookupStep(pc uint64, s *StepRule) error {
 	}
 	n := r.info.numWords()
 	if n == 0 || !ordinary {
-		return ErrNeedsRule // the outermost frame, a signal frame, a flexible FDE
+		return errNeedsRule // the outermost frame, a signal frame, a flexible FDE
 	}
 	// A default row's rule is in its first three words (Lookup ignores
 	// any more).
 	var fl uint8
-	if r.info.baseReg() == BaseRegFP {
+	if r.info.baseReg() == baseRegFP {
 		fl = StepCFAFromFP
 	}
 	if r.info.mangledRA() {
@@ -182,12 +186,12 @@ func (t *Table) row(pc uint64, d *FDE) (r hit, err error) {
 	if r.i, _, _, _ = t.findFDE(pc); r.i < 0 {
 		return r, ErrNoFDE
 	}
-	pos, err := t.fde(r.i, d)
-	if err != nil || d.NumFREs == 0 {
+	pos, n, err := t.fde(r.i, d)
+	if err != nil || n == 0 {
 		return r, err
 	}
-	r.j, pos, r.info, err = t.walk(r.i, pos, d, d.offset(pc))
-	r.at = pos + d.FREType.addrSize() + 1
+	r.j, pos, r.info, err = t.walk(r.i, pos, n, d, d.offset(pc))
+	r.at = pos + int(d.AddrSize) + 1
 	return r, err
 }
 
@@ -207,7 +211,7 @@ func fdeOffset(pc, start uint64, pt PCType, rep uint8) uint64 {
 // the FDE attribute itself, filling the fields of d that lookups use
 // (Start, Size, the FRE count, the info bytes and what they hold, RepSize), and
 // walks the FREs without a check in every step. It returns ErrNoFDE when
-// no function covers pc; with d nil, for LookupStep, ErrNeedsRule for any
+// no function covers pc; with d nil, for lookupStep, errNeedsRule for any
 // FDE but a default, non-signal one with FREs. It leaves to the general
 // code (ok false) functions without FREs and whatever is malformed: an
 // FRE's info byte with data-word size code 3 (invalid) makes bad
@@ -232,18 +236,18 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	pos := a + fdeAttrSizeV3
 	typ := fdeTypeV3(info2)
 	switch {
-	case ft > FREAddr4 || typ > FDETypeFlex || n > (t.freEnd-pos)/2:
+	case ft > freAddr4 || typ > fdeTypeFlex || n > (t.freEnd-pos)/2:
 		return r, false, nil // what fde reports
-	case d == nil && (n == 0 || info.signal() || typ != FDETypeDefault):
-		return r, true, ErrNeedsRule // not an ordinary row
+	case d == nil && (n == 0 || info.signal() || typ != fdeTypeDefault):
+		return r, true, errNeedsRule // not an ordinary row
 	case n == 0:
 		return r, false, nil // what a function without FREs means
 	}
 	if d != nil {
-		d.Start, d.Size, d.NumFREs = start, size, uint32(n)
+		d.Start, d.Size = start, size
 		d.RepSize = rep
-		d.FREType, d.PCType, d.PauthKeyB = ft, info.pcType(), info.pauthKeyB()
-		d.FDEType, d.Signal = typ, info.signal()
+		d.AddrSize, d.PCType, d.PauthKeyB = uint8(ft.addrSize()), info.pcType(), info.pauthKeyB()
+		d.Flex, d.Signal = typ == fdeTypeFlex, info.signal()
 	}
 	off := fdeOffset(pc, start, info.pcType(), rep)
 	b := t.b[:t.freEnd]
@@ -251,7 +255,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 	left := n          // FREs left to walk
 	last, lsz := -1, 0 // the word bits whose FRE size is lsz
 	switch ft {
-	case FREAddr1:
+	case freAddr1:
 		for ; left > 0 && pos+2 <= len(b); left-- {
 			if uint64(b[pos]) > off {
 				break
@@ -266,7 +270,7 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 			last, lsz = x.wordBits(), 2+x.dataSize()
 			pos += lsz
 		}
-	case FREAddr2:
+	case freAddr2:
 		for ; left > 0 && pos+3 <= len(b); left-- {
 			if uint64(binary.LittleEndian.Uint16(b[pos:])) > off {
 				break
@@ -318,10 +322,10 @@ func (t *Table) rowV3LE(pc uint64, d *FDE) (r hit, ok bool, err error) {
 // the function: the last FRE starting at or before off. FREs have
 // different sizes, so it walks them (as libsframe does), stopping at the
 // first that starts past off.
-func (t *Table) walk(i, pos int, d *FDE, off uint64) (j, found int, info freInfo, err error) {
-	asz := d.FREType.addrSize()
+func (t *Table) walk(i, pos, n int, d *FDE, off uint64) (j, found int, info freInfo, err error) {
+	asz := int(d.AddrSize)
 	j, found = -1, -1
-	for k := 0; k < int(d.NumFREs); k++ {
+	for k := 0; k < n; k++ {
 		s, x, ok := t.freHead(pos, asz)
 		if ok && uint64(s) > off {
 			break

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 // lookupSection decodes lookupBytes.
-func lookupSection(t testing.TB) *sframe.Section {
-	s, err := sframe.Decode(lookupBytes(t), 0x500)
+func lookupSection(t testing.TB) *sfsection.Section {
+	s, err := sfsection.Decode(lookupBytes(t), 0x500)
 	if err != nil {
 		t.Fatal(err)
 	}

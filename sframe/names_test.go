@@ -23,13 +23,6 @@ func TestNames(t *testing.T) {
 		{sframe.PCInc, "SFRAME_FDE_TYPE_PCINC"},
 		{sframe.PCMask, "SFRAME_FDE_TYPE_PCMASK"},
 		{sframe.PCType(2), "PCType(2)"},
-		{sframe.FDETypeDefault, "SFRAME_FDE_TYPE_DEFAULT"},
-		{sframe.FDETypeFlex, "SFRAME_FDE_TYPE_FLEX"},
-		{sframe.FDEType(31), "FDEType(31)"},
-		{sframe.FREAddr1, "SFRAME_FRE_TYPE_ADDR1"},
-		{sframe.FREAddr2, "SFRAME_FRE_TYPE_ADDR2"},
-		{sframe.FREAddr4, "SFRAME_FRE_TYPE_ADDR4"},
-		{sframe.FREType(3), "FREType(3)"},
 	}
 	for _, tt := range tests {
 		if got := tt.v.String(); got != tt.want {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -35,7 +36,7 @@ func variantSections(t *testing.T) map[string][]byte {
 		m[name+"-unsorted"] = u
 		// Flagged sorted but not: the first and last index entries
 		// swapped.
-		s, err := sframe.Decode(b, 0)
+		s, err := sfsection.Decode(b, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestTableReadsWhatDecodeHolds(t *testing.T) {
 	for name, b := range variantSections(t) {
 		t.Run(name, func(t *testing.T) {
 			const addr = 0x500
-			s, err := sframe.Decode(b, addr)
+			s, err := sfsection.Decode(b, addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +109,7 @@ func TestCheckErrors(t *testing.T) {
 	n := 0
 	for name, b := range variantSections(t) {
 		try := func(c []byte) {
-			_, derr := sframe.Decode(c, 0)
+			_, derr := sfsection.Decode(c, 0)
 			tb, err := sframe.Open(c, 0)
 			if _, gerr := sframe.OpenGeneral(c, 0); !sameErr(err, gerr) {
 				t.Fatalf("%s: Open: %v; without the fast path: %v", name, err, gerr)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -49,7 +50,7 @@ func TestRoundTripFixtures(t *testing.T) {
 	for _, path := range fixtures(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			es := loadFixture(t, path)
-			sec, err := sframe.Decode(es.Data, es.Addr)
+			sec, err := sfsection.Decode(es.Data, es.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}

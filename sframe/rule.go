@@ -96,7 +96,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	*r = Rule{
 		Row:       Row{Start: f.Start, MangledRA: f.MangledRA},
 		FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType,
-		Flex: d.FDEType == FDETypeFlex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
+		Flex: d.Flex, Signal: d.Signal, PauthKeyB: d.PauthKeyB,
 	}
 	n := int(f.NumWords)
 	if n == 0 {
@@ -151,7 +151,7 @@ func interpretInto(h *Header, d *FDE, f *FRE, r *Rule) {
 	a := h.ABI.arch()
 	cfaOff := a.DecodeCFAOffset(f.Words[0])
 	reg := a.SP()
-	if f.BaseReg == BaseRegFP {
+	if f.BaseReg == baseRegFP {
 		reg = a.FP()
 	}
 	r.CFA = Loc{Kind: LocReg, Reg: reg, Offset: cfaOff}

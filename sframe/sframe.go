@@ -12,18 +12,18 @@
 // s390x CFA scaling and the V3 flexible-FDE control words applied) and
 // its function's attributes, or an error (ErrNoFDE, ErrNoFRE, or an
 // *Error naming the malformed bytes). LookupStep gives the common rows in
-// the form a stack walker applies (StepRule). Neither allocates unless the
+// the form a stack walker applies (StepRule), and says whether the row at
+// a PC is one of them. Neither allocates unless the
 // bytes are malformed. Package unwind walks stacks with Tables.
 //
 // The Table also reads the section function by function: FDE decodes one
 // function descriptor and its rows (FREs) into a reused FDE, Interpret
 // gives an FRE's Rule, Check decodes them all (what a full decode
 // rejects, without keeping anything), Dump writes the text of GNU objdump
-// --sframe from its "  Header :" line on and DumpJSON writes JSON. Decode
-// builds a Section holding every FDE and FRE from the same decoder.
+// --sframe from its "  Header :" line on and DumpJSON writes JSON.
 //
-// Writing: []Function with Rows, filled by a translator or by
-// (*Section).Functions, and Encode(funcs, Options) writing V2 (with or
+// Writing: []Function with Rows, filled by a translator or from a decoded
+// section (FDE and Interpret), and Encode(funcs, Options) writing V2 (with or
 // without PCREL) or V3 with libsframe's layout choices (narrowest FRE type
 // per function and data-word size per row, FRE data in the order of funcs,
 // FDE index optionally sorted), so a GNU-produced section decodes and
@@ -34,7 +34,6 @@
 package sframe
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sort"
 	"strconv"
@@ -58,14 +57,12 @@ const (
 	// HeaderSize is the size of the fixed header, before the auxiliary
 	// header.
 	HeaderSize = 28
-
-	// The base register of an FRE's CFA (FRE.BaseReg).
-	BaseRegFP = 0
-	BaseRegSP = 1
 )
 
 // Internal sizes and bit fields of the format.
 const (
+	baseRegFP           = 0 // FRE.BaseReg
+	baseRegSP           = 1
 	fdeSizeV1           = 17
 	fdeSizeV2           = 20
 	fdeSizeV3           = 16
@@ -145,54 +142,28 @@ func (p PCType) String() string {
 	return "PCType(" + strconv.Itoa(int(p)) + ")"
 }
 
-// FDEType is a V3 FDE's type: how its FREs' data words read.
-type FDEType uint8
+// fdeType is a V3 FDE's type: how its FREs' data words read.
+type fdeType uint8
 
 // V3 FDE types (earlier versions have only the default).
 const (
-	FDETypeDefault FDEType = 0
-	FDETypeFlex    FDEType = 1
+	fdeTypeDefault fdeType = 0
+	fdeTypeFlex    fdeType = 1
 )
 
-// String returns the specification's name ("SFRAME_FDE_TYPE_FLEX"), or the
-// number of an unknown one.
-func (t FDEType) String() string {
-	switch t {
-	case FDETypeDefault:
-		return "SFRAME_FDE_TYPE_DEFAULT"
-	case FDETypeFlex:
-		return "SFRAME_FDE_TYPE_FLEX"
-	}
-	return "FDEType(" + strconv.Itoa(int(t)) + ")"
-}
-
-// FREType is the width of an FDE's FRE start-address fields.
-type FREType uint8
+// freType is the width of an FDE's FRE start-address fields.
+type freType uint8
 
 // FRE types.
 const (
-	FREAddr1 FREType = 0
-	FREAddr2 FREType = 1
-	FREAddr4 FREType = 2
+	freAddr1 freType = 0
+	freAddr2 freType = 1
+	freAddr4 freType = 2
 )
-
-// String returns the specification's name ("SFRAME_FRE_TYPE_ADDR1"), or
-// the number of an unknown one.
-func (t FREType) String() string {
-	switch t {
-	case FREAddr1:
-		return "SFRAME_FRE_TYPE_ADDR1"
-	case FREAddr2:
-		return "SFRAME_FRE_TYPE_ADDR2"
-	case FREAddr4:
-		return "SFRAME_FRE_TYPE_ADDR4"
-	}
-	return "FREType(" + strconv.Itoa(int(t)) + ")"
-}
 
 // addrSize is the size of the start-address field in bytes (of a known
 // type).
-func (t FREType) addrSize() int { return 1 << t }
+func (t freType) addrSize() int { return 1 << t }
 
 // Data-word size codes in the FRE info byte.
 const (
@@ -205,13 +176,13 @@ const (
 // place.
 type fdeInfo uint8
 
-func (i fdeInfo) freType() FREType { return FREType(i & 0xf) }
+func (i fdeInfo) freType() freType { return freType(i & 0xf) }
 func (i fdeInfo) pcType() PCType   { return PCType(i >> 4 & 1) }
 func (i fdeInfo) pauthKeyB() bool  { return i&fdeInfoPauthBit != 0 }
 func (i fdeInfo) signal() bool     { return i&fdeInfoSignalBit != 0 } // V3
 
 // fdeTypeV3 reads the FDE type from a V3 FDE's second info byte.
-func fdeTypeV3(info2 uint8) FDEType { return FDEType(info2 & fdeTypeMaskV3) }
+func fdeTypeV3(info2 uint8) fdeType { return fdeType(info2 & fdeTypeMaskV3) }
 
 // freInfo is an FRE's info byte.
 type freInfo uint8
@@ -282,21 +253,20 @@ func (h *Header) FDESize() int {
 	return 0
 }
 
-// FDE is one function descriptor entry, its fields decoded. For V3 the
-// attribute fields (the FRE count, RepSize and what the info bytes hold) come
-// from the 5-byte attribute at the head of the function's FRE data.
+// FDE is one function descriptor entry, its fields decoded, with its
+// FREs (one per row; the FDE's FRE count is len(FREs)). For V3 the
+// attribute fields (the FRE count, RepSize and what the info bytes hold)
+// come from the 5-byte attribute at the head of the function's FRE data.
 type FDE struct {
-	StartOff int64  // raw start field (int32 in V1/V2, int64 in V3)
 	Start    uint64 // resolved start address
 	Size     uint32
 	FREOff   uint32 // offset of the function's FRE data in the FRE sub-section
-	NumFREs  uint32
-	RepSize  uint8 // V2, V3
+	RepSize  uint8  // V2, V3
+	AddrSize uint8  // the size of its FREs' start-address fields: 1, 2 or 4 bytes (the FRE type)
 
 	PCType    PCType
-	FREType   FREType
-	FDEType   FDEType // always FDETypeDefault before V3
-	Signal    bool    // V3
+	Flex      bool // a V3 flexible FDE (SFRAME_FDE_TYPE_FLEX)
+	Signal    bool // V3
 	PauthKeyB bool
 
 	FREs []FRE
@@ -305,8 +275,8 @@ type FDE struct {
 // FREAt returns the index in d.FREs of the row in effect at pc: the last
 // FRE starting at or before pc's offset in the function (for a PCMask
 // function, its offset in the repeated block), or -1 where pc is before
-// the first FRE or outside the function. d.FREs must be decoded (Decode,
-// Table.FDE).
+// the first FRE or outside the function. d.FREs must be decoded
+// (Table.FDE).
 func (d *FDE) FREAt(pc uint64) int {
 	off := pc - d.Start
 	if off >= uint64(d.Size) {
@@ -321,7 +291,7 @@ func (d *FDE) FREAt(pc uint64) int {
 // FRE is one frame row entry.
 type FRE struct {
 	Start     uint32 // offset from the function's start (a mask value for PCMask)
-	BaseReg   uint8  // BaseRegFP or BaseRegSP
+	BaseReg   uint8  // the CFA's base register: 0 for FP, 1 for SP
 	NumWords  uint8
 	WordSize  uint8 // in bytes: 1, 2 or 4
 	MangledRA bool
@@ -339,13 +309,4 @@ func (f *FRE) uword(i int) uint32 {
 		return w & 0xffff
 	}
 	return w
-}
-
-// Section is a whole decoded .sframe section (Decode): the header and every
-// FDE with its FREs.
-type Section struct {
-	Header Header
-	Order  binary.ByteOrder
-	Addr   uint64 // the section's address
-	FDEs   []FDE
 }

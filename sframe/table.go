@@ -132,14 +132,6 @@ func readHeader(b []byte) (h Header, big bool, fdeSize int, err error) {
 	return h, big, fdeSize, nil
 }
 
-// byteOrder returns the section's byte order.
-func (t *Table) byteOrder() binary.ByteOrder {
-	if t.big {
-		return binary.BigEndian
-	}
-	return binary.LittleEndian
-}
-
 func (t *Table) u16(off int) uint16 {
 	if t.big {
 		return binary.BigEndian.Uint16(t.b[off:])
@@ -167,18 +159,10 @@ func (t *Table) u64(off int) uint64 {
 // byte at 16, and in V2 the repeat size at 17 and padding at 18. In V3
 // the last three are in the attribute that starts the function's FRE
 // data: FRE count (uint16), info, info2, repeat size. fde decodes an
-// entry; startField, start, size and freOffAt read one field, for
+// entry; start, size and freOffAt read one field, for
 // searching the index.
 
-func (t *Table) startField(i int) int64 {
-	off := t.fdeBase + i*t.fdeSize
-	if t.startW == 8 {
-		return int64(t.u64(off))
-	}
-	return int64(int32(t.u32(off)))
-}
-
-// start is startField resolved to an address (plus the entry's own offset
+// start is the start field resolved to an address (plus the entry's own offset
 // when starts are PC-relative), spelled out so that it inlines into the
 // index searches.
 func (t *Table) start(i int) uint64 {
@@ -204,49 +188,50 @@ func (t *Table) freOffAt(i int) uint32 { return t.u32(t.fdeBase + i*t.fdeSize + 
 // entry and, in V3, its attribute. It checks what reading the function's
 // FREs relies on: FRE data inside the FRE sub-section, a known FRE and FDE
 // type, and room there for the FREs the FDE claims. It returns the section
-// offset of the function's first FRE. (Open has bounded the index entry,
-// and in V3 the attribute.)
-func (t *Table) fde(i int, d *FDE) (int, error) {
+// offset of the function's first FRE and the number of FREs. (Open has
+// bounded the index entry, and in V3 the attribute.)
+func (t *Table) fde(i int, d *FDE) (pos, n int, err error) {
 	off := t.fdeBase + i*t.fdeSize
-	d.StartOff, d.Start, d.Size, d.FREOff = t.startField(i), t.start(i), t.u32(off+t.startW), t.u32(off+t.startW+4)
-	pos := t.freBase + int(d.FREOff)
+	d.Start, d.Size, d.FREOff = t.start(i), t.u32(off+t.startW), t.u32(off+t.startW+4)
+	pos = t.freBase + int(d.FREOff)
 	var info fdeInfo
 	var info2 uint8
 	if t.startW == 8 {
 		a := t.b[pos:][:fdeAttrSizeV3]
-		d.NumFREs, info, info2, d.RepSize = uint32(t.u16(pos)), fdeInfo(a[2]), a[3], a[4]
+		n, info, info2, d.RepSize = int(t.u16(pos)), fdeInfo(a[2]), a[3], a[4]
 		pos += fdeAttrSizeV3
 	} else {
 		e := t.b[off:][:fdeSizeV1]
-		d.NumFREs, info, d.RepSize = t.u32(off+12), fdeInfo(e[16]), 0
+		n, info, d.RepSize = int(t.u32(off+12)), fdeInfo(e[16]), 0
 		if t.fdeSize == fdeSizeV2 {
 			d.RepSize = t.b[off+17]
 		}
 	}
-	d.FREType, d.PCType, d.PauthKeyB = info.freType(), info.pcType(), info.pauthKeyB()
-	d.FDEType, d.Signal = FDETypeDefault, false
+	ft, typ := info.freType(), fdeTypeDefault
+	d.PCType, d.PauthKeyB, d.Signal = info.pcType(), info.pauthKeyB(), false
 	if t.startW == 8 {
-		d.FDEType, d.Signal = fdeTypeV3(info2), info.signal()
+		typ, d.Signal = fdeTypeV3(info2), info.signal()
 	}
-	if pos > t.freEnd || d.FREType > FREAddr4 || d.FDEType > FDETypeFlex || uint64(d.NumFREs) > uint64(t.freEnd-pos)/2 {
-		return 0, t.errFDE(i, pos, d)
+	d.AddrSize, d.Flex = uint8(ft.addrSize()), typ == fdeTypeFlex
+	if pos > t.freEnd || ft > freAddr4 || typ > fdeTypeFlex || uint64(n) > uint64(t.freEnd-pos)/2 {
+		return 0, 0, t.errFDE(i, pos, n, d, ft, typ)
 	}
-	return pos, nil
+	return pos, n, nil
 }
 
 // errFDE says what fde found wrong with FDE i.
-func (t *Table) errFDE(i, pos int, d *FDE) *Error {
+func (t *Table) errFDE(i, pos, n int, d *FDE, ft freType, typ fdeType) *Error {
 	off := t.fdeBase + i*t.fdeSize
 	switch {
 	case pos > t.freEnd:
 		return errorf(off, "FDE %d: FRE offset %#x past the FRE sub-section (%#x bytes)", i, d.FREOff, t.freEnd-t.freBase)
-	case d.FREType > FREAddr4:
-		return errorf(off, "FDE %d: unknown FRE type %d", i, d.FREType)
-	case d.FDEType > FDETypeFlex:
-		return errorf(off, "FDE %d: unknown FDE type %d", i, d.FDEType)
+	case ft > freAddr4:
+		return errorf(off, "FDE %d: unknown FRE type %d", i, ft)
+	case typ > fdeTypeFlex:
+		return errorf(off, "FDE %d: unknown FDE type %d", i, typ)
 	}
 	// Every FRE takes at least two bytes.
-	return errorf(off, "FDE %d: %d FREs cannot fit in the %d bytes left in the FRE sub-section", i, d.NumFREs, t.freEnd-pos)
+	return errorf(off, "FDE %d: %d FREs cannot fit in the %d bytes left in the FRE sub-section", i, n, t.freEnd-pos)
 }
 
 // errAttr reports FDE i's V3 attribute at FRE offset fo running past the
@@ -351,11 +336,11 @@ func (t *Table) word(info freInfo, at, k int) int32 {
 // d. The FREs go into d.FREs' memory, which is reused: they stay valid
 // until the next call with the same d. Malformed bytes give an *Error.
 func (t *Table) FDE(i int, d *FDE) error {
-	pos, err := t.fde(i, d)
+	pos, n, err := t.fde(i, d)
 	if err != nil {
 		return err
 	}
-	d.FREs = grow(d.FREs, int(d.NumFREs))
+	d.FREs = grow(d.FREs, n)
 	return t.fres(i, pos, d)
 }
 
@@ -370,7 +355,7 @@ func grow(s []FRE, n int) []FRE {
 // fres decodes the FREs of FDE i (read by fde, whose first FRE is at pos)
 // into d.FREs, one per FRE.
 func (t *Table) fres(i, pos int, d *FDE) error {
-	asz := d.FREType.addrSize()
+	asz := int(d.AddrSize)
 	for j := range d.FREs {
 		f := &d.FREs[j]
 		var err error
@@ -400,15 +385,15 @@ func (t *Table) decodeAll(fde func(i int) *FDE, fres func(s []FRE, n int) []FRE)
 	left := uint64(t.Header.NumFREs)
 	for i := 0; i < t.n; i++ {
 		d := fde(i)
-		pos, err := t.fde(i, d)
+		pos, n, err := t.fde(i, d)
 		if err != nil {
 			return err
 		}
-		if uint64(d.NumFREs) > left {
-			return errorf(t.fdeBase+i*t.fdeSize, "FDE %d: %d FREs exceed the header's remaining FRE count %d", i, d.NumFREs, left)
+		if uint64(n) > left {
+			return errorf(t.fdeBase+i*t.fdeSize, "FDE %d: %d FREs exceed the header's remaining FRE count %d", i, n, left)
 		}
-		left -= uint64(d.NumFREs)
-		d.FREs = fres(d.FREs, int(d.NumFREs))
+		left -= uint64(n)
+		d.FREs = fres(d.FREs, n)
 		if err := t.fres(i, pos, d); err != nil {
 			return err
 		}
@@ -569,10 +554,11 @@ func (t *Table) checkAny() (sorted bool, last uint64, err error) {
 				return false, 0, t.errAttr(i, fo)
 			}
 		} else {
-			if _, err := t.fde(i, &d); err != nil {
+			_, n, err := t.fde(i, &d)
+			if err != nil {
 				return false, 0, err
 			}
-			total += uint64(d.NumFREs)
+			total += uint64(n)
 		}
 		s := t.start(i)
 		if s < prev {

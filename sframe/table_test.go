@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -21,12 +22,12 @@ import (
 // way: the oracle the Table's lookups (its fast path and its general
 // code) are compared with.
 type ref struct {
-	s   *sframe.Section
+	s   *sfsection.Section
 	tb  *sframe.Table // for Interpret
 	pos []int         // FDE indices by start address, stable
 }
 
-func newRef(s *sframe.Section, tb *sframe.Table) *ref {
+func newRef(s *sfsection.Section, tb *sframe.Table) *ref {
 	r := &ref{s: s, tb: tb, pos: make([]int, len(s.FDEs))}
 	for i := range r.pos {
 		r.pos[i] = i
@@ -52,12 +53,12 @@ func (r *ref) lookup(pc uint64) (sframe.Rule, error) {
 		return sframe.Rule{}, sframe.ErrNoFDE
 	}
 	if len(d.FREs) == 0 {
-		rule := sframe.Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType, Flex: d.FDEType == sframe.FDETypeFlex,
+		rule := sframe.Rule{FuncStart: d.Start, FuncSize: d.Size, PCType: d.PCType, Flex: d.Flex,
 			Signal: d.Signal, PauthKeyB: d.PauthKeyB, NoFREs: true}
 		switch {
 		case d.Signal:
 			return rule, nil
-		case r.s.Header.Version == sframe.Version3 && d.FDEType == sframe.FDETypeDefault:
+		case r.s.Header.Version == sframe.Version3 && !d.Flex:
 			rule.RAUndefined = true
 			return rule, nil
 		}
@@ -124,7 +125,10 @@ func sameErr(a, b error) bool {
 func sameAsLookup(t *testing.T, tb *sframe.Table, pc uint64, r sframe.Rule, err error) {
 	t.Helper()
 	var s sframe.StepRule
-	serr := tb.LookupStep(pc, &s)
+	serr := sframe.LookupStepErr(tb, pc, &s)
+	if filled := tb.LookupStep(pc, &sframe.StepRule{}); filled != (serr == nil) {
+		t.Errorf("pc %#x: LookupStep says %v, its error %v", pc, filled, serr)
+	}
 	h := &tb.Header
 	ordinary := err == nil && !r.NoFREs && !r.Flex && !r.Signal && !r.RAUndefined &&
 		h.ABI != sframe.ABIS390XBE && !(h.ABI == sframe.ABIAMD64LE && h.CFAFixedRA == 0)
@@ -169,7 +173,7 @@ func TestTableFixtures(t *testing.T) {
 	for _, path := range fixtures(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			es := loadFixture(t, path)
-			s, err := sframe.Decode(es.Data, es.Addr)
+			s, err := sfsection.Decode(es.Data, es.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +219,7 @@ func TestTableUnsorted(t *testing.T) {
 	lying := append([]byte(nil), b...)
 	lying[3] |= sframe.FlagFDESorted
 	for name, b := range map[string][]byte{"unsorted": b, "flagged sorted": lying} {
-		u, err := sframe.Decode(b, 0x500)
+		u, err := sfsection.Decode(b, 0x500)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,8 +330,10 @@ func TestTableLookupAllocs(t *testing.T) {
 	}
 }
 
-// FuzzOpen: on any bytes, Open accepts what Decode accepts, and Check and
-// Decode agree (the same error, or the FDEs Decode holds); what Decode
+// FuzzOpen: on any bytes, Open accepts what Decode (internal/sfsection:
+// Open, Check, then every FDE into fresh memory) accepts, and Check and
+// Decode agree (the same error, or FDE into reused memory gives the FDEs
+// Decode holds); what Decode
 // accepts, Lookup answers as the oracle does; whatever Open accepts
 // answers lookups without panicking, the same with and without the fast
 // path, and its dumps fail only on what Decode rejects.
@@ -349,7 +355,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(append(append(b, fde...), 0, 0x02, 8))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		const addr = 0x1000
-		s, derr := sframe.Decode(b, addr)
+		s, derr := sfsection.Decode(b, addr)
 		tb, err := sframe.Open(b, addr)
 		general, gerr := sframe.OpenGeneral(b, addr)
 		if !sameErr(err, gerr) {
@@ -521,7 +527,7 @@ func TestTableManyFunctions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := sframe.Decode(b, o.Addr)
+			s, err := sfsection.Decode(b, o.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -220,7 +221,7 @@ func agree(t *testing.T, path string) *agreeStats {
 	if err != nil {
 		t.Fatalf("GNU .sframe: %v", err)
 	}
-	gnu, err := sframe.Decode(raw.Data, raw.Addr)
+	gnu, err := sfsection.Decode(raw.Data, raw.Addr)
 	if err != nil {
 		t.Fatalf("GNU .sframe: %v", err)
 	}
@@ -448,7 +449,7 @@ type sfTarget struct {
 // false where there is none: a lookup in some of a section's FDEs (one
 // text section's, in an object whose text sections all start at 0),
 // interpreted by tb, the table of the whole section.
-func rowIn(tb *sframe.Table, s *sframe.Section, pc uint64) (sframe.Rule, bool) {
+func rowIn(tb *sframe.Table, s *sfsection.Section, pc uint64) (sframe.Rule, bool) {
 	for i := range s.FDEs {
 		d := &s.FDEs[i]
 		if pc-d.Start >= uint64(d.Size) {
@@ -467,7 +468,7 @@ func rowIn(tb *sframe.Table, s *sframe.Section, pc uint64) (sframe.Rule, bool) {
 // and offset its start-address relocation points at. (The start fields
 // themselves mean little in an object: V2 ones are relative to the .sframe
 // section, which only the linker places.)
-func sframeTargets(ef *elf.File, s *sframe.Section) ([]sfTarget, error) {
+func sframeTargets(ef *elf.File, s *sfsection.Section) ([]sfTarget, error) {
 	idx := -1
 	for i, sec := range ef.Sections {
 		if sec.Name == ".sframe" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -122,7 +123,7 @@ func FuzzTranslate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encoding what Translate returned: %v", err)
 		}
-		dec, err := sframe.Decode(b, 0x400000)
+		dec, err := sfsection.Decode(b, 0x400000)
 		if err != nil {
 			t.Fatalf("decoding our own section: %v", err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -648,7 +649,7 @@ func TestSignalOutermost(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sec, err := sframe.Decode(b, 0)
+				sec, err := sfsection.Decode(b, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

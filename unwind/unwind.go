@@ -240,14 +240,10 @@ func (u *Unwinder) step(f *Frame, m *Mapping) (Reason, *Mapping) {
 	// offsets from it or unchanged) take the fast path; flexible FDEs,
 	// signal frames, the outermost marker and errors the general one.
 	var s sframe.StepRule
-	err := m.Table.LookupStep(pc-m.Bias, &s)
-	if err == nil {
+	if m.Table.LookupStep(pc-m.Bias, &s) {
 		return u.fast(f, &s), m
 	}
-	var r sframe.Rule
-	if err == sframe.ErrNeedsRule {
-		r, err = m.Table.Lookup(pc - m.Bias)
-	}
+	r, err := m.Table.Lookup(pc - m.Bias)
 	switch {
 	case err == sframe.ErrNoFDE || err == sframe.ErrNoFRE:
 		return ReasonNoFDE, m

@@ -11,6 +11,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -49,7 +50,7 @@ func FuzzCommandPath(f *testing.F) {
 			if err != nil {
 				t.Fatalf("converted output has no .sframe: %v", err)
 			}
-			if _, err := sframe.Decode(es.Data, es.Addr); err != nil {
+			if _, err := sfsection.Decode(es.Data, es.Addr); err != nil {
 				t.Fatalf("converted .sframe does not decode: %v", err)
 			}
 		}

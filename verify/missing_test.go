@@ -12,6 +12,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/plt"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -19,8 +20,8 @@ import (
 // converted is a linked file's CFI (and PLTs) with a conversion of it.
 type converted struct {
 	f    *elfread.File
-	sec  *sframe.Section // the conversion's .sframe, decoded
-	data []byte          // and as bytes
+	sec  *sfsection.Section // the conversion's .sframe, decoded
+	data []byte             // and as bytes
 	addr uint64
 }
 
@@ -39,7 +40,7 @@ func convertFile(t *testing.T, name string, o convert.Options) converted {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := sframe.Decode(res.SFrame, res.Addr)
+	sec, err := sfsection.Decode(res.SFrame, res.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

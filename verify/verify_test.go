@@ -13,10 +13,11 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
-func load(t *testing.T, b []byte) (input, *sframe.Section) {
+func load(t *testing.T, b []byte) (input, *sfsection.Section) {
 	t.Helper()
 	f, err := elfread.NewFile(bytes.NewReader(b), "x")
 	if err != nil {
@@ -26,7 +27,7 @@ func load(t *testing.T, b []byte) (input, *sframe.Section) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := sframe.Decode(es.Data, es.Addr)
+	sec, err := sfsection.Decode(es.Data, es.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func load(t *testing.T, b []byte) (input, *sframe.Section) {
 }
 
 // encode opens the section funcs encode to with sec's options.
-func encode(t *testing.T, sec *sframe.Section, funcs []sframe.Function) *sframe.Table {
+func encode(t *testing.T, sec *sfsection.Section, funcs []sframe.Function) *sframe.Table {
 	t.Helper()
 	b, err := sframe.Encode(funcs, sec.Options())
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -181,7 +182,7 @@ func TestEncoderOutputReadByObjdump(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sec, err := sframe.Decode(es.Data, es.Addr)
+			sec, err := sfsection.Decode(es.Data, es.Addr)
 			if err != nil {
 				t.Fatal(err)
 			}

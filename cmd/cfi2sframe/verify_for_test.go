@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 )
 
 // TestVerifyFor runs verify --for on GNU's fixtures: sid's V3 library passes
@@ -75,7 +75,7 @@ func TestForKernelSignalFrames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sec, err := sframe.Decode(es.Data, es.Addr)
+		sec, err := sfsection.Decode(es.Data, es.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}

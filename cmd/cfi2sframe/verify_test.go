@@ -13,6 +13,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -30,7 +31,7 @@ func withSFrame(t *testing.T, in []byte, keep func(sframe.Function) bool) []byte
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := sframe.Decode(res.SFrame, res.Addr)
+	sec, err := sfsection.Decode(res.SFrame, res.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -158,7 +159,7 @@ func (r *Result) FirstReject() *Violation {
 
 type checker struct {
 	res       *Result
-	sec       *sframe.Section
+	sec       *sfsection.Section
 	limitFDEs map[int]bool
 }
 
@@ -197,7 +198,7 @@ func Check(r Reader, in Input) *Result {
 		c.add("header-size", Reject, -1, -1, 0, "section of %d bytes is shorter than the %d-byte header", len(b), sframe.HeaderSize)
 		return c.res
 	}
-	sec, err := sframe.Decode(b, in.Addr)
+	sec, err := sfsection.Decode(b, in.Addr)
 	if err != nil {
 		// Every reader needs what Decode checks (offsets and counts that
 		// fit, FRE type and data-word size codes <= 2, known ABI).

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -301,13 +302,13 @@ func TestKernelRules(t *testing.T) {
 // (V3).
 func wordOffset(t *testing.T, b []byte, i, j, k int) int {
 	t.Helper()
-	sec, err := sframe.Decode(b, secAddr)
+	sec, err := sfsection.Decode(b, secAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &sec.FDEs[i]
 	off := sec.Header.Size() + int(sec.Header.FREOff) + int(d.FREOff) + 5 // past the V3 attribute
-	asz := 1 << d.FREType
+	asz := int(d.AddrSize)
 	for n := 0; n < j; n++ {
 		off += asz + 1 + int(d.FREs[n].NumWords)*int(d.FREs[n].WordSize)
 	}

@@ -192,7 +192,7 @@ func (c *checker) kernelFREs(i int, d *sframe.FDE) {
 		if n == 0 {
 			continue // outermost frame: accepted (__read_fre)
 		}
-		if d.FDEType == sframe.FDETypeFlex {
+		if d.Flex {
 			c.kernelFlex(i, j, pc, f)
 			continue
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
-	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 )
 
 const fixtures = "../../testdata/sframe/"
@@ -32,7 +32,7 @@ func fixture(t *testing.T, name string) string {
 // start address.
 func firstStart(t *testing.T, s *elfread.Section) uint64 {
 	t.Helper()
-	sec, err := sframe.Decode(s.Data, s.Addr)
+	sec, err := sfsection.Decode(s.Data, s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,7 @@ import (
 	"strings"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -202,7 +204,7 @@ func (r *Result) other(format string, args ...any) {
 // Check runs reader on the section sec (at address addr) and compares its
 // FDE list and its answer at every PC of every function with ours.
 func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
-	ours, err := sframe.Decode(sec, addr)
+	ours, err := sfsection.Decode(sec, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +272,7 @@ func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
 		var b [16]byte
 		for i := range ours.FDEs {
 			d := &ours.FDEs[i]
-			binary.LittleEndian.PutUint64(b[8:], uint64(d.FDEType))
+			binary.LittleEndian.PutUint64(b[8:], uint64(fdeType(d)))
 			for k := uint64(0); k < uint64(d.Size); k++ {
 				binary.LittleEndian.PutUint64(b[:], d.Start+k-addr)
 				if _, err := w.Write(b[:]); err != nil {
@@ -294,7 +296,7 @@ func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
 				break
 			}
 			res.PCs++
-			comparePC(res, ours, tab, asPCRel, rd, d, d.Start+k, addr, rec[:])
+			comparePC(res, ours, tab, asPCRel, rd, d, ours.StartField(i), d.Start+k, addr, rec[:])
 		}
 	}
 	if err := <-werr; err != nil && rerr == nil {
@@ -311,7 +313,7 @@ func Check(rd Reader, sec []byte, addr uint64, tmp string) (*Result, error) {
 
 // compareFDEs compares libsframe's FDE list ("V version n", then
 // "F index start size info info2 rep nfres" lines) with ours.
-func compareFDEs(res *Result, s *sframe.Section, out string) error {
+func compareFDEs(res *Result, s *sfsection.Section, out string) error {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var ver, n int
 	if _, err := fmt.Sscanf(lines[0], "V %d %d", &ver, &n); err != nil {
@@ -338,7 +340,7 @@ func compareFDEs(res *Result, s *sframe.Section, out string) error {
 		}
 		d := &s.FDEs[i]
 		info, info2 := infoBytes(d)
-		want := [7]int64{int64(i), d.StartOff, int64(d.Size), info, info2, int64(d.RepSize), int64(len(d.FREs))}
+		want := [7]int64{int64(i), s.StartField(i), int64(d.Size), info, info2, int64(d.RepSize), int64(len(d.FREs))}
 		if v != want {
 			res.other("FDE %d: libsframe reads index/start/size/info/info2/rep/nfres %v, we %v", i, v, want)
 		}
@@ -350,18 +352,27 @@ func compareFDEs(res *Result, s *sframe.Section, out string) error {
 // what sframe decodes from them: FRE type (bits 0-3), PC type (bit 4),
 // AArch64's B key (bit 5), V3's signal frame (bit 7); V3's FDE type.
 func infoBytes(d *sframe.FDE) (info, info2 int64) {
-	info = int64(d.FREType) | int64(d.PCType)<<4
+	info = int64(bits.TrailingZeros8(d.AddrSize)) | int64(d.PCType)<<4
 	if d.PauthKeyB {
 		info |= 1 << 5
 	}
 	if d.Signal {
 		info |= 1 << 7
 	}
-	return info, int64(d.FDEType)
+	return info, fdeType(d)
+}
+
+// fdeType is the FDE type's number: SFRAME_FDE_TYPE_FLEX for a flexible
+// FDE, else SFRAME_FDE_TYPE_DEFAULT.
+func fdeType(d *sframe.FDE) int64 {
+	if d.Flex {
+		return 1
+	}
+	return 0
 }
 
 // comparePC compares libsframe's answer rec at pc (in FDE d) with ours.
-func comparePC(res *Result, s *sframe.Section, tab *sframe.Table, asPCRel *sframe.Table, rd Reader, d *sframe.FDE, pc, addr uint64, rec []byte) {
+func comparePC(res *Result, s *sfsection.Section, tab *sframe.Table, asPCRel *sframe.Table, rd Reader, d *sframe.FDE, startField int64, pc, addr uint64, rec []byte) {
 	ourRule, err := tab.Lookup(pc)
 	ourRow := err == nil && !ourRule.NoFREs
 	if err != nil && err != sframe.ErrNoFRE {
@@ -381,7 +392,7 @@ func comparePC(res *Result, s *sframe.Section, tab *sframe.Table, asPCRel *sfram
 		model, mRow = 1, err == nil && !m.NoFREs
 		mSame = func(r sframe.Rule) bool { return sameData(m, r) }
 	case rd.Is244() && d.PCType == sframe.PCMask && d.RepSize != 0:
-		mf := pcmask244(d, pc-addr)
+		mf := pcmask244(d, startField, pc-addr)
 		model, mRow = 2, mf != nil
 		if mRow {
 			m := tab.Interpret(d, mf)
@@ -499,9 +510,9 @@ func accessors(h *sframe.Header, rd Reader, r sframe.Rule, rec []byte) string {
 			bad = append(bad, fmt.Sprintf("CFA offset %d (error %v)", cfa, errs&2 != 0))
 		}
 	default:
-		wantBase := int32(sframe.BaseRegSP)
+		wantBase := int32(1) // the FRE base register SP
 		if r.CFA.Reg == arch.ForSFrameABI(h.ABI).FP() {
-			wantBase = sframe.BaseRegFP
+			wantBase = 0 // FP
 		}
 		if errs&1 != 0 || base != wantBase {
 			bad = append(bad, fmt.Sprintf("base register %d (error %v)", base, errs&1 != 0))
@@ -560,11 +571,11 @@ func freOf(rec []byte) *sframe.FRE {
 // FRE whose range [start, next start - 1] (the last one's ending at the
 // function's size - 1) holds pc mod the repeat size, unless pc is before
 // the function start plus the first FRE's start.
-func pcmask244(d *sframe.FDE, pc uint64) *sframe.FRE {
+func pcmask244(d *sframe.FDE, startField int64, pc uint64) *sframe.FRE {
 	if len(d.FREs) == 0 {
 		return nil
 	}
-	start := int64(int32(d.StartOff))
+	start := int64(int32(startField))
 	p := int64(int32(pc))
 	if start+int64(d.FREs[0].Start) > p {
 		return nil

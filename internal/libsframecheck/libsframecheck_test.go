@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -91,7 +92,7 @@ func section(t *testing.T, file string) (*elfread.Section, *sframe.Header) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := sframe.Decode(s.Data, s.Addr)
+	sec, err := sfsection.Decode(s.Data, s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func section(t *testing.T, file string) (*elfread.Section, *sframe.Header) {
 // features counts what a section holds that the known mistakes and the
 // test's coverage depend on.
 func features(t *testing.T, s *elfread.Section) (pcmask, flex, signal, signalNoRows, signalOutermostRow int) {
-	sec, err := sframe.Decode(s.Data, s.Addr)
+	sec, err := sfsection.Decode(s.Data, s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func features(t *testing.T, s *elfread.Section) (pcmask, flex, signal, signalNoR
 		if d.PCType == sframe.PCMask {
 			pcmask++
 		}
-		if d.FDEType == sframe.FDETypeFlex {
+		if d.Flex {
 			flex++
 		}
 		if d.Signal {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -13,7 +14,7 @@ type encoded struct {
 	size      uint64 // bytes of the section
 	funcs     int    // its functions
 	fres      int
-	freType   [3]int // functions per FRE type
+	freType   [3]int // functions per FRE type (start fields of 1, 2 and 4 bytes)
 	wordSize  [3]int // FREs per data-word size
 	converted int    // functions from CFI (translate.Result.Converted)
 	codeBytes uint64 // bytes of the functions outside PLT sections
@@ -60,7 +61,7 @@ func figures(sec []byte, addr uint64, tr *translate.Result, plts []translate.PLT
 		if !inPLT(d.Start, plts) {
 			e.codeBytes += uint64(d.Size)
 		}
-		e.freType[d.FREType]++
+		e.freType[bits.TrailingZeros8(d.AddrSize)]++
 		for _, f := range d.FREs {
 			e.fres++
 			e.wordSize[f.WordSize/2]++

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -41,7 +42,7 @@ func (c *Counts) String() string {
 
 // Load decodes a file's .sframe: every function, and the table its
 // lookups use.
-func Load(file string) (*sframe.Section, *sframe.Table, *elf.File, error) {
+func Load(file string) (*sfsection.Section, *sframe.Table, *elf.File, error) {
 	f, err := elfread.Open(file)
 	if err != nil {
 		return nil, nil, nil, err
@@ -50,7 +51,7 @@ func Load(file string) (*sframe.Section, *sframe.Table, *elf.File, error) {
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", file, err)
 	}
-	sec, err := sframe.Decode(s.Data, s.Addr)
+	sec, err := sfsection.Decode(s.Data, s.Addr)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %v", file, err)
 	}

@@ -139,7 +139,7 @@ func (fl *floorStepper) rowStep(a int, off, sp, fp uint64, m unwind.Memory) (uin
 		return int64(int32(le.Uint32(fl.b[w+4*i:])))
 	}
 	base := sp
-	if info&1 == sframe.BaseRegFP {
+	if info&1 == 0 { // base register FP
 		base = fp
 	}
 	cfa := base + uint64(word(0))

@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -81,7 +82,7 @@ func damage(data []byte, name string, addr uint64, mode string) (string, error) 
 	if !es.Segment {
 		return "", fmt.Errorf("%s: no PT_GNU_SFRAME", name)
 	}
-	sec, err := sframe.Decode(es.Data, es.Addr)
+	sec, err := sfsection.Decode(es.Data, es.Addr)
 	if err != nil {
 		return "", fmt.Errorf("%s: PT_GNU_SFRAME at file offset %#x: %w", name, es.Offset, err)
 	}
@@ -147,7 +148,7 @@ func damage(data []byte, name string, addr uint64, mode string) (string, error) 
 
 // function returns the function of funcs that starts at addr (the first
 // FDE in index order that does) and that FDE's index, or nil.
-func function(sec *sframe.Section, funcs []sframe.Function, addr uint64) (*sframe.Function, int) {
+func function(sec *sfsection.Section, funcs []sframe.Function, addr uint64) (*sframe.Function, int) {
 	for i := range sec.FDEs {
 		if sec.FDEs[i].Start != addr {
 			continue
