@@ -188,7 +188,7 @@ type executor struct {
 	sec   *Section
 	loc   uint64
 	done  bool  // an advance went past the FDE's end
-	touch Touch // rules set since the last row
+	touch touch // rules set since the last row
 	// hidden: since the last row, a rule changed that touch does not
 	// record (a register above 63, DW_CFA_GNU_args_size), so only a
 	// comparison tells whether the state is still the last row's.
@@ -217,7 +217,7 @@ func (x *executor) flush() {
 		switch {
 		case last.Loc == x.loc:
 			// Two advances to one PC (or none yet): the later rules win.
-			*tc = tc.or(last.Touched)
+			*tc = tc.or(last.touched)
 			if !t.sharesRegs(n - 1) {
 				t.regs = t.regs[:len(t.regs)-len(last.Regs)]
 			}
@@ -227,7 +227,7 @@ func (x *executor) flush() {
 			x.hidden = false
 			return
 		default:
-			share = !x.hidden && tc.Set == 0 && tc.Restored == 0 && !tc.RestoreState
+			share = !x.hidden && tc.set == 0 && tc.restored == 0 && !tc.restoreState
 		}
 	}
 	var regs []RegRule
@@ -251,23 +251,23 @@ func (x *executor) flush() {
 	r.Loc, r.Regs = x.loc, regs
 	r.CFA.Kind, r.CFA.Reg, r.CFA.Offset, r.CFA.Expr = s.cfa.Kind, s.cfa.Reg, s.cfa.Offset, s.cfa.Expr
 	r.MangledRA, r.RAStateWithPC, r.ArgsSize = s.mangled, s.withPC, s.argsSize
-	r.Touched.CFA, r.Touched.RAState, r.Touched.RestoreState = tc.CFA, tc.RAState, tc.RestoreState
-	r.Touched.Set, r.Touched.Restored = tc.Set, tc.Restored
-	x.touch, x.hidden = Touch{}, false
+	r.touched.cfa, r.touched.raState, r.touched.restoreState = tc.cfa, tc.raState, tc.restoreState
+	r.touched.set, r.touched.restored = tc.set, tc.restored
+	x.touch, x.hidden = touch{}, false
 }
 
 // set gives reg a rule and records the touch.
 func (x *executor) set(reg uint64, r Rule) {
 	x.in.cur.set(reg, r)
 	if !x.init {
-		x.touch.Set |= bit(reg)
+		x.touch.set |= bit(reg)
 		x.hidden = x.hidden || reg >= 64
 	}
 }
 
 func (x *executor) touchCFA() {
 	if !x.init {
-		x.touch.CFA = true
+		x.touch.cfa = true
 	}
 }
 
@@ -412,7 +412,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			x.in.stack[len(x.in.stack)-1].copyFrom(s)
 		case opRestoreState:
 			if !initial {
-				x.touch.RestoreState = true
+				x.touch.restoreState = true
 			}
 			n := len(x.in.stack)
 			if n == 0 {
@@ -466,10 +466,10 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			x.hidden = true
 		case opGNUWindowSave:
 			s.mangled = !s.mangled
-			x.touch.RAState = !initial
+			x.touch.raState = !initial
 		case opAArch64NegateRAStateWithPC:
 			s.mangled = !s.mangled
-			x.touch.RAState = !initial
+			x.touch.raState = !initial
 			s.withPC = true
 		default:
 			err = fmt.Errorf("unknown DW_CFA opcode %#x", op)
@@ -488,7 +488,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 func (x *executor) restore(reg uint64, initial bool) {
 	s := &x.in.cur
 	if !initial {
-		x.touch.Restored |= bit(reg)
+		x.touch.restored |= bit(reg)
 		x.hidden = x.hidden || reg >= 64
 	}
 	if initial {

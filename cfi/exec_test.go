@@ -165,12 +165,12 @@ func TestTouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Touch{{}, {CFA: true}, {Set: 1 << 3}, {Restored: 1 << 3}, {RestoreState: true}, {RAState: true}}
-	var got []Touch
+	want := []touch{{}, {cfa: true}, {set: 1 << 3}, {restored: 1 << 3}, {restoreState: true}, {raState: true}}
+	var got []touch
 	for _, r := range tab.Rows {
-		got = append(got, r.Touched)
+		got = append(got, r.touched)
 	}
-	if d := cmp.Diff(want, got); d != "" {
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(touch{})); d != "" {
 		t.Errorf("touches (-want +got):\n%s", d)
 	}
 	if tab.LastAdvance != 0x1007 {

@@ -148,32 +148,30 @@ type Row struct {
 	// seen at or before this row.
 	RAStateWithPC bool
 	ArgsSize      uint64 // DW_CFA_GNU_args_size
-	// Touched records which rules the FDE's instructions set since the
+	// touched records which rules the FDE's instructions set since the
 	// previous row, whether or not the value changed. A row whose rules
 	// equal the previous row's is kept only when something was touched.
-	Touched Touch
+	touched touch
 }
 
-// Touch is the set of rules instructions set in one interval between
-// location advances. GNU as starts a new SFrame row whenever the CFA,
-// frame pointer or return address rule is set, even to the same value;
-// translate uses this to make the same rows.
-type Touch struct {
-	CFA          bool   // def_cfa*, def_cfa_expression
-	RAState      bool   // negate_ra_state (with or without PC)
-	RestoreState bool   // restore_state
-	Set          uint64 // registers 0-63 given a rule (offset, register, expression, undefined, same_value, val_*)
-	Restored     uint64 // registers 0-63 restored to the CIE's rule
+// touch is the set of rules instructions set in one interval between
+// location advances.
+type touch struct {
+	cfa          bool   // def_cfa*, def_cfa_expression
+	raState      bool   // negate_ra_state (with or without PC)
+	restoreState bool   // restore_state
+	set          uint64 // registers 0-63 given a rule (offset, register, expression, undefined, same_value, val_*)
+	restored     uint64 // registers 0-63 restored to the CIE's rule
 }
 
 // none says nothing was touched, field by field (see executor.flush).
-func (t *Touch) none() bool {
-	return !t.CFA && !t.RAState && !t.RestoreState && t.Set == 0 && t.Restored == 0
+func (t *touch) none() bool {
+	return !t.cfa && !t.raState && !t.restoreState && t.set == 0 && t.restored == 0
 }
 
-func (t Touch) or(u Touch) Touch {
-	return Touch{CFA: t.CFA || u.CFA, RAState: t.RAState || u.RAState, RestoreState: t.RestoreState || u.RestoreState,
-		Set: t.Set | u.Set, Restored: t.Restored | u.Restored}
+func (t touch) or(u touch) touch {
+	return touch{cfa: t.cfa || u.cfa, raState: t.raState || u.raState, restoreState: t.restoreState || u.restoreState,
+		set: t.set | u.set, restored: t.restored | u.restored}
 }
 
 func bit(reg uint64) uint64 {
@@ -181,6 +179,19 @@ func bit(reg uint64) uint64 {
 		return 1 << reg
 	}
 	return 0
+}
+
+// Touches says whether the instructions between the previous row and
+// this one set a rule that starts a row in GNU as's SFrame output, even
+// when it set the value the rule had: the CFA rule, the AArch64 RA
+// signing state, a restore_state, the rule of register fp or ra, or
+// (raRestore) a restore of ra's rule to the CIE's. A row whose rules
+// equal the previous row's is kept in the table only when something was
+// set; translate keeps such a row only when Touches says so.
+func (r *Row) Touches(fp, ra uint64, raRestore bool) bool {
+	t := &r.touched
+	hit := t.set&bit(ra) != 0 || raRestore && t.restored&bit(ra) != 0
+	return t.cfa || t.raState || t.restoreState || hit || (t.set|t.restored)&bit(fp) != 0
 }
 
 // Rule returns register reg's rule in the row (SameValue when none is set).

@@ -666,7 +666,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		r.Start = uint32(cr.Loc - f.Start)
 		// Rows equal in SFrame terms collapse, unless an instruction set
 		// the CFA, FP or RA rule there (GNU as starts a row then).
-		if n := len(rows); n > 1 && sameRow(&rows[n-2], r) && !a.touches(cr.Touched) {
+		if n := len(rows); n > 1 && sameRow(&rows[n-2], r) && !cr.Touches(a.fp, a.ra, a.fixedRA == 0) {
 			rows = rows[:n-1]
 		}
 	}
@@ -678,9 +678,6 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 	return fn, nil
 }
 
-// touches says whether an interval set a rule GNU as turns into a new
-// row: the CFA, FP or RA (RA restores only where RA is tracked per row),
-// restore_state, or the RA signing state.
 // lastAdvanceRow ends f's rows as GNU as ends every function: with the
 // row being built at the last location advance la (0: none inside f),
 // even when nothing SFrame tracks changed there (gen-sframe.c links in
@@ -694,12 +691,6 @@ func lastAdvanceRow(rows []sframe.Row, f *cfi.FDE, la uint64) []sframe.Row {
 		}
 	}
 	return rows
-}
-
-func (a *abi) touches(t cfi.Touch) bool {
-	bit := func(r uint64) uint64 { return 1 << r }
-	ra := t.Set&bit(a.ra) != 0 || (a.fixedRA == 0 && t.Restored&bit(a.ra) != 0)
-	return t.CFA || t.RAState || t.RestoreState || ra || (t.Set|t.Restored)&bit(a.fp) != 0
 }
 
 func sameRow(a, b *sframe.Row) bool {
