@@ -29,7 +29,7 @@ func TestErrorOffsetsHex(t *testing.T) {
 	if len(errs) != 0 || len(fdes) != 2 {
 		t.Fatalf("parse: %d FDEs, %v", len(fdes), errs)
 	}
-	_, err := Execute(fdes[1])
+	_, err := executeFDE(fdes[1])
 	var e *Error
 	if !errors.As(err, &e) || e.Kind != EHFrame || e.Error() != ".eh_frame: offset "+hex(e.Off)+": FDE at offset "+hex(fdes[1].Offset)+": unknown DW_CFA opcode 0x3e" {
 		t.Errorf("execution error %v (%+v)", err, e)

@@ -49,9 +49,9 @@ const (
 const (
 	maxStateDepth = 1 << 10 // remember_state nesting
 	maxRuleCells  = 1 << 21 // rows × registers kept for one FDE
-	// MaxRows is the most rows one FDE may produce, whether or not they
+	// maxRows is the most rows one FDE may produce, whether or not they
 	// set a register rule; real functions have at most a few thousand.
-	MaxRows = 1 << 16
+	maxRows = 1 << 16
 )
 
 // state is the rule set at one point of the program.
@@ -132,18 +132,6 @@ type interpreter struct {
 	// state: the next FDE of that CIE starts from initial without running
 	// them again.
 	initCIE *CIE
-}
-
-// Execute runs f's CIE initial instructions and its program and returns
-// the resulting rows. A Context executes many FDEs without allocating
-// anew for each.
-func Execute(f *FDE) (*Table, error) {
-	var in interpreter
-	t := &Table{}
-	if err := in.execute(f, t); err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // execute fills t with f's rows (Context.Execute).
@@ -288,8 +276,8 @@ func (x *executor) advance(to uint64) error {
 	if len(x.t.regs) > maxRuleCells {
 		return fmt.Errorf("more than %d rules in one FDE", maxRuleCells)
 	}
-	if len(x.t.Rows) >= MaxRows {
-		return fmt.Errorf("more than %d rows in one FDE", MaxRows)
+	if len(x.t.Rows) >= maxRows {
+		return fmt.Errorf("more than %d rows in one FDE", maxRows)
 	}
 	return nil
 }

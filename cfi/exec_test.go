@@ -18,7 +18,7 @@ func exec1(t *testing.T, c cieSpec, program []byte) (*Table, error) {
 	if len(errs) != 0 || len(fdes) != 1 {
 		t.Fatalf("parse: %d FDEs, errors %v", len(fdes), errs)
 	}
-	return Execute(fdes[0])
+	return executeFDE(fdes[0])
 }
 
 type wantRow struct {
@@ -216,11 +216,11 @@ func TestRememberDepthBounded(t *testing.T) {
 }
 
 // TestRowsBounded: an FDE whose rows change only the CFA (no register
-// rule, so the rule-cell cap does not see them) stops at MaxRows with an
+// rule, so the rule-cell cap does not see them) stops at maxRows with an
 // error naming the FDE, instead of growing with the program.
 func TestRowsBounded(t *testing.T) {
 	var prog []byte
-	for i := 0; i <= MaxRows; i++ {
+	for i := 0; i <= maxRows; i++ {
 		prog = append(prog, opDefCFAOffset, byte(8+8*(i%2)), opAdvanceLoc|1)
 	}
 	data := ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 1 << 30, program: prog})
@@ -228,16 +228,16 @@ func TestRowsBounded(t *testing.T) {
 	if len(errs) != 0 || len(fdes) != 1 {
 		t.Fatalf("parse: %d FDEs, errors %v", len(fdes), errs)
 	}
-	_, err := Execute(fdes[0])
+	_, err := executeFDE(fdes[0])
 	if err == nil || !strings.Contains(err.Error(), "rows in one FDE") || !strings.Contains(err.Error(), "FDE at offset") {
 		t.Fatalf("error %v: want the row limit, naming the FDE", err)
 	}
 	// One row fewer than the limit is fine.
-	prog = prog[:3*(MaxRows-1)]
+	prog = prog[:3*(maxRows-1)]
 	data = ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 1 << 30, program: prog})
 	fdes, _ = Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
-	if tab, err := Execute(fdes[0]); err != nil || len(tab.Rows) != MaxRows-1 {
-		t.Fatalf("MaxRows-1 rows: %v", err)
+	if tab, err := executeFDE(fdes[0]); err != nil || len(tab.Rows) != maxRows-1 {
+		t.Fatalf("maxRows-1 rows: %v", err)
 	}
 }
 
@@ -256,4 +256,15 @@ func TestTableRowAt(t *testing.T) {
 	if got := (&Table{}).RowAt(0x1000); got != -1 {
 		t.Errorf("RowAt in a table without rows = %d, want -1", got)
 	}
+}
+
+// executeFDE runs f's CIE initial instructions and its program into a
+// table of its own, as a zero Context does.
+func executeFDE(f *FDE) (*Table, error) {
+	var c Context
+	t := &Table{}
+	if err := c.Execute(f, t); err != nil {
+		return nil, err
+	}
+	return t, nil
 }

@@ -103,7 +103,7 @@ func FuzzExecute(f *testing.F) {
 		if len(errs) != 0 || len(fdes) != 1 {
 			t.Fatalf("the wrapper must parse: %v", errs)
 		}
-		tab, err := Execute(fdes[0])
+		tab, err := executeFDE(fdes[0])
 		if err != nil {
 			return
 		}

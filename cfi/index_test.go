@@ -76,7 +76,7 @@ func TestEntriesMatchParse(t *testing.T) {
 				!bytes.Equal(g.Program, f.Program) || g.CIE.Offset != f.CIE.Offset || !reflect.DeepEqual(*g.CIE, *f.CIE) {
 				t.Fatalf("%s: entry %d: FDE differs (-Parse +ParseEntry):\n%s", name, i, cmp.Diff(*f, *g, cmpopts.IgnoreUnexported(FDE{}, CIE{})))
 			}
-			want, werr := Execute(f)
+			want, werr := executeFDE(f)
 			gerr := ctx.Execute(g, &tab)
 			if (werr == nil) != (gerr == nil) {
 				t.Fatalf("%s: entry %d: Execute error %v, Context.Execute %v", name, i, werr, gerr)

@@ -151,7 +151,7 @@ func TestDebugFrame64(t *testing.T) {
 		if f.Start != 0x400100 || f.Size != 0x40 || f.CIE.version != 4 || f.CIE.addrSize != 8 {
 			t.Fatalf("%v: got %+v, CIE %+v", order, f, f.CIE)
 		}
-		tab, err := Execute(f)
+		tab, err := executeFDE(f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,8 @@
 // Open (OpenBytes for a file in memory) finds an ELF file's call-frame
 // sections and indexes their FDEs as Entries; a Context parses each
 // again and executes it when it is reached, into one reused table
-// (gimli's UnwindTable and UnwindContext). Parse and Execute do the same
-// for a section's bytes given as a Section.
+// (gimli's UnwindTable and UnwindContext). Parse does the same for a
+// section's bytes given as a Section; a zero Context executes its FDEs.
 //
 // Data flows one way: ELF bytes (elfread) → cfi → translate → sframe.
 package cfi

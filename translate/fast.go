@@ -22,7 +22,7 @@ import (
 
 // Bounds of the programs the direct path takes: a program of fewer bytes
 // than directMaxAdvances has fewer advances, so executing it cannot reach
-// cfi.MaxRows or the interpreter's cap on rule cells (64 registers a row
+// cfi's cap on rows (65536) or the interpreter's cap on rule cells (64 registers a row
 // at most, as only registers below 64 are taken); deeper remember_state
 // nesting is left to the interpreter.
 const (

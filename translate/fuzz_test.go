@@ -69,8 +69,9 @@ func FuzzTranslate(f *testing.F) {
 		sec := &cfi.Section{Kind: cfi.EHFrame, Data: data[1:], Addr: 0x10000, Order: in.Order, PtrSize: 8}
 		fdes, _ := cfi.Parse(sec)
 		var tables []*cfi.Table
+		var run cfi.Context
 		for _, fde := range fdes {
-			if tb, err := cfi.Execute(fde); err == nil {
+			if tb := new(cfi.Table); run.Execute(fde, tb) == nil {
 				tables = append(tables, tb)
 			}
 		}

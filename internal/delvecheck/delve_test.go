@@ -62,8 +62,10 @@ func TestDelveAgrees(t *testing.T) {
 			t.Errorf("%s: %v", name, errs)
 		}
 		byStart := map[uint64]*cfi.Table{}
+		var ctx cfi.Context
 		for _, f := range ours {
-			tab, err := cfi.Execute(f)
+			tab := &cfi.Table{}
+			err := ctx.Execute(f, tab)
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
