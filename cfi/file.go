@@ -39,9 +39,6 @@ type Entry struct {
 
 const refSecBits = 2
 
-// End is the first PC after the FDE.
-func (e Entry) End() uint64 { return e.Start + e.Size }
-
 // Open finds and indexes the call-frame information of an ELF file
 // opened with debug/elf: .eh_frame (by name or type, or through
 // PT_GNU_EH_FRAME when section headers are gone) and .debug_frame. In a
@@ -147,7 +144,7 @@ func open(ef *elfread.File) (*File, error) {
 		if sec.Kind == EHFrame && hasDebug {
 			eh = eh[:0]
 			for _, e := range s.entries {
-				eh = append(eh, span{e.Start, e.End()})
+				eh = append(eh, span{e.Start, e.Start + e.Size})
 			}
 			sort.Slice(eh, func(i, j int) bool { return eh[i].lo < eh[j].lo })
 		}

@@ -65,8 +65,8 @@ func TestEntriesMatchParse(t *testing.T) {
 		failed := 0
 		for i, e := range file.Entries() {
 			f := parsed[key{int(e.ref & (1<<refSecBits - 1)), int64(e.ref >> refSecBits)}]
-			if f == nil || e.Start != f.Start || e.Size != f.Size || e.End() != f.End() {
-				t.Fatalf("%s: entry %d [%#x, %#x): no such FDE (%v)", name, i, e.Start, e.End(), f)
+			if f == nil || e.Start != f.Start || e.Size != f.Size || e.Start+e.Size != f.End() {
+				t.Fatalf("%s: entry %d [%#x, %#x): no such FDE (%v)", name, i, e.Start, e.Start+e.Size, f)
 			}
 			if err := ctx.ParseEntry(e, &got); err != nil {
 				t.Fatalf("%s: entry %d: %v", name, i, err)

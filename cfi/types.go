@@ -259,12 +259,3 @@ func hex(v int64) string {
 	}
 	return "0x" + strconv.FormatInt(v, 16)
 }
-
-// ByteOrder is the byte order of f's program operands: its section's, or
-// little-endian for a hand-built FDE (as Execute reads one).
-func (f *FDE) ByteOrder() binary.ByteOrder {
-	if f.sec == nil {
-		return binary.LittleEndian
-	}
-	return f.sec.Order
-}

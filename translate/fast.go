@@ -67,7 +67,7 @@ func (a *abi) directRows(f *cfi.FDE, c *directCIE, rows []sframe.Row) ([]sframe.
 		return rows, false
 	}
 	d := directRun{a: a, init: &c.init, s: c.init, stack: &c.stack, loc: f.Start, start: f.Start, end: f.End(),
-		codeAlign: cie.CodeAlign, dataAlign: cie.DataAlign, order: f.ByteOrder(), rows: rows[:0], row: true}
+		codeAlign: cie.CodeAlign, dataAlign: cie.DataAlign, order: a.order, rows: rows[:0], row: true}
 	if !d.program(f.Program) {
 		return d.rows, false
 	}

@@ -78,8 +78,8 @@ type PLT struct {
 // the PLT sections, which are described from their instructions, and the
 // symbols.
 type Input struct {
-	Machine elf.Machine // EM_X86_64, EM_AARCH64 or EM_S390
-	Order   binary.ByteOrder
+	Machine elf.Machine      // EM_X86_64, EM_AARCH64 or EM_S390
+	Order   binary.ByteOrder // the file's, and so its CFI's (little-endian when nil)
 	PLTs    []PLT
 	Symbol  func(addr uint64) string // may be nil; called only for functions with a diagnostic
 }
@@ -187,7 +187,8 @@ type abi struct {
 	flexABI bool // the ABI has flexible FDEs (AMD64 and s390x, as gas writes them)
 	fixedRA int8 // the header's fixed RA offset (AMD64's slot), or 0
 	fixedFP int8
-	flexOK  bool // flexible FDEs allowed (V3 on a flexABI)
+	flexOK  bool             // flexible FDEs allowed (V3 on a flexABI)
+	order   binary.ByteOrder // the file's, and so its CFA programs' operands'
 	version uint8
 	rows    []sframe.Row // a function's rows, reused from function to function
 }
@@ -200,7 +201,10 @@ func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	if d == nil {
 		return abi{}, fmt.Errorf("%w %v", errMachine, m)
 	}
-	a := abi{arch: d, id: sframe.ABI(d.SFrameABI(order)),
+	if order == nil {
+		order = binary.LittleEndian
+	}
+	a := abi{arch: d, id: sframe.ABI(d.SFrameABI(order)), order: order,
 		sp: uint64(d.SP()), fp: uint64(d.FP()), ra: uint64(d.RA()),
 		// GNU as writes flexible FDEs on AMD64 and s390x only.
 		flexABI: d != arch.ARM64,
@@ -465,7 +469,7 @@ func Cuts(entries []cfi.Entry, from []int) []int {
 			}
 		}
 		if !ignored(e.Start, e.Size) {
-			reach = max(reach, e.End())
+			reach = max(reach, e.Start+e.Size)
 		}
 	}
 	return cuts
