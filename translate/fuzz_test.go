@@ -14,13 +14,14 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
 // FuzzTranslate runs arbitrary .eh_frame bytes (and the same bytes as a PLT
 // section) through parse, execute, translate, encode and decode: nothing
-// may panic, whatever Translate emits must encode and decode again with
+// may panic, whatever the Translator emits must encode and decode again with
 // every function present, and streaming (FDEs executed one at a time
 // into one reused table) must give the same result.
 func FuzzTranslate(f *testing.F) {
@@ -80,7 +81,7 @@ func FuzzTranslate(f *testing.F) {
 			in.PLTs = []PLT{{Name: names[int(m>>5)%3], Addr: 0x1000, Data: data[1:], EntSize: uint64(m >> 5)}}
 		}
 		var all []sframe.Function
-		res, err := translateFile(in, Tables(tables), o, collect(&all))
+		res, err := translateFile(in, cfiload.Tables(tables), o, collect(&all))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +122,7 @@ func FuzzTranslate(f *testing.F) {
 		b, err := sframe.Encode(funcs, sframe.Options{Version: o.Version, ABI: abi, Order: in.Order, Addr: 0x400000,
 			PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
 		if err != nil {
-			t.Fatalf("encoding what Translate returned: %v", err)
+			t.Fatalf("encoding what the Translator emitted: %v", err)
 		}
 		dec, err := sframe.Decode(b, 0x400000)
 		if err != nil {

@@ -43,7 +43,7 @@ func TestCursorMatchesTables(t *testing.T) {
 				tables, lerrs := cfiload.All(openCFI(t, f))
 				var want []sframe.Function
 				wantRes, err := translateFile(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer()},
-					Tables(tables), o, collect(&want))
+					cfiload.Tables(tables), o, collect(&want))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,7 +68,7 @@ func TestCursorMatchesTables(t *testing.T) {
 // TestPartsMatchWhole: a file's functions translated in two parts, cut
 // wherever Cut allows, each part on its own goroutine with its own
 // execution context (cfi.File.Context) and the PLTs with the first, give
-// the functions of one Translate in the same order (the first part's,
+// the functions of one translation in the same order (the first part's,
 // then the second's) and, added, the same result; for every linked GNU
 // fixture (at every cut) and two system files (at three), both versions
 // and both outermost forms.

@@ -13,18 +13,18 @@
 // instructions (arch.Arch.SimulatePLT).
 //
 // It has one entry point: New makes a Translator from the file's Input
-// and the Options, and Translator.Translate pulls the file's functions
-// from a Source one at a time (a cfi.Context executes each FDE when it is
-// reached) and hands each SFrame function to an emit function
-// (sframe.Encoder.Add, say), keeping none. The common AMD64 FDEs are
-// translated straight from their programs without being executed into a
-// table (the direct path, fast.go), with the same result. A caller that
-// spreads the work over goroutines cuts the functions where Cuts allows
-// and gives each part to the Translator's Functions, after its PLTs.
+// and the Options; its PLTs hands the PLT stubs' functions to an emit
+// function (sframe.Encoder.Add, say), and its Functions pulls the file's
+// functions from a Source one at a time (a cfi.Context executes each FDE
+// when it is reached) and hands each SFrame function to emit, keeping
+// none; Result.Add sums the two. The common AMD64 FDEs are translated
+// straight from their programs without being executed into a table (the
+// direct path, fast.go), with the same result. A caller that spreads the
+// work over goroutines cuts the functions where Cuts allows and gives
+// each part to Functions.
 package translate
 
 import (
-	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -88,8 +88,8 @@ type Input struct {
 // gimli's UnwindTable gives rows: each function's FDE, in order of start
 // address (functions with the same start in the order of their FDEs in
 // the file), and its executed table when asked. A cfi.Context over a
-// file's sorted entries is one, executing an FDE only when asked; Tables
-// is one over tables already executed. The common AMD64 FDEs are
+// file's sorted entries is one, executing an FDE only when asked. The
+// common AMD64 FDEs are
 // translated from their programs without asking for the table (fast.go).
 type Source interface {
 	// Next returns the next function's FDE, not executed, or io.EOF
@@ -102,35 +102,6 @@ type Source interface {
 	// the function is left out).
 	Table() *cfi.Table
 }
-
-// Tables is a Source over tables already executed, in any order: it
-// gives them by start address, keeping the order of tables with the same
-// start. Nil tables and tables without an FDE are left out.
-func Tables(ts []*cfi.Table) Source {
-	s := &tableSource{ts: make([]*cfi.Table, 0, len(ts))}
-	for _, t := range ts {
-		if t != nil && t.FDE != nil {
-			s.ts = append(s.ts, t)
-		}
-	}
-	slices.SortStableFunc(s.ts, func(a, b *cfi.Table) int { return cmp.Compare(a.FDE.Start, b.FDE.Start) })
-	return s
-}
-
-type tableSource struct {
-	ts  []*cfi.Table
-	cur *cfi.Table
-}
-
-func (s *tableSource) Next() (*cfi.FDE, error) {
-	if len(s.ts) == 0 {
-		return nil, io.EOF
-	}
-	s.cur, s.ts = s.ts[0], s.ts[1:]
-	return s.cur.FDE, nil
-}
-
-func (s *tableSource) Table() *cfi.Table { return s.cur }
 
 // Result is what the translation of a file (or a part of it) found: the
 // diagnostics and the counts. The SFrame ABI and fixed offsets the
@@ -218,9 +189,9 @@ func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	return a, nil
 }
 
-// A Translator translates the functions of one file: Translate does the
-// whole file; a caller that spreads the work over goroutines
-// makes one and calls PLTs once and Functions once per part, each part
+// A Translator translates the functions of one file: PLTs once, then
+// Functions over the file's functions; a caller that spreads the work
+// over goroutines calls Functions once per part, each part
 // with its own Source and emit function, and adds the parts' Results
 // (Result.Add) in the order of their functions. A Translator is not
 // changed by its methods: Functions may run on several goroutines at
@@ -264,29 +235,11 @@ func (t *Translator) ABI() (id sframe.ABI, fixedFP, fixedRA int8) {
 	return t.a.id, t.a.fixedFP, t.a.fixedRA
 }
 
-// Translate translates a file's functions on one goroutine: the PLT
-// sections described from their instructions, then every function src
-// gives, in that order, each handed to emit as it is made (PLTs, then
-// Functions). The function and its rows are valid only during the call
-// (their memory is reused); with Options.OutermostGap a function is
-// handed over in its parts. An error from emit or src stops the
-// translation.
-func (t *Translator) Translate(src Source, emit func(*sframe.Function) error) (*Result, error) {
-	res, err := t.PLTs(emit)
-	if err != nil {
-		return nil, err
-	}
-	fres, err := t.Functions(src, emit)
-	if err != nil {
-		return nil, err
-	}
-	res.Add(fres)
-	return res, nil
-}
-
 // PLTs hands the functions of the PLT sections described from their
-// instructions to emit (as Translate does first), and reports the PLT
-// sections that are not (left to their CFI).
+// instructions to emit, and reports the PLT sections that are not (left
+// to their CFI). Each function and its rows are valid only during the
+// call to emit (their memory is reused); with Options.OutermostGap a
+// function is handed over in its parts. An error from emit stops it.
 func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
 	res := &Result{}
 	res.Diags = append(res.Diags, t.pltDiags...)
@@ -301,7 +254,8 @@ func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
 }
 
 // Functions translates every function src gives, in order, handing each
-// to emit as Translate does. src may be a part of a file's functions:
+// to emit as PLTs does; an error from emit or src stops the translation.
+// src may be a part of a file's functions:
 // two parts translate apart as they do together when they are cut where
 // Cuts says.
 func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*Result, error) {
@@ -452,7 +406,7 @@ func emitter(to func(*sframe.Function) error, o Options) func(sframe.Function) e
 // (ascending), the first index at or after it that no function before it
 // reaches, in one pass, each cut once, none at len(entries). Overlap with
 // the functions before is the only link between functions; functions
-// Translate ignores for their range do not count.
+// the Translator ignores for their range do not count.
 func Cuts(entries []cfi.Entry, from []int) []int {
 	var cuts []int
 	var reach uint64 // the furthest end before index i
@@ -533,7 +487,7 @@ func hasOutermost(rows []sframe.Row) bool {
 	return false
 }
 
-// ignored says whether Translate passes over an FDE for its range alone:
+// ignored says whether the Translator passes over an FDE for its range alone:
 // an empty one, or one at address 0 (a function the linker discarded).
 // It counts them (Result.Empty) and reports nothing.
 func ignored(start, size uint64) bool { return size == 0 || start == 0 }

@@ -345,7 +345,7 @@ func TestTranslateErrors(t *testing.T) {
 }
 
 // TestCuts: each cut falls at the first function from the given index on
-// that no earlier function reaches; functions Translate ignores for their
+// that no earlier function reaches; functions the Translator ignores for their
 // range do not count; targets that meet at one cut give it once, and none
 // falls at the end.
 func TestCuts(t *testing.T) {

@@ -60,15 +60,21 @@ func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []transl
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := tl.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
+	keep := func(fn *sframe.Function) error {
 		c := *fn
 		c.Rows = slices.Clone(fn.Rows)
 		funcs = append(funcs, c)
 		return nil
-	})
+	}
+	tr, err := tl.PLTs(keep)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fres, err := tl.Functions(cfiload.Tables(tables), keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Add(fres)
 	abi, fixedFP, fixedRA := tl.ABI()
 	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
 	if err != nil {
