@@ -75,7 +75,7 @@ func (d *Describer) Next(start, size uint64, executable bool) {
 // the diagnostic (without Symbol) when the Translator skips it with one, whose
 // Reason is the code cfi2sframe --diagnostics gives, or nil when
 // the Translator passes over it without one (an empty FDE, one at address 0,
-// one that cannot be executed: Result.Empty and the CFI errors).
+// one that cannot be executed: counted apart, and the CFI errors).
 func (d *Describer) Decide(t *cfi.Table) (described bool, diag *Diagnostic) {
 	switch d.place {
 	case placeDescribed:

@@ -51,7 +51,7 @@ func TestCursorMatchesTables(t *testing.T) {
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("%s V%d gap=%v: functions (-tables +cursor)\n%s", name, v, gap, diff)
 				}
-				if diff := cmp.Diff(wantRes, res); diff != "" {
+				if diff := cmp.Diff(wantRes, res, cmp.AllowUnexported(Result{})); diff != "" {
 					t.Errorf("%s V%d gap=%v: results (-tables +cursor)\n%s", name, v, gap, diff)
 				}
 				if errs != len(lerrs) {
@@ -120,7 +120,7 @@ func TestPartsMatchWhole(t *testing.T) {
 					if d := cmp.Diff(wantFns, append(first, rest...)); d != "" {
 						t.Errorf("%s V%d gap=%v cut %d: functions (-whole +parts)\n%s", name, v, gap, c, d)
 					}
-					if d := cmp.Diff(want, res); d != "" {
+					if d := cmp.Diff(want, res, cmp.AllowUnexported(Result{})); d != "" {
 						t.Errorf("%s V%d gap=%v cut %d: results (-whole +parts)\n%s", name, v, gap, c, d)
 					}
 				}

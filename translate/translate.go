@@ -111,7 +111,7 @@ type Result struct {
 	Converted int          // functions emitted from CFI
 	PLTFuncs  int          // functions emitted from PLT instructions
 	Skipped   int          // CFI functions with a diagnostic and no SFrame
-	Empty     int          // zero-size or discarded (address 0) FDEs, ignored
+	empty     int          // zero-size or discarded (address 0) FDEs, ignored (no diagnostic)
 }
 
 // Add adds the diagnostics and counts of r2, the translation of another
@@ -121,7 +121,7 @@ func (r *Result) Add(r2 *Result) {
 	r.Converted += r2.Converted
 	r.PLTFuncs += r2.PLTFuncs
 	r.Skipped += r2.Skipped
-	r.Empty += r2.Empty
+	r.empty += r2.empty
 }
 
 // Summary is a one-line account of the translation.
@@ -322,7 +322,7 @@ func (fi *fnIn) table() *cfi.Table {
 func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.Function) error, res *Result) error {
 	f := fi.f
 	if ignored(f.Start, f.Size) {
-		res.Empty++
+		res.empty++
 		return nil
 	}
 	if j := spanIndex(t.pltSpans, f.Start, f.End()); j >= 0 {
@@ -489,7 +489,7 @@ func hasOutermost(rows []sframe.Row) bool {
 
 // ignored says whether the Translator passes over an FDE for its range alone:
 // an empty one, or one at address 0 (a function the linker discarded).
-// It counts them (Result.Empty) and reports nothing.
+// It counts them (Result.empty) and reports nothing.
 func ignored(start, size uint64) bool { return size == 0 || start == 0 }
 
 // sequence is the one decision that links a function to those before it:

@@ -266,7 +266,7 @@ func TestTranslateFileLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ABI != sframe.ABIAMD64LE || res.CFAFixedRA != -8 || res.Converted != 2 || res.Skipped != 1 || res.Empty != 2 {
+	if res.ABI != sframe.ABIAMD64LE || res.CFAFixedRA != -8 || res.Converted != 2 || res.Skipped != 1 || res.empty != 2 {
 		t.Fatalf("got %+v", res)
 	}
 	if res.emitted[0] != 0x1000 || res.emitted[1] != 0x3000 {
