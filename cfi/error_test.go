@@ -25,7 +25,7 @@ func TestErrorOffsetsHex(t *testing.T) {
 	data := ehFrame(binary.LittleEndian, 0x2000, amd64CIE,
 		fdeSpec{start: 0x1000, size: 0x10, program: ins(op(0x41))},
 		fdeSpec{start: 0x1010, size: 0x10, program: ins(op(0x3e))})
-	fdes, errs := Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
+	fdes, errs := Parse(&Section{Kind: EHFrame, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 	if len(errs) != 0 || len(fdes) != 2 {
 		t.Fatalf("parse: %d FDEs, %v", len(fdes), errs)
 	}

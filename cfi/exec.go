@@ -150,7 +150,7 @@ func (in *interpreter) execute(f *FDE, t *Table) error {
 	progOff, initOff := f.progOff, f.CIE.initOff
 	if sec == nil {
 		// A hand-built FDE: run its byte slices as they are.
-		sec = &Section{Kind: EHFrame, Order: binary.LittleEndian, PtrSize: 8}
+		sec = &Section{Kind: EHFrame, order: binary.LittleEndian, ptrSize: 8}
 		progOff, initOff = 0, 0
 	}
 	x := &executor{in: in, f: f, t: t, loc: f.Start, sec: sec}
@@ -308,12 +308,12 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 	s := &x.in.cur
 	data := prog
 	if x.f.sec != nil {
-		data = x.sec.Data[:off+len(prog)]
+		data = x.sec.data[:off+len(prog)]
 	} else {
 		off = 0
 	}
 	// r.off is a section offset, so errors and pcrel operands are right.
-	r := newReader(data, off, x.sec.Order)
+	r := newReader(data, off, x.sec.order)
 	x.init = initial
 	for r.off < len(data) && !x.done {
 		at := r.off
@@ -497,13 +497,13 @@ func (x *executor) setLoc(r *reader) error {
 	if x.sec.Kind == EHFrame {
 		// Encoded like the FDE's start address; pcrel is relative to the
 		// operand's own address.
-		v, err := readEncoded(r, x.f.CIE.fdeEnc, ptrCtx{sec: x.sec, ptrSize: x.sec.PtrSize, funcStart: x.f.Start})
+		v, err := readEncoded(r, x.f.CIE.fdeEnc, ptrCtx{sec: x.sec, ptrSize: x.sec.ptrSize, funcStart: x.f.Start})
 		if err != nil {
 			return fmt.Errorf("DW_CFA_set_loc operand: %v", err)
 		}
 		to = v
 	} else {
-		size := x.sec.PtrSize
+		size := x.sec.ptrSize
 		if x.f.CIE.addrSize != 0 {
 			size = int(x.f.CIE.addrSize)
 		}

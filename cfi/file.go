@@ -108,7 +108,7 @@ func open(ef *elfread.File) (*File, error) {
 	// more than it saves).
 	n := 0
 	for _, sec := range secs {
-		n += len(sec.Data) / 32
+		n += len(sec.data) / 32
 	}
 	s.entries = make([]Entry, 0, n+1)
 	hugepage.Advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s.entries))), cap(s.entries)*int(unsafe.Sizeof(Entry{}))))

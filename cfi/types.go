@@ -33,13 +33,14 @@ func (k Kind) String() string {
 	return ".eh_frame"
 }
 
-// Section is a call-frame section's bytes and what decoding them needs.
+// Section is a call-frame section Open found (File.Sections): its bytes
+// and what decoding them needs.
 type Section struct {
 	Kind    Kind
-	Data    []byte
-	Addr    uint64 // address of Data[0] (for DW_EH_PE_pcrel)
-	Order   binary.ByteOrder
-	PtrSize int    // 4 or 8: size of DW_EH_PE_absptr and of .debug_frame addresses
+	data    []byte
+	addr    uint64 // address of data[0] (for DW_EH_PE_pcrel)
+	order   binary.ByteOrder
+	ptrSize int    // 4 or 8: size of DW_EH_PE_absptr and of .debug_frame addresses
 	textRel uint64 // base for DW_EH_PE_textrel (0 if unknown)
 	dataRel uint64 // base for DW_EH_PE_datarel (0 if unknown)
 	// untilTerminator stops the walk at the first zero-length record. Set
@@ -82,7 +83,7 @@ type FDE struct {
 	Program    []byte // the FDE's instructions (after the augmentation data)
 
 	sec     *Section // where Program lives (nil for hand-built FDEs)
-	progOff int      // offset of Program in sec.Data
+	progOff int      // offset of Program in sec.data
 }
 
 // End is the first PC after the FDE.

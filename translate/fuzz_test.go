@@ -67,8 +67,14 @@ func FuzzTranslate(f *testing.F) {
 		if m&4 != 0 {
 			o.Version = sframe.Version2
 		}
-		sec := &cfi.Section{Kind: cfi.EHFrame, Data: data[1:], Addr: 0x10000, Order: in.Order, PtrSize: 8}
-		fdes, _ := cfi.Parse(sec)
+		cf, err := cfi.OpenBytes(ehFrameELF(in, data[1:], 0x10000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fdes []*cfi.FDE
+		for _, sec := range cf.Sections() {
+			fdes, _ = cfi.Parse(sec)
+		}
 		var tables []*cfi.Table
 		var run cfi.Context
 		for _, fde := range fdes {
