@@ -142,7 +142,7 @@ func (in *interpreter) execute(f *FDE, t *Table) error {
 	t.regs = t.regs[:0]
 	t.regOff = t.regOff[:0]
 	if f == nil || f.CIE == nil {
-		return &Error{Msg: "FDE without CIE"}
+		return &Error{Section: kindEH.String(), Msg: "FDE without CIE"}
 	}
 	in.cur = state{regs: in.cur.regs[:0]}
 	in.stack = in.stack[:0]
@@ -150,7 +150,7 @@ func (in *interpreter) execute(f *FDE, t *Table) error {
 	progOff, initOff := f.progOff, f.CIE.initOff
 	if sec == nil {
 		// A hand-built FDE: run its byte slices as they are.
-		sec = &Section{Kind: EHFrame, order: binary.LittleEndian, ptrSize: 8}
+		sec = &Section{kind: kindEH, order: binary.LittleEndian, ptrSize: 8}
 		progOff, initOff = 0, 0
 	}
 	x := &executor{in: in, f: f, t: t, loc: f.Start, sec: sec}
@@ -467,7 +467,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			err = fmt.Errorf("truncated operand of DW_CFA opcode %#x", op)
 		}
 		if err != nil {
-			return &Error{Kind: x.sec.Kind, Off: int64(at), Msg: fmt.Sprintf("FDE at offset %#x: %v", x.f.Offset, err)}
+			return &Error{Section: x.sec.kind.String(), Off: int64(at), Msg: fmt.Sprintf("FDE at offset %#x: %v", x.f.Offset, err)}
 		}
 	}
 	return nil
@@ -494,7 +494,7 @@ func (x *executor) restore(reg uint64, initial bool) {
 
 func (x *executor) setLoc(r *reader) error {
 	var to uint64
-	if x.sec.Kind == EHFrame {
+	if x.sec.kind == kindEH {
 		// Encoded like the FDE's start address; pcrel is relative to the
 		// operand's own address.
 		v, err := readEncoded(r, x.f.CIE.fdeEnc, ptrCtx{sec: x.sec, ptrSize: x.sec.ptrSize, funcStart: x.f.Start})

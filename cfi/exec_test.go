@@ -14,7 +14,7 @@ import (
 func exec1(t *testing.T, c cieSpec, program []byte) (*Table, error) {
 	t.Helper()
 	data := ehFrame(binary.LittleEndian, 0x2000, c, fdeSpec{start: 0x1000, size: 0x100, program: program})
-	fdes, errs := Parse(&Section{Kind: EHFrame, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
+	fdes, errs := Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 	if len(errs) != 0 || len(fdes) != 1 {
 		t.Fatalf("parse: %d FDEs, errors %v", len(fdes), errs)
 	}
@@ -224,7 +224,7 @@ func TestRowsBounded(t *testing.T) {
 		prog = append(prog, opDefCFAOffset, byte(8+8*(i%2)), opAdvanceLoc|1)
 	}
 	data := ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 1 << 30, program: prog})
-	fdes, errs := Parse(&Section{Kind: EHFrame, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
+	fdes, errs := Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 	if len(errs) != 0 || len(fdes) != 1 {
 		t.Fatalf("parse: %d FDEs, errors %v", len(fdes), errs)
 	}
@@ -235,7 +235,7 @@ func TestRowsBounded(t *testing.T) {
 	// One row fewer than the limit is fine.
 	prog = prog[:3*(maxRows-1)]
 	data = ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 1 << 30, program: prog})
-	fdes, _ = Parse(&Section{Kind: EHFrame, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
+	fdes, _ = Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 	if tab, err := executeFDE(fdes[0]); err != nil || len(tab.Rows) != maxRows-1 {
 		t.Fatalf("maxRows-1 rows: %v", err)
 	}

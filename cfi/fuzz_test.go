@@ -17,9 +17,9 @@ func fuzzSection(data []byte) *Section {
 		return nil
 	}
 	m := data[0]
-	s := &Section{Kind: EHFrame, data: data[1:], addr: 0x10000, order: binary.LittleEndian, ptrSize: 8, textRel: 0x1000, dataRel: 0x2000}
+	s := &Section{kind: kindEH, data: data[1:], addr: 0x10000, order: binary.LittleEndian, ptrSize: 8, textRel: 0x1000, dataRel: 0x2000}
 	if m&1 != 0 {
-		s.Kind = DebugFrame
+		s.kind = kindDebug
 	}
 	if m&2 != 0 {
 		s.order = binary.BigEndian
@@ -99,7 +99,7 @@ func FuzzExecute(f *testing.F) {
 	f.Add([]byte{0x01, 0, 0, 0, 0, 0x02, 0xff, 0x1d, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		data := ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 0x100, program: prog})
-		fdes, errs := Parse(&Section{Kind: EHFrame, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
+		fdes, errs := Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 		if len(errs) != 0 || len(fdes) != 1 {
 			t.Fatalf("the wrapper must parse: %v", errs)
 		}

@@ -121,7 +121,7 @@ func (p *parser) reader(b []byte, off int) *reader {
 }
 
 func (p *parser) errorf(off int64, format string, args ...any) *Error {
-	return &Error{Kind: p.s.Kind, Off: off, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Section: p.s.kind.String(), Off: off, Msg: fmt.Sprintf(format, args...)}
 }
 
 // record is the framing of one CIE or FDE.
@@ -179,7 +179,7 @@ func (p *parser) frame(off int) (rec record, ok bool) {
 	}
 	rec.id = r.uN(idSize)
 	rec.body = r.off
-	if p.s.Kind == EHFrame {
+	if p.s.kind == kindEH {
 		rec.isCIE = rec.id == 0
 	} else {
 		rec.isCIE = rec.id == 0xffffffff || (rec.is64 && rec.id == ^uint64(0))
@@ -216,10 +216,10 @@ func parse(s *Section, slow bool) ([]*FDE, []error) {
 
 func newParser(s *Section) (*parser, error) {
 	if s.order == nil {
-		return nil, &Error{Kind: s.Kind, Msg: "no byte order"}
+		return nil, &Error{Section: s.kind.String(), Msg: "no byte order"}
 	}
 	if s.ptrSize != 4 && s.ptrSize != 8 {
-		return nil, &Error{Kind: s.Kind, Msg: fmt.Sprintf("unsupported pointer size %d", s.ptrSize)}
+		return nil, &Error{Section: s.kind.String(), Msg: fmt.Sprintf("unsupported pointer size %d", s.ptrSize)}
 	}
 	return &parser{s: s, cies: map[int64]*CIE{}, bad: map[int64]error{}, le: s.order == binary.LittleEndian}, nil
 }
@@ -444,7 +444,7 @@ func (p *parser) pcrel(v int32, off int) uint64 {
 func (p *parser) quickFDE(off int, f *FDE) (next int, ok bool) {
 	d := p.s.data
 	cie := p.last
-	if p.slow || !p.le || p.s.Kind != EHFrame || cie == nil || cie.fdeEnc != pePCRel|peSdata4 || off < 0 || len(d)-off < 16 {
+	if p.slow || !p.le || p.s.kind != kindEH || cie == nil || cie.fdeEnc != pePCRel|peSdata4 || off < 0 || len(d)-off < 16 {
 		return 0, false
 	}
 	length := binary.LittleEndian.Uint32(d[off:])
@@ -488,7 +488,7 @@ func (p *parser) quickFDE(off int, f *FDE) (next int, ok bool) {
 // fde parses the FDE of rec into f.
 func (p *parser) fde(rec record, f *FDE) error {
 	var ciePos int64
-	if p.s.Kind == EHFrame {
+	if p.s.kind == kindEH {
 		ciePos = int64(rec.idOff) - int64(rec.id)
 	} else {
 		ciePos = int64(rec.id)
@@ -508,11 +508,11 @@ func (p *parser) fde(rec record, f *FDE) error {
 	*f = FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}
 	ctx := ptrCtx{sec: p.s, ptrSize: p.s.ptrSize}
 	switch {
-	case p.s.Kind == EHFrame && cie.fdeEnc == pePCRel|peSdata4 && r.left() >= 8:
+	case p.s.kind == kindEH && cie.fdeEnc == pePCRel|peSdata4 && r.left() >= 8:
 		// What every common linker writes: readEncoded's result for
 		// it, without its general steps.
 		f.Start, f.Size = p.pcrelSdata4(r)
-	case p.s.Kind == EHFrame:
+	case p.s.kind == kindEH:
 		f.Start, err = readEncoded(r, cie.fdeEnc, ctx)
 		if err == nil {
 			f.Size, err = readRange(r, cie.fdeEnc, ctx)

@@ -54,7 +54,7 @@ func TestParseAugmentations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, order := range []binary.AppendByteOrder{binary.LittleEndian, binary.BigEndian} {
 				data := ehFrame(order, 0x2000, tc.cie, tc.fde)
-				fdes, errs := Parse(&Section{Kind: EHFrame, data: data, addr: 0x2000, order: order.(binary.ByteOrder), ptrSize: 8})
+				fdes, errs := Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: order.(binary.ByteOrder), ptrSize: 8})
 				if len(errs) != 0 || len(fdes) != 1 {
 					t.Fatalf("%v: %d FDEs, errors %v", order, len(fdes), errs)
 				}
@@ -143,7 +143,7 @@ func TestDebugFrame64(t *testing.T) {
 		b.u32(0xffffffff).u64(uint64(len(cie.b))).u8(cie.b...)
 		fde := (&bld{order: order}).u64(0).u64(0x400100).u64(0x40).u8(0x44, 0x0e).uleb(32)
 		b.u32(0xffffffff).u64(uint64(len(fde.b))).u8(fde.b...)
-		fdes, errs := Parse(&Section{Kind: DebugFrame, data: b.b, order: order.(binary.ByteOrder), ptrSize: 8})
+		fdes, errs := Parse(&Section{kind: kindDebug, data: b.b, order: order.(binary.ByteOrder), ptrSize: 8})
 		if len(errs) != 0 || len(fdes) != 1 {
 			t.Fatalf("%v: %d FDEs, errors %v", order, len(fdes), errs)
 		}
@@ -178,7 +178,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fdes, errs := Parse(&Section{Kind: EHFrame, data: tc.data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
+			fdes, errs := Parse(&Section{kind: kindEH, data: tc.data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 			if len(fdes) != tc.nFDEs {
 				t.Errorf("%d FDEs, want %d", len(fdes), tc.nFDEs)
 			}
@@ -273,7 +273,7 @@ func TestQuickFDE(t *testing.T) {
 				continue
 			}
 			taken := quickAgrees(t, path, sec, fdes, nil)
-			if sec.Kind == EHFrame && sec.order == binary.LittleEndian && taken < len(fdes)*9/10 {
+			if sec.kind == kindEH && sec.order == binary.LittleEndian && taken < len(fdes)*9/10 {
 				t.Errorf("%s: quickFDE took %d of %d FDEs", path, taken, len(fdes))
 			}
 			checked += taken

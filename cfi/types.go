@@ -18,16 +18,16 @@ import (
 	"strconv"
 )
 
-// Kind says which flavour of call-frame section a Section holds.
-type Kind uint8
+// kind says which flavour of call-frame section a Section holds.
+type kind uint8
 
 const (
-	EHFrame    Kind = iota // .eh_frame: CIE id 0, CIE pointer relative, pointer encodings
-	DebugFrame             // .debug_frame: CIE id 0xffffffff, CIE pointer a section offset
+	kindEH    kind = iota // .eh_frame: CIE id 0, CIE pointer relative, pointer encodings
+	kindDebug             // .debug_frame: CIE id 0xffffffff, CIE pointer a section offset
 )
 
-func (k Kind) String() string {
-	if k == DebugFrame {
+func (k kind) String() string {
+	if k == kindDebug {
 		return ".debug_frame"
 	}
 	return ".eh_frame"
@@ -36,7 +36,7 @@ func (k Kind) String() string {
 // Section is a call-frame section Open found (File.Sections): its bytes
 // and what decoding them needs.
 type Section struct {
-	Kind    Kind
+	kind    kind
 	data    []byte
 	addr    uint64 // address of data[0] (for DW_EH_PE_pcrel)
 	order   binary.ByteOrder
@@ -48,6 +48,10 @@ type Section struct {
 	// file without section headers) and the bytes after it are not CFI.
 	untilTerminator bool
 }
+
+// Name is the section's name: .eh_frame or .debug_frame (also for an
+// .eh_frame found by its type or through PT_GNU_EH_FRAME).
+func (s *Section) Name() string { return s.kind.String() }
 
 // CIE is a common information entry.
 type CIE struct {
@@ -243,15 +247,15 @@ func (t *Table) RowAt(pc uint64) int {
 
 // Error is a malformed record: which section, at which offset, what.
 type Error struct {
-	Kind Kind
-	Off  int64
-	Msg  string
+	Section string // .eh_frame or .debug_frame
+	Off     int64
+	Msg     string
 }
 
 // Error formats it as readelf prints offsets, in hex: ".eh_frame: offset
 // 0x1c: what".
 func (e *Error) Error() string {
-	return e.Kind.String() + ": offset " + hex(e.Off) + ": " + e.Msg
+	return e.Section + ": offset " + hex(e.Off) + ": " + e.Msg
 }
 
 func hex(v int64) string {

@@ -125,7 +125,7 @@ func placeTables(tables []*cfi.Table, targets map[int64]relobj.Target) ([]*cfi.T
 		}
 		tgt, ok := targets[t.FDE.StartField]
 		if !ok {
-			errs = append(errs, &cfi.Error{Kind: cfi.EHFrame, Off: t.FDE.Offset, Msg: "FDE: no relocation for its start address"})
+			errs = append(errs, &cfi.Error{Section: ".eh_frame", Off: t.FDE.Offset, Msg: "FDE: no relocation for its start address"})
 			continue
 		}
 		base := uint64(tgt.Section)<<sectionShift + tgt.Offset

@@ -151,7 +151,7 @@ func CompareFile(readelf, name string) *Summary {
 	for _, sec := range cf.Sections() {
 		var d *Dump
 		for _, x := range dumps {
-			if x.Section == sec.Kind.String() {
+			if x.Section == sec.Name() {
 				d = x
 			}
 		}

@@ -64,7 +64,7 @@ func TestDelveAgrees(t *testing.T) {
 		}
 		var ours []*cfi.FDE
 		for _, s := range cf.Sections() {
-			if s.Kind != cfi.EHFrame {
+			if s.Name() != ".eh_frame" {
 				continue
 			}
 			fdes, errs := cfi.Parse(s)

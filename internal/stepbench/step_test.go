@@ -141,7 +141,7 @@ func newDwarfStepper(name string, preparsed bool) (*dwarfStepper, error) {
 			return nil, err
 		}
 		for _, s := range cf.Sections() {
-			if s.Kind != cfi.EHFrame {
+			if s.Name() != ".eh_frame" {
 				continue
 			}
 			fdes, _ := cfi.Parse(s)
