@@ -84,3 +84,15 @@ func ehFrameELF(in Input, data []byte, addr uint64) []byte {
 	sh(2, 11, elf.SHT_STRTAB, 0, 0, strOff, uint64(len(shstrtab)))
 	return b
 }
+
+// skippedCount is the number of functions r skipped: its diagnostics
+// with Skipped set.
+func skippedCount(r *Result) int {
+	n := 0
+	for _, d := range r.Diags {
+		if d.Skipped {
+			n++
+		}
+	}
+	return n
+}

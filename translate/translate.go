@@ -107,10 +107,9 @@ type Source interface {
 // diagnostics and the counts. The SFrame ABI and fixed offsets the
 // functions are for are the Translator's (ABI).
 type Result struct {
-	Diags     []Diagnostic // functions skipped or described differently from their CFI
+	Diags     []Diagnostic // functions skipped (Diagnostic.Skipped) or described differently from their CFI
 	Converted int          // functions emitted from CFI
 	PLTFuncs  int          // functions emitted from PLT instructions
-	Skipped   int          // CFI functions with a diagnostic and no SFrame
 	empty     int          // zero-size or discarded (address 0) FDEs, ignored (no diagnostic)
 }
 
@@ -120,7 +119,6 @@ func (r *Result) Add(r2 *Result) {
 	r.Diags = append(r.Diags, r2.Diags...)
 	r.Converted += r2.Converted
 	r.PLTFuncs += r2.PLTFuncs
-	r.Skipped += r2.Skipped
 	r.empty += r2.empty
 }
 
@@ -130,13 +128,15 @@ func (r *Result) Summary() string {
 	if r.PLTFuncs > 0 {
 		s += fmt.Sprintf(" (+%d PLT)", r.PLTFuncs)
 	}
-	s += fmt.Sprintf(", %d skipped", r.Skipped)
 	counts := map[Reason]int{}
+	skipped := 0
 	for _, d := range r.Diags {
 		if d.Skipped {
 			counts[d.Reason]++
+			skipped++
 		}
 	}
+	s += fmt.Sprintf(", %d skipped", skipped)
 	if len(counts) > 0 {
 		var parts []string
 		for k, n := range counts {
@@ -341,7 +341,6 @@ func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.
 	if overlaps, prev := seq.next(f.Start, f.End()); overlaps {
 		d := overlapDiag(f, prev)
 		d.Symbol = t.sym(f.Start)
-		res.Skipped++
 		res.Diags = append(res.Diags, *d)
 		return nil
 	}
@@ -374,7 +373,6 @@ func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.
 			}
 		}
 		res.Diags = append(res.Diags, *d)
-		res.Skipped++
 	default:
 		if err := emit(fn); err != nil {
 			return err
