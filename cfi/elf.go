@@ -28,8 +28,8 @@ func sections(f *elfread.File) ([]*Section, error) {
 	if s := ef.Section(".got"); s != nil {
 		dataRel = s.Addr
 	}
-	mk := func(k Kind, s *elfread.Section) *Section {
-		return &Section{Kind: k, Data: s.Data, Addr: s.Addr, Order: ef.ByteOrder, PtrSize: ptr, textRel: textRel, dataRel: dataRel}
+	mk := func(k kind, s *elfread.Section) *Section {
+		return &Section{kind: k, data: s.Data, addr: s.Addr, order: ef.ByteOrder, ptrSize: ptr, textRel: textRel, dataRel: dataRel}
 	}
 	var out []*Section
 	eh, err := f.Section(".eh_frame")
@@ -38,7 +38,7 @@ func sections(f *elfread.File) ([]*Section, error) {
 	}
 	switch {
 	case err == nil:
-		out = append(out, mk(EHFrame, eh))
+		out = append(out, mk(kindEH, eh))
 	case !errors.Is(err, elfread.ErrNotFound):
 		return nil, err
 	default:
@@ -54,7 +54,7 @@ func sections(f *elfread.File) ([]*Section, error) {
 	df, err := f.Section(".debug_frame")
 	switch {
 	case err == nil:
-		out = append(out, mk(DebugFrame, df))
+		out = append(out, mk(kindDebug, df))
 	case !errors.Is(err, elfread.ErrNotFound):
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 	if len(hdr.Data) < 4 || hdr.Data[0] != 1 {
 		return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: unsupported .eh_frame_hdr (%d bytes, version %d)", hdr.Offset, len(hdr.Data), first(hdr.Data))
 	}
-	hs := &Section{Kind: EHFrame, Data: hdr.Data, Addr: hdr.Addr, Order: hdr.Order, PtrSize: ptr, dataRel: hdr.Addr}
+	hs := &Section{kind: kindEH, data: hdr.Data, addr: hdr.Addr, order: hdr.Order, ptrSize: ptr, dataRel: hdr.Addr}
 	r := newReader(hdr.Data, 4, hdr.Order)
 	addr, err := readEncoded(r, hdr.Data[1], ptrCtx{sec: hs, ptrSize: ptr})
 	if err != nil {
@@ -97,7 +97,7 @@ func fromHdr(f *elfread.File, ptr int) (*Section, error) {
 		if _, err := p.ReadAt(data, int64(addr-p.Vaddr)); err != nil {
 			return nil, fmt.Errorf("reading .eh_frame at %#x: %v", addr, err)
 		}
-		return &Section{Kind: EHFrame, Data: data, Addr: addr, Order: hdr.Order, PtrSize: ptr, untilTerminator: true}, nil
+		return &Section{kind: kindEH, data: data, addr: addr, order: hdr.Order, ptrSize: ptr, untilTerminator: true}, nil
 	}
 	return nil, fmt.Errorf("PT_GNU_EH_FRAME at file offset %#x: .eh_frame_hdr points to %#x, outside every loaded segment", hdr.Offset, addr)
 }

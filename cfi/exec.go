@@ -49,9 +49,9 @@ const (
 const (
 	maxStateDepth = 1 << 10 // remember_state nesting
 	maxRuleCells  = 1 << 21 // rows × registers kept for one FDE
-	// MaxRows is the most rows one FDE may produce, whether or not they
+	// maxRows is the most rows one FDE may produce, whether or not they
 	// set a register rule; real functions have at most a few thousand.
-	MaxRows = 1 << 16
+	maxRows = 1 << 16
 )
 
 // state is the rule set at one point of the program.
@@ -134,18 +134,6 @@ type interpreter struct {
 	initCIE *CIE
 }
 
-// Execute runs f's CIE initial instructions and its program and returns
-// the resulting rows. A Context executes many FDEs without allocating
-// anew for each.
-func Execute(f *FDE) (*Table, error) {
-	var in interpreter
-	t := &Table{}
-	if err := in.execute(f, t); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
 // execute fills t with f's rows (Context.Execute).
 func (in *interpreter) execute(f *FDE, t *Table) error {
 	t.FDE = f
@@ -154,7 +142,7 @@ func (in *interpreter) execute(f *FDE, t *Table) error {
 	t.regs = t.regs[:0]
 	t.regOff = t.regOff[:0]
 	if f == nil || f.CIE == nil {
-		return &Error{Msg: "FDE without CIE"}
+		return &Error{Section: kindEH.String(), Msg: "FDE without CIE"}
 	}
 	in.cur = state{regs: in.cur.regs[:0]}
 	in.stack = in.stack[:0]
@@ -162,7 +150,7 @@ func (in *interpreter) execute(f *FDE, t *Table) error {
 	progOff, initOff := f.progOff, f.CIE.initOff
 	if sec == nil {
 		// A hand-built FDE: run its byte slices as they are.
-		sec = &Section{Kind: EHFrame, Order: binary.LittleEndian, PtrSize: 8}
+		sec = &Section{kind: kindEH, order: binary.LittleEndian, ptrSize: 8}
 		progOff, initOff = 0, 0
 	}
 	x := &executor{in: in, f: f, t: t, loc: f.Start, sec: sec}
@@ -188,7 +176,7 @@ type executor struct {
 	sec   *Section
 	loc   uint64
 	done  bool  // an advance went past the FDE's end
-	touch Touch // rules set since the last row
+	touch touch // rules set since the last row
 	// hidden: since the last row, a rule changed that touch does not
 	// record (a register above 63, DW_CFA_GNU_args_size), so only a
 	// comparison tells whether the state is still the last row's.
@@ -217,7 +205,7 @@ func (x *executor) flush() {
 		switch {
 		case last.Loc == x.loc:
 			// Two advances to one PC (or none yet): the later rules win.
-			*tc = tc.or(last.Touched)
+			*tc = tc.or(last.touched)
 			if !t.sharesRegs(n - 1) {
 				t.regs = t.regs[:len(t.regs)-len(last.Regs)]
 			}
@@ -227,7 +215,7 @@ func (x *executor) flush() {
 			x.hidden = false
 			return
 		default:
-			share = !x.hidden && tc.Set == 0 && tc.Restored == 0 && !tc.RestoreState
+			share = !x.hidden && tc.set == 0 && tc.restored == 0 && !tc.restoreState
 		}
 	}
 	var regs []RegRule
@@ -251,23 +239,23 @@ func (x *executor) flush() {
 	r.Loc, r.Regs = x.loc, regs
 	r.CFA.Kind, r.CFA.Reg, r.CFA.Offset, r.CFA.Expr = s.cfa.Kind, s.cfa.Reg, s.cfa.Offset, s.cfa.Expr
 	r.MangledRA, r.RAStateWithPC, r.ArgsSize = s.mangled, s.withPC, s.argsSize
-	r.Touched.CFA, r.Touched.RAState, r.Touched.RestoreState = tc.CFA, tc.RAState, tc.RestoreState
-	r.Touched.Set, r.Touched.Restored = tc.Set, tc.Restored
-	x.touch, x.hidden = Touch{}, false
+	r.touched.cfa, r.touched.raState, r.touched.restoreState = tc.cfa, tc.raState, tc.restoreState
+	r.touched.set, r.touched.restored = tc.set, tc.restored
+	x.touch, x.hidden = touch{}, false
 }
 
 // set gives reg a rule and records the touch.
 func (x *executor) set(reg uint64, r Rule) {
 	x.in.cur.set(reg, r)
 	if !x.init {
-		x.touch.Set |= bit(reg)
+		x.touch.set |= bit(reg)
 		x.hidden = x.hidden || reg >= 64
 	}
 }
 
 func (x *executor) touchCFA() {
 	if !x.init {
-		x.touch.CFA = true
+		x.touch.cfa = true
 	}
 }
 
@@ -288,8 +276,8 @@ func (x *executor) advance(to uint64) error {
 	if len(x.t.regs) > maxRuleCells {
 		return fmt.Errorf("more than %d rules in one FDE", maxRuleCells)
 	}
-	if len(x.t.Rows) >= MaxRows {
-		return fmt.Errorf("more than %d rows in one FDE", MaxRows)
+	if len(x.t.Rows) >= maxRows {
+		return fmt.Errorf("more than %d rows in one FDE", maxRows)
 	}
 	return nil
 }
@@ -320,12 +308,12 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 	s := &x.in.cur
 	data := prog
 	if x.f.sec != nil {
-		data = x.sec.Data[:off+len(prog)]
+		data = x.sec.data[:off+len(prog)]
 	} else {
 		off = 0
 	}
 	// r.off is a section offset, so errors and pcrel operands are right.
-	r := newReader(data, off, x.sec.Order)
+	r := newReader(data, off, x.sec.order)
 	x.init = initial
 	for r.off < len(data) && !x.done {
 		at := r.off
@@ -412,7 +400,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			x.in.stack[len(x.in.stack)-1].copyFrom(s)
 		case opRestoreState:
 			if !initial {
-				x.touch.RestoreState = true
+				x.touch.restoreState = true
 			}
 			n := len(x.in.stack)
 			if n == 0 {
@@ -466,10 +454,10 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			x.hidden = true
 		case opGNUWindowSave:
 			s.mangled = !s.mangled
-			x.touch.RAState = !initial
+			x.touch.raState = !initial
 		case opAArch64NegateRAStateWithPC:
 			s.mangled = !s.mangled
-			x.touch.RAState = !initial
+			x.touch.raState = !initial
 			s.withPC = true
 		default:
 			err = fmt.Errorf("unknown DW_CFA opcode %#x", op)
@@ -479,7 +467,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 			err = fmt.Errorf("truncated operand of DW_CFA opcode %#x", op)
 		}
 		if err != nil {
-			return &Error{Kind: x.sec.Kind, Off: int64(at), Msg: fmt.Sprintf("FDE at offset %#x: %v", x.f.Offset, err)}
+			return &Error{Section: x.sec.kind.String(), Off: int64(at), Msg: fmt.Sprintf("FDE at offset %#x: %v", x.f.Offset, err)}
 		}
 	}
 	return nil
@@ -488,7 +476,7 @@ func (x *executor) run(prog []byte, off int, initial bool) error {
 func (x *executor) restore(reg uint64, initial bool) {
 	s := &x.in.cur
 	if !initial {
-		x.touch.Restored |= bit(reg)
+		x.touch.restored |= bit(reg)
 		x.hidden = x.hidden || reg >= 64
 	}
 	if initial {
@@ -506,16 +494,16 @@ func (x *executor) restore(reg uint64, initial bool) {
 
 func (x *executor) setLoc(r *reader) error {
 	var to uint64
-	if x.sec.Kind == EHFrame {
+	if x.sec.kind == kindEH {
 		// Encoded like the FDE's start address; pcrel is relative to the
 		// operand's own address.
-		v, err := readEncoded(r, x.f.CIE.fdeEnc, ptrCtx{sec: x.sec, ptrSize: x.sec.PtrSize, funcStart: x.f.Start})
+		v, err := readEncoded(r, x.f.CIE.fdeEnc, ptrCtx{sec: x.sec, ptrSize: x.sec.ptrSize, funcStart: x.f.Start})
 		if err != nil {
 			return fmt.Errorf("DW_CFA_set_loc operand: %v", err)
 		}
 		to = v
 	} else {
-		size := x.sec.PtrSize
+		size := x.sec.ptrSize
 		if x.f.CIE.addrSize != 0 {
 			size = int(x.f.CIE.addrSize)
 		}

@@ -14,11 +14,11 @@ import (
 func exec1(t *testing.T, c cieSpec, program []byte) (*Table, error) {
 	t.Helper()
 	data := ehFrame(binary.LittleEndian, 0x2000, c, fdeSpec{start: 0x1000, size: 0x100, program: program})
-	fdes, errs := Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
+	fdes, errs := Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 	if len(errs) != 0 || len(fdes) != 1 {
 		t.Fatalf("parse: %d FDEs, errors %v", len(fdes), errs)
 	}
-	return Execute(fdes[0])
+	return executeFDE(fdes[0])
 }
 
 type wantRow struct {
@@ -165,12 +165,12 @@ func TestTouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Touch{{}, {CFA: true}, {Set: 1 << 3}, {Restored: 1 << 3}, {RestoreState: true}, {RAState: true}}
-	var got []Touch
+	want := []touch{{}, {cfa: true}, {set: 1 << 3}, {restored: 1 << 3}, {restoreState: true}, {raState: true}}
+	var got []touch
 	for _, r := range tab.Rows {
-		got = append(got, r.Touched)
+		got = append(got, r.touched)
 	}
-	if d := cmp.Diff(want, got); d != "" {
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(touch{})); d != "" {
 		t.Errorf("touches (-want +got):\n%s", d)
 	}
 	if tab.LastAdvance != 0x1007 {
@@ -216,28 +216,28 @@ func TestRememberDepthBounded(t *testing.T) {
 }
 
 // TestRowsBounded: an FDE whose rows change only the CFA (no register
-// rule, so the rule-cell cap does not see them) stops at MaxRows with an
+// rule, so the rule-cell cap does not see them) stops at maxRows with an
 // error naming the FDE, instead of growing with the program.
 func TestRowsBounded(t *testing.T) {
 	var prog []byte
-	for i := 0; i <= MaxRows; i++ {
+	for i := 0; i <= maxRows; i++ {
 		prog = append(prog, opDefCFAOffset, byte(8+8*(i%2)), opAdvanceLoc|1)
 	}
 	data := ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 1 << 30, program: prog})
-	fdes, errs := Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
+	fdes, errs := Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 	if len(errs) != 0 || len(fdes) != 1 {
 		t.Fatalf("parse: %d FDEs, errors %v", len(fdes), errs)
 	}
-	_, err := Execute(fdes[0])
+	_, err := executeFDE(fdes[0])
 	if err == nil || !strings.Contains(err.Error(), "rows in one FDE") || !strings.Contains(err.Error(), "FDE at offset") {
 		t.Fatalf("error %v: want the row limit, naming the FDE", err)
 	}
 	// One row fewer than the limit is fine.
-	prog = prog[:3*(MaxRows-1)]
+	prog = prog[:3*(maxRows-1)]
 	data = ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 1 << 30, program: prog})
-	fdes, _ = Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
-	if tab, err := Execute(fdes[0]); err != nil || len(tab.Rows) != MaxRows-1 {
-		t.Fatalf("MaxRows-1 rows: %v", err)
+	fdes, _ = Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
+	if tab, err := executeFDE(fdes[0]); err != nil || len(tab.Rows) != maxRows-1 {
+		t.Fatalf("maxRows-1 rows: %v", err)
 	}
 }
 
@@ -256,4 +256,15 @@ func TestTableRowAt(t *testing.T) {
 	if got := (&Table{}).RowAt(0x1000); got != -1 {
 		t.Errorf("RowAt in a table without rows = %d, want -1", got)
 	}
+}
+
+// executeFDE runs f's CIE initial instructions and its program into a
+// table of its own, as a zero Context does.
+func executeFDE(f *FDE) (*Table, error) {
+	var c Context
+	t := &Table{}
+	if err := c.Execute(f, t); err != nil {
+		return nil, err
+	}
+	return t, nil
 }

@@ -39,9 +39,6 @@ type Entry struct {
 
 const refSecBits = 2
 
-// End is the first PC after the FDE.
-func (e Entry) End() uint64 { return e.Start + e.Size }
-
 // Open finds and indexes the call-frame information of an ELF file
 // opened with debug/elf: .eh_frame (by name or type, or through
 // PT_GNU_EH_FRAME when section headers are gone) and .debug_frame. In a
@@ -101,7 +98,7 @@ func open(ef *elfread.File) (*File, error) {
 	}
 	hasDebug := false
 	for _, sec := range secs {
-		hasDebug = hasDebug || sec.Kind == DebugFrame
+		hasDebug = hasDebug || sec.kind == kindDebug
 	}
 	if len(secs) > 1<<refSecBits {
 		return nil, fmt.Errorf("%d call-frame sections", len(secs))
@@ -111,7 +108,7 @@ func open(ef *elfread.File) (*File, error) {
 	// more than it saves).
 	n := 0
 	for _, sec := range secs {
-		n += len(sec.Data) / 32
+		n += len(sec.data) / 32
 	}
 	s.entries = make([]Entry, 0, n+1)
 	hugepage.Advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s.entries))), cap(s.entries)*int(unsafe.Sizeof(Entry{}))))
@@ -129,10 +126,10 @@ func open(ef *elfread.File) (*File, error) {
 		s.parsers = append(s.parsers, p)
 		p.walk(&fde, func(fde *FDE) {
 			s.parsed++
-			if sec.Kind == DebugFrame && covered(fde.Start, fde.End()) {
+			if sec.kind == kindDebug && covered(fde.Start, fde.End()) {
 				return
 			}
-			if sec.Kind == EHFrame && hasDebug {
+			if sec.kind == kindEH && hasDebug {
 				if err := in.execute(fde, &t); err != nil {
 					execErrs = append(execErrs, err)
 					return
@@ -144,10 +141,10 @@ func open(ef *elfread.File) (*File, error) {
 		s.errs = append(s.errs, p.errs...)
 		s.errs = append(s.errs, execErrs...)
 		p.errs, execErrs = nil, nil
-		if sec.Kind == EHFrame && hasDebug {
+		if sec.kind == kindEH && hasDebug {
 			eh = eh[:0]
 			for _, e := range s.entries {
-				eh = append(eh, span{e.Start, e.End()})
+				eh = append(eh, span{e.Start, e.Start + e.Size})
 			}
 			sort.Slice(eh, func(i, j int) bool { return eh[i].lo < eh[j].lo })
 		}
@@ -301,7 +298,7 @@ func (c *Context) Errors() []error { return c.errs }
 func (c *Context) ParseEntry(e Entry, f *FDE) error {
 	i := int(e.ref & (1<<refSecBits - 1))
 	if i >= len(c.parsers) || c.parsers[i] == nil {
-		return &Error{Msg: "FDE entry of another file"}
+		return &Error{Section: kindEH.String(), Msg: "FDE entry of another file"}
 	}
 	return c.parsers[i].fdeAt(int64(e.ref>>refSecBits), f)
 }

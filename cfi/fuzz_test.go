@@ -17,15 +17,15 @@ func fuzzSection(data []byte) *Section {
 		return nil
 	}
 	m := data[0]
-	s := &Section{Kind: EHFrame, Data: data[1:], Addr: 0x10000, Order: binary.LittleEndian, PtrSize: 8, textRel: 0x1000, dataRel: 0x2000}
+	s := &Section{kind: kindEH, data: data[1:], addr: 0x10000, order: binary.LittleEndian, ptrSize: 8, textRel: 0x1000, dataRel: 0x2000}
 	if m&1 != 0 {
-		s.Kind = DebugFrame
+		s.kind = kindDebug
 	}
 	if m&2 != 0 {
-		s.Order = binary.BigEndian
+		s.order = binary.BigEndian
 	}
 	if m&4 != 0 {
-		s.PtrSize = 4
+		s.ptrSize = 4
 	}
 	s.untilTerminator = m&8 != 0
 	return s
@@ -44,10 +44,10 @@ func addFixtureSeeds(f *testing.F) {
 		secs, _ := sections(ef)
 		for _, s := range secs {
 			m := byte(0)
-			if s.Order == binary.BigEndian {
+			if s.order == binary.BigEndian {
 				m |= 2
 			}
-			f.Add(append([]byte{m}, s.Data...))
+			f.Add(append([]byte{m}, s.data...))
 		}
 		ef.Close()
 	}
@@ -99,11 +99,11 @@ func FuzzExecute(f *testing.F) {
 	f.Add([]byte{0x01, 0, 0, 0, 0, 0x02, 0xff, 0x1d, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		data := ehFrame(binary.LittleEndian, 0x2000, amd64CIE, fdeSpec{start: 0x1000, size: 0x100, program: prog})
-		fdes, errs := Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
+		fdes, errs := Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 		if len(errs) != 0 || len(fdes) != 1 {
 			t.Fatalf("the wrapper must parse: %v", errs)
 		}
-		tab, err := Execute(fdes[0])
+		tab, err := executeFDE(fdes[0])
 		if err != nil {
 			return
 		}

@@ -42,7 +42,7 @@ func readEncoded(r *reader, enc uint8, c ptrCtx) (uint64, error) {
 	if enc == peOmit {
 		return 0, nil
 	}
-	fieldAddr := c.sec.Addr + uint64(r.off)
+	fieldAddr := c.sec.addr + uint64(r.off)
 	var v uint64
 	app := enc & 0x70
 	if app == peAligned {
@@ -50,7 +50,7 @@ func readEncoded(r *reader, enc uint8, c ptrCtx) (uint64, error) {
 		if pad := (a - r.off%a) % a; pad > 0 {
 			r.bytes(pad)
 		}
-		fieldAddr = c.sec.Addr + uint64(r.off)
+		fieldAddr = c.sec.addr + uint64(r.off)
 	}
 	switch enc & 0x0f {
 	case peAbsptr:
@@ -117,11 +117,11 @@ type parser struct {
 
 // reader reads the section's bytes b from off.
 func (p *parser) reader(b []byte, off int) *reader {
-	return &reader{b: b, off: off, order: p.s.Order, le: p.le}
+	return &reader{b: b, off: off, order: p.s.order, le: p.le}
 }
 
 func (p *parser) errorf(off int64, format string, args ...any) *Error {
-	return &Error{Kind: p.s.Kind, Off: off, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Section: p.s.kind.String(), Off: off, Msg: fmt.Sprintf(format, args...)}
 }
 
 // record is the framing of one CIE or FDE.
@@ -139,11 +139,11 @@ type record struct {
 // frame reads the record header at off. ok is false when the walk cannot
 // continue (an error was recorded).
 func (p *parser) frame(off int) (rec record, ok bool) {
-	r := p.reader(p.s.Data, off)
+	r := p.reader(p.s.data, off)
 	rec.off = int64(off)
 	length := uint64(r.u32())
 	if r.err != nil {
-		p.errs = append(p.errs, p.errorf(rec.off, "truncated record length (%d bytes left)", len(p.s.Data)-off))
+		p.errs = append(p.errs, p.errorf(rec.off, "truncated record length (%d bytes left)", len(p.s.data)-off))
 		return rec, false
 	}
 	if length == 0 {
@@ -179,7 +179,7 @@ func (p *parser) frame(off int) (rec record, ok bool) {
 	}
 	rec.id = r.uN(idSize)
 	rec.body = r.off
-	if p.s.Kind == EHFrame {
+	if p.s.kind == kindEH {
 		rec.isCIE = rec.id == 0
 	} else {
 		rec.isCIE = rec.id == 0xffffffff || (rec.is64 && rec.id == ^uint64(0))
@@ -187,9 +187,12 @@ func (p *parser) frame(off int) (rec record, ok bool) {
 	return rec, true
 }
 
-// Parse reads every CIE and FDE of s. Malformed records are reported as
-// *Error values and skipped; a record whose length runs past the end of
-// the section stops the walk.
+// Parse reads every CIE and FDE of s, one of a File's Sections, and
+// keeps them all: those Open leaves out of the Entries too (a
+// .debug_frame FDE for code .eh_frame covers), for a caller that compares
+// a section record by record. Malformed records are reported as *Error
+// values and skipped; a record whose length runs past the end of the
+// section stops the walk.
 func Parse(s *Section) ([]*FDE, []error) {
 	return parse(s, false)
 }
@@ -212,13 +215,13 @@ func parse(s *Section, slow bool) ([]*FDE, []error) {
 }
 
 func newParser(s *Section) (*parser, error) {
-	if s.Order == nil {
-		return nil, &Error{Kind: s.Kind, Msg: "no byte order"}
+	if s.order == nil {
+		return nil, &Error{Section: s.kind.String(), Msg: "no byte order"}
 	}
-	if s.PtrSize != 4 && s.PtrSize != 8 {
-		return nil, &Error{Kind: s.Kind, Msg: fmt.Sprintf("unsupported pointer size %d", s.PtrSize)}
+	if s.ptrSize != 4 && s.ptrSize != 8 {
+		return nil, &Error{Section: s.kind.String(), Msg: fmt.Sprintf("unsupported pointer size %d", s.ptrSize)}
 	}
-	return &parser{s: s, cies: map[int64]*CIE{}, bad: map[int64]error{}, le: s.Order == binary.LittleEndian}, nil
+	return &parser{s: s, cies: map[int64]*CIE{}, bad: map[int64]error{}, le: s.order == binary.LittleEndian}, nil
 }
 
 // walk reads every record of the section; each FDE is parsed into f
@@ -226,7 +229,7 @@ func newParser(s *Section) (*parser, error) {
 // records go to p.errs.
 func (p *parser) walk(f *FDE, yield func(*FDE)) {
 	s := p.s
-	for off := 0; off < len(s.Data); {
+	for off := 0; off < len(s.data); {
 		if next, ok := p.quickFDE(off, f); ok {
 			off = next
 			yield(f)
@@ -301,7 +304,7 @@ func (p *parser) cie(off int64) (*CIE, error) {
 }
 
 func (p *parser) parseCIE(off int64) (*CIE, error) {
-	if off < 0 || off >= int64(len(p.s.Data)) {
+	if off < 0 || off >= int64(len(p.s.data)) {
 		return nil, p.errorf(off, "CIE offset outside the section")
 	}
 	rec, ok := p.frame(int(off))
@@ -314,7 +317,7 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 	if rec.zeroLen || rec.body == 0 || !rec.isCIE {
 		return nil, p.errorf(off, "no CIE at this offset")
 	}
-	r := p.reader(p.s.Data[:rec.end], rec.body)
+	r := p.reader(p.s.data[:rec.end], rec.body)
 	c := &CIE{Offset: off}
 	c.version = r.u8()
 	switch c.version {
@@ -327,7 +330,7 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 	c.augmentation = r.cstring()
 	aug := c.augmentation
 	if strings.HasPrefix(aug, "eh") {
-		r.bytes(p.s.PtrSize) // GCC 2.x exception-handler data
+		r.bytes(p.s.ptrSize) // GCC 2.x exception-handler data
 		aug = aug[2:]
 	}
 	if c.version == 4 {
@@ -359,8 +362,8 @@ func (p *parser) parseCIE(off int64) (*CIE, error) {
 			return nil, p.errorf(off, "CIE augmentation data length %d runs past the record", n)
 		}
 		data := r.off
-		ar := p.reader(p.s.Data[:data+int(n)], data)
-		ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
+		ar := p.reader(p.s.data[:data+int(n)], data)
+		ctx := ptrCtx{sec: p.s, ptrSize: p.s.ptrSize}
 	augLoop:
 		for _, ch := range aug[1:] {
 			switch ch {
@@ -411,10 +414,10 @@ func (p *parser) pcrelSdata4(r *reader) (start, size uint64) {
 	if p.le {
 		s, n = int32(binary.LittleEndian.Uint32(b)), int32(binary.LittleEndian.Uint32(b[4:]))
 	} else {
-		s, n = int32(p.s.Order.Uint32(b)), int32(p.s.Order.Uint32(b[4:]))
+		s, n = int32(p.s.order.Uint32(b)), int32(p.s.order.Uint32(b[4:]))
 	}
 	start, size = p.pcrel(s, r.off), uint64(int64(n))
-	if p.s.PtrSize == 4 {
+	if p.s.ptrSize == 4 {
 		size &= 0xffffffff
 	}
 	r.off += 8
@@ -424,8 +427,8 @@ func (p *parser) pcrelSdata4(r *reader) (start, size uint64) {
 // pcrel is the pointer a DW_EH_PE_pcrel | DW_EH_PE_sdata4 field at
 // section offset off holding v stands for, as readEncoded makes it.
 func (p *parser) pcrel(v int32, off int) uint64 {
-	a := uint64(int64(v)) + p.s.Addr + uint64(off)
-	if p.s.PtrSize == 4 {
+	a := uint64(int64(v)) + p.s.addr + uint64(off)
+	if p.s.ptrSize == 4 {
 		a &= 0xffffffff
 	}
 	return a
@@ -439,9 +442,9 @@ func (p *parser) pcrel(v int32, off int) uint64 {
 // is false for any other record, which frame and fde then read (every
 // malformed record among them).
 func (p *parser) quickFDE(off int, f *FDE) (next int, ok bool) {
-	d := p.s.Data
+	d := p.s.data
 	cie := p.last
-	if p.slow || !p.le || p.s.Kind != EHFrame || cie == nil || cie.fdeEnc != pePCRel|peSdata4 || off < 0 || len(d)-off < 16 {
+	if p.slow || !p.le || p.s.kind != kindEH || cie == nil || cie.fdeEnc != pePCRel|peSdata4 || off < 0 || len(d)-off < 16 {
 		return 0, false
 	}
 	length := binary.LittleEndian.Uint32(d[off:])
@@ -456,7 +459,7 @@ func (p *parser) quickFDE(off int, f *FDE) (next int, ok bool) {
 	body := idOff + 4
 	start := p.pcrel(int32(binary.LittleEndian.Uint32(d[body:])), body)
 	size := uint64(int64(int32(binary.LittleEndian.Uint32(d[body+4:]))))
-	if p.s.PtrSize == 4 {
+	if p.s.ptrSize == 4 {
 		size &= 0xffffffff
 	}
 	if start+size < start && size != 0 {
@@ -485,12 +488,12 @@ func (p *parser) quickFDE(off int, f *FDE) (next int, ok bool) {
 // fde parses the FDE of rec into f.
 func (p *parser) fde(rec record, f *FDE) error {
 	var ciePos int64
-	if p.s.Kind == EHFrame {
+	if p.s.kind == kindEH {
 		ciePos = int64(rec.idOff) - int64(rec.id)
 	} else {
 		ciePos = int64(rec.id)
 	}
-	if ciePos < 0 || ciePos >= int64(len(p.s.Data)) {
+	if ciePos < 0 || ciePos >= int64(len(p.s.data)) {
 		return p.errorf(rec.off, "FDE's CIE pointer %#x points outside the section", rec.id)
 	}
 	cie, err := p.cie(ciePos)
@@ -501,21 +504,21 @@ func (p *parser) fde(rec record, f *FDE) error {
 		p.errs = append(p.errs, err)
 		return p.errorf(rec.off, "FDE uses the malformed CIE at offset %#x", ciePos)
 	}
-	r := p.reader(p.s.Data[:rec.end], rec.body)
+	r := p.reader(p.s.data[:rec.end], rec.body)
 	*f = FDE{Offset: rec.off, CIE: cie, StartField: int64(r.off)}
-	ctx := ptrCtx{sec: p.s, ptrSize: p.s.PtrSize}
+	ctx := ptrCtx{sec: p.s, ptrSize: p.s.ptrSize}
 	switch {
-	case p.s.Kind == EHFrame && cie.fdeEnc == pePCRel|peSdata4 && r.left() >= 8:
+	case p.s.kind == kindEH && cie.fdeEnc == pePCRel|peSdata4 && r.left() >= 8:
 		// What every common linker writes: readEncoded's result for
 		// it, without its general steps.
 		f.Start, f.Size = p.pcrelSdata4(r)
-	case p.s.Kind == EHFrame:
+	case p.s.kind == kindEH:
 		f.Start, err = readEncoded(r, cie.fdeEnc, ctx)
 		if err == nil {
 			f.Size, err = readRange(r, cie.fdeEnc, ctx)
 		}
 	default:
-		size := p.s.PtrSize
+		size := p.s.ptrSize
 		if cie.addrSize != 0 {
 			size = int(cie.addrSize)
 		}
@@ -532,7 +535,7 @@ func (p *parser) fde(rec record, f *FDE) error {
 			return p.errorf(rec.off, "FDE augmentation data length %d runs past the record", n)
 		}
 		if cie.lsdaEnc != peOmit && cie.augL && n > 0 {
-			ar := p.reader(p.s.Data[:r.off+int(n)], r.off)
+			ar := p.reader(p.s.data[:r.off+int(n)], r.off)
 			ctx.funcStart = f.Start
 			f.lsda, _ = readEncoded(ar, cie.lsdaEnc&^peIndirect, ctx)
 		}

@@ -54,7 +54,7 @@ func TestParseAugmentations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, order := range []binary.AppendByteOrder{binary.LittleEndian, binary.BigEndian} {
 				data := ehFrame(order, 0x2000, tc.cie, tc.fde)
-				fdes, errs := Parse(&Section{Kind: EHFrame, Data: data, Addr: 0x2000, Order: order.(binary.ByteOrder), PtrSize: 8})
+				fdes, errs := Parse(&Section{kind: kindEH, data: data, addr: 0x2000, order: order.(binary.ByteOrder), ptrSize: 8})
 				if len(errs) != 0 || len(fdes) != 1 {
 					t.Fatalf("%v: %d FDEs, errors %v", order, len(fdes), errs)
 				}
@@ -65,7 +65,7 @@ func TestParseAugmentations(t *testing.T) {
 }
 
 func TestPointerEncodings(t *testing.T) {
-	sec := &Section{Addr: 0x1000, PtrSize: 8, textRel: 0x400000, dataRel: 0x600000}
+	sec := &Section{addr: 0x1000, ptrSize: 8, textRel: 0x400000, dataRel: 0x600000}
 	tests := []struct {
 		enc  uint8
 		data []byte
@@ -112,7 +112,7 @@ func TestPCRelSdata4(t *testing.T) {
 			for _, addr := range []uint64{0, 0x1000, 0xfffffff0, 0xffffffffffff0000} {
 				for _, a := range vals {
 					for _, b := range vals {
-						sec := &Section{Addr: addr, PtrSize: ptr, Order: order}
+						sec := &Section{addr: addr, ptrSize: ptr, order: order}
 						data := make([]byte, 13)
 						order.PutUint32(data[5:], a)
 						order.PutUint32(data[9:], b)
@@ -143,7 +143,7 @@ func TestDebugFrame64(t *testing.T) {
 		b.u32(0xffffffff).u64(uint64(len(cie.b))).u8(cie.b...)
 		fde := (&bld{order: order}).u64(0).u64(0x400100).u64(0x40).u8(0x44, 0x0e).uleb(32)
 		b.u32(0xffffffff).u64(uint64(len(fde.b))).u8(fde.b...)
-		fdes, errs := Parse(&Section{Kind: DebugFrame, Data: b.b, Order: order.(binary.ByteOrder), PtrSize: 8})
+		fdes, errs := Parse(&Section{kind: kindDebug, data: b.b, order: order.(binary.ByteOrder), ptrSize: 8})
 		if len(errs) != 0 || len(fdes) != 1 {
 			t.Fatalf("%v: %d FDEs, errors %v", order, len(fdes), errs)
 		}
@@ -151,7 +151,7 @@ func TestDebugFrame64(t *testing.T) {
 		if f.Start != 0x400100 || f.Size != 0x40 || f.CIE.version != 4 || f.CIE.addrSize != 8 {
 			t.Fatalf("%v: got %+v, CIE %+v", order, f, f.CIE)
 		}
-		tab, err := Execute(f)
+		tab, err := executeFDE(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fdes, errs := Parse(&Section{Kind: EHFrame, Data: tc.data, Addr: 0x2000, Order: binary.LittleEndian, PtrSize: 8})
+			fdes, errs := Parse(&Section{kind: kindEH, data: tc.data, addr: 0x2000, order: binary.LittleEndian, ptrSize: 8})
 			if len(fdes) != tc.nFDEs {
 				t.Errorf("%d FDEs, want %d", len(fdes), tc.nFDEs)
 			}
@@ -273,15 +273,15 @@ func TestQuickFDE(t *testing.T) {
 				continue
 			}
 			taken := quickAgrees(t, path, sec, fdes, nil)
-			if sec.Kind == EHFrame && sec.Order == binary.LittleEndian && taken < len(fdes)*9/10 {
+			if sec.kind == kindEH && sec.order == binary.LittleEndian && taken < len(fdes)*9/10 {
 				t.Errorf("%s: quickFDE took %d of %d FDEs", path, taken, len(fdes))
 			}
 			checked += taken
 			// One byte changed in each of a few FDEs: the length, the CIE
 			// pointer, the addresses, the augmentation length or the LSDA.
-			data := slices.Clone(sec.Data)
+			data := slices.Clone(sec.data)
 			m := *sec
-			m.Data = data
+			m.data = data
 			for i, fd := range fdes[:min(len(fdes), 2000)] {
 				o := int(fd.Offset) + i%24
 				if o < len(data) {
@@ -344,9 +344,9 @@ func quickAgrees(t *testing.T, what string, sec *Section, fdes, orig []*FDE) int
 
 // fdesCIE returns the CIE offset the record at off points to, or -1.
 func fdesCIE(sec *Section, off int64) int64 {
-	if off < 0 || off+8 > int64(len(sec.Data)) {
+	if off < 0 || off+8 > int64(len(sec.data)) {
 		return -1
 	}
-	id := int64(sec.Order.Uint32(sec.Data[off+4:]))
+	id := int64(sec.order.Uint32(sec.data[off+4:]))
 	return off + 4 - id
 }

@@ -6,8 +6,8 @@
 // Open (OpenBytes for a file in memory) finds an ELF file's call-frame
 // sections and indexes their FDEs as Entries; a Context parses each
 // again and executes it when it is reached, into one reused table
-// (gimli's UnwindTable and UnwindContext). Parse and Execute do the same
-// for a section's bytes given as a Section.
+// (gimli's UnwindTable and UnwindContext). Parse does the same for a
+// section's bytes given as a Section; a zero Context executes its FDEs.
 //
 // Data flows one way: ELF bytes (elfread) → cfi → translate → sframe.
 package cfi
@@ -18,28 +18,29 @@ import (
 	"strconv"
 )
 
-// Kind says which flavour of call-frame section a Section holds.
-type Kind uint8
+// kind says which flavour of call-frame section a Section holds.
+type kind uint8
 
 const (
-	EHFrame    Kind = iota // .eh_frame: CIE id 0, CIE pointer relative, pointer encodings
-	DebugFrame             // .debug_frame: CIE id 0xffffffff, CIE pointer a section offset
+	kindEH    kind = iota // .eh_frame: CIE id 0, CIE pointer relative, pointer encodings
+	kindDebug             // .debug_frame: CIE id 0xffffffff, CIE pointer a section offset
 )
 
-func (k Kind) String() string {
-	if k == DebugFrame {
+func (k kind) String() string {
+	if k == kindDebug {
 		return ".debug_frame"
 	}
 	return ".eh_frame"
 }
 
-// Section is a call-frame section's bytes and what decoding them needs.
+// Section is a call-frame section Open found (File.Sections): its bytes
+// and what decoding them needs.
 type Section struct {
-	Kind    Kind
-	Data    []byte
-	Addr    uint64 // address of Data[0] (for DW_EH_PE_pcrel)
-	Order   binary.ByteOrder
-	PtrSize int    // 4 or 8: size of DW_EH_PE_absptr and of .debug_frame addresses
+	kind    kind
+	data    []byte
+	addr    uint64 // address of data[0] (for DW_EH_PE_pcrel)
+	order   binary.ByteOrder
+	ptrSize int    // 4 or 8: size of DW_EH_PE_absptr and of .debug_frame addresses
 	textRel uint64 // base for DW_EH_PE_textrel (0 if unknown)
 	dataRel uint64 // base for DW_EH_PE_datarel (0 if unknown)
 	// untilTerminator stops the walk at the first zero-length record. Set
@@ -47,6 +48,10 @@ type Section struct {
 	// file without section headers) and the bytes after it are not CFI.
 	untilTerminator bool
 }
+
+// Name is the section's name: .eh_frame or .debug_frame (also for an
+// .eh_frame found by its type or through PT_GNU_EH_FRAME).
+func (s *Section) Name() string { return s.kind.String() }
 
 // CIE is a common information entry.
 type CIE struct {
@@ -82,7 +87,7 @@ type FDE struct {
 	Program    []byte // the FDE's instructions (after the augmentation data)
 
 	sec     *Section // where Program lives (nil for hand-built FDEs)
-	progOff int      // offset of Program in sec.Data
+	progOff int      // offset of Program in sec.data
 }
 
 // End is the first PC after the FDE.
@@ -148,32 +153,30 @@ type Row struct {
 	// seen at or before this row.
 	RAStateWithPC bool
 	ArgsSize      uint64 // DW_CFA_GNU_args_size
-	// Touched records which rules the FDE's instructions set since the
+	// touched records which rules the FDE's instructions set since the
 	// previous row, whether or not the value changed. A row whose rules
 	// equal the previous row's is kept only when something was touched.
-	Touched Touch
+	touched touch
 }
 
-// Touch is the set of rules instructions set in one interval between
-// location advances. GNU as starts a new SFrame row whenever the CFA,
-// frame pointer or return address rule is set, even to the same value;
-// translate uses this to make the same rows.
-type Touch struct {
-	CFA          bool   // def_cfa*, def_cfa_expression
-	RAState      bool   // negate_ra_state (with or without PC)
-	RestoreState bool   // restore_state
-	Set          uint64 // registers 0-63 given a rule (offset, register, expression, undefined, same_value, val_*)
-	Restored     uint64 // registers 0-63 restored to the CIE's rule
+// touch is the set of rules instructions set in one interval between
+// location advances.
+type touch struct {
+	cfa          bool   // def_cfa*, def_cfa_expression
+	raState      bool   // negate_ra_state (with or without PC)
+	restoreState bool   // restore_state
+	set          uint64 // registers 0-63 given a rule (offset, register, expression, undefined, same_value, val_*)
+	restored     uint64 // registers 0-63 restored to the CIE's rule
 }
 
 // none says nothing was touched, field by field (see executor.flush).
-func (t *Touch) none() bool {
-	return !t.CFA && !t.RAState && !t.RestoreState && t.Set == 0 && t.Restored == 0
+func (t *touch) none() bool {
+	return !t.cfa && !t.raState && !t.restoreState && t.set == 0 && t.restored == 0
 }
 
-func (t Touch) or(u Touch) Touch {
-	return Touch{CFA: t.CFA || u.CFA, RAState: t.RAState || u.RAState, RestoreState: t.RestoreState || u.RestoreState,
-		Set: t.Set | u.Set, Restored: t.Restored | u.Restored}
+func (t touch) or(u touch) touch {
+	return touch{cfa: t.cfa || u.cfa, raState: t.raState || u.raState, restoreState: t.restoreState || u.restoreState,
+		set: t.set | u.set, restored: t.restored | u.restored}
 }
 
 func bit(reg uint64) uint64 {
@@ -181,6 +184,19 @@ func bit(reg uint64) uint64 {
 		return 1 << reg
 	}
 	return 0
+}
+
+// Touches says whether the instructions between the previous row and
+// this one set a rule that starts a row in GNU as's SFrame output, even
+// when it set the value the rule had: the CFA rule, the AArch64 RA
+// signing state, a restore_state, the rule of register fp or ra, or
+// (raRestore) a restore of ra's rule to the CIE's. A row whose rules
+// equal the previous row's is kept in the table only when something was
+// set; translate keeps such a row only when Touches says so.
+func (r *Row) Touches(fp, ra uint64, raRestore bool) bool {
+	t := &r.touched
+	hit := t.set&bit(ra) != 0 || raRestore && t.restored&bit(ra) != 0
+	return t.cfa || t.raState || t.restoreState || hit || (t.set|t.restored)&bit(fp) != 0
 }
 
 // Rule returns register reg's rule in the row (SameValue when none is set).
@@ -231,15 +247,15 @@ func (t *Table) RowAt(pc uint64) int {
 
 // Error is a malformed record: which section, at which offset, what.
 type Error struct {
-	Kind Kind
-	Off  int64
-	Msg  string
+	Section string // .eh_frame or .debug_frame
+	Off     int64
+	Msg     string
 }
 
 // Error formats it as readelf prints offsets, in hex: ".eh_frame: offset
 // 0x1c: what".
 func (e *Error) Error() string {
-	return e.Kind.String() + ": offset " + hex(e.Off) + ": " + e.Msg
+	return e.Section + ": offset " + hex(e.Off) + ": " + e.Msg
 }
 
 func hex(v int64) string {
@@ -247,13 +263,4 @@ func hex(v int64) string {
 		return "-0x" + strconv.FormatUint(uint64(-v), 16)
 	}
 	return "0x" + strconv.FormatInt(v, 16)
-}
-
-// ByteOrder is the byte order of f's program operands: its section's, or
-// little-endian for a hand-built FDE (as Execute reads one).
-func (f *FDE) ByteOrder() binary.ByteOrder {
-	if f.sec == nil {
-		return binary.LittleEndian
-	}
-	return f.sec.Order
 }

@@ -125,7 +125,7 @@ func placeTables(tables []*cfi.Table, targets map[int64]relobj.Target) ([]*cfi.T
 		}
 		tgt, ok := targets[t.FDE.StartField]
 		if !ok {
-			errs = append(errs, &cfi.Error{Kind: cfi.EHFrame, Off: t.FDE.Offset, Msg: "FDE: no relocation for its start address"})
+			errs = append(errs, &cfi.Error{Section: ".eh_frame", Off: t.FDE.Offset, Msg: "FDE: no relocation for its start address"})
 			continue
 		}
 		base := uint64(tgt.Section)<<sectionShift + tgt.Offset
@@ -160,15 +160,21 @@ func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Functi
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	tr, err := t.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
+	keep := func(fn *sframe.Function) error {
 		c := *fn
 		c.Rows = slices.Clone(fn.Rows)
 		funcs = append(funcs, c)
 		return nil
-	})
+	}
+	tr, err := t.PLTs(keep)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	fres, err := t.Functions(cfiload.Tables(tables), keep)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tr.Add(fres)
 	for i := range tr.Diags {
 		d := &tr.Diags[i]
 		d.Start, d.End, d.PC = d.Start&sectionMask, d.End&sectionMask, d.PC&sectionMask

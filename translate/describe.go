@@ -7,7 +7,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 )
 
-// place is what Translate does with a CFI function by its place alone.
+// place is what the Translator does with a CFI function by its place alone.
 type place uint8
 
 const (
@@ -16,15 +16,15 @@ const (
 	placeIgnored                // empty, at address 0, or not executable: passed over without a diagnostic
 )
 
-// A Describer makes Translate's decision about CFI functions one at a
+// A Describer makes the Translator's decision about CFI functions one at a
 // time, for a reader that holds a .sframe section and the CFI it should
-// describe (package verify): whether Translate gives the function an
+// describe (package verify): whether the Translator gives the function an
 // SFrame description and, when not, the diagnostic it reports. The
-// decisions are taken by the code Translate itself runs (ignored,
+// decisions are taken by the code the Translator itself runs (ignored,
 // pltSections, sequence, describe: Translator.function), so the two
 // cannot drift apart.
 //
-// Every CFI function goes to Next, in the order Translate takes them (by
+// Every CFI function goes to Next, in the order the Translator takes them (by
 // start address; FDEs with the same start in the order of cfi.File's
 // entries), even one whose decision the caller does not need: whether a
 // function overlaps depends on those before it.
@@ -43,7 +43,7 @@ type Describer struct {
 
 // NewDescriber returns a Describer for the CFI of a file of machine m and
 // byte order order, with the file's PLT sections (as Input.PLTs) and the
-// options Translate would be given.
+// options the Translator would be given.
 func NewDescriber(m elf.Machine, order binary.ByteOrder, plts []PLT, o Options) (*Describer, error) {
 	t, err := New(Input{Machine: m, Order: order, PLTs: plts}, o)
 	if err != nil {
@@ -68,14 +68,14 @@ func (d *Describer) Next(start, size uint64, executable bool) {
 	}
 }
 
-// Decide returns Translate's decision about the function last given to
+// Decide returns the Translator's decision about the function last given to
 // Next, with t its executed table (nil when it cannot be executed):
 // described when the function gets an SFrame description (from its CFI
 // or, inside a PLT section, from the section's instructions); otherwise
-// the diagnostic (without Symbol) when Translate skips it with one, whose
+// the diagnostic (without Symbol) when the Translator skips it with one, whose
 // Reason is the code cfi2sframe --diagnostics gives, or nil when
-// Translate passes over it without one (an empty FDE, one at address 0,
-// one that cannot be executed: Result.Empty and the CFI errors).
+// the Translator passes over it without one (an empty FDE, one at address 0,
+// one that cannot be executed: counted apart, and the CFI errors).
 func (d *Describer) Decide(t *cfi.Table) (described bool, diag *Diagnostic) {
 	switch d.place {
 	case placeDescribed:

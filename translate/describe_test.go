@@ -24,7 +24,7 @@ const (
 )
 
 // described is what a Describer says of every FDE of a file, and the
-// ranges of the functions Translate emitted for the same file.
+// ranges of the functions the Translator emitted for the same file.
 type described struct {
 	verdicts []verdict
 	spans    []span       // the FDEs, in the order given to the Describer
@@ -32,7 +32,7 @@ type described struct {
 }
 
 // describeAll gives a Describer every FDE, sorted by start address as
-// Translate takes them, with table(i) executing FDE i (nil on failure).
+// the Translator takes them, with table(i) executing FDE i (nil on failure).
 func describeAll(t *testing.T, m elf.Machine, plts []PLT, o Options, n int, rangeOf func(int) (uint64, uint64), table func(int) *cfi.Table) described {
 	t.Helper()
 	d, err := NewDescriber(m, binary.LittleEndian, plts, o)
@@ -84,8 +84,8 @@ func skippedDiags(res *Result) []Diagnostic {
 }
 
 // TestDescriberMatchesTranslate: a Describer skips exactly the functions
-// Translate skips, with the same diagnostics, and every function it calls
-// described is covered by a function Translate emitted (and every one it
+// the Translator skips, with the same diagnostics, and every function it calls
+// described is covered by a function the Translator emitted (and every one it
 // skips for its rows is not), for every linked GNU fixture and two system
 // files, both versions and both outermost forms.
 func TestDescriberMatchesTranslate(t *testing.T) {
@@ -119,7 +119,7 @@ func TestDescriberMatchesTranslate(t *testing.T) {
 						return &tab
 					})
 				if diff := gocmp.Diff(skippedDiags(res), got.diags); diff != "" {
-					t.Errorf("%s V%d gap=%v: skipped (-Translate +Describer):\n%s", name, v, gap, diff)
+					t.Errorf("%s V%d gap=%v: skipped (-Translator +Describer):\n%s", name, v, gap, diff)
 				}
 				for i, verdict := range got.verdicts {
 					s := got.spans[i]
@@ -153,7 +153,7 @@ func (d described) diagAt(start uint64) Diagnostic {
 }
 
 // TestDescriberCases: the decisions one at a time, on hand-built tables,
-// against Translate on the same tables.
+// against the Translator on the same tables.
 func TestDescriberCases(t *testing.T) {
 	ok := cfi.Row{CFA: cfaSP8, Regs: []cfi.RegRule{ripSaved}}
 	at := func(r cfi.Row, loc uint64) cfi.Row { r.Loc = loc; return r }
@@ -215,7 +215,7 @@ func TestDescriberCases(t *testing.T) {
 			t.Fatal(err)
 		}
 		if diff := gocmp.Diff(skippedDiags(res.Result), got.diags); diff != "" {
-			t.Errorf("V%d gap=%v: skipped (-Translate +Describer):\n%s", tt.o.Version, tt.o.OutermostGap, diff)
+			t.Errorf("V%d gap=%v: skipped (-Translator +Describer):\n%s", tt.o.Version, tt.o.OutermostGap, diff)
 		}
 	}
 	if _, err := NewDescriber(elf.EM_PPC64, binary.BigEndian, nil, Options{}); err == nil {

@@ -13,8 +13,9 @@ import (
 // Translate a program's CFI into SFrame V2 functions for glibc's
 // backtrace (no FRE where the return address is undefined), one FDE at a
 // time from a cfi.Context, and look at what comes out and why a function
-// does not.
-func ExampleTranslator_Translate() {
+// does not: the PLT stubs first, described from their instructions, then
+// the functions of the CFI.
+func ExampleTranslator_Functions() {
 	f, err := elf.Open("../testdata/example/hello")
 	if err != nil {
 		log.Fatal(err)
@@ -30,13 +31,19 @@ func ExampleTranslator_Translate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := t.Translate(file.Context(entries), func(fn *sframe.Function) error {
+	emit := func(fn *sframe.Function) error {
 		fmt.Printf("%#x, %d bytes: %d rows\n", fn.Start, fn.Size, len(fn.Rows))
 		return nil
-	})
+	}
+	res, err := t.PLTs(emit)
 	if err != nil {
 		log.Fatal(err)
 	}
+	fres, err := t.Functions(file.Context(entries), emit)
+	if err != nil {
+		log.Fatal(err)
+	}
+	res.Add(fres)
 	fmt.Println(res.Summary())
 	for _, d := range res.Diags {
 		fmt.Printf("%#x: %s: %s\n", d.Start, d.Reason, d.Detail)

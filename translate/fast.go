@@ -22,7 +22,7 @@ import (
 
 // Bounds of the programs the direct path takes: a program of fewer bytes
 // than directMaxAdvances has fewer advances, so executing it cannot reach
-// cfi.MaxRows or the interpreter's cap on rule cells (64 registers a row
+// cfi's cap on rows (65536) or the interpreter's cap on rule cells (64 registers a row
 // at most, as only registers below 64 are taken); deeper remember_state
 // nesting is left to the interpreter.
 const (
@@ -67,7 +67,7 @@ func (a *abi) directRows(f *cfi.FDE, c *directCIE, rows []sframe.Row) ([]sframe.
 		return rows, false
 	}
 	d := directRun{a: a, init: &c.init, s: c.init, stack: &c.stack, loc: f.Start, start: f.Start, end: f.End(),
-		codeAlign: cie.CodeAlign, dataAlign: cie.DataAlign, order: f.ByteOrder(), rows: rows[:0], row: true}
+		codeAlign: cie.CodeAlign, dataAlign: cie.DataAlign, order: a.order, rows: rows[:0], row: true}
 	if !d.program(f.Program) {
 		return d.rows, false
 	}

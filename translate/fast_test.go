@@ -25,7 +25,9 @@ func directAgrees(t *testing.T, a *abi, c *directCIE, f *cfi.FDE) bool {
 	if !ok {
 		return false
 	}
-	tab, err := cfi.Execute(f)
+	var ctx cfi.Context
+	tab := &cfi.Table{}
+	err := ctx.Execute(f, tab)
 	if err != nil {
 		t.Fatalf("FDE at %#x: taken by the direct path, but executing it fails: %v", f.Offset, err)
 	}

@@ -43,7 +43,7 @@ func TestCursorMatchesTables(t *testing.T) {
 				tables, lerrs := cfiload.All(openCFI(t, f))
 				var want []sframe.Function
 				wantRes, err := translateFile(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer()},
-					Tables(tables), o, collect(&want))
+					cfiload.Tables(tables), o, collect(&want))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,7 +51,7 @@ func TestCursorMatchesTables(t *testing.T) {
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("%s V%d gap=%v: functions (-tables +cursor)\n%s", name, v, gap, diff)
 				}
-				if diff := cmp.Diff(wantRes, res); diff != "" {
+				if diff := cmp.Diff(wantRes, res, cmp.AllowUnexported(Result{})); diff != "" {
 					t.Errorf("%s V%d gap=%v: results (-tables +cursor)\n%s", name, v, gap, diff)
 				}
 				if errs != len(lerrs) {
@@ -68,7 +68,7 @@ func TestCursorMatchesTables(t *testing.T) {
 // TestPartsMatchWhole: a file's functions translated in two parts, cut
 // wherever Cut allows, each part on its own goroutine with its own
 // execution context (cfi.File.Context) and the PLTs with the first, give
-// the functions of one Translate in the same order (the first part's,
+// the functions of one translation in the same order (the first part's,
 // then the second's) and, added, the same result; for every linked GNU
 // fixture (at every cut) and two system files (at three), both versions
 // and both outermost forms.
@@ -120,7 +120,7 @@ func TestPartsMatchWhole(t *testing.T) {
 					if d := cmp.Diff(wantFns, append(first, rest...)); d != "" {
 						t.Errorf("%s V%d gap=%v cut %d: functions (-whole +parts)\n%s", name, v, gap, c, d)
 					}
-					if d := cmp.Diff(want, res); d != "" {
+					if d := cmp.Diff(want, res, cmp.AllowUnexported(Result{})); d != "" {
 						t.Errorf("%s V%d gap=%v cut %d: results (-whole +parts)\n%s", name, v, gap, c, d)
 					}
 				}

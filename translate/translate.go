@@ -13,18 +13,18 @@
 // instructions (internal/pltstub).
 //
 // It has one entry point: New makes a Translator from the file's Input
-// and the Options, and Translator.Translate pulls the file's functions
-// from a Source one at a time (a cfi.Context executes each FDE when it is
-// reached) and hands each SFrame function to an emit function
-// (sframe.Encoder.Add, say), keeping none. The common AMD64 FDEs are
-// translated straight from their programs without being executed into a
-// table (the direct path, fast.go), with the same result. A caller that
-// spreads the work over goroutines cuts the functions where Cuts allows
-// and gives each part to the Translator's Functions, after its PLTs.
+// and the Options; its PLTs hands the PLT stubs' functions to an emit
+// function (sframe.Encoder.Add, say), and its Functions pulls the file's
+// functions from a Source one at a time (a cfi.Context executes each FDE
+// when it is reached) and hands each SFrame function to emit, keeping
+// none; Result.Add sums the two. The common AMD64 FDEs are translated
+// straight from their programs without being executed into a table (the
+// direct path, fast.go), with the same result. A caller that spreads the
+// work over goroutines cuts the functions where Cuts allows and gives
+// each part to Functions.
 package translate
 
 import (
-	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -78,8 +78,8 @@ type PLT struct {
 // the PLT sections, which are described from their instructions, and the
 // symbols.
 type Input struct {
-	Machine elf.Machine // EM_X86_64, EM_AARCH64 or EM_S390
-	Order   binary.ByteOrder
+	Machine elf.Machine      // EM_X86_64, EM_AARCH64 or EM_S390
+	Order   binary.ByteOrder // the file's, and so its CFI's (little-endian when nil)
 	PLTs    []PLT
 	Symbol  func(addr uint64) string // may be nil; called only for functions with a diagnostic
 }
@@ -88,8 +88,8 @@ type Input struct {
 // gimli's UnwindTable gives rows: each function's FDE, in order of start
 // address (functions with the same start in the order of their FDEs in
 // the file), and its executed table when asked. A cfi.Context over a
-// file's sorted entries is one, executing an FDE only when asked; Tables
-// is one over tables already executed. The common AMD64 FDEs are
+// file's sorted entries is one, executing an FDE only when asked. The
+// common AMD64 FDEs are
 // translated from their programs without asking for the table (fast.go).
 type Source interface {
 	// Next returns the next function's FDE, not executed, or io.EOF
@@ -103,44 +103,14 @@ type Source interface {
 	Table() *cfi.Table
 }
 
-// Tables is a Source over tables already executed, in any order: it
-// gives them by start address, keeping the order of tables with the same
-// start. Nil tables and tables without an FDE are left out.
-func Tables(ts []*cfi.Table) Source {
-	s := &tableSource{ts: make([]*cfi.Table, 0, len(ts))}
-	for _, t := range ts {
-		if t != nil && t.FDE != nil {
-			s.ts = append(s.ts, t)
-		}
-	}
-	slices.SortStableFunc(s.ts, func(a, b *cfi.Table) int { return cmp.Compare(a.FDE.Start, b.FDE.Start) })
-	return s
-}
-
-type tableSource struct {
-	ts  []*cfi.Table
-	cur *cfi.Table
-}
-
-func (s *tableSource) Next() (*cfi.FDE, error) {
-	if len(s.ts) == 0 {
-		return nil, io.EOF
-	}
-	s.cur, s.ts = s.ts[0], s.ts[1:]
-	return s.cur.FDE, nil
-}
-
-func (s *tableSource) Table() *cfi.Table { return s.cur }
-
 // Result is what the translation of a file (or a part of it) found: the
 // diagnostics and the counts. The SFrame ABI and fixed offsets the
 // functions are for are the Translator's (ABI).
 type Result struct {
-	Diags     []Diagnostic // functions skipped or described differently from their CFI
+	Diags     []Diagnostic // functions skipped (Diagnostic.Skipped) or described differently from their CFI
 	Converted int          // functions emitted from CFI
 	PLTFuncs  int          // functions emitted from PLT instructions
-	Skipped   int          // CFI functions with a diagnostic and no SFrame
-	Empty     int          // zero-size or discarded (address 0) FDEs, ignored
+	empty     int          // zero-size or discarded (address 0) FDEs, ignored (no diagnostic)
 }
 
 // Add adds the diagnostics and counts of r2, the translation of another
@@ -149,8 +119,7 @@ func (r *Result) Add(r2 *Result) {
 	r.Diags = append(r.Diags, r2.Diags...)
 	r.Converted += r2.Converted
 	r.PLTFuncs += r2.PLTFuncs
-	r.Skipped += r2.Skipped
-	r.Empty += r2.Empty
+	r.empty += r2.empty
 }
 
 // Summary is a one-line account of the translation.
@@ -159,13 +128,15 @@ func (r *Result) Summary() string {
 	if r.PLTFuncs > 0 {
 		s += fmt.Sprintf(" (+%d PLT)", r.PLTFuncs)
 	}
-	s += fmt.Sprintf(", %d skipped", r.Skipped)
 	counts := map[Reason]int{}
+	skipped := 0
 	for _, d := range r.Diags {
 		if d.Skipped {
 			counts[d.Reason]++
+			skipped++
 		}
 	}
+	s += fmt.Sprintf(", %d skipped", skipped)
 	if len(counts) > 0 {
 		var parts []string
 		for k, n := range counts {
@@ -187,7 +158,8 @@ type abi struct {
 	flexABI bool // the ABI has flexible FDEs (AMD64 and s390x, as gas writes them)
 	fixedRA int8 // the header's fixed RA offset (AMD64's slot), or 0
 	fixedFP int8
-	flexOK  bool // flexible FDEs allowed (V3 on a flexABI)
+	flexOK  bool             // flexible FDEs allowed (V3 on a flexABI)
+	order   binary.ByteOrder // the file's, and so its CFA programs' operands'
 	version uint8
 	rows    []sframe.Row // a function's rows, reused from function to function
 }
@@ -200,7 +172,10 @@ func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	if d == nil {
 		return abi{}, fmt.Errorf("%w %v", errMachine, m)
 	}
-	a := abi{arch: d, id: sframe.ABI(d.SFrameABI(order)),
+	if order == nil {
+		order = binary.LittleEndian
+	}
+	a := abi{arch: d, id: sframe.ABI(d.SFrameABI(order)), order: order,
 		sp: uint64(d.SP()), fp: uint64(d.FP()), ra: uint64(d.RA()),
 		// GNU as writes flexible FDEs on AMD64 and s390x only.
 		flexABI: d != arch.ARM64,
@@ -214,9 +189,9 @@ func newABI(m elf.Machine, order binary.ByteOrder, o Options) (abi, error) {
 	return a, nil
 }
 
-// A Translator translates the functions of one file: Translate does the
-// whole file; a caller that spreads the work over goroutines
-// makes one and calls PLTs once and Functions once per part, each part
+// A Translator translates the functions of one file: PLTs once, then
+// Functions over the file's functions; a caller that spreads the work
+// over goroutines calls Functions once per part, each part
 // with its own Source and emit function, and adds the parts' Results
 // (Result.Add) in the order of their functions. A Translator is not
 // changed by its methods: Functions may run on several goroutines at
@@ -260,29 +235,11 @@ func (t *Translator) ABI() (id sframe.ABI, fixedFP, fixedRA int8) {
 	return t.a.id, t.a.fixedFP, t.a.fixedRA
 }
 
-// Translate translates a file's functions on one goroutine: the PLT
-// sections described from their instructions, then every function src
-// gives, in that order, each handed to emit as it is made (PLTs, then
-// Functions). The function and its rows are valid only during the call
-// (their memory is reused); with Options.OutermostGap a function is
-// handed over in its parts. An error from emit or src stops the
-// translation.
-func (t *Translator) Translate(src Source, emit func(*sframe.Function) error) (*Result, error) {
-	res, err := t.PLTs(emit)
-	if err != nil {
-		return nil, err
-	}
-	fres, err := t.Functions(src, emit)
-	if err != nil {
-		return nil, err
-	}
-	res.Add(fres)
-	return res, nil
-}
-
 // PLTs hands the functions of the PLT sections described from their
-// instructions to emit (as Translate does first), and reports the PLT
-// sections that are not (left to their CFI).
+// instructions to emit, and reports the PLT sections that are not (left
+// to their CFI). Each function and its rows are valid only during the
+// call to emit (their memory is reused); with Options.OutermostGap a
+// function is handed over in its parts. An error from emit stops it.
 func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
 	res := &Result{}
 	res.Diags = append(res.Diags, t.pltDiags...)
@@ -297,7 +254,8 @@ func (t *Translator) PLTs(emit func(*sframe.Function) error) (*Result, error) {
 }
 
 // Functions translates every function src gives, in order, handing each
-// to emit as Translate does. src may be a part of a file's functions:
+// to emit as PLTs does; an error from emit or src stops the translation.
+// src may be a part of a file's functions:
 // two parts translate apart as they do together when they are cut where
 // Cuts says.
 func (t *Translator) Functions(src Source, emit func(*sframe.Function) error) (*Result, error) {
@@ -364,7 +322,7 @@ func (fi *fnIn) table() *cfi.Table {
 func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.Function) error, res *Result) error {
 	f := fi.f
 	if ignored(f.Start, f.Size) {
-		res.Empty++
+		res.empty++
 		return nil
 	}
 	if j := spanIndex(t.pltSpans, f.Start, f.End()); j >= 0 {
@@ -383,7 +341,6 @@ func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.
 	if overlaps, prev := seq.next(f.Start, f.End()); overlaps {
 		d := overlapDiag(f, prev)
 		d.Symbol = t.sym(f.Start)
-		res.Skipped++
 		res.Diags = append(res.Diags, *d)
 		return nil
 	}
@@ -416,7 +373,6 @@ func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.
 			}
 		}
 		res.Diags = append(res.Diags, *d)
-		res.Skipped++
 	default:
 		if err := emit(fn); err != nil {
 			return err
@@ -448,7 +404,7 @@ func emitter(to func(*sframe.Function) error, o Options) func(sframe.Function) e
 // (ascending), the first index at or after it that no function before it
 // reaches, in one pass, each cut once, none at len(entries). Overlap with
 // the functions before is the only link between functions; functions
-// Translate ignores for their range do not count.
+// the Translator ignores for their range do not count.
 func Cuts(entries []cfi.Entry, from []int) []int {
 	var cuts []int
 	var reach uint64 // the furthest end before index i
@@ -465,7 +421,7 @@ func Cuts(entries []cfi.Entry, from []int) []int {
 			}
 		}
 		if !ignored(e.Start, e.Size) {
-			reach = max(reach, e.End())
+			reach = max(reach, e.Start+e.Size)
 		}
 	}
 	return cuts
@@ -529,9 +485,9 @@ func hasOutermost(rows []sframe.Row) bool {
 	return false
 }
 
-// ignored says whether Translate passes over an FDE for its range alone:
+// ignored says whether the Translator passes over an FDE for its range alone:
 // an empty one, or one at address 0 (a function the linker discarded).
-// It counts them (Result.Empty) and reports nothing.
+// It counts them (Result.empty) and reports nothing.
 func ignored(start, size uint64) bool { return size == 0 || start == 0 }
 
 // sequence is the one decision that links a function to those before it:
@@ -666,7 +622,7 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 		r.Start = uint32(cr.Loc - f.Start)
 		// Rows equal in SFrame terms collapse, unless an instruction set
 		// the CFA, FP or RA rule there (GNU as starts a row then).
-		if n := len(rows); n > 1 && sameRow(&rows[n-2], r) && !a.touches(cr.Touched) {
+		if n := len(rows); n > 1 && sameRow(&rows[n-2], r) && !cr.Touches(a.fp, a.ra, a.fixedRA == 0) {
 			rows = rows[:n-1]
 		}
 	}
@@ -678,9 +634,6 @@ func (a *abi) function(t *cfi.Table) (sframe.Function, *Diagnostic) {
 	return fn, nil
 }
 
-// touches says whether an interval set a rule GNU as turns into a new
-// row: the CFA, FP or RA (RA restores only where RA is tracked per row),
-// restore_state, or the RA signing state.
 // lastAdvanceRow ends f's rows as GNU as ends every function: with the
 // row being built at the last location advance la (0: none inside f),
 // even when nothing SFrame tracks changed there (gen-sframe.c links in
@@ -694,12 +647,6 @@ func lastAdvanceRow(rows []sframe.Row, f *cfi.FDE, la uint64) []sframe.Row {
 		}
 	}
 	return rows
-}
-
-func (a *abi) touches(t cfi.Touch) bool {
-	bit := func(r uint64) uint64 { return 1 << r }
-	ra := t.Set&bit(a.ra) != 0 || (a.fixedRA == 0 && t.Restored&bit(a.ra) != 0)
-	return t.CFA || t.RAState || t.RestoreState || ra || (t.Set|t.Restored)&bit(a.fp) != 0
 }
 
 func sameRow(a, b *sframe.Row) bool {

@@ -231,7 +231,7 @@ func TestTranslateFunctions(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.want == nil {
-				if len(res.Funcs) != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != tc.reason || !res.Diags[0].Skipped || res.Skipped != 1 {
+				if len(res.Funcs) != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != tc.reason || !res.Diags[0].Skipped || skippedCount(res.Result) != 1 {
 					t.Fatalf("want skipped with %s; got funcs %+v diags %+v", tc.reason, res.Funcs, res.Diags)
 				}
 				if !strings.Contains(res.Summary(), "1 "+string(tc.reason)) {
@@ -267,7 +267,7 @@ func TestTranslateFileLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ABI != sframe.ABIAMD64LE || res.CFAFixedRA != -8 || res.Converted != 2 || res.Skipped != 1 || res.Empty != 2 {
+	if res.ABI != sframe.ABIAMD64LE || res.CFAFixedRA != -8 || res.Converted != 2 || skippedCount(res.Result) != 1 || res.empty != 2 {
 		t.Fatalf("got %+v", res)
 	}
 	if res.emitted[0] != 0x1000 || res.emitted[1] != 0x3000 {
@@ -346,7 +346,7 @@ func TestTranslateErrors(t *testing.T) {
 }
 
 // TestCuts: each cut falls at the first function from the given index on
-// that no earlier function reaches; functions Translate ignores for their
+// that no earlier function reaches; functions the Translator ignores for their
 // range do not count; targets that meet at one cut give it once, and none
 // falls at the end.
 func TestCuts(t *testing.T) {
@@ -547,7 +547,7 @@ func TestPLTFromCFI(t *testing.T) {
 		{Start: 0x1020, Size: 16, Rows: []sframe.Row{{Start: 0, CFA: spLoc(16), RA: fixedRA()}, {Start: 6, CFA: spLoc(24), RA: fixedRA()}}},
 		{Start: 0x1030, Size: 32, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{{Start: 0, CFA: spLoc(8), RA: fixedRA()}, {Start: 11, CFA: spLoc(16), RA: fixedRA()}}},
 	}
-	if d := cmp.Diff(want, res.Funcs); d != "" || res.Skipped != 0 || res.PLTFuncs != 2 {
+	if d := cmp.Diff(want, res.Funcs); d != "" || skippedCount(res.Result) != 0 || res.PLTFuncs != 2 {
 		t.Errorf("(-want +got):\n%s\n%+v", d, res.Diags)
 	}
 	// Misaligned: not a PLT shape we can map to PCMASK; skipped as an expression.
@@ -589,8 +589,8 @@ func TestPLTCFIDisagrees(t *testing.T) {
 			if d := cmp.Diff(want, res.Funcs); d != "" {
 				t.Errorf("functions (-want +got):\n%s", d)
 			}
-			if res.Converted != 0 || res.Skipped != 0 || res.PLTFuncs != 1 {
-				t.Errorf("converted %d skipped %d PLT %d: want 0, 0, 1", res.Converted, res.Skipped, res.PLTFuncs)
+			if res.Converted != 0 || skippedCount(res.Result) != 0 || res.PLTFuncs != 1 {
+				t.Errorf("converted %d skipped %d PLT %d: want 0, 0, 1", res.Converted, skippedCount(res.Result), res.PLTFuncs)
 			}
 			if !tc.diag {
 				if len(res.Diags) != 0 {
@@ -640,8 +640,8 @@ func TestSignalOutermost(t *testing.T) {
 			if d := cmp.Diff(tc.want, res.Funcs); d != "" {
 				t.Errorf("functions (-want +got):\n%s", d)
 			}
-			if res.Skipped != 1 || res.Converted != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != CFAExpression || !res.Diags[0].Skipped {
-				t.Errorf("skipped %d converted %d diags %v: want one skipped %s", res.Skipped, res.Converted, res.Diags, CFAExpression)
+			if skippedCount(res.Result) != 1 || res.Converted != 0 || len(res.Diags) != 1 || res.Diags[0].Reason != CFAExpression || !res.Diags[0].Skipped {
+				t.Errorf("skipped %d converted %d diags %v: want one skipped %s", skippedCount(res.Result), res.Converted, res.Diags, CFAExpression)
 			}
 			if len(tc.want) > 0 {
 				b, err := sframe.Encode(res.Funcs, sframe.Options{Version: 3, ABI: res.ABI, Order: binary.LittleEndian, PCRel: true, Sort: true,

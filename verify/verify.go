@@ -214,7 +214,7 @@ type span struct{ lo, hi uint64 }
 func (c *checker) missing(res *Result, covered []span) {
 	isCovered := func(f cfi.Entry) bool {
 		i := sort.Search(len(covered), func(i int) bool { return covered[i].hi > f.Start })
-		return i < len(covered) && covered[i].lo < f.End()
+		return i < len(covered) && covered[i].lo < f.Start+f.Size
 	}
 	if !slices.ContainsFunc(c.spans, func(f cfi.Entry) bool { return !isCovered(f) }) {
 		return // nothing to decide
@@ -249,13 +249,13 @@ func (c *checker) missing(res *Result, covered []span) {
 		switch {
 		case described:
 			res.Missing++
-			list(Finding{Kind: Missing, Func: f.Start, PC: f.Start, End: f.End()})
+			list(Finding{Kind: Missing, Func: f.Start, PC: f.Start, End: f.Start + f.Size})
 		case d != nil:
 			if res.Skipped == nil {
 				res.Skipped = map[translate.Reason]int{}
 			}
 			res.Skipped[d.Reason]++
-			list(Finding{Kind: Skipped, Func: f.Start, PC: f.Start, End: f.End(), Reason: d.Reason, Detail: d.Detail})
+			list(Finding{Kind: Skipped, Func: f.Start, PC: f.Start, End: f.Start + f.Size, Reason: d.Reason, Detail: d.Detail})
 		}
 	}
 }
@@ -446,7 +446,7 @@ func (b bitset) get(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 // their memory for the next ones.
 func (c *checker) forget(pc uint64) {
 	for i, t := range c.cache {
-		if c.spans[i].End() <= pc {
+		if c.spans[i].Start+c.spans[i].Size <= pc {
 			if t != nil {
 				c.free = append(c.free, t)
 			}
@@ -510,7 +510,7 @@ func (c *checker) checkFDE(d *sframe.FDE) {
 			pcs = append(pcs, start+uint64(d.FREs[i].Start))
 		}
 	}
-	i := sort.Search(len(c.spans), func(i int) bool { return c.spans[i].End() > start })
+	i := sort.Search(len(c.spans), func(i int) bool { return c.spans[i].Start+c.spans[i].Size > start })
 	for ; i < len(c.spans) && c.spans[i].Start < end; i++ {
 		t := c.table(i)
 		if t == nil {

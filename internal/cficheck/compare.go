@@ -151,7 +151,7 @@ func CompareFile(readelf, name string) *Summary {
 	for _, sec := range cf.Sections() {
 		var d *Dump
 		for _, x := range dumps {
-			if x.Section == sec.Kind.String() {
+			if x.Section == sec.Name() {
 				d = x
 			}
 		}
@@ -159,6 +159,7 @@ func CompareFile(readelf, name string) *Summary {
 			continue
 		}
 		fdes, _ := cfi.Parse(sec)
+		var ctx cfi.Context
 		ours := map[int64]*cfi.FDE{}
 		for _, fd := range fdes {
 			ours[fd.Offset] = fd
@@ -172,7 +173,8 @@ func CompareFile(readelf, name string) *Summary {
 				continue
 			}
 			delete(ours, off)
-			t, err := cfi.Execute(fd)
+			t := &cfi.Table{}
+			err := ctx.Execute(fd, t)
 			if err != nil {
 				s.OnlyReadelf++
 				s.example("only-readelf", fmt.Sprintf("%s %s FDE at %#x: %v", name, d.Section, off, err))

@@ -5,7 +5,13 @@
 // to it.
 package cfiload
 
-import "github.com/cfi2sframe/cfi2sframe/cfi"
+import (
+	"cmp"
+	"io"
+	"slices"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+)
 
 // All executes each of f's entries, in f's order (.eh_frame first), into
 // a table of its own. errs are f's errors followed by those of the FDEs
@@ -28,3 +34,35 @@ func All(f *cfi.File) (tables []*cfi.Table, errs []error) {
 	}
 	return tables, errs
 }
+
+// Tables is a translate.Source over tables already executed, in any
+// order: it gives them by start address, keeping the order of tables
+// with the same start. Nil tables and tables without an FDE are left out.
+func Tables(ts []*cfi.Table) *Source {
+	s := &Source{ts: make([]*cfi.Table, 0, len(ts))}
+	for _, t := range ts {
+		if t != nil && t.FDE != nil {
+			s.ts = append(s.ts, t)
+		}
+	}
+	slices.SortStableFunc(s.ts, func(a, b *cfi.Table) int { return cmp.Compare(a.FDE.Start, b.FDE.Start) })
+	return s
+}
+
+// Source gives the tables Tables was given, one at a time.
+type Source struct {
+	ts  []*cfi.Table
+	cur *cfi.Table
+}
+
+// Next returns the next table's FDE, or io.EOF after the last.
+func (s *Source) Next() (*cfi.FDE, error) {
+	if len(s.ts) == 0 {
+		return nil, io.EOF
+	}
+	s.cur, s.ts = s.ts[0], s.ts[1:]
+	return s.cur.FDE, nil
+}
+
+// Table returns the table of the FDE Next returned last.
+func (s *Source) Table() *cfi.Table { return s.cur }

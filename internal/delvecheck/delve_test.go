@@ -48,6 +48,11 @@ func TestDelveAgrees(t *testing.T) {
 			continue // delve reads linked files
 		}
 		data, err := sec.Data()
+		if err != nil {
+			ef.Close()
+			t.Fatal(err)
+		}
+		cf, err := cfi.Open(ef)
 		ef.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -57,13 +62,22 @@ func TestDelveAgrees(t *testing.T) {
 			t.Logf("%s: delve cannot parse .eh_frame (%v); skipped", name, err)
 			continue
 		}
-		ours, errs := cfi.Parse(&cfi.Section{Kind: cfi.EHFrame, Data: data, Addr: sec.Addr, Order: binary.LittleEndian, PtrSize: 8})
-		if len(errs) > 0 {
-			t.Errorf("%s: %v", name, errs)
+		var ours []*cfi.FDE
+		for _, s := range cf.Sections() {
+			if s.Name() != ".eh_frame" {
+				continue
+			}
+			fdes, errs := cfi.Parse(s)
+			if len(errs) > 0 {
+				t.Errorf("%s: %v", name, errs)
+			}
+			ours = fdes
 		}
 		byStart := map[uint64]*cfi.Table{}
+		var ctx cfi.Context
 		for _, f := range ours {
-			tab, err := cfi.Execute(f)
+			tab := &cfi.Table{}
+			err := ctx.Execute(f, tab)
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue

@@ -53,15 +53,21 @@ func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []transl
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := tl.Translate(translate.Tables(tables), func(fn *sframe.Function) error {
+	keep := func(fn *sframe.Function) error {
 		c := *fn
 		c.Rows = slices.Clone(fn.Rows)
 		funcs = append(funcs, c)
 		return nil
-	})
+	}
+	tr, err := tl.PLTs(keep)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fres, err := tl.Functions(cfiload.Tables(tables), keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Add(fres)
 	abi, fixedFP, fixedRA := tl.ABI()
 	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
 	if err != nil {
@@ -136,6 +142,7 @@ func TestFiguresOverlaps(t *testing.T) {
 	cie := &cfi.CIE{CodeAlign: 1, DataAlign: -8, RAColumn: 16, Initial: []byte{0x0c, 7, 8, 0x90, 1}}
 	prog := []byte{0x41, 0x0e, 0x10, 0x03, 0x2c, 0x01, 0x0e, 0xc5, 0xc6, 0x04}
 	ef := &elf.File{FileHeader: elf.FileHeader{Machine: elf.EM_X86_64, ByteOrder: binary.LittleEndian}}
+	var ctx cfi.Context
 	rng := rand.New(rand.NewSource(1))
 	overlaps, funcs := 0, 0
 	for round := 0; round < 20; round++ {
@@ -149,8 +156,8 @@ func TestFiguresOverlaps(t *testing.T) {
 			case 1:
 				size = 0
 			}
-			tab, err := cfi.Execute(&cfi.FDE{CIE: cie, Start: start, Size: size, Program: prog})
-			if err != nil {
+			tab := &cfi.Table{}
+			if err := ctx.Execute(&cfi.FDE{CIE: cie, Start: start, Size: size, Program: prog}, tab); err != nil {
 				t.Fatal(err)
 			}
 			tables = append(tables, tab)

@@ -76,7 +76,7 @@ func (d *dwarfStepper) step(pc, sp, fp uint64, m unwind.Memory) (uint64, uint64,
 		}
 		d.upTo = *d.fdes[lo-1]
 	} else {
-		if pc >= d.ents[lo-1].End() {
+		if pc >= d.ents[lo-1].Start+d.ents[lo-1].Size {
 			return 0, 0, 0, false
 		}
 		if err := d.ctx.ParseEntry(d.ents[lo-1], &d.upTo); err != nil {
@@ -141,7 +141,7 @@ func newDwarfStepper(name string, preparsed bool) (*dwarfStepper, error) {
 			return nil, err
 		}
 		for _, s := range cf.Sections() {
-			if s.Kind != cfi.EHFrame {
+			if s.Name() != ".eh_frame" {
 				continue
 			}
 			fdes, _ := cfi.Parse(s)

@@ -562,7 +562,11 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 		}
 		rec.Outcome, rec.Output, rec.meta = Converted, j.out, meta
 		rec.Functions = res.Translate.Converted + res.Translate.PLTFuncs
-		rec.Skipped = res.Translate.Skipped
+		for _, d := range res.Translate.Diags {
+			if d.Skipped {
+				rec.Skipped++ // a function without SFrame
+			}
+		}
 		rec.SFrameBytes = len(res.SFrame)
 		rec.CFIErrors = len(res.CFIErrors)
 		rec.Warning = res.Warning
