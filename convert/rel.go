@@ -4,11 +4,11 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
+	"github.com/cfi2sframe/cfi2sframe/internal/collect"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -152,7 +152,6 @@ func placeTables(tables []*cfi.Table, targets map[int64]relobj.Target) ([]*cfi.T
 // objects.
 func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Function, *translate.Result, *translate.Translator, error) {
 	names := relSymbolizer(ef)
-	var funcs []sframe.Function
 	t, err := translate.New(translate.Input{
 		Machine: ef.Machine, Order: ef.ByteOrder,
 		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&sectionMask) },
@@ -160,21 +159,10 @@ func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Functi
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	keep := func(fn *sframe.Function) error {
-		c := *fn
-		c.Rows = slices.Clone(fn.Rows)
-		funcs = append(funcs, c)
-		return nil
-	}
-	tr, err := t.PLTs(keep)
+	funcs, tr, err := collect.Functions(t, tables)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	fres, err := t.Functions(cfiload.Tables(tables), keep)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tr.Add(fres)
 	for i := range tr.Diags {
 		d := &tr.Diags[i]
 		d.Start, d.End, d.PC = d.Start&sectionMask, d.End&sectionMask, d.PC&sectionMask

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
+	"github.com/cfi2sframe/cfi2sframe/internal/collect"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -47,27 +48,15 @@ func TestStreamingMatchesTables(t *testing.T) {
 			}
 			tables, cfiErrs := cfiload.All(cf)
 			ef := f.ELF
-			var funcs []sframe.Function
 			tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: f.Symbolizer()},
 				translate.Options{Version: v})
 			if err != nil {
 				t.Fatal(err)
 			}
-			keep := func(fn *sframe.Function) error {
-				c := *fn
-				c.Rows = slices.Clone(fn.Rows)
-				funcs = append(funcs, c)
-				return nil
-			}
-			tr, err := tl.PLTs(keep)
+			funcs, tr, err := collect.Functions(tl, tables)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fres, err := tl.Functions(cfiload.Tables(tables), keep)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr.Add(fres)
 			abi, fixedFP, fixedRA := tl.ABI()
 			b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true,
 				CFAFixedFP: fixedFP, CFAFixedRA: fixedRA, Addr: res.Addr})

@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
+	"github.com/cfi2sframe/cfi2sframe/internal/collect"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -48,26 +48,14 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 // and the translation.
 func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) ([]byte, *translate.Result) {
 	t.Helper()
-	var funcs []sframe.Function
 	tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keep := func(fn *sframe.Function) error {
-		c := *fn
-		c.Rows = slices.Clone(fn.Rows)
-		funcs = append(funcs, c)
-		return nil
-	}
-	tr, err := tl.PLTs(keep)
+	funcs, tr, err := collect.Functions(tl, tables)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fres, err := tl.Functions(cfiload.Tables(tables), keep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.Add(fres)
 	abi, fixedFP, fixedRA := tl.ABI()
 	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
 	if err != nil {
