@@ -3,6 +3,8 @@ package cfi
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/leb128"
 )
 
 // errShort is returned by reader methods that run out of bytes.
@@ -111,7 +113,7 @@ func (r *reader) uleb() uint64 {
 	if r.err != nil {
 		return 0
 	}
-	v, n := uleb128(r.b[r.off:])
+	v, n := leb128.Uleb(r.b[r.off:])
 	if n == 0 {
 		r.off = len(r.b)
 		r.fail(errShort)
@@ -121,49 +123,18 @@ func (r *reader) uleb() uint64 {
 	return v
 }
 
-// uleb128 decodes the unsigned LEB128 number at the start of p, as every
-// CFA program operand is read (bits past 64 dropped); n is the bytes it
-// took, 0 when it runs past p.
-func uleb128(p []byte) (v uint64, n int) {
-	var shift uint
-	for n < len(p) {
-		c := p[n]
-		n++
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			return v, n
-		}
-	}
-	return 0, 0
-}
-
 func (r *reader) sleb() int64 {
-	var v int64
-	var shift uint
-	for {
-		if r.err != nil {
-			return 0
-		}
-		if r.off >= len(r.b) {
-			r.fail(errShort)
-			return 0
-		}
-		c := r.b[r.off]
-		r.off++
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	if r.err != nil {
+		return 0
 	}
+	v, n := leb128.Sleb(r.b[r.off:])
+	if n == 0 {
+		r.off = len(r.b)
+		r.fail(errShort)
+		return 0
+	}
+	r.off += n
+	return v
 }
 
 // cstring reads a NUL-terminated string.

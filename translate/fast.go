@@ -6,6 +6,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/leb128"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -90,7 +91,7 @@ func (a *abi) directInitial(cie *cfi.CIE) (directState, bool) {
 		switch {
 		case op&0xc0 == 0x80: // DW_CFA_offset
 			reg = uint64(op & 0x3f)
-			if u, n = uleb128(p[i:]); n == 0 {
+			if u, n = leb128.Uleb(p[i:]); n == 0 {
 				return s, false
 			}
 			i += n
@@ -131,13 +132,13 @@ func (a *abi) directSave(s *directState, reg uint64, off int64) bool {
 // with its operands at the start of p, and returns how many bytes they
 // took (0 when truncated).
 func directCFA(s *directState, op byte, p []byte) int {
-	u, n := uleb128(p)
+	u, n := leb128.Uleb(p)
 	if n == 0 {
 		return 0
 	}
 	switch op {
 	case 0x0c:
-		off, m := uleb128(p[n:])
+		off, m := leb128.Uleb(p[n:])
 		if m == 0 {
 			return 0
 		}
@@ -188,7 +189,7 @@ func (d *directRun) program(p []byte) bool {
 			}
 			continue
 		case 0x80: // DW_CFA_offset
-			if u, n = uleb128(p[i:]); n == 0 {
+			if u, n = leb128.Uleb(p[i:]); n == 0 {
 				return false
 			}
 			i += n
@@ -223,12 +224,12 @@ func (d *directRun) program(p []byte) bool {
 				return true
 			}
 		case 0x05: // DW_CFA_offset_extended
-			reg, n := uleb128(p[i:])
+			reg, n := leb128.Uleb(p[i:])
 			if n == 0 || reg >= 64 {
 				return false
 			}
 			i += n
-			if u, n = uleb128(p[i:]); n == 0 {
+			if u, n = leb128.Uleb(p[i:]); n == 0 {
 				return false
 			}
 			i += n
@@ -236,7 +237,7 @@ func (d *directRun) program(p []byte) bool {
 				return false
 			}
 		case 0x06: // DW_CFA_restore_extended
-			reg, n := uleb128(p[i:])
+			reg, n := leb128.Uleb(p[i:])
 			if n == 0 || reg >= 64 {
 				return false
 			}
@@ -353,23 +354,4 @@ func (d *directRun) flush() bool {
 	}
 	d.lastRA, d.lastSet, d.row = s.raSaved, true, false
 	return true
-}
-
-// uleb128 decodes the unsigned LEB128 number at the start of p, as the
-// interpreter reads every CFA program operand (bits past 64 dropped); n
-// is the bytes it took, 0 when it runs past p.
-func uleb128(p []byte) (v uint64, n int) {
-	var shift uint
-	for n < len(p) {
-		c := p[n]
-		n++
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			return v, n
-		}
-	}
-	return 0, 0
 }

@@ -5,6 +5,8 @@
 // same forms back.
 package cfiexpr
 
+import "github.com/cfi2sframe/cfi2sframe/internal/leb128"
+
 // DWARF expression opcodes used by the forms SFrame can carry.
 const (
 	opDeref  = 0x06
@@ -131,38 +133,30 @@ func (r *reader) u8() uint8 {
 
 // uleb reads an unsigned LEB128 number (bits past 64 dropped).
 func (r *reader) uleb() uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		c := r.u8()
-		if r.err {
-			return 0
-		}
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		if c&0x80 == 0 {
-			return v
-		}
+	if r.err {
+		return 0
 	}
+	v, n := leb128.Uleb(r.b[r.off:])
+	r.take(n)
+	return v
 }
 
 // sleb reads a signed LEB128 number (bits past 64 dropped).
 func (r *reader) sleb() int64 {
-	var v int64
-	for shift := uint(0); ; {
-		c := r.u8()
-		if r.err {
-			return 0
-		}
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	if r.err {
+		return 0
 	}
+	v, n := leb128.Sleb(r.b[r.off:])
+	r.take(n)
+	return v
+}
+
+// take moves past the n bytes of a number, or fails the reader when the
+// number ran past the end (n 0).
+func (r *reader) take(n int) {
+	if n == 0 {
+		r.off, r.err = len(r.b), true
+		return
+	}
+	r.off += n
 }
