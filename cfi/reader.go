@@ -114,13 +114,8 @@ func (r *reader) uleb() uint64 {
 		return 0
 	}
 	v, n := leb128.Uleb(r.b[r.off:])
-	if n == 0 {
-		r.off = len(r.b)
-		r.fail(errShort)
-		return 0
-	}
-	r.off += n
-	return v
+	r.take(n)
+	return v // 0 when it ran past the end
 }
 
 func (r *reader) sleb() int64 {
@@ -128,13 +123,19 @@ func (r *reader) sleb() int64 {
 		return 0
 	}
 	v, n := leb128.Sleb(r.b[r.off:])
+	r.take(n)
+	return v
+}
+
+// take moves past the n bytes of a LEB128 number, or fails the reader
+// when the number ran past the end (n 0).
+func (r *reader) take(n int) {
 	if n == 0 {
 		r.off = len(r.b)
 		r.fail(errShort)
-		return 0
+		return
 	}
 	r.off += n
-	return v
 }
 
 // cstring reads a NUL-terminated string.
