@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
-	"github.com/google/go-cmp/cmp"
 )
 
 func words(ws ...uint32) []byte {
@@ -64,18 +63,7 @@ func TestSimulatePLTARM64(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Simulate(arch.ARM64, tt.code, tt.name == "plt0")
-			if tt.err {
-				if err == nil {
-					t.Fatalf("SimulatePLT = %v, want an error", got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("steps (-want +got):\n%s", d)
-			}
+			checkSteps(t, got, err, tt.want, tt.err)
 		})
 	}
 }

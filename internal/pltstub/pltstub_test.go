@@ -3,6 +3,8 @@ package pltstub
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/cfi2sframe/cfi2sframe/arch"
 )
 
@@ -24,5 +26,23 @@ func TestAllZeroStub(t *testing.T) {
 		if _, err := Simulate(a, make([]byte, 16), false); err != errAllZero {
 			t.Errorf("%v: zero stub: %v", a, err)
 		}
+	}
+}
+
+// checkSteps checks what Simulate gave: an error when wantErr, else the
+// steps want.
+func checkSteps(t *testing.T, got []Step, err error, want []Step, wantErr bool) {
+	t.Helper()
+	if wantErr {
+		if err == nil {
+			t.Fatalf("Simulate = %v, want an error", got)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("steps (-want +got):\n%s", d)
 	}
 }
