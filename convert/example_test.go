@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -40,8 +39,9 @@ func ExampleFile_WriteFile() {
 		log.Fatal(err)
 	}
 	defer f.Close()
+	const ptGNUSFrame = elf.ProgType(0x6474e554) // PT_GNU_SFRAME
 	for _, p := range f.Progs {
-		if p.Type == elfread.PTGNUSFrame {
+		if p.Type == ptGNUSFrame {
 			fmt.Printf("PT_GNU_SFRAME at %#x, %d bytes\n", p.Vaddr, p.Filesz)
 		}
 	}

@@ -147,3 +147,26 @@ func TestExportedAPI(t *testing.T) {
 		t.Errorf("%d exported identifiers, under the budget of %d: lower apiBudget to %d", total, apiBudget, total)
 	}
 }
+
+// TestExamplesImportNoInternal: the runnable examples of the importable
+// packages are what godoc shows a user to copy, so they use only what
+// another module can import.
+func TestExamplesImportNoInternal(t *testing.T) {
+	root := filepath.Join("..", "..")
+	files, err := filepath.Glob(filepath.Join(root, "*", "example_test.go"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("examples: %v, %d files", err, len(files))
+	}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if strings.Contains(imp.Path.Value, "/internal/") {
+				t.Errorf("%s imports %s, which a user of the library cannot", path, imp.Path.Value)
+			}
+		}
+	}
+}
