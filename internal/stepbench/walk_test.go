@@ -1,3 +1,8 @@
+//go:build amd64
+
+// The walk benchmark samples a program through ptrace, reading the
+// x86-64 registers.
+
 package stepbench
 
 import (
