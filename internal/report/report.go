@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
@@ -155,6 +156,15 @@ func analyze(path string, in *mapped.File) (*File, error) {
 	}
 	defer cf.Close()
 	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
+		if in.Size > bigFile {
+			// What the pass above and the last conversion allocated
+			// (an index and an FRE arena, each sized from the CFI's
+			// bytes) is garbage now. Under the command's GOGC=800 it
+			// would pile up to the 200 MiB soft limit before the next
+			// collection: three conversions' worth for one large file
+			// (a hostile one of 30 MB reached 190 MB). Collect it first.
+			runtime.GC()
+		}
 		e, err := convertV(cf, plts, v)
 		if err != nil {
 			return nil, err
@@ -175,6 +185,10 @@ func analyze(path string, in *mapped.File) (*File, error) {
 	}
 	return r, nil
 }
+
+// bigFile is the size from which a file's conversions collect the
+// garbage of the one before (analyze).
+const bigFile = 16 << 20
 
 func inPLT(addr uint64, plts []translate.PLT) bool {
 	for _, p := range plts {
