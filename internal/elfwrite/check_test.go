@@ -318,27 +318,42 @@ func checkLinkerOutput(t *testing.T, in, out []byte, p *Plan, data []byte) {
 // unpatched run file to file however short, and returns what it wrote.
 func writeFile(t *testing.T, in []byte, p *Plan, data []byte) []byte {
 	t.Helper()
+	src, dst, restore := copyFiles(t, in)
+	defer restore()
+	if err := p.WriteFile(dst, src, data); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	return readBack(t, dst)
+}
+
+// copyFiles returns a file holding in and an empty output file, both
+// closed when t ends, and sets every unpatched run to be copied file to
+// file however short (minFileCopy, minWhole) until restore is called.
+func copyFiles(t *testing.T, in []byte) (src, dst *os.File, restore func()) {
+	t.Helper()
 	dir := t.TempDir()
 	src, err := os.Create(filepath.Join(dir, "in"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	t.Cleanup(func() { src.Close() })
 	if _, err := src.Write(in); err != nil {
 		t.Fatal(err)
 	}
-	dst, err := os.Create(filepath.Join(dir, "out"))
+	dst, err = os.Create(filepath.Join(dir, "out"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dst.Close()
+	t.Cleanup(func() { dst.Close() })
 	old, oldWhole := minFileCopy, minWhole
 	minFileCopy, minWhole = 1, 1
-	defer func() { minFileCopy, minWhole = old, oldWhole }()
-	if err := p.WriteFile(dst, src, data); err != nil {
-		t.Fatalf("WriteFile: %v", err)
-	}
-	out, err := os.ReadFile(dst.Name())
+	return src, dst, func() { minFileCopy, minWhole = old, oldWhole }
+}
+
+// readBack returns what f holds.
+func readBack(t *testing.T, f *os.File) []byte {
+	t.Helper()
+	out, err := os.ReadFile(f.Name())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,6 @@
 package elfwrite
 
-import (
-	"os"
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
 // writeFileAfter writes p's output as convert's File.WriteFile does: the early runs
 // of a plan for size 0 copied first (CopyRuns), then WriteFileAfter told
@@ -24,23 +20,8 @@ func writeFileAfter(t *testing.T, in []byte, p *Plan, data []byte, wrong bool) [
 			t.Fatalf("early run %+v reaches the .sframe data at %#x", r, early.Offset)
 		}
 	}
-	dir := t.TempDir()
-	src, err := os.Create(filepath.Join(dir, "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	if _, err := src.Write(in); err != nil {
-		t.Fatal(err)
-	}
-	dst, err := os.Create(filepath.Join(dir, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
-	old, oldWhole := minFileCopy, minWhole
-	minFileCopy, minWhole = 1, 1
-	defer func() { minFileCopy, minWhole = old, oldWhole }()
+	src, dst, restore := copyFiles(t, in)
+	defer restore()
 	copied := runs
 	if wrong {
 		copied = nil
@@ -56,9 +37,5 @@ func writeFileAfter(t *testing.T, in []byte, p *Plan, data []byte, wrong bool) [
 	if err := p.WriteFileAfter(dst, src, data, copied); err != nil {
 		t.Fatalf("WriteFileAfter: %v", err)
 	}
-	out, err := os.ReadFile(dst.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return readBack(t, dst)
 }
