@@ -2,23 +2,12 @@ package convert
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 )
-
-// arMember formats one GNU ar member.
-func arMember(name string, data []byte) []byte {
-	h := fmt.Sprintf("%-16s%-12d%-6d%-6d%-8o%-10d`\n", name, 0, 0, 0, 0o644, len(data))
-	b := append([]byte(h), data...)
-	if len(b)%2 == 1 {
-		b = append(b, '\n')
-	}
-	return b
-}
 
 // FuzzArchive converts arbitrary archives the way convert does (every
 // ELF member through the relocatable-object path, symbol table remapped).
@@ -29,9 +18,9 @@ func FuzzArchive(f *testing.F) {
 	// An object GNU as wrote (with .sframe: refused, error path) and one
 	// without named sections.
 	if obj, err := os.ReadFile("../testdata/sframe/v3-x86_64-O2.o"); err == nil {
-		f.Add(append([]byte(relobj.ArchiveMagic), arMember("a.o/", obj)...))
+		f.Add(append([]byte(relobj.ArchiveMagic), hostile.ArMember("a.o/", obj)...))
 	}
-	f.Add(append([]byte(relobj.ArchiveMagic), arMember("b.o/", hostile.NoShstrtab())...))
+	f.Add(append([]byte(relobj.ArchiveMagic), hostile.ArMember("b.o/", hostile.NoShstrtab())...))
 	f.Add(hostile.Archive(false))
 	f.Add(hostile.Archive(true))
 	f.Add([]byte(relobj.ArchiveMagic))

@@ -346,20 +346,24 @@ func HugeSegment(t elf.ProgType) []byte {
 	return append(b, hdr...)
 }
 
+// ArMember formats one GNU ar member: its 60-byte header (name of at most
+// 16 characters, as given: "name/" for a short name, "/N" for a long one)
+// and data, padded to an even length.
+func ArMember(name string, data []byte) []byte {
+	h := fmt.Sprintf("%-16s%-12d%-6d%-6d%-8o%-10d`\n", name, 0, 0, 0, 0o644, len(data))
+	b := append([]byte(h), data...)
+	if len(b)%2 == 1 {
+		b = append(b, '\n')
+	}
+	return b
+}
+
 // Archive is a GNU ar archive with one member whose symbol table ("/",
 // or "/SYM64/" when wide) claims one more entry than it holds.
 func Archive(wide bool) []byte {
 	w, name := 4, "/"
 	if wide {
 		w, name = 8, "/SYM64/"
-	}
-	member := func(name string, data []byte) []byte {
-		h := fmt.Sprintf("%-16s%-12d%-6d%-6d%-8o%-10d`\n", name, 0, 0, 0, 0o644, len(data))
-		b := append([]byte(h), data...)
-		if len(b)%2 == 1 {
-			b = append(b, '\n')
-		}
-		return b
 	}
 	put := func(b []byte, v uint64) []byte {
 		if wide {
@@ -371,8 +375,8 @@ func Archive(wide bool) []byte {
 	sym := put(nil, 2) // claims 2, holds 1
 	sym = put(sym, uint64(8+60+symtabSize))
 	b := []byte("!<arch>\n")
-	b = append(b, member(name, sym)...)
-	return append(b, member("a.o/", []byte("not an object"))...)
+	b = append(b, ArMember(name, sym)...)
+	return append(b, ArMember("a.o/", []byte("not an object"))...)
 }
 
 // EHFrameOnly is an executable whose .eh_frame holds data (empty when

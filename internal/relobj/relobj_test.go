@@ -8,22 +8,14 @@ import (
 	"os"
 	"strings"
 	"testing"
-)
 
-// arMember formats one member (name ≤ 15 characters, GNU style "name/").
-func arMember(name string, data []byte) []byte {
-	h := fmt.Sprintf("%-16s%-12d%-6d%-6d%-8o%-10d`\n", name, 0, 0, 0, 0o644, len(data))
-	b := append([]byte(h), data...)
-	if len(b)%2 == 1 {
-		b = append(b, '\n')
-	}
-	return b
-}
+	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+)
 
 func TestConvertArchive(t *testing.T) {
 	// Symbol table: two symbols in the second and third members.
 	longNames := []byte("a_very_long_member_name.o/\n")
-	members := [][]byte{arMember("//", longNames), arMember("/0", []byte("first member, grows")), arMember("b.o/", []byte("bb"))}
+	members := [][]byte{hostile.ArMember("//", longNames), hostile.ArMember("/0", []byte("first member, grows")), hostile.ArMember("b.o/", []byte("bb"))}
 	symtabSize := 4 + 2*4 + len("f1\x00f2\x00")
 	off := len(ArchiveMagic) + 60 + symtabSize + symtabSize%2
 	offs := []int{off}
@@ -35,7 +27,7 @@ func TestConvertArchive(t *testing.T) {
 	sym = binary.BigEndian.AppendUint32(sym, uint32(offs[2]))
 	sym = append(sym, "f1\x00f2\x00"...)
 	in := []byte(ArchiveMagic)
-	in = append(in, arMember("/", sym)...)
+	in = append(in, hostile.ArMember("/", sym)...)
 	for _, m := range members {
 		in = append(in, m...)
 	}
@@ -190,8 +182,8 @@ func TestArchiveSymtabCount(t *testing.T) {
 					sym = put(sym, uint64(memberOff))
 				}
 				in := []byte(ArchiveMagic)
-				in = append(in, arMember(name, sym)...)
-				in = append(in, arMember("a.o/", []byte("aa"))...)
+				in = append(in, hostile.ArMember(name, sym)...)
+				in = append(in, hostile.ArMember("a.o/", []byte("aa"))...)
 				_, err := ConvertArchive(in, func(m *Member) ([]byte, error) { return m.Data, nil })
 				if tt.ok != (err == nil) {
 					t.Fatalf("err = %v, want ok=%v", err, tt.ok)
