@@ -53,13 +53,7 @@ func TestStreamingMatchesTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			funcs, tr, err := collect.Functions(tl, tables)
-			if err != nil {
-				t.Fatal(err)
-			}
-			abi, fixedFP, fixedRA := tl.ABI()
-			b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true,
-				CFAFixedFP: fixedFP, CFAFixedRA: fixedRA, Addr: res.Addr})
+			b, tr, err := collect.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true, Addr: res.Addr})
 			if err != nil {
 				t.Fatal(err)
 			}

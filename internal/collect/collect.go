@@ -37,3 +37,16 @@ func Functions(t *translate.Translator, tables []*cfi.Table) ([]sframe.Function,
 	res.Add(fres)
 	return funcs, res, nil
 }
+
+// Section is Functions encoded in one sframe.Encode, the reference
+// section the streamed conversion is held to: o says the version, byte
+// order, address and flags; the ABI and its fixed offsets are t's.
+func Section(t *translate.Translator, tables []*cfi.Table, o sframe.Options) ([]byte, *translate.Result, error) {
+	funcs, res, err := Functions(t, tables)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.ABI, o.CFAFixedFP, o.CFAFixedRA = t.ABI()
+	b, err := sframe.Encode(funcs, o)
+	return b, res, err
+}

@@ -52,12 +52,7 @@ func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []transl
 	if err != nil {
 		t.Fatal(err)
 	}
-	funcs, tr, err := collect.Functions(tl, tables)
-	if err != nil {
-		t.Fatal(err)
-	}
-	abi, fixedFP, fixedRA := tl.ABI()
-	b, err := sframe.Encode(funcs, sframe.Options{Version: v, ABI: abi, Order: ef.ByteOrder, PCRel: true, Sort: true, CFAFixedFP: fixedFP, CFAFixedRA: fixedRA})
+	b, tr, err := collect.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: true, Sort: true})
 	if err != nil {
 		t.Fatal(err)
 	}
