@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 )
 
 // A function is the code symbols at one address: the names nm -n lists
@@ -26,7 +28,7 @@ type function struct {
 type Symtab struct {
 	funcs  []function
 	plt    *function
-	exec   [][2]uint64
+	exec   []acceptance.Range
 	byName map[string]uint64
 }
 
@@ -90,11 +92,7 @@ func LoadSymtab(path string) (*Symtab, error) {
 		}
 		st.funcs = append(st.funcs, function{addr: s.Value, size: s.Size, names: []string{s.Name}})
 	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			st.exec = append(st.exec, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
-		}
-	}
+	st.exec = acceptance.ExecRanges(f)
 	if s := f.Section(".plt"); s != nil && s.Type == elf.SHT_PROGBITS {
 		st.plt = &function{addr: s.Addr, size: s.Size, names: []string{"PLT"}}
 	}
@@ -110,7 +108,7 @@ func (st *Symtab) find(ip uint64) *function {
 	}
 	inx := false
 	for _, x := range st.exec {
-		if ip >= x[0] && ip < x[1] {
+		if ip >= x.Lo && ip < x.Hi {
 			inx = true
 		}
 	}

@@ -118,7 +118,7 @@ func TestSymtabFind(t *testing.T) {
 		{hi - 1, "PLT"},
 		{0x10, "?10"},
 		{0x7ffd12345678, "?7ffd12345678"},
-		{st.exec[0][1], "?" + strconv.FormatUint(st.exec[0][1], 16)},
+		{st.exec[0].Hi, "?" + strconv.FormatUint(st.exec[0].Hi, 16)},
 	} {
 		if got := st.Name(c.ip); got != c.want {
 			t.Errorf("Name(%#x) = %s, want %s", c.ip, got, c.want)
@@ -128,7 +128,7 @@ func TestSymtabFind(t *testing.T) {
 	// is in no function.
 	gaps := 0
 	for i, f := range st.funcs[:len(st.funcs)-1] {
-		if end := f.addr + f.size; f.size != 0 && end < st.funcs[i+1].addr && end > st.exec[0][0] {
+		if end := f.addr + f.size; f.size != 0 && end < st.funcs[i+1].addr && end > st.exec[0].Lo {
 			gaps++
 			if g := st.find(end); g != nil {
 				t.Errorf("%#x, past %v's end, is in %v", end, f.names, g.names)
