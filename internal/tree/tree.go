@@ -59,6 +59,25 @@ const (
 // Outcomes lists every outcome in the order summaries print them.
 var Outcomes = []Outcome{Converted, HasSFrame, NoCFI, NotELF, Unsupported, NoLayout, Signed, Refused, Failed}
 
+// Classify says what a conversion's error means for the file: Converted
+// for none, an outcome that leaves the file as it is (already SFrame, no
+// CFI, an unsupported machine, no safe layout), or Failed.
+func Classify(err error) Outcome {
+	switch {
+	case err == nil:
+		return Converted
+	case errors.Is(err, convert.ErrHasSFrame):
+		return HasSFrame
+	case errors.Is(err, convert.ErrNoCFI):
+		return NoCFI
+	case errors.Is(err, convert.ErrUnsupported):
+		return Unsupported
+	case errors.Is(err, convert.ErrLayout):
+		return NoLayout
+	}
+	return Failed
+}
+
 // Record is the account of one file.
 type Record struct {
 	File        string  `json:"file"`
@@ -535,17 +554,11 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 		}
 	}()
 	res, err := cf.Convert(o.Convert)
-	switch {
-	case errors.Is(err, convert.ErrHasSFrame):
-		return leave(HasSFrame, err)
-	case errors.Is(err, convert.ErrNoCFI):
-		return leave(NoCFI, err)
-	case errors.Is(err, convert.ErrUnsupported):
-		return leave(Unsupported, err)
-	case errors.Is(err, convert.ErrLayout):
-		return leave(NoLayout, err)
-	case err != nil:
+	switch oc := Classify(err); {
+	case oc == Failed:
 		return fail(Failed, err), nil
+	case oc != Converted:
+		return leave(oc, err)
 	case res.Unchanged != "":
 		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Unchanged))
 	}
