@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/internal/treediff"
 )
 
@@ -105,17 +106,7 @@ func TestRootfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: extracting owners, devices and capabilities, chroot")
 	}
-	tarball := os.Getenv("CFI2SFRAME_ROOTFS")
-	if tarball == "" {
-		msg := "CFI2SFRAME_ROOTFS not set: run bash scripts/rootfs.sh, then CFI2SFRAME_ROOTFS=$(bash scripts/rootfs.sh --print)"
-		if os.Getenv("CFI2SFRAME_REQUIRE_TOOLCHAIN") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if _, err := os.Stat(tarball); err != nil {
-		t.Fatalf("CFI2SFRAME_ROOTFS: %v", err)
-	}
+	tarball := rootfsTarball(t)
 	tarCmd := need(t, "tar")
 	cpCmd := need(t, "cp")
 	need(t, "chroot")
@@ -211,6 +202,25 @@ func TestRootfs(t *testing.T) {
 		}
 		checkRootfsResult(t, c2s, orig, inplace, treediff.Options{ContentMayDiffer: mayDiffer}, want)
 	})
+}
+
+// rootfsTarball returns $CFI2SFRAME_ROOTFS, the tarball scripts/rootfs.sh
+// makes, or skips the test when it is not set (fails with
+// CFI2SFRAME_REQUIRE_TOOLCHAIN=1).
+func rootfsTarball(t *testing.T) string {
+	t.Helper()
+	tarball := os.Getenv("CFI2SFRAME_ROOTFS")
+	if tarball == "" {
+		msg := "CFI2SFRAME_ROOTFS not set: run bash scripts/rootfs.sh, then CFI2SFRAME_ROOTFS=$(bash scripts/rootfs.sh --print)"
+		if toolchain.Required() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if _, err := os.Stat(tarball); err != nil {
+		t.Fatalf("CFI2SFRAME_ROOTFS: %v", err)
+	}
+	return tarball
 }
 
 // checkRootfsFixture fails the test when the extracted tree lacks what
