@@ -48,7 +48,8 @@ else
 	what="rootfs ($(basename "$tarball"))"
 	if [ "${CHROMIUM:-0}" = 1 ]; then
 		mkdir "$tmp/debs" "$tmp/chromium"
-		(cd "$tmp/debs" && apt-get download chromium chromium-common >/dev/null)
+		(cd "$tmp/debs" && apt-get download chromium chromium-common >/dev/null 2>&1) ||
+			{ echo "bench: apt-get download chromium chromium-common failed" >&2; exit 1; }
 		for d in "$tmp"/debs/*.deb; do dpkg-deb -x "$d" "$tmp/chromium"; done
 		tar -C "$tmp/chromium" --numeric-owner --owner=0 --group=0 -cf "$tmp/chromium.tar" .
 		umoci raw add-layer --image "$lay:bench" "$tmp/chromium.tar"
