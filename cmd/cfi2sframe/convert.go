@@ -40,6 +40,17 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f := cmd.Flags()
 	f.StringVarP(&fl.output, "output", "o", "", "write the converted file to `FILE` (several inputs or a directory: into directory FILE)")
 	f.BoolVar(&fl.inPlace, "in-place", false, "replace the input files (atomically) instead of writing -o")
+	addConversionFlags(cmd, fl, "files")
+	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
+	f.BoolVar(&fl.json, "json", false, "several inputs: print one JSON record per file on stdout")
+	f.BoolVarP(&fl.dates, "preserve-dates", "p", false, "give converted files their input's access and modification times (files copied unchanged with -o DIR keep them always)")
+}
+
+// addConversionFlags adds the flags that choose how each file is
+// converted, shared by the file command and the image command; what
+// says what -j runs at once.
+func addConversionFlags(cmd *cobra.Command, fl *convertFlags, what string) {
+	f := cmd.Flags()
 	f.Uint8Var(&fl.version, "sframe-version", 3, "SFrame version to write: 3 or 2")
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
@@ -47,10 +58,35 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.BoolVar(&fl.fragile, "fragile-layout", false, "for a file where the program header table cannot grow in place, move it to the end of the file (with a warning) instead of refusing; strip, objcopy before 2.44, eu-strip and patchelf may break such files")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
 	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames; kernel: signal FDEs as --signal-frames) and check the output against its rules")
-	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
-	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` files at once (default: all CPUs)")
-	f.BoolVar(&fl.json, "json", false, "several inputs: print one JSON record per file on stdout")
-	f.BoolVarP(&fl.dates, "preserve-dates", "p", false, "give converted files their input's access and modification times (files copied unchanged with -o DIR keep them always)")
+	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` "+what+" at once (default: all CPUs)")
+}
+
+// conversionOptions are the convert.Options the flags ask for.
+func conversionOptions(cmd *cobra.Command, fl *convertFlags) (convert.Options, error) {
+	opts := convert.Options{Version: fl.version, PCRel: fl.pcrel}
+	if fl.forReader != "" {
+		if cmd.Flags().Changed("sframe-version") || cmd.Flags().Changed("pcrel") {
+			return opts, errors.New("--for chooses the SFrame version and flags; drop --sframe-version/--pcrel")
+		}
+		r, err := acceptance.Parse(fl.forReader)
+		if err != nil {
+			return opts, err
+		}
+		if opts, err = convert.ForReader(convert.Reader(r)); err != nil {
+			return opts, err
+		}
+	}
+	opts.Force = fl.force
+	// --for kernel turns signal FDEs on; an explicit --signal-frames
+	// (=false too) decides.
+	if fl.forReader == "" || cmd.Flags().Changed("signal-frames") {
+		opts.SignalFrames = fl.sigFrames
+	}
+	opts.FragileLayout = fl.fragile
+	if err := opts.Validate(); err != nil {
+		return opts, flagError(err)
+	}
+	return opts, nil
 }
 
 // runConvert is the root command: cfi2sframe IN -o OUT, or the tree form
@@ -79,28 +115,9 @@ func runConvert(cmd *cobra.Command, args []string, fl *convertFlags) error {
 			treeMode = true
 		}
 	}
-	opts := convert.Options{Version: fl.version, PCRel: fl.pcrel}
-	if fl.forReader != "" {
-		if cmd.Flags().Changed("sframe-version") || cmd.Flags().Changed("pcrel") {
-			return errors.New("--for chooses the SFrame version and flags; drop --sframe-version/--pcrel")
-		}
-		r, err := acceptance.Parse(fl.forReader)
-		if err != nil {
-			return err
-		}
-		if opts, err = convert.ForReader(convert.Reader(r)); err != nil {
-			return err
-		}
-	}
-	opts.Force = fl.force
-	// --for kernel turns signal FDEs on; an explicit --signal-frames
-	// (=false too) decides.
-	if fl.forReader == "" || cmd.Flags().Changed("signal-frames") {
-		opts.SignalFrames = fl.sigFrames
-	}
-	opts.FragileLayout = fl.fragile
-	if err := opts.Validate(); err != nil {
-		return flagError(err)
+	opts, err := conversionOptions(cmd, fl)
+	if err != nil {
+		return err
 	}
 	if treeMode {
 		if fl.diagnostics != "" {

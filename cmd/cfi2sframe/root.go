@@ -105,6 +105,6 @@ their temporary files and starts no new one; the exit status is then 130.`,
 	pf := root.PersistentFlags()
 	pf.Int64Var(&elfread.MaxInflate, "max-inflate", elfread.MaxInflate, "inflate a compressed section to at most `BYTES`")
 	pf.Int64Var(&elfread.MaxInflateRatio, "max-inflate-ratio", elfread.MaxInflateRatio, "inflate a compressed section to at most `N` times the file's size")
-	root.AddCommand(newDumpCmd(), newVerifyCmd(), newReportCmd(), newTraceCmd())
+	root.AddCommand(newDumpCmd(), newVerifyCmd(), newReportCmd(), newTraceCmd(), newImageCmd())
 	return root
 }

@@ -23,7 +23,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
@@ -47,6 +50,9 @@ type Options struct {
 	// DefaultInMemory); larger files go through TempDir.
 	InMemory int64
 	TempDir  string // "" is os.TempDir()
+	// Jobs is the number of files converted at once (0:
+	// runtime.NumCPU()).
+	Jobs int
 	// Sums asks for the MD5 sum of every converted file's new content
 	// (File.MD5), for a Debian package's md5sums.
 	Sums bool
@@ -106,53 +112,80 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Convert copies the tar stream r to w, converting its ELF files. The
-// stream written ends as archive/tar ends one. An error in the stream
-// itself, a write error, a cancelled ctx or (without KeepGoing) a file
-// that fails ends it, with an error naming the stream and where.
+// Convert copies the tar stream r to w, converting its ELF files,
+// Options.Jobs at once; the output keeps the input's order. The stream
+// written ends as archive/tar ends one. An error in the stream itself, a
+// write error, a cancelled ctx or (without KeepGoing) a file that fails
+// ends it, with an error naming the stream and where.
 func Convert(ctx context.Context, r io.Reader, w io.Writer, o Options) (*Stats, error) {
 	if o.InMemory <= 0 {
 		o.InMemory = DefaultInMemory
 	}
-	st := &Stats{Counts: map[tree.Outcome]int{}}
-	tr := tar.NewReader(r)
-	tw := tar.NewWriter(w)
-	c := &converter{o: o, st: st, tw: tw}
-	for {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return st, c.streamErr(err)
-		}
-		st.Entries++
-		if hdr.Typeflag != tar.TypeReg {
-			if err := tw.WriteHeader(hdr); err != nil {
-				return st, c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
-			}
-			if _, err := io.Copy(tw, tr); err != nil {
-				return st, c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
-			}
-			continue
-		}
-		if err := c.regular(hdr, tr); err != nil {
-			return st, err
-		}
+	if o.Jobs <= 0 {
+		o.Jobs = runtime.NumCPU()
 	}
-	if err := tw.Close(); err != nil {
-		return st, c.streamErr(err)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c := &converter{
+		o:     o,
+		st:    &Stats{Counts: map[tree.Outcome]int{}},
+		tw:    tar.NewWriter(w),
+		ctx:   ctx,
+		jobs:  make(chan struct{}, o.Jobs),
+		mem:   semaphore.NewWeighted(budget(o)),
+		queue: make(chan *item, queueLen),
 	}
-	return st, nil
+	done := make(chan error, 1)
+	go func() { done <- c.writeAll(cancel) }()
+	readErr := c.readAll(tar.NewReader(r))
+	close(c.queue)
+	writeErr := <-done
+	switch {
+	case writeErr != nil:
+		return c.st, writeErr
+	case readErr != nil:
+		return c.st, readErr
+	}
+	if err := c.tw.Close(); err != nil {
+		return c.st, c.streamErr(err)
+	}
+	return c.st, nil
 }
 
+// queueLen bounds the entries read ahead of the one being written.
+const queueLen = 256
+
+// budget bounds the bytes the entries read ahead hold in memory: each
+// conversion's input and output, plus small entries. No entry takes
+// more than all of it.
+func budget(o Options) int64 { return int64(o.Jobs+2)*2*o.InMemory + 4*smallEntry }
+
 type converter struct {
-	o  Options
-	st *Stats
-	tw *tar.Writer
+	o     Options
+	st    *Stats // written by the writer only
+	tw    *tar.Writer
+	ctx   context.Context
+	jobs  chan struct{}       // conversions running
+	mem   *semaphore.Weighted // bytes held by entries read ahead
+	queue chan *item
+}
+
+// item is one entry on its way from the reader to the writer.
+type item struct {
+	hdr    *tar.Header
+	weight int64        // bytes of mem it holds
+	data   []byte       // the content of a small entry passed through
+	oc     tree.Outcome // the outcome of a regular file passed through
+	// A file being converted: in is its input; done is closed when
+	// out (nil: pass in through), res and err are set.
+	in   *blob
+	out  *blob
+	res  *convert.Result
+	err  error
+	done chan struct{}
+	// A large entry passed through: the writer sends on turn once all
+	// before it are written; the reader copies it, then closes back.
+	turn, back chan struct{}
 }
 
 func (c *converter) streamErr(err error) error {
@@ -162,51 +195,205 @@ func (c *converter) streamErr(err error) error {
 	return fmt.Errorf("%s: %w", c.o.Name, err)
 }
 
-// regular converts or copies one regular file.
-func (c *converter) regular(hdr *tar.Header, tr io.Reader) error {
+func (c *converter) push(it *item) error {
+	select {
+	case c.queue <- it:
+		return nil
+	case <-c.ctx.Done():
+		if it.done != nil {
+			<-it.done
+		}
+		c.release(it)
+		return context.Cause(c.ctx)
+	}
+}
+
+func (c *converter) release(it *item) {
+	if it.in != nil {
+		it.in.close()
+	}
+	if it.out != nil {
+		it.out.close()
+	}
+	c.mem.Release(it.weight)
+	it.weight = 0
+}
+
+// readAll reads the entries and queues them; a conversion starts as soon
+// as its file is read.
+func (c *converter) readAll(tr *tar.Reader) error {
+	for {
+		if c.ctx.Err() != nil {
+			return context.Cause(c.ctx)
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return c.streamErr(err)
+		}
+		if err := c.read(&item{hdr: hdr}, tr); err != nil {
+			return err
+		}
+	}
+}
+
+// smallEntry is the largest entry passed through that is read ahead.
+const smallEntry = 1 << 20
+
+func (c *converter) read(it *item, tr io.Reader) error {
+	hdr := it.hdr
+	size := hdr.Size
+	if hdr.Typeflag != tar.TypeReg {
+		size = 0 // only regular files are read here; others' content is copied
+	}
 	var magic [8]byte
-	n, err := io.ReadFull(tr, magic[:min(int64(len(magic)), hdr.Size)])
+	n, err := io.ReadFull(tr, magic[:min(int64(len(magic)), size)])
 	if err != nil {
-		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
+		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, noEOF(err)))
 	}
 	head := magic[:n]
-	elfLike := bytes.HasPrefix(head, []byte("\x7fELF")) || bytes.HasPrefix(head, []byte(relobj.ArchiveMagic))
-	if why := signed(hdr); !elfLike || why != "" {
-		oc := tree.NotELF
-		if elfLike {
-			oc = tree.Signed
+	elfLike := hdr.Typeflag == tar.TypeReg && (bytes.HasPrefix(head, []byte("\x7fELF")) || bytes.HasPrefix(head, []byte(relobj.ArchiveMagic)))
+	it.oc = tree.NotELF
+	if elfLike {
+		it.oc = tree.Signed
+	}
+	if !elfLike || signed(hdr) != "" {
+		if hdr.Typeflag != tar.TypeReg || size > smallEntry {
+			return c.barrier(it, head, tr)
 		}
-		c.st.Counts[oc]++
-		return c.copy(hdr, head, tr)
+		return c.small(it, head, tr)
+	}
+	if size <= c.o.InMemory {
+		it.weight = min(2*size, budget(c.o))
+		if err := c.mem.Acquire(c.ctx, it.weight); err != nil {
+			it.weight = 0
+			return context.Cause(c.ctx)
+		}
 	}
 	in, err := c.spool(hdr, head, tr)
 	if err != nil {
+		c.release(it)
 		return err
 	}
-	defer in.close()
+	it.in, it.done = in, make(chan struct{})
+	select {
+	case c.jobs <- struct{}{}:
+	case <-c.ctx.Done():
+		close(it.done)
+		c.release(it)
+		return context.Cause(c.ctx)
+	}
+	go func() {
+		defer func() { <-c.jobs }()
+		defer close(it.done)
+		it.out, it.res, it.err = c.convert(it.in)
+	}()
+	return c.push(it)
+}
+
+// small reads a small entry passed through, to be written in turn.
+func (c *converter) small(it *item, head []byte, tr io.Reader) error {
+	it.weight = min(it.hdr.Size, budget(c.o))
+	if err := c.mem.Acquire(c.ctx, it.weight); err != nil {
+		it.weight = 0
+		return context.Cause(c.ctx)
+	}
+	it.data = make([]byte, it.hdr.Size)
+	copy(it.data, head)
+	if _, err := io.ReadFull(tr, it.data[len(head):]); err != nil {
+		c.release(it)
+		return c.streamErr(fmt.Errorf("%s: %w", it.hdr.Name, noEOF(err)))
+	}
+	return c.push(it)
+}
+
+// barrier passes an entry through from the input: once every entry
+// before it is written, the reader copies it (a large file, or an entry
+// that is not a regular file, whose content archive/tar decides).
+func (c *converter) barrier(it *item, head []byte, tr io.Reader) error {
+	it.turn, it.back = make(chan struct{}), make(chan struct{})
+	if err := c.push(it); err != nil {
+		return err
+	}
+	select {
+	case <-it.turn:
+	case <-c.ctx.Done():
+		return context.Cause(c.ctx)
+	}
+	defer close(it.back)
+	return c.copy(it.hdr, head, tr)
+}
+
+// writeAll writes the queued entries in order; on an error it cancels
+// the reader and drains the queue.
+func (c *converter) writeAll(cancel context.CancelCauseFunc) error {
+	var first error
+	for it := range c.queue {
+		if first == nil {
+			if err := c.write(it); err != nil {
+				first = err
+				cancel(err)
+			}
+		}
+		if it.done != nil {
+			<-it.done
+		}
+		c.release(it)
+	}
+	return first
+}
+
+func (c *converter) write(it *item) error {
+	hdr := it.hdr
+	c.st.Entries++
+	if hdr.Typeflag == tar.TypeReg && it.done == nil {
+		c.st.Counts[it.oc]++
+	}
+	switch {
+	case it.turn != nil:
+		select {
+		case it.turn <- struct{}{}:
+		case <-c.ctx.Done():
+			return context.Cause(c.ctx)
+		}
+		<-it.back
+		return nil
+	case it.done == nil:
+		return c.copy(hdr, it.data, bytes.NewReader(nil))
+	}
+	select {
+	case <-it.done:
+	case <-c.ctx.Done():
+		return context.Cause(c.ctx)
+	}
+	return c.written(it)
+}
+
+// written writes a converted file, or passes it through.
+func (c *converter) written(it *item) error {
+	hdr, err := it.hdr, it.err
 	f := File{Name: hdr.Name, Size: hdr.Size}
-	out, res, err := c.convert(in)
 	oc := tree.Classify(err)
-	if err == nil && res.Unchanged != "" {
+	if err == nil && it.out == nil {
 		oc = tree.NoCFI
 	}
 	c.st.Counts[oc]++
 	switch oc {
 	case tree.Converted:
 	case tree.Failed:
-		f.Outcome, f.Error = oc, (&Error{c.o.Name, hdr.Name, err}).Error()
+		le := &Error{c.o.Name, hdr.Name, err}
+		f.Outcome, f.Error = oc, le.Error()
 		c.st.Files = append(c.st.Files, f)
 		if !c.o.KeepGoing {
-			return &Error{c.o.Name, hdr.Name, err}
+			return le
 		}
 		fallthrough
 	default:
-		if out != nil {
-			out.close()
-		}
-		return c.copyFrom(hdr, in)
+		return c.copyFrom(hdr, it.in)
 	}
-	defer out.close()
+	out, res := it.out, it.res
 	f.Outcome, f.NewSize, f.SFrameBytes = oc, out.size, len(res.SFrame)
 	nh := *hdr
 	nh.Size = out.size
