@@ -320,6 +320,13 @@ func (c *converter) rebuild(img v1.Image, m map[string]json.RawMessage, manifest
 		return fail("manifest", err)
 	}
 	mt := manifest.MediaType
+	if mt == "" {
+		// An OCI manifest may leave mediaType out (umoci and skopeo 1.9
+		// do): its descriptor or Content-Type says what it is.
+		if mt, err = img.MediaType(); err != nil {
+			return fail("manifest", err)
+		}
+	}
 	if toOCI {
 		mt = types.OCIManifestSchema1
 	}
