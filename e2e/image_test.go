@@ -150,12 +150,12 @@ func TestImage(t *testing.T) {
 	lay := newOCILayout(t, srcDir)
 	l1 := lay.layerFromFile(tarball)
 	l3 := lay.layer(layer3)
-	amdImage := lay.image("amd64", l1, lay.layer(layer2), l3)
-	armImage := lay.image("arm64", lay.layer(armLayer1), l3)
+	amdImage := lay.image("amd64", false, l1, lay.layer(layer2), l3)
+	armImage := lay.image("arm64", true, lay.layer(armLayer1), l3)
 	lay.tag(imageTag, lay.index(amdImage, armImage))
 	lay.tag("amd64", amdImage)
 	lay.tag("arm64", armImage)
-	lay.tag("bad", lay.image("amd64", lay.layer(badLayer)))
+	lay.tag("bad", lay.image("amd64", false, lay.layer(badLayer)))
 	lay.write()
 	t.Logf("source layout built in %.1f s", time.Since(t0).Seconds())
 
@@ -930,13 +930,18 @@ func (l *ociLayout) gzipLayer(r io.Reader) ociLayer {
 	}
 }
 
-// image stores a config and a manifest for linux/arch with layers.
-func (l *ociLayout) image(arch string, layers ...ociLayer) ociDescriptor {
+// image stores a config and a manifest for linux/arch with layers. The
+// manifest has no mediaType field when bare, as umoci and skopeo 1.9
+// write OCI manifests (OCI makes it optional; the descriptor says it).
+func (l *ociLayout) image(arch string, bare bool, layers ...ociLayer) ociDescriptor {
 	var c ociConfig
 	c.Architecture, c.OS = arch, "linux"
 	c.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	c.RootFS.Type = "layers"
 	m := ociManifest{SchemaVersion: 2, MediaType: mediaTypeManifest}
+	if bare {
+		m.MediaType = ""
+	}
 	for _, x := range layers {
 		c.RootFS.DiffIDs = append(c.RootFS.DiffIDs, x.diffID)
 		m.Layers = append(m.Layers, x.desc)
@@ -1052,6 +1057,9 @@ func (r *ociRead) platforms(t *testing.T, d ociDescriptor) map[string]ociImage {
 	for _, m := range idx.Manifests {
 		if m.Platform == nil {
 			t.Fatalf("index %s: manifest %s has no platform", d.Digest, m.Digest)
+		}
+		if m.MediaType != mediaTypeManifest {
+			t.Errorf("index %s: the %s image's descriptor has media type %q", d.Digest, m.Platform.Architecture, m.MediaType)
 		}
 		if _, dup := out[m.Platform.Architecture]; dup {
 			t.Fatalf("index %s: two %s images", d.Digest, m.Platform.Architecture)
