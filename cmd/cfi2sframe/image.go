@@ -48,7 +48,7 @@ plain HTTP and unverified TLS.
 
 Layers are read as streams and never unpacked to disk: each entry of a
 layer's tar stream passes through, and each regular ELF file is converted
-in memory (files over 32 MiB through an unlinked temporary file in
+in memory (files over 16 MiB through an unlinked temporary file in
 $TMPDIR or --tmpdir). Every tar header is kept: name, owner and group,
 mode, times, PAX records (extended attributes such as
 security.capability), hard and symbolic links, whiteouts; only the size

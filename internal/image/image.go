@@ -98,11 +98,12 @@ func (s *Stats) add(r LayerRecord) {
 // converter holds what one run shares: options, stats, the temporary
 // layers to release.
 type converter struct {
-	o     Options
-	stats *Stats
-	mu    sync.Mutex
-	temps []*spooled
-	rec   sync.Mutex
+	o      Options
+	stats  *Stats
+	limits *layer.Limits // shared by the layers converted at once
+	mu     sync.Mutex
+	temps  []*spooled
+	rec    sync.Mutex
 }
 
 // Close releases the converted layers' temporary files; the images
@@ -216,7 +217,7 @@ func (c *converter) layer(ctx context.Context, img v1.Image, i int, d v1.Descrip
 		rec.Error = err.Error()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	lo := layer.Options{Convert: c.o.Convert, Name: name, KeepGoing: c.o.KeepGoing, TempDir: c.o.TempDir, Jobs: c.o.Jobs}
+	lo := layer.Options{Convert: c.o.Convert, Name: name, KeepGoing: c.o.KeepGoing, TempDir: c.o.TempDir, Limits: c.limits}
 	s, st, err := convertLayer(ctx, l, comp, layerType(comp, oci || comp == Zstd), lo)
 	if st != nil {
 		rec.Entries = st.Entries
@@ -418,7 +419,7 @@ func (c *converted) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
 // context is cancelled. Errors name the reference once.
 func Run(ctx context.Context, src, dst Ref, a Access, o Options) (*Stats, error) {
 	st := &Stats{}
-	c := &converter{o: o, stats: st}
+	c := &converter{o: o, stats: st, limits: layer.NewLimits(o.Jobs, 0)}
 	defer c.Close()
 	s, err := open(ctx, src, a)
 	if err != nil {
