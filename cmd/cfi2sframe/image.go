@@ -130,14 +130,13 @@ func runImage(cmd *cobra.Command, args []string, fl *imageFlags) error {
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) && !fl.quiet {
 		tty = true
 	}
-	done := 0
-	iopts.Layer = func(r image.LayerRecord) {
-		done++
+	iopts.Layer = func(r image.LayerRecord, done, total int) {
 		if fl.json {
 			_ = enc.Encode(r)
 		}
 		if tty {
-			fmt.Fprintf(stderr, "\r\033[K%d layers done (%s)", done, r.Digest[:min(len(r.Digest), 19)])
+			const w = 30
+			fmt.Fprintf(stderr, "\r\033[K[%-*s] %d/%d layers", w, bars(w*done/max(total, 1)), done, total)
 		}
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -49,8 +49,9 @@ type Options struct {
 	// value: the command and its options.
 	CreatedBy string
 	// Layer, if set, receives each layer's record when it is done (from
-	// one goroutine at a time).
-	Layer func(LayerRecord)
+	// one goroutine at a time), with the layers done and known so far
+	// (an index's images are read one after the other).
+	Layer func(r LayerRecord, done, total int)
 }
 
 // LayerRecord is the account of one layer.
@@ -133,6 +134,9 @@ func (c *converter) image(ctx context.Context, img v1.Image, platform string) (v
 		return nil, fmt.Errorf("%smanifest: %w", prefix(platform), err)
 	}
 	oci := manifest.MediaType == types.OCIManifestSchema1 || (manifest.MediaType == "" && manifest.Config.MediaType == types.OCIConfigJSON)
+	c.rec.Lock()
+	c.total += len(manifest.Layers)
+	c.rec.Unlock()
 	results := make([]*spooled, len(manifest.Layers))
 	errs := make([]error, len(manifest.Layers))
 	jobs := c.o.Jobs
@@ -198,11 +202,12 @@ func (c *converter) layer(ctx context.Context, img v1.Image, i int, d v1.Descrip
 	rec := LayerRecord{Platform: platform, Index: i + 1, Digest: d.Digest.String(), MediaType: d.MediaType, Size: d.Size}
 	defer func() {
 		c.stats.add(rec)
+		c.rec.Lock()
+		c.done++
 		if c.o.Layer != nil {
-			c.rec.Lock()
-			c.o.Layer(rec)
-			c.rec.Unlock()
+			c.o.Layer(rec, c.done, c.total)
 		}
+		c.rec.Unlock()
 	}()
 	comp, ok := compressionOf(d.MediaType)
 	if !ok {
