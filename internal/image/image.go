@@ -105,6 +105,8 @@ type converter struct {
 	mu     sync.Mutex
 	temps  []*spooled
 	rec    sync.Mutex
+	done   int // layers done, under rec
+	total  int // layers known, under rec
 }
 
 // Close releases the converted layers' temporary files; the images
