@@ -133,7 +133,7 @@ fi
 
 # Everything else is required: a missing piece is an error, not a skip.
 for t in qemu-system-x86_64 gcc nm cpio gzip go; do
-	command -v "$t" >/dev/null || die "$t is not installed (apt-get install qemu-system-x86 gcc binutils cpio gzip; Go 1.24 or later: see README)"
+	command -v "$t" >/dev/null || die "$t is not installed (apt-get install qemu-system-x86 gcc binutils cpio gzip; Go 1.25 or later: see README)"
 done
 BUSYBOX=${BUSYBOX:-/bin/busybox}
 [ -x "$BUSYBOX" ] || die "no busybox at $BUSYBOX (apt-get install busybox-static)"

@@ -11,8 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
+	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/image"
 )
 
@@ -48,7 +48,7 @@ plain HTTP and unverified TLS.
 
 Layers are read as streams and never unpacked to disk: each entry of a
 layer's tar stream passes through, and each regular ELF file is converted
-in memory (files over 32 MiB through an unlinked temporary file in
+in memory (files over 16 MiB through an unlinked temporary file in
 $TMPDIR or --tmpdir). Every tar header is kept: name, owner and group,
 mode, times, PAX records (extended attributes such as
 security.capability), hard and symbolic links, whiteouts; only the size
@@ -123,21 +123,20 @@ func runImage(cmd *cobra.Command, args []string, fl *imageFlags) error {
 	default:
 		return fmt.Errorf("--dest-compress-format %q: want gzip or zstd", fl.compress)
 	}
-	iopts.CreatedBy = createdBy(cmd)
+	iopts.CreatedBy = createdBy(fl, opts, iopts.Compression)
 	stderr, stdout := cmd.ErrOrStderr(), cmd.OutOrStdout()
 	enc := json.NewEncoder(stdout)
 	tty := false
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) && !fl.quiet {
 		tty = true
 	}
-	done := 0
-	iopts.Layer = func(r image.LayerRecord) {
-		done++
+	iopts.Layer = func(r image.LayerRecord, done, total int) {
 		if fl.json {
 			_ = enc.Encode(r)
 		}
 		if tty {
-			fmt.Fprintf(stderr, "\r\033[K%d layers done (%s)", done, r.Digest[:min(len(r.Digest), 19)])
+			const w = 30
+			fmt.Fprintf(stderr, "\r\033[K[%-*s] %d/%d layers", w, bars(w*done/max(total, 1)), done, total)
 		}
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -167,18 +166,30 @@ func runImage(cmd *cobra.Command, args []string, fl *imageFlags) error {
 	return nil
 }
 
-// createdBy is the command line as the history entry records it: the
-// tool's version and the options given, without the references (which
-// may carry a registry's host).
-func createdBy(cmd *cobra.Command) string {
+// createdBy is what the history entry and the annotation record: the
+// options that decide the output, in effect (defaults included), and the
+// tool's version; not the references, which may name a registry's host.
+func createdBy(fl *imageFlags, opts convert.Options, comp image.Compression) string {
 	parts := []string{"cfi2sframe image"}
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		switch f.Name {
-		case "json", "quiet", "jobs", "tmpdir", "tls-verify":
-			return // no effect on the output
+	if fl.forReader != "" {
+		parts = append(parts, "--for="+fl.forReader)
+	}
+	v := opts.Version
+	if v == 0 {
+		v = 3 // convert.Options: 0 means 3
+	}
+	parts = append(parts, fmt.Sprintf("--sframe-version=%d", v))
+	for _, o := range []struct {
+		on   bool
+		flag string
+	}{{opts.PCRel, "--pcrel"}, {opts.SignalFrames, "--signal-frames"}, {opts.Force, "--force"}, {opts.FragileLayout, "--fragile-layout"}, {fl.keepGoing, "--keep-going"}} {
+		if o.on {
+			parts = append(parts, o.flag)
 		}
-		parts = append(parts, "--"+f.Name+"="+f.Value.String())
-	})
+	}
+	if comp != "" {
+		parts = append(parts, "--dest-compress-format="+string(comp))
+	}
 	return strings.Join(parts, " ") + " (" + strings.TrimSpace(firstLine(versionString())) + ")"
 }
 

@@ -49,8 +49,9 @@ type Options struct {
 	// value: the command and its options.
 	CreatedBy string
 	// Layer, if set, receives each layer's record when it is done (from
-	// one goroutine at a time).
-	Layer func(LayerRecord)
+	// one goroutine at a time), with the layers done and known so far
+	// (an index's images are read one after the other).
+	Layer func(r LayerRecord, done, total int)
 }
 
 // LayerRecord is the account of one layer.
@@ -98,11 +99,14 @@ func (s *Stats) add(r LayerRecord) {
 // converter holds what one run shares: options, stats, the temporary
 // layers to release.
 type converter struct {
-	o     Options
-	stats *Stats
-	mu    sync.Mutex
-	temps []*spooled
-	rec   sync.Mutex
+	o      Options
+	stats  *Stats
+	limits *layer.Limits // shared by the layers converted at once
+	mu     sync.Mutex
+	temps  []*spooled
+	rec    sync.Mutex
+	done   int // layers done, under rec
+	total  int // layers known, under rec
 }
 
 // Close releases the converted layers' temporary files; the images
@@ -132,6 +136,9 @@ func (c *converter) image(ctx context.Context, img v1.Image, platform string) (v
 		return nil, fmt.Errorf("%smanifest: %w", prefix(platform), err)
 	}
 	oci := manifest.MediaType == types.OCIManifestSchema1 || (manifest.MediaType == "" && manifest.Config.MediaType == types.OCIConfigJSON)
+	c.rec.Lock()
+	c.total += len(manifest.Layers)
+	c.rec.Unlock()
 	results := make([]*spooled, len(manifest.Layers))
 	errs := make([]error, len(manifest.Layers))
 	jobs := c.o.Jobs
@@ -197,11 +204,12 @@ func (c *converter) layer(ctx context.Context, img v1.Image, i int, d v1.Descrip
 	rec := LayerRecord{Platform: platform, Index: i + 1, Digest: d.Digest.String(), MediaType: d.MediaType, Size: d.Size}
 	defer func() {
 		c.stats.add(rec)
+		c.rec.Lock()
+		c.done++
 		if c.o.Layer != nil {
-			c.rec.Lock()
-			c.o.Layer(rec)
-			c.rec.Unlock()
+			c.o.Layer(rec, c.done, c.total)
 		}
+		c.rec.Unlock()
 	}()
 	comp, ok := compressionOf(d.MediaType)
 	if !ok {
@@ -216,7 +224,7 @@ func (c *converter) layer(ctx context.Context, img v1.Image, i int, d v1.Descrip
 		rec.Error = err.Error()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	lo := layer.Options{Convert: c.o.Convert, Name: name, KeepGoing: c.o.KeepGoing, TempDir: c.o.TempDir, Jobs: c.o.Jobs}
+	lo := layer.Options{Convert: c.o.Convert, Name: name, KeepGoing: c.o.KeepGoing, TempDir: c.o.TempDir, Limits: c.limits}
 	s, st, err := convertLayer(ctx, l, comp, layerType(comp, oci || comp == Zstd), lo)
 	if st != nil {
 		rec.Entries = st.Entries
@@ -425,7 +433,7 @@ func (c *converted) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
 // context is cancelled. Errors name the reference once.
 func Run(ctx context.Context, src, dst Ref, a Access, o Options) (*Stats, error) {
 	st := &Stats{}
-	c := &converter{o: o, stats: st}
+	c := &converter{o: o, stats: st, limits: layer.NewLimits(o.Jobs, 0)}
 	defer c.Close()
 	s, err := open(ctx, src, a)
 	if err != nil {

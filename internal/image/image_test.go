@@ -174,7 +174,7 @@ func TestOCIRoundTrip(t *testing.T) {
 			writeLayout(t, filepath.Join(dir, "src"), src, "v1")
 			o := Options{CreatedBy: "cfi2sframe image (test)", TempDir: dir}
 			var recs []LayerRecord
-			o.Layer = func(r LayerRecord) { recs = append(recs, r) }
+			o.Layer = func(r LayerRecord, _, _ int) { recs = append(recs, r) }
 			st, err := Run(context.Background(), ref(t, "oci:"+dir+"/src:v1"), ref(t, "oci:"+dir+"/out:v2"), Access{}, o)
 			if err != nil {
 				t.Fatal(err)

@@ -35,7 +35,7 @@ import (
 
 // DefaultInMemory is the largest file converted in memory when
 // Options.InMemory is 0.
-const DefaultInMemory = 32 << 20
+const DefaultInMemory = 16 << 20
 
 // Options configures Convert.
 type Options struct {
@@ -53,6 +53,9 @@ type Options struct {
 	// Jobs is the number of files converted at once (0:
 	// runtime.NumCPU()).
 	Jobs int
+	// Limits, if set, is shared with other streams converted at once
+	// (Jobs and InMemory then only size a stream's own).
+	Limits *Limits
 	// Sums asks for the MD5 sum of every converted file's new content
 	// (File.MD5), for a Debian package's md5sums.
 	Sums bool
@@ -124,16 +127,20 @@ func Convert(ctx context.Context, r io.Reader, w io.Writer, o Options) (*Stats, 
 	if o.Jobs <= 0 {
 		o.Jobs = runtime.NumCPU()
 	}
+	if o.Limits == nil {
+		o.Limits = NewLimits(o.Jobs, o.InMemory)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c := &converter{
-		o:     o,
-		st:    &Stats{Counts: map[tree.Outcome]int{}},
-		tw:    tar.NewWriter(w),
-		ctx:   ctx,
-		jobs:  make(chan struct{}, o.Jobs),
-		mem:   semaphore.NewWeighted(budget(o)),
-		queue: make(chan *item, queueLen),
+		o:      o,
+		st:     &Stats{Counts: map[tree.Outcome]int{}},
+		tw:     tar.NewWriter(w),
+		ctx:    ctx,
+		jobs:   o.Limits.jobs,
+		mem:    o.Limits.mem,
+		budget: o.Limits.budget,
+		queue:  make(chan *item, queueLen),
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.writeAll(cancel) }()
@@ -155,19 +162,37 @@ func Convert(ctx context.Context, r io.Reader, w io.Writer, o Options) (*Stats, 
 // queueLen bounds the entries read ahead of the one being written.
 const queueLen = 256
 
-// budget bounds the bytes the entries read ahead hold in memory: each
-// conversion's input and output, plus small entries. No entry takes
-// more than all of it.
-func budget(o Options) int64 { return int64(o.Jobs+2)*2*o.InMemory + 4*smallEntry }
+// Limits bounds what the streams converted at once share: the files
+// being converted, and the bytes the entries read ahead hold in memory
+// (each conversion's input and output, and small entries).
+type Limits struct {
+	jobs   chan struct{}
+	mem    *semaphore.Weighted
+	budget int64 // no entry takes more
+}
+
+// NewLimits allows jobs conversions at once (0: runtime.NumCPU()) and
+// (jobs+1)×inMemory bytes (0: DefaultInMemory) plus 4 MiB read ahead.
+func NewLimits(jobs int, inMemory int64) *Limits {
+	if jobs <= 0 {
+		jobs = runtime.NumCPU()
+	}
+	if inMemory <= 0 {
+		inMemory = DefaultInMemory
+	}
+	b := int64(jobs+1)*inMemory + 4*smallEntry
+	return &Limits{jobs: make(chan struct{}, jobs), mem: semaphore.NewWeighted(b), budget: b}
+}
 
 type converter struct {
-	o     Options
-	st    *Stats // written by the writer only
-	tw    *tar.Writer
-	ctx   context.Context
-	jobs  chan struct{}       // conversions running
-	mem   *semaphore.Weighted // bytes held by entries read ahead
-	queue chan *item
+	o      Options
+	st     *Stats // written by the writer only
+	tw     *tar.Writer
+	ctx    context.Context
+	jobs   chan struct{}       // conversions running
+	mem    *semaphore.Weighted // bytes held by entries read ahead
+	budget int64
+	queue  chan *item
 }
 
 // item is one entry on its way from the reader to the writer.
@@ -266,7 +291,7 @@ func (c *converter) read(it *item, tr io.Reader) error {
 		return c.small(it, head, tr)
 	}
 	if size <= c.o.InMemory {
-		it.weight = min(2*size, budget(c.o))
+		it.weight = min(2*size, c.budget)
 		if err := c.mem.Acquire(c.ctx, it.weight); err != nil {
 			it.weight = 0
 			return context.Cause(c.ctx)
@@ -295,7 +320,7 @@ func (c *converter) read(it *item, tr io.Reader) error {
 
 // small reads a small entry passed through, to be written in turn.
 func (c *converter) small(it *item, head []byte, tr io.Reader) error {
-	it.weight = min(it.hdr.Size, budget(c.o))
+	it.weight = min(it.hdr.Size, c.budget)
 	if err := c.mem.Acquire(c.ctx, it.weight); err != nil {
 		it.weight = 0
 		return context.Cause(c.ctx)

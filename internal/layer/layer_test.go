@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/md5"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -191,4 +193,120 @@ func TestTruncatedStream(t *testing.T) {
 			t.Errorf("in memory up to %d: want unexpected EOF, got %v", inMem, err)
 		}
 	}
+}
+
+// TestParallelOrder converts a stream of many entries of every kind,
+// several files at once: the output keeps the input's order, and every
+// entry is what a one-at-a-time run writes.
+func TestParallelOrder(t *testing.T) {
+	elf := hello(t)
+	large := bytes.Repeat([]byte("large text\n"), (smallEntry/11)+100)
+	var es []entry
+	for i := range 60 {
+		name := fmt.Sprintf("f%02d", i)
+		switch i % 5 {
+		case 0, 3:
+			es = append(es, entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755}, elf})
+		case 1:
+			es = append(es, entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, []byte(name)})
+		case 2:
+			es = append(es, entry{tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: "f00"}, nil})
+		case 4:
+			es = append(es, entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, large})
+		}
+	}
+	in := build(t, es)
+	var one bytes.Buffer
+	if _, err := Convert(context.Background(), bytes.NewReader(in), &one, Options{Jobs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Options{{Jobs: 4}, {Jobs: 3, InMemory: 1, TempDir: t.TempDir()}} {
+		var out bytes.Buffer
+		st, err := Convert(context.Background(), bytes.NewReader(in), &out, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.Bytes(), one.Bytes()) {
+			t.Errorf("jobs %d, in memory up to %d: the output differs from a one-at-a-time run", o.Jobs, o.InMemory)
+		}
+		if st.Entries != len(es) || st.Counts[tree.Converted] != 24 || len(st.Files) != 24 {
+			t.Errorf("entries %d, counts %v", st.Entries, st.Counts)
+		}
+	}
+}
+
+// TestCancel stops a run: it returns the context's error and leaves no
+// goroutine behind.
+func TestCancel(t *testing.T) {
+	elf := hello(t)
+	var es []entry
+	for i := range 40 {
+		es = append(es, entry{tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprint(i), Mode: 0o755}, elf})
+	}
+	in := build(t, es)
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &cancelAfter{n: 3 * len(elf), cancel: cancel}
+	_, err := Convert(ctx, bytes.NewReader(in), w, Options{Jobs: 4})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want the context's error, got %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines before, %d after", before, n)
+	}
+}
+
+// cancelAfter cancels once n bytes have been written.
+type cancelAfter struct {
+	n      int
+	cancel func()
+}
+
+func (c *cancelAfter) Write(p []byte) (int, error) {
+	c.n -= len(p)
+	if c.n < 0 {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// FuzzConvert feeds arbitrary bytes as a tar stream: no panic, and a
+// stream accepted is written as a tar stream of as many entries.
+func FuzzConvert(f *testing.F) {
+	elf, err := os.ReadFile("../../testdata/example/hello")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "a", Size: 5, Mode: 0o644})
+	tw.Write([]byte("hello"))
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "elf", Size: 512, Mode: 0o755})
+	tw.Write(elf[:512])
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "l", Linkname: "a"})
+	tw.Close()
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var out bytes.Buffer
+		st, err := Convert(context.Background(), bytes.NewReader(data), &out, Options{Jobs: 2, KeepGoing: true, InMemory: 4096, TempDir: t.TempDir()})
+		if err != nil {
+			return
+		}
+		n := 0
+		tr := tar.NewReader(&out)
+		for {
+			_, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("the output does not read back: %v", err)
+			}
+			n++
+		}
+		if n != st.Entries {
+			t.Fatalf("%d entries written, %d counted", n, st.Entries)
+		}
+	})
 }
