@@ -60,23 +60,29 @@ echo ok`},
 // will: an image index of an amd64 image (layer 1 the Debian root file
 // system of scripts/rootfs.sh, layer 2 a program and a library of its own
 // with a hard link, a symbolic link, a setuid file of another owner, a
-// whiteout and an opaque directory, layer 3 text only) and an arm64 one
-// (programs with the cross libc, and the same text layer), written as an
-// OCI layout by hand with gzip layers, is pushed with skopeo into Debian's
-// registry (docker-registry, basic auth, plain HTTP) and converted with
+// whiteout and an opaque directory, layer 3 text only), arm64 and s390x
+// ones (the same program with the cross libc, then the same text layer;
+// arm64's manifest without a mediaType field, as umoci writes them) and
+// a riscv64 one (text only), written as an OCI layout by hand with gzip
+// layers, is pushed with skopeo into Debian's registry (docker-registry,
+// basic auth, plain HTTP) and converted with
 //
-//	DOCKER_CONFIG=DIR cfi2sframe image --tls-verify=false docker://HOST/test/src:v1 docker://HOST/test/dst:v1
+//	DOCKER_CONFIG=DIR cfi2sframe image --tls-verify=false --json docker://HOST/test/src:v1 docker://HOST/test/dst:v1
 //
 // The result, copied back with skopeo and unpacked with umoci as the
 // source is, must have every entry of the source with the same metadata
 // (internal/treediff: type, mode, owner, extended attributes, links,
 // hard-link groups, times; ELF files' bytes may differ), every ELF file
-// with an FDE converted and passing cfi2sframe verify (every other one
-// byte-identical), programs printing the same in a chroot (amd64) or
-// under qemu (arm64), the text layer's digest kept, gzip layers whose
-// diff_ids are right, and the same index digest as cfi2sframe image from
-// the OCI layout to another, twice. An image with a truncated ELF file
-// fails with one line and no tag written, unless --keep-going.
+// with an FDE converted and passing cfi2sframe verify and verify --for
+// kernel (every other one byte-identical), programs printing the same in
+// a chroot (amd64) or under qemu-user (arm64, s390x), the text layer's
+// digest kept, the riscv64 image passed through, gzip layers whose
+// diff_ids are right, one --json record per layer, and the same index
+// digest as cfi2sframe image from the OCI layout to another, twice (-j 1
+// the second time). An image with a truncated ELF file fails with one
+// line naming the layer and the file, and no tag written; with
+// --keep-going it is written with the file unchanged, exit status 3.
+// About a minute here, half of it gzip and umoci.
 func TestImage(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("builds and runs x86-64 Linux images")
@@ -93,10 +99,11 @@ func TestImage(t *testing.T) {
 	skopeo := need(t, "skopeo")
 	umoci := need(t, "umoci")
 	gcc := need(t, "gcc")
-	armCC := need(t, crossArchs["aarch64"].cc)
-	qemu := need(t, crossArchs["aarch64"].qemu)
 	need(t, "chroot")
-	sysroot := crossArchs["aarch64"].sysroot
+	for _, x := range imageCross {
+		need(t, crossArchs[x.arch].cc)
+		need(t, crossArchs[x.arch].qemu)
+	}
 
 	t0 := time.Now()
 	tmp := t.TempDir()
@@ -104,7 +111,6 @@ func TestImage(t *testing.T) {
 
 	// The source layout.
 	amdApp := buildImageApp(t, gcc, filepath.Join(tmp, "app-amd64"))
-	armApp := buildImageApp(t, armCC, filepath.Join(tmp, "app-arm64"))
 	fixed := time.Date(2024, 2, 29, 12, 0, 0, 0, time.UTC)
 	dir := func(name string) tarFile {
 		return tarFile{hdr: tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: 0o755, ModTime: fixed}}
@@ -129,16 +135,24 @@ func TestImage(t *testing.T) {
 		file("usr/share/doc/bash/.wh..wh..opq", 0o644, nil),
 		file("usr/share/doc/bash/README.image", 0o644, []byte("bash's documentation was replaced by layer 2\n")))
 	layer3 := []tarFile{file("etc/app.conf", 0o644, []byte("# layer 3: text only\ngreeting = hello\n"))}
-	ld, err := os.ReadFile(filepath.Join(sysroot, "lib/ld-linux-aarch64.so.1"))
-	if err != nil {
-		t.Fatal(err)
+	// The other architectures' first layer: their program, library and
+	// links as amd64's, and the dynamic loader and libc of the cross
+	// libc where the program looks for them.
+	crossLayer1 := map[string][]tarFile{}
+	for _, x := range imageCross {
+		cx := crossArchs[x.arch]
+		app := buildImageApp(t, cx.cc, filepath.Join(tmp, "app-"+x.goarch))
+		files := []tarFile{dir("etc/"), dir("lib/")}
+		for _, f := range []string{x.ld, "libc.so.6"} {
+			b, err := os.ReadFile(filepath.Join(cx.sysroot, "lib", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, file("lib/"+f, 0o755, b))
+		}
+		files = append(files, dir("usr/"), dir("usr/local/"), dir("usr/local/bin/"), symlink)
+		crossLayer1[x.goarch] = append(files, appFiles(app)...)
 	}
-	libc, err := os.ReadFile(filepath.Join(sysroot, "lib/libc.so.6"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	armLayer1 := append([]tarFile{dir("etc/"), dir("lib/"), file("lib/ld-linux-aarch64.so.1", 0o755, ld), file("lib/libc.so.6", 0o755, libc),
-		dir("usr/"), dir("usr/local/"), dir("usr/local/bin/"), symlink}, appFiles(armApp)...)
 	// A layer with an ELF file truncated in its header (valid magic, 40
 	// of 64 bytes) between a program and a text file.
 	broken := amdApp.lib[:40]
@@ -150,11 +164,17 @@ func TestImage(t *testing.T) {
 	lay := newOCILayout(t, srcDir)
 	l1 := lay.layerFromFile(tarball)
 	l3 := lay.layer(layer3)
-	amdImage := lay.image("amd64", false, l1, lay.layer(layer2), l3)
-	armImage := lay.image("arm64", true, lay.layer(armLayer1), l3)
-	lay.tag(imageTag, lay.index(amdImage, armImage))
-	lay.tag("amd64", amdImage)
-	lay.tag("arm64", armImage)
+	images := []ociDescriptor{lay.image("amd64", false, l1, lay.layer(layer2), l3)}
+	for _, x := range imageCross {
+		// arm64's manifest has no mediaType field, as umoci writes them.
+		images = append(images, lay.image(x.goarch, x.goarch == "arm64", lay.layer(crossLayer1[x.goarch]), l3))
+	}
+	// An architecture cfi2sframe does not convert passes through.
+	images = append(images, lay.image("riscv64", false, l3))
+	lay.tag(imageTag, lay.index(images...))
+	for _, d := range images {
+		lay.tag(d.Platform.Architecture, d)
+	}
 	lay.tag("bad", lay.image("amd64", false, lay.layer(badLayer)))
 	lay.write()
 	t.Logf("source layout built in %.1f s", time.Since(t0).Seconds())
@@ -227,17 +247,24 @@ func TestImage(t *testing.T) {
 	}
 	resImages := res.platforms(t, top)
 	srcImages := readOCILayout(t, srcDir).platforms(t, lay.descs[imageTag])
-	for _, arch := range []string{"amd64", "arm64"} {
+	for arch := range srcImages {
 		if _, ok := resImages[arch]; !ok {
 			t.Fatalf("the result has no %s image (has %v)", arch, keys(resImages))
 		}
 	}
-	if len(resImages) != 2 {
-		t.Errorf("the result has %d images, want 2 (%v)", len(resImages), keys(resImages))
+	if len(resImages) != len(srcImages) {
+		t.Errorf("the result has %d images, want %d (%v)", len(resImages), len(srcImages), keys(resImages))
+	}
+	if r, s := resImages["riscv64"].desc.Digest, srcImages["riscv64"].desc.Digest; r != s {
+		t.Errorf("the riscv64 image is %s, was %s: not passed through", r, s)
 	}
 
 	// Layers: converted ones new and gzip, the text one kept, diff_ids right.
-	for arch, kept := range map[string]int{"amd64": 2, "arm64": 1} {
+	kept := map[string]int{"amd64": 2} // the text layer's index
+	for _, x := range imageCross {
+		kept[x.goarch] = 1
+	}
+	for arch, kept := range kept {
 		s, r := srcImages[arch], resImages[arch]
 		if len(r.manifest.Layers) != len(s.manifest.Layers) {
 			t.Errorf("%s: %d layers, the source has %d", arch, len(r.manifest.Layers), len(s.manifest.Layers))
@@ -263,7 +290,7 @@ func TestImage(t *testing.T) {
 			t.Errorf("%s: the result's manifest has no dev.cfi2sframe.converted annotation: %v", arch, r.manifest.Annotations)
 		}
 	}
-	checkLayerRecords(t, records, srcImages, resImages, map[string]int{"amd64": 2, "arm64": 1})
+	checkLayerRecords(t, records, srcImages, resImages, kept)
 
 	// Unpacked, as the source is: the same tree but for ELF files' bytes.
 	srcTag := func(arch string) string { return srcDir + ":" + arch }
@@ -279,33 +306,39 @@ func TestImage(t *testing.T) {
 		t.Logf("umoci unpack %s: %.1f s", filepath.Base(bundle), time.Since(start).Seconds())
 		return filepath.Join(bundle, "rootfs")
 	}
-	for _, b := range []string{"src-amd64", "res-amd64", "src-arm64", "res-arm64"} {
-		d := filepath.Join(tmp, b)
-		t.Cleanup(func() { os.RemoveAll(d) })
+	// srcRoot and resRoot are the unpacked trees by architecture.
+	srcRoot, resRoot := map[string]string{}, map[string]string{}
+	for arch := range kept {
+		for _, b := range []string{"src-" + arch, "res-" + arch} {
+			d := filepath.Join(tmp, b)
+			t.Cleanup(func() { os.RemoveAll(d) })
+		}
+		srcRoot[arch] = unpack(srcTag(arch), filepath.Join(tmp, "src-"+arch))
+		resRoot[arch] = unpack(resDir+":"+arch, filepath.Join(tmp, "res-"+arch))
 	}
-	srcAmd := unpack(srcTag("amd64"), filepath.Join(tmp, "src-amd64"))
-	resAmd := unpack(resDir+":amd64", filepath.Join(tmp, "res-amd64"))
-	srcArm := unpack(srcTag("arm64"), filepath.Join(tmp, "src-arm64"))
-	resArm := unpack(resDir+":arm64", filepath.Join(tmp, "res-arm64"))
+	srcAmd, resAmd := srcRoot["amd64"], resRoot["amd64"]
 	checkRootfsFixture(t, srcAmd)
-	for _, p := range [][2]string{{srcAmd, resAmd}, {srcArm, resArm}} {
-		start := time.Now()
-		diffs, err := treediff.Compare(p[0], p[1], treediff.Options{ContentMayDiffer: elfIn(p[0]), Times: true, DirTimes: true})
+	start := time.Now()
+	for arch := range kept {
+		diffs, err := treediff.Compare(srcRoot[arch], resRoot[arch], treediff.Options{ContentMayDiffer: elfIn(srcRoot[arch]), Times: true, DirTimes: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("treediff %s: %.1f s", filepath.Base(filepath.Dir(p[1])), time.Since(start).Seconds())
 		if len(diffs) > 0 {
-			t.Errorf("%s: %d differences from the source:\n%s", filepath.Base(filepath.Dir(p[1])), len(diffs), summarizeDiffs(diffs))
+			t.Errorf("%s: %d differences from the source:\n%s", arch, len(diffs), summarizeDiffs(diffs))
 		}
 	}
-	start := time.Now()
-	nAmd := checkConvertedELFs(t, c2s, srcAmd, resAmd)
-	nArm := checkConvertedELFs(t, c2s, srcArm, resArm)
-	t.Logf("ELF files: amd64 %s; arm64 %s; verified in %.1f s", nAmd, nArm, time.Since(start).Seconds())
-	if nAmd.converted < 700 || nArm.converted != 5 {
-		t.Errorf("converted %d amd64 and %d arm64 ELF files, want > 700 and 5 (prog and its hard link, prog-setuid, libimg.so, libc.so.6, ld-linux-aarch64.so.1)", nAmd.converted, nArm.converted)
+	t.Logf("treediff: %.1f s", time.Since(start).Seconds())
+	start = time.Now()
+	for arch := range kept {
+		n := checkConvertedELFs(t, c2s, srcRoot[arch], resRoot[arch])
+		t.Logf("%s ELF files: %s", arch, n)
+		// Others: prog and its hard link, prog-setuid, libimg.so, libc.so.6, the loader.
+		if arch == "amd64" && n.converted < 700 || arch != "amd64" && n.converted != 5 {
+			t.Errorf("%s: %d ELF files converted, want 5 (over 700 for amd64)", arch, n.converted)
+		}
 	}
+	t.Logf("ELF files verified in %.1f s", time.Since(start).Seconds())
 
 	// The programs print the same.
 	for _, s := range append(rootfsScripts, imageAppScripts...) {
@@ -324,17 +357,20 @@ func TestImage(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{"opt/app/bin/prog", "opt/app/bin/prog-link", "opt/app/bin/prog-setuid"} {
-		var outs [2]string
-		for i, root := range []string{srcArm, resArm} {
-			out, err := runOut(t, nil, qemu, "-L", root, filepath.Join(root, p), "x")
-			if err != nil {
-				t.Errorf("qemu %s: %v\n%s", p, err, out)
+	for _, x := range imageCross {
+		qemu := crossArchs[x.arch].qemu
+		for _, p := range []string{"opt/app/bin/prog", "opt/app/bin/prog-link", "opt/app/bin/prog-setuid"} {
+			var outs [2]string
+			for i, root := range []string{srcRoot[x.goarch], resRoot[x.goarch]} {
+				out, err := runOut(t, nil, qemu, "-L", root, filepath.Join(root, p), "x")
+				if err != nil {
+					t.Errorf("%s -L %s %s: %v\n%s", qemu, root, p, err, out)
+				}
+				outs[i] = out
 			}
-			outs[i] = out
-		}
-		if outs[0] != outs[1] || !strings.HasPrefix(outs[0], "vla ") {
-			t.Errorf("arm64 %s prints %q, the source printed %q", p, outs[1], outs[0])
+			if outs[0] != outs[1] || !strings.HasPrefix(outs[0], "vla ") {
+				t.Errorf("%s %s prints %q, the source printed %q", x.goarch, p, outs[1], outs[0])
+			}
 		}
 	}
 
@@ -433,6 +469,9 @@ func checkLayerRecords(t *testing.T, out string, src, res map[string]ociImage, k
 		arch := r.Platform[strings.LastIndex(r.Platform, "/")+1:]
 		key := fmt.Sprintf("%s layer %d", arch, r.Layer)
 		s, ok := src[arch]
+		if _, conv := kept[arch]; !conv {
+			ok = false
+		}
 		if !ok || r.Layer < 1 || r.Layer > len(s.manifest.Layers) || seen[key] {
 			t.Errorf("--json: a record for %s (platform %q): no such layer, or twice", key, r.Platform)
 			continue
@@ -449,9 +488,21 @@ func checkLayerRecords(t *testing.T, out string, src, res map[string]ociImage, k
 			t.Errorf("--json: %s: new digest %q, the result's is %s; %d converted", key, r.NewDigest, res[arch].manifest.Layers[i].Digest, r.Files["converted"])
 		}
 	}
-	if want := len(src["amd64"].manifest.Layers) + len(src["arm64"].manifest.Layers); n != want {
+	want := 0
+	for arch := range kept {
+		want += len(src[arch].manifest.Layers)
+	}
+	if n != want {
 		t.Errorf("--json printed %d records, want %d (one per layer of each image):\n%s", n, want, out)
 	}
+}
+
+// imageCross are the images of the index besides amd64's: Debian's cross
+// compiler and libc (crossArchs), run with qemu-user; ld is the dynamic
+// loader's name.
+var imageCross = []struct{ goarch, arch, ld string }{
+	{"arm64", "aarch64", "ld-linux-aarch64.so.1"},
+	{"s390x", "s390x", "ld64.so.1"},
 }
 
 // imageApp is testdata/prog.c linked with testdata/lib.c as libimg.so,
