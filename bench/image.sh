@@ -60,7 +60,7 @@ else
 fi
 srcdir=${src#oci:}
 srcdir=${srcdir%:*}
-layers=$(skopeo inspect --raw "$src" | grep -o '"digest"' | wc -l)
+layers=$(skopeo inspect --format '{{len .Layers}}' "$src")
 size=$(du -sh "$srcdir" | cut -f1)
 find "$srcdir" -type f -exec cat {} + >/dev/null # page cache warm for everyone
 sync

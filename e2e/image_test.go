@@ -204,7 +204,13 @@ func TestImage(t *testing.T) {
 		[]byte(`{"auths": {"`+reg.host+`": {"auth": "`+auth+`"}}}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	imageEnv := []string{"DOCKER_CONFIG=" + dockerConfig, "REGISTRY_AUTH_FILE=", "TMPDIR=" + tmp}
+	// The command's temporary files (unlinked, it says) go to cmdTmp,
+	// which must be empty at the end.
+	cmdTmp := filepath.Join(tmp, "cmdtmp")
+	if err := os.Mkdir(cmdTmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	imageEnv := []string{"DOCKER_CONFIG=" + dockerConfig, "REGISTRY_AUTH_FILE=", "TMPDIR=" + cmdTmp}
 	image := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()
 		start := time.Now()
@@ -438,6 +444,9 @@ func TestImage(t *testing.T) {
 	}
 	if string(got["etc/bad.conf"]) != "bad = yes\n" {
 		t.Errorf("--keep-going: etc/bad.conf is %q", got["etc/bad.conf"])
+	}
+	if left, _ := os.ReadDir(cmdTmp); len(left) > 0 {
+		t.Errorf("cfi2sframe image left %d files in $TMPDIR, %s first", len(left), left[0].Name())
 	}
 	t.Logf("total %.1f s", time.Since(t0).Seconds())
 }
