@@ -53,7 +53,7 @@ else
 		for d in "$tmp"/debs/*.deb; do dpkg-deb -x "$d" "$tmp/chromium"; done
 		tar -C "$tmp/chromium" --numeric-owner --owner=0 --group=0 -cf "$tmp/chromium.tar" .
 		umoci raw add-layer --image "$lay:bench" "$tmp/chromium.tar"
-		what="$what + $(cd "$tmp/debs" && ls | sed 's/_amd64.deb//' | tr '\n' ' ')"
+		what="$what + $(cd "$tmp/debs" && ls | sed 's/_amd64.deb//' | paste -sd ' ')"
 		rm -rf "$tmp/debs" "$tmp/chromium" "$tmp/chromium.tar"
 	fi
 	src=oci:$lay:bench
