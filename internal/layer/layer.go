@@ -69,7 +69,15 @@ type Stats struct {
 	Entries int                  // tar entries
 	Counts  map[tree.Outcome]int // regular files by outcome
 	Files   []File               // converted and failed files, in stream order
+	// Links lists the hard links of the stream, in stream order, with
+	// Options.Sums: a Debian package's md5sums gives a hard link's name
+	// its target's sum, which changes when the target is converted.
+	Links []Link
 }
+
+// Link is a hard link of the stream: Name has the content of Target, an
+// earlier entry.
+type Link struct{ Name, Target string }
 
 // Changed says whether any file's content changed.
 func (s *Stats) Changed() bool { return s.Counts[tree.Converted] > 0 }
@@ -130,6 +138,9 @@ func Convert(ctx context.Context, r io.Reader, w io.Writer, o Options) (*Stats, 
 			return st, c.streamErr(err)
 		}
 		st.Entries++
+		if hdr.Typeflag == tar.TypeLink && o.Sums {
+			st.Links = append(st.Links, Link{hdr.Name, hdr.Linkname})
+		}
 		if hdr.Typeflag != tar.TypeReg {
 			if err := tw.WriteHeader(hdr); err != nil {
 				return st, c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
