@@ -345,3 +345,20 @@ func (r *Result) Close() error {
 	}
 	return nil
 }
+
+// Packages converts the Debian packages of a tree (tree.Packager).
+type Packages struct {
+	TempDir string // temporary files; "" is os.TempDir()
+}
+
+// Is says whether a file whose bytes start with head is a Debian package.
+func (Packages) Is(head []byte) bool { return Is(head) }
+
+// Convert converts the package name (Convert).
+func (p Packages) Convert(ctx context.Context, name string, r io.ReaderAt, size int64, o convert.Options) (tree.Package, error) {
+	res, err := Convert(ctx, r, size, Options{Convert: o, Name: name, TempDir: p.TempDir})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
