@@ -14,6 +14,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
+	"github.com/cfi2sframe/cfi2sframe/internal/deb"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
 	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
@@ -165,6 +166,13 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	if err := checkOutput(in.Info, out, fl.inPlace); err != nil {
 		return err
 	}
+	// A Debian package is an ar archive too: it is told apart first.
+	if deb.Is(in.Data) {
+		if err := runDeb(ctx, cmd, in, meta, out, fl, opts); err != nil {
+			return interrupted(err)
+		}
+		return nil
+	}
 	cf, err := convert.NewFile(name, in.File(), in.Size)
 	if err != nil {
 		return err
@@ -241,32 +249,49 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 // cannot be kept, or that carries a signature over its content, is left
 // as it was, with an error saying why.
 func convertInPlace(ctx context.Context, in *mapped.File, cf *convert.File, meta *fsmeta.Meta, opts convert.Options, dates bool) (*convert.Result, error) {
-	if why := fsmeta.Signature(meta, in.Data); why != "" {
-		return nil, fmt.Errorf("%s: %s; left alone", in.Name, why)
-	}
-	if why := meta.Sealed(); why != "" {
-		return nil, fmt.Errorf("%s: %s; left as it was", in.Name, why)
-	}
-	d, err := elfwrite.OpenDest(in.Name, in.Mode)
+	d, err := inPlaceDest(in, meta, dates)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Dir.Close()
+	res, err := cf.Convert(opts)
+	if err != nil || res.Unchanged != "" {
+		return res, err
+	}
+	return res, writeInPlace(ctx, d, func(f *os.File) error { return res.Write(f) })
+}
+
+// inPlaceDest is where the file in is replaced by its conversion, which
+// gets in's metadata (meta; with dates its times too). A file whose
+// content is signed, or whose metadata could not be kept, is refused.
+// The caller closes its Dir.
+func inPlaceDest(in *mapped.File, meta *fsmeta.Meta, dates bool) (elfwrite.Dest, error) {
+	if why := fsmeta.Signature(meta, in.Data); why != "" {
+		return elfwrite.Dest{}, fmt.Errorf("%s: %s; left alone", in.Name, why)
+	}
+	if why := meta.Sealed(); why != "" {
+		return elfwrite.Dest{}, fmt.Errorf("%s: %s; left as it was", in.Name, why)
+	}
+	d, err := elfwrite.OpenDest(in.Name, in.Mode)
+	if err != nil {
+		return elfwrite.Dest{}, err
+	}
 	d.Finish = func(f *os.File) error {
 		_, err := fsmeta.Apply(f, meta, fsmeta.Options{Times: dates})
 		return err
 	}
 	d.Replaces = &elfwrite.FileID{Dev: in.Dev, Ino: in.Ino}
-	res, err := cf.Convert(opts)
-	if err != nil || res.Unchanged != "" {
-		return res, err
-	}
-	err = elfwrite.WriteAtomic(ctx, d, func(f *os.File) error { return res.Write(f) })
+	return d, nil
+}
+
+// writeInPlace writes the file replacing d's (inPlaceDest) with write.
+func writeInPlace(ctx context.Context, d elfwrite.Dest, write func(f *os.File) error) error {
+	err := elfwrite.WriteAtomic(ctx, d, write)
 	var lost *fsmeta.LostError
 	if errors.As(err, &lost) {
 		err = fmt.Errorf("%w; left as it was", err)
 	}
-	return res, err
+	return err
 }
 
 // exitError carries an exit status other than 1.
@@ -283,7 +308,7 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 	// that every output can be written (no two inputs to one path, no
 	// output that is an input, ...), and removes it again if nothing
 	// succeeds: a refused run creates nothing.
-	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output, PreserveDates: fl.dates}
+	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output, PreserveDates: fl.dates, Packages: deb.Packages{}}
 	enc := json.NewEncoder(stdout)
 	tty := false
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {

@@ -19,8 +19,11 @@ without GNU as --gsframe: old toolchains, clang, prebuilt vendor libraries.
 Executables, PIEs and shared libraries for x86-64, AArch64 and s390x get a
 .sframe section and a PT_GNU_SFRAME segment; a relocatable object gets
 .sframe and .rela.sframe as GNU as --gsframe writes them, for ld to merge;
-a static archive has every object in it converted. The result can be read
-back with objdump --sframe or cfi2sframe dump.
+a static archive has every object in it converted. A Debian package
+(.deb) has the ELF files of its data.tar converted and their md5sums
+updated, every other byte of its control files kept; each member keeps
+its compression, but data.tar.bz2 is written as data.tar.xz. The result
+can be read back with objdump --sframe or cfi2sframe dump.
 
     cfi2sframe IN -o OUT           write IN with SFrame added to OUT
     cfi2sframe --in-place PATH...  convert files and trees in place
@@ -50,11 +53,12 @@ for it either.
 
 With several paths, a directory, or -o naming an existing directory, every
 regular file found (directories walked recursively, symbolic links not
-followed) is converted on its own, -j N at a time (default: all CPUs),
-with a progress bar on a terminal and a summary by outcome: converted,
-already have SFrame, without CFI, not ELF, unsupported machine or type,
-without a safe layout, signed (left alone), refused (metadata not kept),
-failed. --json prints one record per file on stdout. Files with nothing
+followed), .deb files included, is converted on its own, -j N at a time
+(default: all CPUs), with a progress bar on a terminal and a summary by
+outcome (a package with nothing to convert counts as without CFI):
+converted, already have SFrame, without CFI, not ELF, unsupported machine
+or type, without a safe layout, signed (left alone), refused (metadata
+not kept), failed. --json prints one record per file on stdout. Files with nothing
 to do are left byte-identical (with -o DIR, copied). With -o DIR a file
 argument F is written to DIR/F's base name and a file under a directory
 argument D to DIR/D's base name/its path below D, as cp -r places them;

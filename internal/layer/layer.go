@@ -78,7 +78,15 @@ type Stats struct {
 	Entries int                  // tar entries
 	Counts  map[tree.Outcome]int // regular files by outcome
 	Files   []File               // converted and failed files, in stream order
+	// Links lists the hard links of the stream, in stream order, with
+	// Options.Sums: a Debian package's md5sums gives a hard link's name
+	// its target's sum, which changes when the target is converted.
+	Links []Link
 }
+
+// Link is a hard link of the stream: Name has the content of Target, an
+// earlier entry.
+type Link struct{ Name, Target string }
 
 // Changed says whether any file's content changed.
 func (s *Stats) Changed() bool { return s.Counts[tree.Converted] > 0 }
@@ -373,6 +381,9 @@ func (c *converter) writeAll(cancel context.CancelCauseFunc) error {
 func (c *converter) write(it *item) error {
 	hdr := it.hdr
 	c.st.Entries++
+	if hdr.Typeflag == tar.TypeLink && c.o.Sums {
+		c.st.Links = append(c.st.Links, Link{hdr.Name, hdr.Linkname})
+	}
 	if hdr.Typeflag == tar.TypeReg && it.done == nil {
 		c.st.Counts[it.oc]++
 	}

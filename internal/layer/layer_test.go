@@ -123,6 +123,9 @@ func TestConvertKeepsHeaders(t *testing.T) {
 		if len(st.Files) != 1 || st.Files[0].MD5 != md5.Sum(got[1].data) || st.Files[0].NewSize != int64(len(got[1].data)) {
 			t.Errorf("files: %+v", st.Files)
 		}
+		if want := []Link{{"usr/bin/hello2", "usr/bin/hello"}}; !cmp.Equal(st.Links, want) {
+			t.Errorf("links %+v, want %+v", st.Links, want)
+		}
 		// The converted file is what the file command writes.
 		cf, err := convert.NewFile("hello", bytes.NewReader(hello(t)), int64(len(hello(t))))
 		if err != nil {

@@ -3,6 +3,7 @@ package relobj
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,39 @@ import (
 
 // ArchiveMagic starts a System V / GNU ar archive.
 const ArchiveMagic = "!<arch>\n"
+
+// ArHeaderSize is the length of an ar member's header.
+const ArHeaderSize = 60
+
+// ParseArHeader reads the ar member header h, which room more bytes of
+// the archive follow at most: it returns the name field without its
+// padding (a short name keeps its '/' terminator, if any) and the size of
+// the member's data, which must fit in room. It is the one reader of ar
+// member headers: static archives here, Debian packages in internal/deb.
+func ParseArHeader(h []byte, room int64) (name string, size int64, err error) {
+	if len(h) < ArHeaderSize {
+		return "", 0, errors.New("truncated member header")
+	}
+	if string(h[58:60]) != "`\n" {
+		return "", 0, errors.New("bad member header")
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(h[48:58])), 10, 63)
+	if err != nil || room < 0 || n > uint64(room) {
+		return "", 0, fmt.Errorf("bad member size %q", strings.TrimSpace(string(h[48:58])))
+	}
+	return strings.TrimRight(string(h[:16]), " "), int64(n), nil
+}
+
+// SetArSize writes size into the size field of the ar member header h,
+// which keeps every other field.
+func SetArSize(h []byte, size int64) error {
+	s := strconv.FormatInt(size, 10)
+	if size < 0 || len(s) > 10 {
+		return fmt.Errorf("size %d does not fit an ar member header", size)
+	}
+	copy(h[48:58], fmt.Sprintf("%-10s", s))
+	return nil
+}
 
 // Member is one archive member.
 type Member struct {
@@ -40,19 +74,12 @@ func ConvertArchive(in []byte, conv func(m *Member) ([]byte, error)) ([]byte, er
 	var members []*Member
 	var longNames []byte
 	for off := len(ArchiveMagic); off < len(in); {
-		if len(in)-off < 60 {
-			return nil, errorAt(int64(off), "archive: truncated member header")
-		}
-		h := in[off : off+60]
-		if string(h[58:60]) != "`\n" {
-			return nil, errorAt(int64(off), "archive: bad member header")
-		}
-		size, err := strconv.ParseUint(strings.TrimSpace(string(h[48:58])), 10, 63)
-		if err != nil || size > uint64(len(in)-off-60) {
-			return nil, errorAt(int64(off), "archive: bad member size")
+		h := in[off:min(off+ArHeaderSize, len(in))]
+		name, size, err := ParseArHeader(h, int64(len(in)-len(h)-off))
+		if err != nil {
+			return nil, errorAt(int64(off), "archive: %v", err)
 		}
 		m := &Member{header: h, Data: in[off+60 : off+60+int(size)], off: off}
-		name := strings.TrimRight(string(h[:16]), " ")
 		switch {
 		case name == "//":
 			longNames = m.Data
@@ -108,7 +135,9 @@ func ConvertArchive(in []byte, conv func(m *Member) ([]byte, error)) ([]byte, er
 			}
 		}
 		h := append([]byte(nil), m.header...)
-		copy(h[48:58], fmt.Sprintf("%-10d", len(d)))
+		if err := SetArSize(h, int64(len(d))); err != nil {
+			return nil, errorf("archive: member %s: %v", m.Name, err)
+		}
 		out = append(out, h...)
 		out = append(out, d...)
 		if len(out)%2 == 1 {

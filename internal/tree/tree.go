@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -124,6 +125,11 @@ type Options struct {
 	// modification times (strip's -p); files copied unchanged to OutDir
 	// keep them always.
 	PreserveDates bool
+	// Packages, if set, converts the package files found (Debian
+	// packages): a package with nothing to convert is NoCFI, one that
+	// cannot be converted Failed. Without it a .deb is an ar archive
+	// without ELF members.
+	Packages Packager
 }
 
 // Summary counts the files by outcome.
@@ -537,33 +543,20 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 	if why := meta.Sealed(); inPlace && why != "" {
 		return fail(Refused, fmt.Errorf("%s: %s; left as it was", j.in, why)), nil
 	}
+	c, oc, err := convertJob(ctx, j, o, in)
 	switch {
-	case bytes.HasPrefix(in.Data, []byte("\x7fELF")), bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)):
-	case bytes.HasPrefix(in.Data, []byte("!<thin>\n")):
-		return leave(Unsupported, fmt.Errorf("%s: thin archive (members live in other files)", j.in))
-	default:
-		return leave(NotELF, fmt.Errorf("%s: not an ELF file or archive", j.in))
-	}
-	cf, err := convert.NewFile(j.in, in.File(), in.Size)
-	if err != nil {
-		return fail(Failed, err), nil
-	}
-	defer func() {
-		if !later {
-			cf.Close()
-		}
-	}()
-	res, err := cf.Convert(o.Convert)
-	switch oc := Classify(err); {
 	case oc == Failed:
 		return fail(Failed, err), nil
 	case oc != Converted:
 		return leave(oc, err)
-	case res.Unchanged != "":
-		return leave(NoCFI, fmt.Errorf("%s: %s", j.in, res.Unchanged))
 	}
+	defer func() {
+		if !later {
+			c.close()
+		}
+	}()
 	writeOut := func() Record {
-		if err := elfwrite.WriteAtomic(ctx, dest(o.PreserveDates), func(f *os.File) error { return res.Write(f) }); err != nil {
+		if err := elfwrite.WriteAtomic(ctx, dest(o.PreserveDates), func(f *os.File) error { return c.write(f) }); err != nil {
 			var lost *fsmeta.LostError
 			switch {
 			case ctx.Err() != nil:
@@ -574,15 +567,7 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 			return fail(Failed, err)
 		}
 		rec.Outcome, rec.Output, rec.meta = Converted, j.out, meta
-		rec.Functions = res.Translate.Converted + res.Translate.PLTFuncs
-		for _, d := range res.Translate.Diags {
-			if d.Skipped {
-				rec.Skipped++ // a function without SFrame
-			}
-		}
-		rec.SFrameBytes = len(res.SFrame)
-		rec.CFIErrors = len(res.CFIErrors)
-		rec.Warning = res.Warning
+		c.fill(&rec)
 		return rec
 	}
 	var exists unix.Stat_t
@@ -592,9 +577,88 @@ func one(ctx context.Context, j job, o Options, mk *dirMaker) (Record, func() Re
 	later = true
 	return Record{}, func() Record {
 		defer release()
-		defer cf.Close()
+		defer c.close()
 		return writeOut()
 	}
+}
+
+// conversion is a file converted, to be written.
+type conversion struct {
+	write func(w io.Writer) error
+	close func() error
+	fill  func(*Record) // the record's counts
+}
+
+// convertJob converts the file in (j's): a conversion to write, or the
+// outcome and why when there is none (Failed, or nothing to do).
+func convertJob(ctx context.Context, j job, o Options, in *mapped.File) (*conversion, Outcome, error) {
+	if o.Packages != nil && o.Packages.Is(in.Data) {
+		pkg, err := o.Packages.Convert(ctx, j.in, in.File(), in.Size, o.Convert)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, Failed, &convert.Error{File: j.in, Err: errInterrupted}
+		case err != nil:
+			return nil, Failed, err
+		}
+		if why := pkg.Unchanged(); why != "" {
+			pkg.Close()
+			return nil, NoCFI, fmt.Errorf("%s: %s", j.in, why)
+		}
+		fill := func(r *Record) { r.SFrameBytes = pkg.SFrameBytes() }
+		return &conversion{write: pkg.Write, close: pkg.Close, fill: fill}, Converted, nil
+	}
+	switch {
+	case bytes.HasPrefix(in.Data, []byte("\x7fELF")), bytes.HasPrefix(in.Data, []byte(relobj.ArchiveMagic)):
+	case bytes.HasPrefix(in.Data, []byte("!<thin>\n")):
+		return nil, Unsupported, fmt.Errorf("%s: thin archive (members live in other files)", j.in)
+	default:
+		return nil, NotELF, fmt.Errorf("%s: not an ELF file or archive", j.in)
+	}
+	cf, err := convert.NewFile(j.in, in.File(), in.Size)
+	if err != nil {
+		return nil, Failed, err
+	}
+	res, err := cf.Convert(o.Convert)
+	switch oc := Classify(err); {
+	case oc != Converted:
+		cf.Close()
+		return nil, oc, err
+	case res.Unchanged != "":
+		cf.Close()
+		return nil, NoCFI, fmt.Errorf("%s: %s", j.in, res.Unchanged)
+	}
+	fill := func(r *Record) {
+		r.Functions = res.Translate.Converted + res.Translate.PLTFuncs
+		for _, d := range res.Translate.Diags {
+			if d.Skipped {
+				r.Skipped++ // a function without SFrame
+			}
+		}
+		r.SFrameBytes = len(res.SFrame)
+		r.CFIErrors = len(res.CFIErrors)
+		r.Warning = res.Warning
+	}
+	return &conversion{write: res.Write, close: cf.Close, fill: fill}, Converted, nil
+}
+
+// Packager converts the package files of a tree: Debian packages, whose
+// converter, internal/deb, the command gives (this package cannot import
+// it: deb converts data.tar through internal/layer, which uses Outcome).
+type Packager interface {
+	// Is says whether a file whose bytes start with head is a package.
+	Is(head []byte) bool
+	// Convert converts the package name, of size bytes read from r; an
+	// error names the package, and where in it.
+	Convert(ctx context.Context, name string, r io.ReaderAt, size int64, o convert.Options) (Package, error)
+}
+
+// Package is a package converted, to be written.
+type Package interface {
+	// Unchanged says why nothing was converted ("" when something was).
+	Unchanged() string
+	SFrameBytes() int // the size of the .sframe sections added
+	Write(w io.Writer) error
+	Close() error // removes its temporary files
 }
 
 // openJob opens j's input without following a link on the way, checks

@@ -1,0 +1,364 @@
+// Package deb converts the ELF files of a Debian binary package (.deb)
+// and writes the package again, as dpkg takes it.
+//
+// A .deb is an ar archive: debian-binary, control.tar[.gz|.xz|.zst],
+// data.tar[.gz|.xz|.zst|.bz2] or uncompressed, in that order (members
+// whose names start with '_' may come between; any other member is
+// passed through). The ELF files of data.tar are converted by
+// internal/layer, which keeps every tar header but the size; the sums of
+// the converted files (and of their hard links) are updated in the
+// control member's md5sums, whose bytes, and every other byte of the
+// control tar, stay as they were. Each rewritten member keeps its
+// compression, but data.tar.bz2 (Go has no bzip2 writer), which is
+// written as data.tar.xz. Every ar header keeps its fields (name, date,
+// owner, group, mode) but the size.
+//
+// The package is read through an io.ReaderAt, member by member, and never
+// held in memory: data.tar is converted as a stream into a temporary file,
+// since its new size must precede it. A package with nothing to convert
+// is written back byte for byte.
+//
+// The ar member headers are read by relobj.ParseArHeader, the reader of
+// static archives' headers; relobj's archive reader itself takes a whole
+// archive in memory, which a package's data.tar must not be.
+package deb
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/layer"
+	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
+	"github.com/cfi2sframe/cfi2sframe/internal/tree"
+)
+
+// Magic starts every Debian binary package: an ar archive whose first
+// member is debian-binary.
+const Magic = relobj.ArchiveMagic + "debian-binary"
+
+// Is says whether a file whose bytes start with head is a Debian package.
+func Is(head []byte) bool { return bytes.HasPrefix(head, []byte(Magic)) }
+
+const (
+	controlBase = "control.tar"
+	dataBase    = "data.tar"
+	maxVersion  = 64 // the largest debian-binary member read
+)
+
+// Options configures Convert.
+type Options struct {
+	Convert convert.Options
+	// Name names the package in errors (its path).
+	Name    string
+	TempDir string // temporary files; "" is os.TempDir()
+}
+
+// Error is a package that could not be converted: Member (and the file
+// of its tar the error names) says where.
+type Error struct {
+	Package string // Options.Name
+	Member  string // "" for the ar container itself
+	Err     error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Package != "" {
+		b.WriteString(e.Package + ": ")
+	}
+	if e.Member != "" {
+		b.WriteString(e.Member + ": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// member is one ar member: its header, as read, and where its data is.
+type member struct {
+	hdr       [relobj.ArHeaderSize]byte
+	name      string // without padding or '/' terminator
+	off, size int64  // its data in the input
+}
+
+// readMembers lists the members of the ar archive r of size bytes,
+// checking each one's size against what the file holds.
+func readMembers(r io.ReaderAt, size int64) ([]member, error) {
+	var magic [len(relobj.ArchiveMagic)]byte
+	if _, err := r.ReadAt(magic[:], 0); err != nil || string(magic[:]) != relobj.ArchiveMagic {
+		return nil, errors.New("not an ar archive")
+	}
+	var ms []member
+	for off := int64(len(magic)); off < size; {
+		var m member
+		n, err := r.ReadAt(m.hdr[:min(int64(len(m.hdr)), size-off)], off)
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		name, msize, err := relobj.ParseArHeader(m.hdr[:n], size-off-int64(n))
+		if err != nil {
+			return nil, fmt.Errorf("member header at offset %d: %w", off, err)
+		}
+		m.name, m.off, m.size = strings.TrimSuffix(name, "/"), off+int64(n), msize
+		ms = append(ms, m)
+		off = m.off + msize + msize%2 // data is padded to an even offset
+	}
+	return ms, nil
+}
+
+// layout finds the members dpkg reads, as dpkg-deb does: debian-binary
+// first, saying format 2.x, then the control member, then the data member.
+func layout(r io.ReaderAt, ms []member) (control, data int, err error) {
+	if len(ms) == 0 || ms[0].name != "debian-binary" {
+		return 0, 0, errors.New("not a Debian package: debian-binary is not the first member")
+	}
+	if ms[0].size > maxVersion {
+		return 0, 0, fmt.Errorf("debian-binary: %d bytes", ms[0].size)
+	}
+	v := make([]byte, ms[0].size)
+	if _, err := r.ReadAt(v, ms[0].off); err != nil {
+		return 0, 0, fmt.Errorf("debian-binary: %w", err)
+	}
+	if !bytes.HasPrefix(v, []byte("2.")) {
+		return 0, 0, fmt.Errorf("debian-binary: format %q, not 2.x", strings.TrimSpace(string(v)))
+	}
+	control, data = -1, -1
+	for i, m := range ms[1:] {
+		switch {
+		case strings.HasPrefix(m.name, controlBase):
+			if control >= 0 || data >= 0 {
+				return 0, 0, fmt.Errorf("%s: a second control member, or one after the data member", m.name)
+			}
+			control = i + 1
+		case strings.HasPrefix(m.name, dataBase):
+			if data >= 0 {
+				return 0, 0, fmt.Errorf("%s: a second data member", m.name)
+			}
+			if control < 0 {
+				return 0, 0, fmt.Errorf("%s: before the control member", m.name)
+			}
+			data = i + 1
+		}
+	}
+	switch {
+	case control < 0:
+		return 0, 0, errors.New("no control.tar member")
+	case data < 0:
+		return 0, 0, errors.New("no data.tar member")
+	}
+	return control, data, nil
+}
+
+// Result is a package converted, to be written with Write.
+type Result struct {
+	Member    string       // the data member, as read ("data.tar.xz")
+	NewMember string       // as written: data.tar.bz2 becomes data.tar.xz
+	Stats     *layer.Stats // what became of data.tar's files
+	Sums      int          // md5sums lines given a new sum
+
+	in            io.ReaderAt
+	size          int64
+	members       []member
+	control, data int    // their index in members
+	newControl    *spool // nil: the control member is copied
+	newData       *spool // nil: nothing converted
+}
+
+// Convert converts the ELF files of the Debian package r of size bytes.
+// A package with nothing to convert is no error: Unchanged says why, and
+// Write then writes it as it is. The error (an *Error) names the package,
+// the member and the file inside. Close the result.
+func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Result, err error) {
+	res := &Result{in: r, size: size}
+	wrap := func(member string, err error) error {
+		if err == nil {
+			return nil
+		}
+		return &Error{Package: o.Name, Member: member, Err: err}
+	}
+	if res.members, err = readMembers(r, size); err != nil {
+		return nil, wrap("", err)
+	}
+	if res.control, res.data, err = layout(r, res.members); err != nil {
+		return nil, wrap("", err)
+	}
+	cm, dm := res.members[res.control], res.members[res.data]
+	cc, err := codecOf(cm.name, controlBase)
+	if err != nil {
+		return nil, wrap(cm.name, err)
+	}
+	dc, err := codecOf(dm.name, dataBase)
+	if err != nil {
+		return nil, wrap(dm.name, err)
+	}
+	res.Member, res.NewMember = dm.name, strings.TrimSuffix(dm.name, string(dc))+string(dc.written())
+	defer func() {
+		if err != nil {
+			res.Close()
+		}
+	}()
+	res.newData, res.Stats, err = convertData(ctx, r, dm, dc, o)
+	if err != nil {
+		return nil, wrap(dm.name, err)
+	}
+	if !res.Stats.Changed() {
+		res.newData.close()
+		res.newData = nil
+		return res, nil
+	}
+	if res.newControl, res.Sums, err = updateSums(r, cm, cc, newSums(res.Stats), o.TempDir); err != nil {
+		return nil, wrap(cm.name, err)
+	}
+	return res, nil
+}
+
+// convertData converts the data member m of compression c into a
+// temporary file, compressed as c is written.
+func convertData(ctx context.Context, r io.ReaderAt, m member, c codec, o Options) (_ *spool, _ *layer.Stats, err error) {
+	dec, err := newDecoder(c, io.NewSectionReader(r, m.off, m.size))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer dec.close()
+	out, err := newSpool(o.TempDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			out.close()
+		}
+	}()
+	enc, err := newEncoder(c, out, dec, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := layer.Convert(ctx, dec, enc, layer.Options{Convert: o.Convert, Sums: true, TempDir: o.TempDir})
+	if err != nil {
+		return nil, nil, err
+	}
+	// The rest of the stream (the tar's padding) is read to its end, so
+	// that the compression's checksums are checked.
+	if _, err := io.Copy(io.Discard, dec); err != nil {
+		return nil, nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, nil, err
+	}
+	if err := out.finish(); err != nil {
+		return nil, nil, err
+	}
+	return out, st, nil
+}
+
+// Unchanged says why the package is left as it is: nothing in data.tar
+// was converted ("" when something was).
+func (r *Result) Unchanged() string {
+	if r.newData != nil {
+		return ""
+	}
+	var parts []string
+	for _, oc := range tree.Outcomes {
+		if n := r.Stats.Counts[oc]; n > 0 && oc != tree.NotELF {
+			parts = append(parts, fmt.Sprintf("%d %s", n, oc))
+		}
+	}
+	why := "no ELF file"
+	if len(parts) > 0 {
+		why = "ELF files: " + strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("nothing to convert in %s (%s)", r.Member, why)
+}
+
+// SFrameBytes is the size of the .sframe sections added.
+func (r *Result) SFrameBytes() int {
+	n := 0
+	for _, f := range r.Stats.Files {
+		n += f.SFrameBytes
+	}
+	return n
+}
+
+// Write writes the package: the input itself when Unchanged, else the
+// members in their order with the new control and data members.
+func (r *Result) Write(w io.Writer) error {
+	if r.newData == nil {
+		_, err := io.Copy(w, io.NewSectionReader(r.in, 0, r.size))
+		return err
+	}
+	if _, err := io.WriteString(w, relobj.ArchiveMagic); err != nil {
+		return err
+	}
+	for i, m := range r.members {
+		h := m.hdr
+		var body io.Reader = io.NewSectionReader(r.in, m.off, m.size)
+		size := m.size
+		switch {
+		case i == r.data:
+			body, size = r.newData.reader(), r.newData.size
+			if r.NewMember != m.name {
+				rename(&h, r.NewMember)
+			}
+		case i == r.control && r.newControl != nil:
+			body, size = r.newControl.reader(), r.newControl.size
+		}
+		if err := relobj.SetArSize(h[:], size); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		if _, err := w.Write(h[:]); err != nil {
+			return err
+		}
+		if n, err := io.Copy(w, body); err != nil || n != size {
+			return fmt.Errorf("%s: %d of %d bytes written: %v", m.name, n, size, err)
+		}
+		if size%2 == 1 {
+			if _, err := w.Write([]byte{'\n'}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rename gives the member header h the name name, keeping the
+// terminator ('/' or none) of the name it had.
+func rename(h *[relobj.ArHeaderSize]byte, name string) {
+	if strings.HasSuffix(strings.TrimRight(string(h[:16]), " "), "/") {
+		name += "/"
+	}
+	copy(h[:16], fmt.Sprintf("%-16s", name))
+}
+
+// Close removes the temporary files.
+func (r *Result) Close() error {
+	if r.newData != nil {
+		r.newData.close()
+	}
+	if r.newControl != nil {
+		r.newControl.close()
+	}
+	return nil
+}
+
+// Packages converts the Debian packages of a tree (tree.Packager).
+type Packages struct {
+	TempDir string // temporary files; "" is os.TempDir()
+}
+
+// Is says whether a file whose bytes start with head is a Debian package.
+func (Packages) Is(head []byte) bool { return Is(head) }
+
+// Convert converts the package name (Convert).
+func (p Packages) Convert(ctx context.Context, name string, r io.ReaderAt, size int64, o convert.Options) (tree.Package, error) {
+	res, err := Convert(ctx, r, size, Options{Convert: o, Name: name, TempDir: p.TempDir})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}

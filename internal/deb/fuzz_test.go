@@ -1,0 +1,112 @@
+package deb
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
+)
+
+// seedDeb makes a package in Go (the fuzz seeds cannot count on
+// dpkg-deb): control.tar with control and md5sums, data.tar with the
+// files given and a hard link to the first, the members compressed as
+// comp.
+func seedDeb(t testing.TB, comp codec, files map[string][]byte) []byte {
+	t.Helper()
+	tarOf := func(entries ...entry) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, e := range entries {
+			h := e.hdr
+			h.Size = int64(len(e.data))
+			if err := tw.WriteHeader(&h); err != nil {
+				t.Fatal(err)
+			}
+			tw.Write(e.data)
+		}
+		tw.Close()
+		return b.Bytes()
+	}
+	compress := func(b []byte) []byte {
+		var out bytes.Buffer
+		enc, err := newEncoder(comp, &out, &decoder{}, int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc.Write(b)
+		enc.Close()
+		return out.Bytes()
+	}
+	reg := func(name string, data []byte) entry {
+		return entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755}, data}
+	}
+	var data []entry
+	sums := ""
+	first := ""
+	for _, name := range []string{"usr/bin/hello", "usr/share/doc/t/notes"} {
+		if b, ok := files[name]; ok {
+			data = append(data, reg("./"+name, b))
+			sums += "00000000000000000000000000000000  " + name + "\n"
+			if first == "" {
+				first = name
+			}
+		}
+	}
+	if first != "" {
+		data = append(data, entry{tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/again", Linkname: "./" + first}, nil})
+		sums += "00000000000000000000000000000000  usr/bin/again\n"
+	}
+	control := tarOf(reg("./control", []byte("Package: t\n")), reg("./md5sums", []byte(sums)))
+	b := []byte(relobj.ArchiveMagic)
+	b = append(b, hostile.ArMember("debian-binary", []byte("2.0\n"))...)
+	b = append(b, hostile.ArMember("control.tar"+string(comp), compress(control))...)
+	return append(b, hostile.ArMember("data.tar"+string(comp), compress(tarOf(data...)))...)
+}
+
+// FuzzDeb converts arbitrary bytes as a package: no panic; a package
+// with nothing to convert is written back as it is; a converted one is
+// a package again, with nothing left to convert.
+func FuzzDeb(f *testing.F) {
+	// A 544-byte program, converted with its program headers moved
+	// (FragileLayout), keeps the inputs small.
+	tiny := hostile.EHFrameOnly(hostile.EHFrame(0x401000, 16, nil))
+	o := Options{Convert: convert.Options{FragileLayout: true}}
+	notes := map[string][]byte{"usr/share/doc/t/notes": []byte("notes\n")}
+	both := map[string][]byte{"usr/bin/hello": tiny, "usr/share/doc/t/notes": []byte("notes\n")}
+	f.Add(seedDeb(f, none, notes))
+	f.Add(seedDeb(f, none, both))
+	f.Add(seedDeb(f, gz, both))
+	f.Add(seedDeb(f, xzc, both))
+	f.Add(seedDeb(f, zst, both))
+	f.Add(seedDeb(f, zst, notes))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ctx := context.Background()
+		res, err := Convert(ctx, bytes.NewReader(in), int64(len(in)), o)
+		if err != nil {
+			return
+		}
+		defer res.Close()
+		var out bytes.Buffer
+		if err := res.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		if res.Unchanged() != "" {
+			if !bytes.Equal(out.Bytes(), in) {
+				t.Fatal("a package with nothing to convert was written differently")
+			}
+			return
+		}
+		again, err := Convert(ctx, bytes.NewReader(out.Bytes()), int64(out.Len()), o)
+		if err != nil {
+			t.Fatalf("the output does not convert again: %v", err)
+		}
+		defer again.Close()
+		if again.Unchanged() == "" {
+			t.Fatal("the output has files to convert again")
+		}
+	})
+}
