@@ -44,8 +44,9 @@ the result to DST. References use skopeo's transports:
 Registry credentials are found as docker, podman and crane find them:
 $DOCKER_CONFIG/config.json, ~/.docker/config.json, $REGISTRY_AUTH_FILE,
 containers/auth.json and credential helpers. --tls-verify=false allows
-plain HTTP and unverified TLS; a registry on localhost or 127.0.0.0/8 is
-tried over plain HTTP when HTTPS fails even without it, as docker does.
+plain HTTP and unverified TLS; without it only a registry on the machine
+itself (localhost, 127.0.0.1, ::1) may answer over plain HTTP, as docker
+allows.
 
 Layers are read as streams and never unpacked to disk: each entry of a
 layer's tar stream passes through, and each regular ELF file is converted

@@ -6,7 +6,9 @@ import (
 	"context"
 	"debug/elf"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -340,3 +342,19 @@ func checkLayers(t *testing.T, img v1.Image) {
 		}
 	}
 }
+
+// TestHTTPSOnly: without Insecure, plain HTTP goes only to loopback
+// hosts.
+func TestHTTPSOnly(t *testing.T) {
+	for host, ok := range map[string]bool{"localhost": true, "127.0.0.1": true, "127.0.0.9": true, "[::1]": true, "reg.localhost": true, "10.0.0.5": false, "192.168.1.2": false, "registry.example": false} {
+		req, _ := http.NewRequest("GET", "http://"+host+":5000/v2/", nil)
+		_, err := httpsOnly{failing{}}.RoundTrip(req)
+		if refused := strings.Contains(fmt.Sprint(err), "plain HTTP refused"); refused == ok {
+			t.Errorf("%s: %v", host, err)
+		}
+	}
+}
+
+type failing struct{}
+
+func (failing) RoundTrip(*http.Request) (*http.Response, error) { return nil, errors.New("sent") }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -94,10 +95,12 @@ func (a Access) remoteOpts(ctx context.Context) []remote.Option {
 	// $DOCKER_CONFIG/config.json, ~/.docker/config.json,
 	// $REGISTRY_AUTH_FILE, containers/auth.json, credential helpers.
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithUserAgent("cfi2sframe")}
+	t := remote.DefaultTransport.(*http.Transport).Clone()
 	if a.Insecure {
-		t := remote.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for with --tls-verify=false
 		opts = append(opts, remote.WithTransport(t))
+	} else {
+		opts = append(opts, remote.WithTransport(httpsOnly{t}))
 	}
 	if a.Jobs > 0 {
 		opts = append(opts, remote.WithJobs(a.Jobs))
@@ -251,4 +254,26 @@ func write(ctx context.Context, r Ref, a Access, s source, srcRef Ref) error {
 		})
 	}
 	return fmt.Errorf("unknown transport %q", r.Transport)
+}
+
+// httpsOnly refuses plain HTTP but to a loopback host. go-containerregistry
+// tries plain HTTP beside HTTPS for private (RFC 1918) addresses too,
+// which would send credentials in the clear to whoever answers on a
+// network; skopeo and docker do that only when told to (here,
+// --tls-verify=false) or for the machine itself.
+type httpsOnly struct{ next http.RoundTripper }
+
+func (t httpsOnly) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "https" && !loopback(r.URL.Hostname()) {
+		return nil, fmt.Errorf("%s: plain HTTP refused (--tls-verify=false allows it)", r.URL.Host)
+	}
+	return t.next.RoundTrip(r)
+}
+
+func loopback(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
