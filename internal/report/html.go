@@ -94,6 +94,7 @@ td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: right; } td:first
 <div class="card">V3 / (.eh_frame + hdr)<b>{{.Ratio}}</b></div>
 <div class="card">functions described<b>{{.FuncCov}}</b></div>
 <div class="card">code bytes described<b>{{.ByteCov}}</b></div>
+<div class="card">of all the code<b>{{.CodeCov}}</b></div>
 </div>
 <h2>Largest files</h2>
 <div class="legend"><span style="background:{{.CCFI}}"></span>.eh_frame + .eh_frame_hdr<span style="background:{{.CSF}}"></span>.sframe V3</div>
@@ -105,15 +106,15 @@ td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: right; } td:first
 <h2>Encoding</h2>
 {{.Enc}}
 <h2>All files</h2>
-<table><tr><th>file</th><th>.eh_frame</th><th>hdr</th><th>V3</th><th>V2</th><th>ratio</th><th>FDEs</th><th>FREs</th><th>functions</th><th>code</th></tr>
-{{range .Rows}}<tr><td>{{.Path}}</td><td>{{.EHFrame}}</td><td>{{.EHFrameHdr}}</td><td>{{.SFrameV3}}</td><td>{{.SFrameV2}}</td><td>{{printf "%.2f" .Ratio}}</td><td>{{.FDEs}}</td><td>{{.FREs}}</td><td>{{.FuncCov}}</td><td>{{.ByteCov}}</td></tr>
+<table><tr><th>file</th><th>.eh_frame</th><th>hdr</th><th>V3</th><th>V2</th><th>ratio</th><th>FDEs</th><th>FREs</th><th>functions</th><th>code</th><th>all code</th></tr>
+{{range .Rows}}<tr><td>{{.Path}}</td><td>{{.EHFrame}}</td><td>{{.EHFrameHdr}}</td><td>{{.SFrameV3}}</td><td>{{.SFrameV2}}</td><td>{{printf "%.2f" .Ratio}}</td><td>{{.FDEs}}</td><td>{{.FREs}}</td><td>{{.FuncCov}}</td><td>{{.ByteCov}}</td><td>{{.CodeCov}}</td></tr>
 {{end}}</table>
 </body></html>
 `))
 
 type htmlRow struct {
 	*File
-	FuncCov, ByteCov string
+	FuncCov, ByteCov, CodeCov string
 }
 
 // WriteHTML writes a self-contained page (inline CSS and SVG, no scripts).
@@ -165,11 +166,11 @@ func WriteHTML(w io.Writer, files []*File) error {
 	}
 	rows := make([]htmlRow, len(files))
 	for i, f := range files {
-		rows[i] = htmlRow{f, pct(uint64(f.SFrameFuncs), uint64(f.CFIFuncs)), pct(f.SFrameBytes, f.CFIBytes)}
+		rows[i] = htmlRow{f, pct(uint64(f.SFrameFuncs), uint64(f.CFIFuncs)), pct(f.SFrameBytes, f.CFIBytes), pct(f.SFrameCode, f.CodeBytes)}
 	}
 	return page.Execute(w, map[string]any{
 		"Files": len(files), "EH": kb(float64(t.EHFrame + t.EHFrameHdr)), "V3": kb(float64(t.SFrameV3)), "V2": kb(float64(t.SFrameV2)),
-		"Ratio": fmt.Sprintf("%.2f", t.Ratio()), "FuncCov": pct(uint64(t.SFrameFuncs), uint64(t.CFIFuncs)), "ByteCov": pct(t.SFrameBytes, t.CFIBytes),
+		"Ratio": fmt.Sprintf("%.2f", t.Ratio()), "FuncCov": pct(uint64(t.SFrameFuncs), uint64(t.CFIFuncs)), "ByteCov": pct(t.SFrameBytes, t.CFIBytes), "CodeCov": pct(t.SFrameCode, t.CodeBytes),
 		"CCFI": template.CSS(colorCFI), "CSF": template.CSS(colorSFrame),
 		"Sizes": hbars(sizes, kb), "Ratios": hbars(ratios, func(v float64) string { return fmt.Sprintf("%.0f files", v) }),
 		"Skips": hbars(skipBars, func(v float64) string { return fmt.Sprintf("%.0f functions", v) }),

@@ -37,10 +37,11 @@ func sep(s string) string {
 // WriteTable writes an aligned table, one line per file and the total.
 func WriteTable(w io.Writer, files []*File) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "eh_frame\teh_frame_hdr\tsframe v3\tv2\tv3/eh\tFDEs\tFREs\tfuncs\tcode\t\tfile\t  skipped")
+	fmt.Fprintln(tw, "eh_frame\teh_frame_hdr\tsframe v3\tv2\tv3/eh\tFDEs\tFREs\tfuncs\tcode\tall funcs\tall code\t\tfile\t  skipped")
 	line := func(f *File) {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%s\t%s\t\t%s\t%s\n", f.EHFrame, f.EHFrameHdr, f.SFrameV3, f.SFrameV2, f.Ratio(), f.FDEs, f.FREs,
-			pct(uint64(f.SFrameFuncs), uint64(f.CFIFuncs)), pct(f.SFrameBytes, f.CFIBytes), f.Path, sep(skips(f)))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%s\t%s\t%s\t%s\t\t%s\t%s\n", f.EHFrame, f.EHFrameHdr, f.SFrameV3, f.SFrameV2, f.Ratio(), f.FDEs, f.FREs,
+			pct(uint64(f.SFrameFuncs), uint64(f.CFIFuncs)), pct(f.SFrameBytes, f.CFIBytes),
+			pct(uint64(f.SFrameCodeFuncs), uint64(f.CodeFuncs)), pct(f.SFrameCode, f.CodeBytes), f.Path, sep(skips(f)))
 	}
 	for _, f := range files {
 		line(f)
@@ -50,7 +51,7 @@ func WriteTable(w io.Writer, files []*File) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d files. FRE types addr1/2/4: %d/%d/%d functions; data words 1/2/4 bytes: %d/%d/%d FREs. funcs/code: share of CFI functions and code bytes SFrame describes.\n",
+	_, err := fmt.Fprintf(w, "\n%d files. FRE types addr1/2/4: %d/%d/%d functions; data words 1/2/4 bytes: %d/%d/%d FREs. funcs/code: share of the functions and code bytes the CFI describes that SFrame describes; all funcs/all code: share of every function (CFI, symbol tables) and of the executable sections' bytes.\n",
 		len(files), t.FREType[0], t.FREType[1], t.FREType[2], t.WordSize[0], t.WordSize[1], t.WordSize[2])
 	return err
 }
@@ -73,14 +74,16 @@ func WriteCSV(w io.Writer, files []*File) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"file", "machine", "eh_frame", "eh_frame_hdr", "debug_frame", "sframe_v3", "sframe_v2", "sframe_existing", "ratio_v3",
 		"cfi_fdes", "sframe_functions", "sframe_fres", "fre_addr1", "fre_addr2", "fre_addr4", "word1", "word2", "word4",
-		"cfi_functions", "cfi_code_bytes", "sframe_functions_from_cfi", "sframe_code_bytes_from_cfi", "skipped"})
+		"cfi_functions", "cfi_code_bytes", "sframe_functions_from_cfi", "sframe_code_bytes_from_cfi",
+		"code_functions", "sframe_covered_functions", "code_bytes", "sframe_covered_code_bytes", "skipped"})
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	i := strconv.Itoa
 	for _, f := range append(files, Total(files)) {
 		cw.Write([]string{f.Path, f.Machine, u(f.EHFrame), u(f.EHFrameHdr), u(f.DebugFrame), u(f.SFrameV3), u(f.SFrameV2), u(f.Existing),
 			strconv.FormatFloat(f.Ratio(), 'f', 4, 64), i(f.FDEs), i(f.Functions), i(f.FREs),
 			i(f.FREType[0]), i(f.FREType[1]), i(f.FREType[2]), i(f.WordSize[0]), i(f.WordSize[1]), i(f.WordSize[2]),
-			i(f.CFIFuncs), u(f.CFIBytes), i(f.SFrameFuncs), u(f.SFrameBytes), skips(f)})
+			i(f.CFIFuncs), u(f.CFIBytes), i(f.SFrameFuncs), u(f.SFrameBytes),
+			i(f.CodeFuncs), i(f.SFrameCodeFuncs), u(f.CodeBytes), u(f.SFrameCode), skips(f)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -51,6 +51,15 @@ type File struct {
 	SFrameBytes uint64         `json:"sframe_code_bytes_from_cfi"`
 	Skipped     map[string]int `json:"skipped,omitempty"`
 	CFIErrors   int            `json:"cfi_errors,omitempty"`
+	// Coverage of the code itself: bytes of executable sections, and
+	// those SFrame describes; functions known from the CFI, Go's
+	// function table and the symbol tables, and those SFrame covers. A
+	// program whose CFI covers a small part of its code (a Go program's
+	// C parts) reads low here, however well the CFI converts.
+	CodeBytes       uint64 `json:"code_bytes"`
+	SFrameCode      uint64 `json:"sframe_covered_code_bytes"`
+	CodeFuncs       int    `json:"code_functions"`
+	SFrameCodeFuncs int    `json:"sframe_covered_functions"`
 }
 
 // Ratio is the V3 .sframe size over .eh_frame + .eh_frame_hdr.
@@ -124,6 +133,8 @@ func analyze(path string, in *mapped.File) (*File, error) {
 	}
 	plts := plt.Sections(ef)
 	ctx := st.Context(nil)
+	exec := execSpans(ef)
+	var cfiStarts []uint64
 	var fde cfi.FDE
 	var tab cfi.Table
 	cfiErrs := len(st.Errors())
@@ -141,6 +152,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 		if e.Size > 0 && e.Start != 0 && !inPLT(e.Start, plts) {
 			r.CFIFuncs++
 			r.CFIBytes += e.Size
+			cfiStarts = append(cfiStarts, e.Start)
 		}
 	}
 	r.FDEs, r.CFIErrors = st.Parsed(), cfiErrs
@@ -148,6 +160,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 		// cfi2sframe writes no SFrame for it (convert refuses a file
 		// whose CFI holds no FDE), but its code counts, uncovered.
 		r.Skipped = nil
+		coverCode(r, exec, nil, funcStarts(ef, exec, nil, nil))
 		return r, nil
 	}
 	cf, err := convert.NewFile(path, in.File(), in.Size)
@@ -179,6 +192,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 		r.SFrameBytes = e.codeBytes
 		r.Functions, r.FREs = e.funcs, e.fres
 		r.FREType, r.WordSize = e.freType, e.wordSize
+		coverCode(r, exec, e.spans, funcStarts(ef, exec, cfiStarts, nil))
 	}
 	if len(r.Skipped) == 0 {
 		r.Skipped = nil
@@ -221,6 +235,10 @@ func Total(files []*File) *File {
 		t.SFrameFuncs += f.SFrameFuncs
 		t.SFrameBytes += f.SFrameBytes
 		t.CFIErrors += f.CFIErrors
+		t.CodeBytes += f.CodeBytes
+		t.SFrameCode += f.SFrameCode
+		t.CodeFuncs += f.CodeFuncs
+		t.SFrameCodeFuncs += f.SFrameCodeFuncs
 		for k, v := range f.Skipped {
 			t.Skipped[k] += v
 		}

@@ -2,8 +2,10 @@ package report
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/csv"
 	"encoding/json"
+	"github.com/google/go-cmp/cmp"
 	"image/png"
 	"os"
 	"os/exec"
@@ -175,5 +177,51 @@ func TestNoFDE(t *testing.T) {
 	}
 	if f.EHFrame == 0 || f.FDEs != 0 || f.SFrameV3 != 0 || f.SFrameV2 != 0 || f.Functions != 0 || f.CFIFuncs != 0 {
 		t.Errorf("%+v: want a row with .eh_frame, no FDE and no SFrame", f)
+	}
+}
+
+// TestCodeCoverage: a program whose CFI describes one of its two
+// functions reads 100% against its CFI and half against its code, the
+// functions counted from the symbol table.
+func TestCodeCoverage(t *testing.T) {
+	as := toolchain.Tool(t, "sid", "x86_64-as")
+	ld := toolchain.Tool(t, "sid", "x86_64-ld")
+	dir := t.TempDir()
+	obj, exe := filepath.Join(dir, "partial.o"), filepath.Join(dir, "partial")
+	for _, c := range [][]string{{as, "-o", obj, "testdata/partial.s"}, {ld, "-o", exe, obj}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	f, err := Analyze(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.CFIFuncs != 1 || f.SFrameFuncs != 1 || f.SFrameBytes != f.CFIBytes {
+		t.Errorf("CFI coverage: %d/%d functions, %d/%d bytes; want all of one", f.SFrameFuncs, f.CFIFuncs, f.SFrameBytes, f.CFIBytes)
+	}
+	ef, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	text := ef.Section(".text").Size
+	if f.CodeFuncs != 2 || f.SFrameCodeFuncs != 1 || f.CodeBytes != text || f.SFrameCode != f.CFIBytes || f.SFrameCode >= f.CodeBytes {
+		t.Errorf("code coverage: %d/%d functions, %d/%d bytes; want 1/2 and the first function's bytes of .text's %d", f.SFrameCodeFuncs, f.CodeFuncs, f.SFrameCode, f.CodeBytes, text)
+	}
+}
+
+func TestSpans(t *testing.T) {
+	got := merge([]span{{10, 20}, {0, 5}, {5, 8}, {15, 30}, {40, 40}})
+	if diff := cmp.Diff([]span{{0, 8}, {10, 30}}, got, cmp.AllowUnexported(span{})); diff != "" {
+		t.Errorf("merge (-want +got):\n%s", diff)
+	}
+	for addr, want := range map[uint64]bool{0: true, 7: true, 8: false, 9: false, 10: true, 29: true, 30: false} {
+		if inside(got, addr) != want {
+			t.Errorf("inside(%d) = %v", addr, !want)
+		}
+	}
+	if n := overlap(got, []span{{4, 12}, {25, 50}}); n != 4+2+5 {
+		t.Errorf("overlap = %d, want 11", n)
 	}
 }

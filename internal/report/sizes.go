@@ -18,6 +18,7 @@ type encoded struct {
 	wordSize  [3]int // FREs per data-word size
 	converted int    // functions from CFI (translate.Result.Converted)
 	codeBytes uint64 // bytes of the functions outside PLT sections
+	spans     []span // every function's range, PLT sections included
 	skipped   map[string]int
 }
 
@@ -61,6 +62,7 @@ func figures(sec []byte, addr uint64, tr *translate.Result, plts []translate.PLT
 		if !inPLT(d.Start, plts) {
 			e.codeBytes += uint64(d.Size)
 		}
+		e.spans = append(e.spans, span{d.Start, d.Start + uint64(d.Size)})
 		e.freType[bits.TrailingZeros8(d.AddrSize)]++
 		for _, f := range d.FREs {
 			e.fres++
