@@ -367,6 +367,10 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 			fmt.Fprintf(stderr, "; %d symbolic links or special files left alone", sum.Special)
 		}
 		fmt.Fprintln(stderr)
+		if sum.CodeBytes > 0 {
+			fmt.Fprintf(stderr, "SFrame describes %.1f%% of the converted programs' and libraries' code (%d of %d bytes of executable sections)\n",
+				100*float64(sum.CoveredBytes)/float64(sum.CodeBytes), sum.CoveredBytes, sum.CodeBytes)
+		}
 		if k := keptText(sum.Kept); k != "" {
 			fmt.Fprintln(stderr, k)
 		}

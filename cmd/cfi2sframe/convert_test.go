@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,10 @@ func TestTreeCommand(t *testing.T) {
 	_, stderr, err := runCmd("--in-place", "-j", "1", dir)
 	if err != nil || !strings.Contains(stderr, "2 files: 1 converted, 0 already have SFrame, 0 without CFI, 1 not ELF, 0 unsupported machine or type, 0 without a safe layout, 0 signed (left alone), 0 refused (metadata not kept), 0 failed") {
 		t.Errorf("tree run: %v\n%s", err, stderr)
+	}
+	// hello's .init and .fini have no CFI, so not all of its code.
+	if !regexp.MustCompile(`SFrame describes [5-9][0-9]\.[0-9]% of the converted programs' and libraries' code \([0-9]+ of [0-9]+ bytes`).MatchString(stderr) {
+		t.Errorf("tree run: no code coverage line, or a wrong one:\n%s", stderr)
 	}
 	os.WriteFile(filepath.Join(dir, "broken"), hello[:300], 0o755)
 	_, stderr, err = runCmd("--in-place", "-q", dir)

@@ -10,6 +10,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/cfi2sframe/cfi2sframe/internal/coverage"
 	"io/fs"
 	"runtime"
 	"sort"
@@ -133,7 +134,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 	}
 	plts := plt.Sections(ef)
 	ctx := st.Context(nil)
-	exec := execSpans(ef)
+	exec := coverage.Exec(ef)
 	var cfiStarts []uint64
 	var fde cfi.FDE
 	var tab cfi.Table
@@ -160,7 +161,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 		// cfi2sframe writes no SFrame for it (convert refuses a file
 		// whose CFI holds no FDE), but its code counts, uncovered.
 		r.Skipped = nil
-		coverCode(r, exec, nil, funcStarts(ef, exec, nil, nil))
+		r.setCover(coverage.Measure(exec, nil, coverage.FuncStarts(ef, exec, nil, nil)))
 		return r, nil
 	}
 	cf, err := convert.NewFile(path, in.File(), in.Size)
@@ -192,12 +193,16 @@ func analyze(path string, in *mapped.File) (*File, error) {
 		r.SFrameBytes = e.codeBytes
 		r.Functions, r.FREs = e.funcs, e.fres
 		r.FREType, r.WordSize = e.freType, e.wordSize
-		coverCode(r, exec, e.spans, funcStarts(ef, exec, cfiStarts, nil))
+		r.setCover(coverage.Measure(exec, e.spans, coverage.FuncStarts(ef, exec, cfiStarts, nil)))
 	}
 	if len(r.Skipped) == 0 {
 		r.Skipped = nil
 	}
 	return r, nil
+}
+
+func (r *File) setCover(c coverage.Cover) {
+	r.CodeBytes, r.SFrameCode, r.CodeFuncs, r.SFrameCodeFuncs = c.CodeBytes, c.CoveredBytes, c.Funcs, c.CoveredFuncs
 }
 
 // bigFile is the size from which a file's conversions collect the

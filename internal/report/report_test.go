@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"encoding/csv"
 	"encoding/json"
-	"github.com/google/go-cmp/cmp"
 	"image/png"
 	"os"
 	"os/exec"
@@ -208,20 +207,5 @@ func TestCodeCoverage(t *testing.T) {
 	text := ef.Section(".text").Size
 	if f.CodeFuncs != 2 || f.SFrameCodeFuncs != 1 || f.CodeBytes != text || f.SFrameCode != f.CFIBytes || f.SFrameCode >= f.CodeBytes {
 		t.Errorf("code coverage: %d/%d functions, %d/%d bytes; want 1/2 and the first function's bytes of .text's %d", f.SFrameCodeFuncs, f.CodeFuncs, f.SFrameCode, f.CodeBytes, text)
-	}
-}
-
-func TestSpans(t *testing.T) {
-	got := merge([]span{{10, 20}, {0, 5}, {5, 8}, {15, 30}, {40, 40}})
-	if diff := cmp.Diff([]span{{0, 8}, {10, 30}}, got, cmp.AllowUnexported(span{})); diff != "" {
-		t.Errorf("merge (-want +got):\n%s", diff)
-	}
-	for addr, want := range map[uint64]bool{0: true, 7: true, 8: false, 9: false, 10: true, 29: true, 30: false} {
-		if inside(got, addr) != want {
-			t.Errorf("inside(%d) = %v", addr, !want)
-		}
-	}
-	if n := overlap(got, []span{{4, 12}, {25, 50}}); n != 4+2+5 {
-		t.Errorf("overlap = %d, want 11", n)
 	}
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/cfi2sframe/cfi2sframe/internal/coverage"
 	"math/bits"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
@@ -14,11 +15,11 @@ type encoded struct {
 	size      uint64 // bytes of the section
 	funcs     int    // its functions
 	fres      int
-	freType   [3]int // functions per FRE type (start fields of 1, 2 and 4 bytes)
-	wordSize  [3]int // FREs per data-word size
-	converted int    // functions from CFI (translate.Result.Converted)
-	codeBytes uint64 // bytes of the functions outside PLT sections
-	spans     []span // every function's range, PLT sections included
+	freType   [3]int          // functions per FRE type (start fields of 1, 2 and 4 bytes)
+	wordSize  [3]int          // FREs per data-word size
+	converted int             // functions from CFI (translate.Result.Converted)
+	codeBytes uint64          // bytes of the functions outside PLT sections
+	spans     []coverage.Span // every function's range, PLT sections included
 	skipped   map[string]int
 }
 
@@ -62,7 +63,7 @@ func figures(sec []byte, addr uint64, tr *translate.Result, plts []translate.PLT
 		if !inPLT(d.Start, plts) {
 			e.codeBytes += uint64(d.Size)
 		}
-		e.spans = append(e.spans, span{d.Start, d.Start + uint64(d.Size)})
+		e.spans = append(e.spans, coverage.Span{Lo: d.Start, Hi: d.Start + uint64(d.Size)})
 		e.freType[bits.TrailingZeros8(d.AddrSize)]++
 		for _, f := range d.FREs {
 			e.fres++

@@ -104,7 +104,7 @@ func TestFiguresMatchWhole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(whole(t, f.ELF, tables, plts, v), got, cmp.AllowUnexported(encoded{}, span{})); diff != "" {
+			if diff := cmp.Diff(whole(t, f.ELF, tables, plts, v), got, cmp.AllowUnexported(encoded{})); diff != "" {
 				t.Errorf("%s V%d (-whole +conversion's figures):\n%s", name, v, diff)
 			}
 		}
@@ -152,7 +152,7 @@ func TestFiguresOverlaps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(want, got, cmp.AllowUnexported(encoded{}, span{})); diff != "" {
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(encoded{})); diff != "" {
 				t.Errorf("round %d V%d (-whole +encoder's figures):\n%s", round, v, diff)
 			}
 			overlaps += got.skipped[string(translate.Overlap)]

@@ -22,6 +22,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/coverage"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
 	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
@@ -91,6 +93,10 @@ type Record struct {
 	SFrameBytes int     `json:"sframe_bytes,omitempty"`
 	CFIErrors   int     `json:"cfi_errors,omitempty"` // malformed CFI records skipped
 	Warning     string  `json:"warning,omitempty"`    // converted, but see this (convert.Result.Warning)
+	// CodeBytes are the bytes of a converted linked file's executable
+	// sections, CoveredBytes those its SFrame functions describe.
+	CodeBytes    uint64 `json:"code_bytes,omitempty"`
+	CoveredBytes uint64 `json:"sframe_covered_code_bytes,omitempty"`
 	// NotKept is what of the file's metadata its copy in OutDir could not
 	// keep, for a user who is not root (as cp -a leaves it out).
 	NotKept []string `json:"not_kept,omitempty"`
@@ -138,7 +144,10 @@ type Summary struct {
 	Files       int // regular files looked at
 	Special     int // in place: symbolic links and other entries but directories, left alone
 	Interrupted int // files not started because the context was cancelled
-	Kept        Kept
+	// CodeBytes and CoveredBytes sum the records': the code of the
+	// converted linked files, and the part SFrame describes.
+	CodeBytes, CoveredBytes uint64
+	Kept                    Kept
 }
 
 // Kept counts what the files written kept besides their bytes, and, with
@@ -356,6 +365,8 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 		defer mu.Unlock()
 		sum.Counts[r.Outcome]++
 		sum.Kept.count(r)
+		sum.CodeBytes += r.CodeBytes
+		sum.CoveredBytes += r.CoveredBytes
 		done++
 		if o.Record != nil {
 			o.Record(r)
@@ -637,6 +648,13 @@ func convertJob(ctx context.Context, j job, o Options, in *mapped.File) (*conver
 		r.SFrameBytes = len(res.SFrame)
 		r.CFIErrors = len(res.CFIErrors)
 		r.Warning = res.Warning
+		if res.Addr != 0 { // a linked file: its code is where it runs
+			if ef, err := elf.NewFile(bytes.NewReader(in.Data)); err == nil {
+				if c, err := coverage.OfSection(ef, res.SFrame, res.Addr); err == nil {
+					r.CodeBytes, r.CoveredBytes = c.CodeBytes, c.CoveredBytes
+				}
+			}
+		}
 	}
 	return &conversion{write: res.Write, close: cf.Close, fill: fill}, Converted, nil
 }
