@@ -139,6 +139,10 @@ func (t *Table) Quantum() int { return int(t.quantum) }
 // to (runtime.text), 0 for Go 1.16 tables, whose entries are addresses.
 func (t *Table) TextStart() uint64 { return t.textStart }
 
+// Size is the table's size in bytes (up to the end of what holds it when
+// Open found it without a section of its own).
+func (t *Table) Size() int { return len(t.data) }
+
 // NumFuncs is the number of functions in the table.
 func (t *Table) NumFuncs() int { return t.nfunc }
 
