@@ -153,6 +153,9 @@ func findTable(f *elfread.File, rs []region) ([]byte, uint64, error) {
 			if err != nil {
 				return nil, 0, err
 			}
+			if a-r.addr >= uint64(len(b)) {
+				break
+			}
 			b = b[a-r.addr:]
 			if e := symbol(f, "runtime.epclntab"); e > a && e-a <= uint64(len(b)) {
 				b = b[:e-a]
