@@ -45,9 +45,22 @@
 // linker's, but the CFA and RA rules are unchanged unless a RegRule names
 // the RA register.
 //
+// What the linker's FDEs say and do not: the LR is "saved" from the PC
+// the frame is allocated at, not from the store (the linker's own TODO);
+// SPWrite functions (morestack, systemstack, ...) change SP in ways the
+// pcsp table cannot say, and get an FDE all the same; negative pcsp values
+// occur (Go 1.19's AArch64 asyncPreempt ends 16 below its entry SP) and
+// are kept. A caller may drop functions by Flag or Name, or correct them
+// with RegRules. Functions without a pcsp table (the markers Go 1.24
+// added around its FIPS code, "go:textfipsstart" and "go:textfipsend")
+// get no FDE, as from the linker.
+//
 // For cfi: the image is a .debug_frame section whose addresses are the
 // table's (link-time) addresses, pointer-sized in the table's byte order;
-// CIE pointers are section offsets (0).
+// CIE pointers are section offsets (0). cfi opens call-frame sections
+// only from an ELF file (cfi.Open, cfi.OpenBytes); the tests wrap the
+// image into a minimal ELF file (its header, the section, the section
+// names) and open that with cfi.OpenBytes.
 package gocfi
 
 import (

@@ -82,7 +82,7 @@ type Flag uint8
 const (
 	TopFrame Flag = 1 << iota // outermost frame of a stack: unwinding stops here (goexit, mstart, rt0_go)
 	SPWrite                   // writes SP other than by a constant: the pcsp table cannot describe its frame
-	Asm                       // written in assembly (Go 1.20 and later)
+	Asm                       // written in assembly (recent linkers: Go 1.19 sets it, 1.16 has no flags)
 )
 
 // Error is a malformed table: what part of it, at which offset in the
