@@ -298,6 +298,15 @@ func (f *File) Section(name string) (*Section, error) {
 	return f.load(s)
 }
 
+// SectionAt returns the contents of section i of the section header
+// table (for a caller that walks the sections, whose names may repeat).
+func (f *File) SectionAt(i int) (*Section, error) {
+	if i < 0 || i >= len(f.ELF.Sections) {
+		return nil, errorf(ErrNotFound, "no section %d (%d sections): %v", i, len(f.ELF.Sections), ErrNotFound)
+	}
+	return f.load(f.ELF.Sections[i])
+}
+
 // SectionByType returns the first section of type t.
 func (f *File) SectionByType(t elf.SectionType) (*Section, error) {
 	for _, s := range f.ELF.Sections {
