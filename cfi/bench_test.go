@@ -16,7 +16,7 @@ func BenchmarkParseExecute(b *testing.B) {
 		b.Skip(err)
 	}
 	defer f.Close()
-	secs, err := sections(f)
+	secs, err := sections(f, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

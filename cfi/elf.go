@@ -13,9 +13,11 @@ const shtX86_64Unwind = elf.SectionType(0x70000001)
 
 // sections returns the call-frame sections of an ELF file: .eh_frame (by
 // name or type, or through PT_GNU_EH_FRAME when section headers are gone)
-// and .debug_frame, in that order. A file with neither gives an empty list.
+// then a Go program's function table as CFI (goSection; what it leaves
+// out goes to goNotes), then .debug_frame, in that order of precedence. A
+// file with none gives an empty list.
 // In relocatable objects elfread applies the relocations (see Open).
-func sections(f *elfread.File) ([]*Section, error) {
+func sections(f *elfread.File, goNotes *[]error) ([]*Section, error) {
 	ef := f.ELF
 	ptr := 8
 	if ef.Class == elf.ELFCLASS32 {
@@ -49,6 +51,14 @@ func sections(f *elfread.File) ([]*Section, error) {
 		if s != nil {
 			s.textRel, s.dataRel = textRel, dataRel
 			out = append(out, s)
+		}
+	}
+	if gs, notes := goSection(f, ptr); gs != nil || notes != nil {
+		if gs != nil {
+			out = append(out, gs)
+		}
+		if goNotes != nil {
+			*goNotes = notes
 		}
 	}
 	df, err := f.Section(".debug_frame")

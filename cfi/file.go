@@ -41,14 +41,22 @@ const refSecBits = 2
 
 // Open finds and indexes the call-frame information of an ELF file
 // opened with debug/elf: .eh_frame (by name or type, or through
-// PT_GNU_EH_FRAME when section headers are gone) and .debug_frame. In a
+// PT_GNU_EH_FRAME when section headers are gone) and .debug_frame, and
+// for a Go program the CFI its function table (.gopclntab) gives: an
+// FDE per Go function, with the CFA of its pcsp table and the return
+// address where Go's ABI puts it, as Go's linker writes .debug_frame
+// (Section.Name ".gopclntab"). In a
 // relocatable object the sections are relocated with every section at
 // address 0, so an FDE's Start is then the offset in its target section,
 // which the relocation at StartField names.
 //
 // .eh_frame comes first; a .debug_frame FDE is kept only for code no
 // .eh_frame FDE covers (GCC emits both with -g and asynchronous unwind
-// tables off, and then they describe the same code). Only when there is a
+// tables off, and then they describe the same code). A Go program's
+// table comes between them: its FDE for a Go function is kept where no
+// .eh_frame FDE covers the code, and wins over .debug_frame's, which Go's
+// linker writes from the same table without its outermost marks. Only
+// when there is a
 // .debug_frame are the .eh_frame FDEs executed here, to learn which of
 // them really cover code; those that fail are dropped and reported then.
 // Malformed records are reported by Errors; the error returned is for a
@@ -85,11 +93,12 @@ func (f *File) Errors() []error { return f.errs }
 
 // open is Open for a file opened with elfread.
 func open(ef *elfread.File) (*File, error) {
-	secs, err := sections(ef)
+	var goNotes []error
+	secs, err := sections(ef, &goNotes)
 	if err != nil {
 		return nil, err
 	}
-	s := &File{sections: secs}
+	s := &File{sections: secs, errs: goNotes}
 	type span struct{ lo, hi uint64 }
 	var eh []span
 	covered := func(lo, hi uint64) bool {
@@ -98,7 +107,7 @@ func open(ef *elfread.File) (*File, error) {
 	}
 	hasDebug := false
 	for _, sec := range secs {
-		hasDebug = hasDebug || sec.kind == kindDebug
+		hasDebug = hasDebug || sec.kind != kindEH
 	}
 	if len(secs) > 1<<refSecBits {
 		return nil, fmt.Errorf("%d call-frame sections", len(secs))
@@ -126,7 +135,7 @@ func open(ef *elfread.File) (*File, error) {
 		s.parsers = append(s.parsers, p)
 		p.walk(&fde, func(fde *FDE) {
 			s.parsed++
-			if sec.kind == kindDebug && covered(fde.Start, fde.End()) {
+			if sec.kind != kindEH && covered(fde.Start, fde.End()) {
 				return
 			}
 			if sec.kind == kindEH && hasDebug {
@@ -141,7 +150,9 @@ func open(ef *elfread.File) (*File, error) {
 		s.errs = append(s.errs, p.errs...)
 		s.errs = append(s.errs, execErrs...)
 		p.errs, execErrs = nil, nil
-		if sec.kind == kindEH && hasDebug {
+		// The FDEs so far win over the sections after: .eh_frame over
+		// .debug_frame, both over a Go program's table.
+		if hasDebug && i+1 < len(secs) {
 			eh = eh[:0]
 			for _, e := range s.entries {
 				eh = append(eh, span{e.Start, e.Start + e.Size})

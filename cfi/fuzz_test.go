@@ -41,7 +41,7 @@ func addFixtureSeeds(f *testing.F) {
 		if err != nil {
 			continue
 		}
-		secs, _ := sections(ef)
+		secs, _ := sections(ef, nil)
 		for _, s := range secs {
 			m := byte(0)
 			if s.order == binary.BigEndian {

@@ -221,7 +221,7 @@ func TestRealFiles(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		secs, err := sections(ef)
+		secs, err := sections(ef, nil)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -262,7 +262,7 @@ func TestQuickFDE(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		secs, err := sections(f)
+		secs, err := sections(f, nil)
 		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)

@@ -24,11 +24,15 @@ type kind uint8
 const (
 	kindEH    kind = iota // .eh_frame: CIE id 0, CIE pointer relative, pointer encodings
 	kindDebug             // .debug_frame: CIE id 0xffffffff, CIE pointer a section offset
+	kindGo                // .debug_frame's format, made from a Go program's .gopclntab (goSection)
 )
 
 func (k kind) String() string {
-	if k == kindDebug {
+	switch k {
+	case kindDebug:
 		return ".debug_frame"
+	case kindGo:
+		return ".gopclntab"
 	}
 	return ".eh_frame"
 }
@@ -50,7 +54,8 @@ type Section struct {
 }
 
 // Name is the section's name: .eh_frame or .debug_frame (also for an
-// .eh_frame found by its type or through PT_GNU_EH_FRAME).
+// .eh_frame found by its type or through PT_GNU_EH_FRAME), or .gopclntab
+// for the CFI made from a Go program's function table.
 func (s *Section) Name() string { return s.kind.String() }
 
 // CIE is a common information entry.

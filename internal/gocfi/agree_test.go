@@ -1,9 +1,10 @@
-package gocfi
+package gocfi_test
 
 import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
 	"path/filepath"
 	"testing"
 
@@ -15,9 +16,9 @@ import (
 
 // synthesize builds t's image and parses it back with cfi, through an ELF
 // file holding it as its .debug_frame.
-func synthesize(tb testing.TB, t *gopclntab.Table, m elf.Machine, extra Extra) ([]byte, []*cfi.FDE, []error) {
+func synthesize(tb testing.TB, t *gopclntab.Table, m elf.Machine, extra gocfi.Extra) ([]byte, []*cfi.FDE, []error) {
 	tb.Helper()
-	img, errs, err := DebugFrame(t, m, extra)
+	img, errs, err := gocfi.DebugFrame(t, m, extra)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func debugFrame(tb testing.TB, f *cfi.File) []*cfi.FDE {
 }
 
 // raColumn is the return-address column of Go's CIE for m.
-func raColumn(m elf.Machine) uint64 { return machines[m].ra }
+func raColumn(m elf.Machine) uint64 { return gocfi.Machines[m].RA }
 
 // counts of a comparison of two .debug_frame sections.
 type counts struct {

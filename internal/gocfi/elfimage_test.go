@@ -1,4 +1,4 @@
-package gocfi
+package gocfi_test
 
 import (
 	"debug/elf"

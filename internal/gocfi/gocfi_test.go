@@ -1,9 +1,10 @@
-package gocfi
+package gocfi_test
 
 import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
 	"strings"
 	"testing"
 
@@ -81,7 +82,7 @@ var (
 func at(off int64) cfi.Rule { return cfi.Rule{Kind: cfi.Offset, Offset: off} }
 
 // TestRules executes the image of a small table for a push machine with
-// 8- and 4-byte pointers and link-register machines of both byte orders:
+// 8- and 4-byte pointers and link-register gocfi.Machines of both byte orders:
 // the CFA and return-address rules at chosen PCs, and each FDE's range
 // (the function, not the padding after it).
 func TestRules(t *testing.T) {
@@ -103,7 +104,7 @@ func TestRules(t *testing.T) {
 			if len(errs) > 0 || len(fdes) != 3 {
 				t.Fatalf("%d FDEs, errors %v", len(fdes), errs)
 			}
-			mach := machines[c.m]
+			mach := gocfi.Machines[c.m]
 			q, p := uint64(c.q), int64(c.ptr)
 			for i, r := range [][2]uint64{{0, 26}, {32, 34}, {40, 49}} {
 				if fdes[i].Start != text+r[0]*q || fdes[i].End() != text+r[1]*q {
@@ -113,16 +114,16 @@ func TestRules(t *testing.T) {
 			f := execute(t, fdes, text)
 			goexit := execute(t, fdes, text+32*q)
 			preempt := execute(t, fdes, text+40*q)
-			if !mach.hasLR {
+			if !mach.HasLR {
 				ra := at(-p)
-				check(t, f, mach.sp, mach.ra, q, []want{{0, p, ra}, {3, p, ra}, {4, 32 + p, ra}, {23, 32 + p, ra}, {24, p, ra}, {25, p, ra}})
-				check(t, goexit, mach.sp, mach.ra, q, []want{{0, p, ra}, {1, 8 + p, ra}})
-				check(t, preempt, mach.sp, mach.ra, q, []want{{7, p, ra}, {8, p - 16, ra}})
+				check(t, f, mach.SP, mach.RA, q, []want{{0, p, ra}, {3, p, ra}, {4, 32 + p, ra}, {23, 32 + p, ra}, {24, p, ra}, {25, p, ra}})
+				check(t, goexit, mach.SP, mach.RA, q, []want{{0, p, ra}, {1, 8 + p, ra}})
+				check(t, preempt, mach.SP, mach.RA, q, []want{{7, p, ra}, {8, p - 16, ra}})
 				return
 			}
-			check(t, f, mach.sp, mach.ra, q, []want{{0, 0, same}, {3, 0, same}, {4, 32, at(-32)}, {23, 32, at(-32)}, {24, 0, same}, {25, 0, same}})
-			check(t, goexit, mach.sp, mach.ra, q, []want{{0, 0, undef}, {1, 8, undef}})
-			check(t, preempt, mach.sp, mach.ra, q, []want{{7, 0, same}, {8, -16, same}})
+			check(t, f, mach.SP, mach.RA, q, []want{{0, 0, same}, {3, 0, same}, {4, 32, at(-32)}, {23, 32, at(-32)}, {24, 0, same}, {25, 0, same}})
+			check(t, goexit, mach.SP, mach.RA, q, []want{{0, 0, undef}, {1, 8, undef}})
+			check(t, preempt, mach.SP, mach.RA, q, []want{{7, 0, same}, {8, -16, same}})
 		})
 	}
 }
@@ -133,16 +134,16 @@ func TestRules(t *testing.T) {
 func TestExtra(t *testing.T) {
 	const fp = 6
 	tab := table(t, binary.LittleEndian, 8, 1)
-	rules := map[string][]RegRule{
+	rules := map[string][]gocfi.RegRule{
 		"main.f": {
-			{PC: text, Reg: 3, Kind: Undefined},
-			{PC: text + 1, Reg: fp, Kind: SavedAt, Offset: -16},
-			{PC: text + 4, Reg: fp, Kind: SavedAt, Offset: -24}, // where a row starts
-			{PC: text + 23, Reg: fp, Kind: SameValue},
-			{PC: text + 25, Reg: fp, Kind: Undefined}, // the last byte
+			{PC: text, Reg: 3, Kind: gocfi.Undefined},
+			{PC: text + 1, Reg: fp, Kind: gocfi.SavedAt, Offset: -16},
+			{PC: text + 4, Reg: fp, Kind: gocfi.SavedAt, Offset: -24}, // where a row starts
+			{PC: text + 23, Reg: fp, Kind: gocfi.SameValue},
+			{PC: text + 25, Reg: fp, Kind: gocfi.Undefined}, // the last byte
 		},
 	}
-	extra := func(f *gopclntab.Func) []RegRule { return rules[f.Name] }
+	extra := func(f *gopclntab.Func) []gocfi.RegRule { return rules[f.Name] }
 	_, plain, _ := synthesize(t, tab, elf.EM_X86_64, nil)
 	_, with, errs := synthesize(t, tab, elf.EM_X86_64, extra)
 	if len(errs) > 0 {
@@ -182,24 +183,24 @@ func TestExtraErrors(t *testing.T) {
 	tab := table(t, binary.LittleEndian, 8, 1)
 	for _, c := range []struct {
 		name  string
-		rules []RegRule
+		rules []gocfi.RegRule
 		want  string
 	}{
-		{"order", []RegRule{{PC: text + 5, Reg: 6}, {PC: text + 2, Reg: 6}}, "rule for register 6 at 0x401002: before 0x401005"},
-		{"before entry", []RegRule{{PC: text - 1, Reg: 6}}, "before 0x401000"},
-		{"at end", []RegRule{{PC: text + 26, Reg: 6}}, "at or past the function's end 0x40101a"},
-		{"offset", []RegRule{{PC: text + 1, Reg: 6, Kind: SavedAt, Offset: -6}}, "offset -6 is not a multiple of 4"},
-		{"kind", []RegRule{{PC: text + 1, Reg: 6, Kind: 9}}, "kind 9"},
+		{"order", []gocfi.RegRule{{PC: text + 5, Reg: 6}, {PC: text + 2, Reg: 6}}, "rule for register 6 at 0x401002: before 0x401005"},
+		{"before entry", []gocfi.RegRule{{PC: text - 1, Reg: 6}}, "before 0x401000"},
+		{"at end", []gocfi.RegRule{{PC: text + 26, Reg: 6}}, "at or past the function's end 0x40101a"},
+		{"offset", []gocfi.RegRule{{PC: text + 1, Reg: 6, Kind: gocfi.SavedAt, Offset: -6}}, "offset -6 is not a multiple of 4"},
+		{"kind", []gocfi.RegRule{{PC: text + 1, Reg: 6, Kind: 9}}, "kind 9"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			extra := func(f *gopclntab.Func) []RegRule {
+			extra := func(f *gopclntab.Func) []gocfi.RegRule {
 				if f.Name == "main.f" {
 					return c.rules
 				}
 				return nil
 			}
 			_, fdes, errs := synthesize(t, tab, elf.EM_X86_64, extra)
-			var fe *FuncError
+			var fe *gocfi.FuncError
 			if len(errs) != 1 || !errors.As(errs[0], &fe) || fe.Name != "main.f" || !strings.Contains(errs[0].Error(), c.want) {
 				t.Fatalf("errors %v, want one for main.f: %q", errs, c.want)
 			}
@@ -253,11 +254,11 @@ func TestLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = DebugFrame(tab, elf.EM_X86_64, nil)
+	_, _, err = gocfi.DebugFrame(tab, elf.EM_X86_64, nil)
 	if err == nil || !strings.Contains(err.Error(), "4 times the table's size") {
 		t.Fatalf("error %v", err)
 	}
-	if _, _, err := DebugFrame(tab, elf.EM_PPC, nil); err == nil || !strings.Contains(err.Error(), "no Go call-frame rules for machine EM_PPC") {
+	if _, _, err := gocfi.DebugFrame(tab, elf.EM_PPC, nil); err == nil || !strings.Contains(err.Error(), "no Go call-frame rules for machine EM_PPC") {
 		t.Fatalf("error %v for EM_PPC", err)
 	}
 }

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
+	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// TestGoPrograms converts Go programs with no call-frame information at
+// all (-ldflags='-s -w') and cgo programs whose .eh_frame covers only
+// their C parts, from their function tables (.gopclntab): the output
+// runs and prints what the input printed, verifies against the CFI the
+// table gives and against the kernel's rules, and covers the code
+// (report's all-code share), where the input read 0% or was refused.
+func TestGoPrograms(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skip("builds x86-64 and AArch64 Linux programs")
+	}
+	tmp := t.TempDir()
+	c2s := buildCommand(t, tmp)
+	qemu := need(t, "qemu-aarch64-static")
+	for _, c := range []gobuild.Config{
+		{GOARCH: "amd64", Strip: true},
+		{GOARCH: "amd64", Strip: true, Cgo: true},
+		{GOARCH: "amd64", Strip: true, PIE: true},
+		{GOARCH: "arm64", Strip: true},
+		{GOARCH: "arm64", Strip: true, Cgo: true},
+		{GOARCH: "amd64"}, // with DWARF: the table's FDEs win over Go's .debug_frame
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			dir := filepath.Join(tmp, strings.NewReplacer("/", "_", " ", "_").Replace(c.String()))
+			os.MkdirAll(dir, 0o755)
+			bin := gobuild.Build(t, dir, c)
+			out := bin + ".sf"
+			if o, err := exec.Command(c2s, bin, "-o", out).CombinedOutput(); err != nil {
+				t.Fatalf("convert: %v\n%s", err, o)
+			}
+			runIt := func(p string) string {
+				cmd := exec.Command(p, "a", "b")
+				if c.GOARCH == "arm64" {
+					cmd = exec.Command(qemu, "-L", "/usr/aarch64-linux-gnu", p, "a", "b")
+				}
+				o, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", p, err, o)
+				}
+				return string(o)
+			}
+			if a, b := runIt(bin), runIt(out); a != b {
+				t.Errorf("the converted program prints %q, the original %q", b, a)
+			}
+			for _, args := range [][]string{{"verify", out}, {"verify", "--for", "kernel", out}} {
+				if o, err := exec.Command(c2s, args...).CombinedOutput(); err != nil {
+					t.Errorf("%v: %v\n%s", args, err, o)
+				}
+			}
+			checkGoSFrame(t, out)
+			o, err := exec.Command(c2s, "report", "--json", out).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct {
+				Total struct {
+					CodeBytes  uint64 `json:"code_bytes"`
+					SFrameCode uint64 `json:"sframe_covered_code_bytes"`
+				} `json:"total"`
+			}
+			if err := json.Unmarshal(o, &rep); err != nil {
+				t.Fatal(err)
+			}
+			// The rest is padding between functions, the PLT of a cgo
+			// program, and the C start-up code without CFI.
+			if share := float64(rep.Total.SFrameCode) / float64(rep.Total.CodeBytes); share < 0.9 {
+				t.Errorf("SFrame covers %.1f%% of the code; want 90%% or more", 100*share)
+			}
+		})
+	}
+}
+
+// checkGoSFrame checks what the function table's CFI gives two
+// functions, found by name in the table itself (the binary has no
+// symbols): runtime.goexit, where a goroutine's stack begins, is an
+// outermost frame; main.main on x86-64 has its CFA at SP+8 at its entry.
+func checkGoSFrame(t *testing.T, file string) {
+	t.Helper()
+	tab, err := sframe.OpenFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	pcln, err := gopclntab.Open(ef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := map[string]uint64{}
+	for f, err := range pcln.Funcs() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[f.Name] = f.Entry
+	}
+	goexit, ok := entries["runtime.goexit"]
+	if !ok {
+		t.Fatal("no runtime.goexit in the function table")
+	}
+	if r, err := tab.Lookup(goexit); err != nil || !r.RAUndefined {
+		t.Errorf("runtime.goexit at %#x: %+v, %v; want an outermost row", goexit, r, err)
+	}
+	if ef.Machine == elf.EM_X86_64 {
+		pc := entries["main.main"]
+		if r, err := tab.Lookup(pc); err != nil || r.RAUndefined || r.CFA.Offset != 8 {
+			t.Errorf("main.main at %#x: %+v, %v; want CFA = SP+8 at its entry", pc, r, err)
+		}
+	}
+}
