@@ -26,7 +26,7 @@ func goSection(f *elfread.File, ptr int) (*Section, []error) {
 	if !isGo(ef) {
 		return nil, nil
 	}
-	t, err := gopclntab.Open(ef)
+	t, err := gopclntab.OpenELF(f)
 	if errors.Is(err, gopclntab.ErrNotFound) {
 		return nil, nil
 	}

@@ -167,7 +167,9 @@ func DebugFrame(t *gopclntab.Table, m elf.Machine, extra Extra) ([]byte, []error
 	if t.ByteOrder() == binary.BigEndian {
 		order = binary.BigEndian
 	}
-	w := &writer{order: order, ptr: t.PtrSize(), m: mach}
+	// Real images are a fifth of the table or less: room for that, so
+	// the image is not copied as it grows.
+	w := &writer{order: order, ptr: t.PtrSize(), m: mach, out: make([]byte, 0, t.Size()/5+4096)}
 	w.cie()
 	limit := sizeFactor*t.Size() + 1<<16
 	var errs []error

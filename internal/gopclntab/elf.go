@@ -56,6 +56,10 @@ func OpenBytes(image []byte) (*Table, error) {
 	return open(f)
 }
 
+// OpenELF is Open for a file elfread has opened: a file elfread reads from
+// memory (elfread.NewFileBytes) gives the table as a slice of it.
+func OpenELF(f *elfread.File) (*Table, error) { return open(f) }
+
 func open(f *elfread.File) (*Table, error) {
 	rs := regions(f)
 	data, addr, err := findTable(f, rs)

@@ -294,29 +294,31 @@ func (t *Table) Func(i int) (Func, error) {
 	if i < 0 || i >= t.nfunc {
 		return Func{}, errorf("functab", t.functab, "function %d out of range [0, %d)", i, t.nfunc)
 	}
-	what := fmt.Sprintf("functab entry %d", i)
+	// Error names, made only for an error: a name per function would
+	// cost a tenth of a conversion.
+	entryWhat := func() string { return fmt.Sprintf("functab entry %d", i) }
+	funcWhat := func() string { return fmt.Sprintf("_func %d", i) }
 	at := t.functab + 2*uint64(i)*t.field
 	f := Func{Index: i, t: t, Entry: t.entry(i), End: t.entry(i + 1)}
 	if f.End < f.Entry {
-		return Func{}, errorf(what, at, "function ends at %#x, before its entry %#x", f.End, f.Entry)
+		return Func{}, errorf(entryWhat(), at, "function ends at %#x, before its entry %#x", f.End, f.Entry)
 	}
 	foff := t.uint(at+t.field, t.field)
 	rec := t.functab + foff
 	if size := uint64(len(t.data)); foff > size || t.funcSize > size || rec > size-t.funcSize {
-		return Func{}, errorf(what, at+t.field, "_func offset %#x: the record (%d bytes) is not inside the table (%#x bytes)", foff, t.funcSize, len(t.data))
+		return Func{}, errorf(entryWhat(), at+t.field, "_func offset %#x: the record (%d bytes) is not inside the table (%#x bytes)", foff, t.funcSize, len(t.data))
 	}
-	what = fmt.Sprintf("_func %d", i)
 	p := uint64(t.ptrSize)
 	if t.version != Go116 {
 		p = 4
 	}
 	if e := t.uint(rec, p); e != t.uint(at, t.field) {
-		return Func{}, errorf(what, rec, "entry %#x differs from the functab's %#x", e, t.uint(at, t.field))
+		return Func{}, errorf(funcWhat(), rec, "entry %#x differs from the functab's %#x", e, t.uint(at, t.field))
 	}
 	nameOff := int32(t.order.Uint32(t.data[rec+p:]))
 	name, err := t.name(nameOff)
 	if err != nil {
-		return Func{}, errorf(what, rec+p, "%s", err)
+		return Func{}, errorf(funcWhat(), rec+p, "%s", err)
 	}
 	f.Name = name
 	f.pcsp = t.order.Uint32(t.data[rec+p+12:])
