@@ -1,6 +1,9 @@
 package goprologue
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // flowKind is how control leaves an instruction.
 type flowKind uint8
@@ -93,6 +96,7 @@ type function struct {
 	delta      []int64
 	known      []bool // the pcsp rows give an SP delta
 	weak       bool   // following paths from unreached code
+	derr       *DecodeError
 	eff        []effect
 	in         []*state
 	work       []int
@@ -225,7 +229,7 @@ func (f *function) returns(i int, s state) bool {
 
 // run empties the work list.
 func (f *function) run() error {
-	for len(f.work) > 0 && f.fail == nil {
+	for len(f.work) > 0 && f.fail == nil && f.derr == nil {
 		i := f.work[len(f.work)-1]
 		f.work = f.work[:len(f.work)-1]
 		if f.insns[i].err != nil {
@@ -235,6 +239,9 @@ func (f *function) run() error {
 			return fmt.Errorf("goprologue: no SP delta for the instruction at %#x, which the code reaches", f.insns[i].pc)
 		}
 		f.step(i, *f.in[i])
+	}
+	if f.derr != nil {
+		return f.derr
 	}
 	return nil
 }
@@ -300,7 +307,7 @@ func (f *function) leave(i int, e effect, s state) {
 		if j, ok := f.index[e.target]; ok {
 			f.join(j, s)
 		} else if e.target >= f.entry && e.target < f.end {
-			f.failAt(i, ReasonBadTarget)
+			f.badTarget(i, e.target)
 		} else {
 			out()
 		}
@@ -314,6 +321,19 @@ func (f *function) leave(i int, e effect, s state) {
 	case flowReturn:
 		out()
 	}
+}
+
+// badTarget handles a jump from i into the middle of an instruction: a
+// jump into bytes that did not decode (x86 code is split from the
+// start, so one undecodable instruction swallows the rest) is a decode
+// error there; any other means the code is not what it was decoded as.
+func (f *function) badTarget(i int, target uint64) {
+	k := sort.Search(len(f.insns), func(k int) bool { return f.insns[k].pc > target }) - 1
+	if k >= 0 && f.insns[k].err != nil && f.derr == nil {
+		f.derr = &DecodeError{PC: f.insns[k].pc, Err: f.insns[k].err}
+		return
+	}
+	f.failAt(i, ReasonBadTarget)
 }
 
 // result turns the states into rules.
