@@ -1,6 +1,8 @@
 package goprologue
 
 import (
+	"errors"
+
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -15,6 +17,11 @@ func decodeAMD64(code []byte, pc uint64) []insn {
 	var out []insn
 	for off := 0; off < len(code); {
 		in, err := x86asm.Decode(code[off:], 64)
+		if err == nil && in.Op == 0 {
+			// x86asm v0.33.0 returns a prefix with no opcode and no error
+			// for some instructions it lacks (66 4c 0f 38 f6 10, ADCX).
+			err = errors.New("no opcode decoded")
+		}
 		if err != nil {
 			return append(out, insn{pc: pc + uint64(off), size: len(code) - off, err: err})
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Arch names the instruction set of the code given to Analyze.
@@ -113,15 +114,15 @@ func (r Result) String() string {
 	case Frameless:
 		return "frame pointer never saved"
 	}
-	s := "frame pointer"
+	var parts []string
 	for _, rl := range r.Rules {
 		if rl.Saved {
-			s += fmt.Sprintf("; from %#x at CFA%+d", rl.PC, rl.Offset)
+			parts = append(parts, fmt.Sprintf("at CFA%+d from %#x", rl.Offset, rl.PC))
 		} else {
-			s += fmt.Sprintf("; from %#x in its register", rl.PC)
+			parts = append(parts, fmt.Sprintf("in its register from %#x", rl.PC))
 		}
 	}
-	return s
+	return "frame pointer: " + strings.Join(parts, "; ")
 }
 
 // DecodeError is returned when an instruction that the function can

@@ -64,6 +64,9 @@ func (s *survey) count() counts {
 		switch {
 		case errors.As(err, &de):
 			c.kind[lang+" decode-error"]++
+			shape := lang + " decode-error: " + s.shape(g, 4) + fmt.Sprintf(" | at: +%#x", de.PC-g.entry)
+			c.shapes[shape]++
+			c.example[shape] = g.name
 			continue
 		case err != nil:
 			c.kind[lang+" error"]++
