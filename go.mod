@@ -1,6 +1,6 @@
 module github.com/cfi2sframe/cfi2sframe
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/google/go-cmp v0.7.0
@@ -9,7 +9,7 @@ require (
 	github.com/klauspost/compress v1.19.2
 	github.com/spf13/cobra v1.10.2
 	github.com/ulikunitz/xz v0.5.17
-	golang.org/x/arch v0.33.0
+	golang.org/x/arch v0.30.0
 	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.47.0
 )
