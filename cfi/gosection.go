@@ -1,12 +1,17 @@
 package cfi
 
 import (
+	"cmp"
 	"debug/elf"
 	"errors"
+	"runtime"
+	"slices"
+	"sync"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
+	"github.com/cfi2sframe/cfi2sframe/internal/goprologue"
 )
 
 // goSection is the call-frame information of a Go program's functions,
@@ -33,7 +38,7 @@ func goSection(f *elfread.File, ptr int) (*Section, []error) {
 	if err != nil {
 		return nil, []error{&Error{Section: kindGo.String(), Msg: err.Error()}}
 	}
-	img, notes, err := gocfi.DebugFrame(t, ef.Machine, outermost(ef.Machine))
+	img, notes, err := gocfi.DebugFrame(t, ef.Machine, goRules(f, t, ef.Machine))
 	if err != nil {
 		return nil, append(notes, &Error{Section: kindGo.String(), Msg: err.Error()})
 	}
@@ -64,21 +69,190 @@ var outermostFuncs = map[string]bool{
 	"_rt0_amd64_linux_lib": true, "_rt0_arm64_linux_lib": true,
 }
 
-// outermost marks the return address undefined from the entry of the
-// functions where a walk must end: the outermost frames (by name, or
-// flagged TopFrame, which Go's linker marks so only on link-register
-// machines), and the functions that write SP as no pcsp table can say
-// (SPWrite: morestack, systemstack, mcall, gogo, asmcgocall...), whose
-// CFA would be wrong once SP is switched to another stack.
-func outermost(m elf.Machine) gocfi.Extra {
+// goRules are the rules a Go function's pcsp table does not give: the
+// return address undefined where a walk must end (outermostRule), and
+// where the caller's frame pointer is saved, from the function's
+// instructions (internal/goprologue; x86-64 and AArch64, where Go keeps
+// frame pointers). A function whose instructions are not followed (the
+// runtime's assembly that switches stacks, most of it marked outermost
+// anyway) gets no frame-pointer rule: its frame pointer reads as unchanged.
+// The instructions of every function are decoded, on all CPUs, before
+// the image is built; a function whose stack pointer never moves (its
+// pcsp table all 0) cannot have saved the frame pointer in its frame, and
+// is not decoded.
+func goRules(f *elfread.File, t *gopclntab.Table, m elf.Machine) gocfi.Extra {
 	ra, ok := raColumn[m]
 	if !ok {
 		return nil
 	}
-	return func(f *gopclntab.Func) []gocfi.RegRule {
-		if f.Flag&(gopclntab.TopFrame|gopclntab.SPWrite) != 0 || outermostFuncs[f.Name] {
-			return []gocfi.RegRule{{PC: f.Entry, Reg: ra, Kind: gocfi.Undefined}}
+	fp := fpRules(f, t, m)
+	return func(fn *gopclntab.Func) []gocfi.RegRule {
+		var rules []gocfi.RegRule
+		if outermostRule(fn) {
+			rules = append(rules, gocfi.RegRule{PC: fn.Entry, Reg: ra, Kind: gocfi.Undefined})
 		}
+		if fn.Index < len(fp) {
+			rules = append(rules, fp[fn.Index]...)
+		}
+		slices.SortStableFunc(rules, func(a, b gocfi.RegRule) int { return cmp.Compare(a.PC, b.PC) })
+		return rules
+	}
+}
+
+// fpRules are the frame-pointer rules of each function of t, by index
+// (nil for none), found on all CPUs.
+func fpRules(f *elfread.File, t *gopclntab.Table, m elf.Machine) [][]gocfi.RegRule {
+	var arch goprologue.Arch
+	var fp uint64
+	switch m {
+	case elf.EM_X86_64:
+		arch, fp = goprologue.AMD64, 6 // RBP
+	case elf.EM_AARCH64:
+		arch, fp = goprologue.ARM64, 29 // x29
+	default:
 		return nil
 	}
+	code := newTextReader(f)
+	out := make([][]gocfi.RegRule, t.NumFuncs())
+	next := make(chan int, 64)
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sp []goprologue.SPRange
+			for i := range next {
+				out[i], sp = funcFP(t, i, arch, fp, code, sp[:0])
+			}
+		}()
+	}
+	for i := range out {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// funcFP is function i's frame-pointer rules; sp is scratch space.
+func funcFP(t *gopclntab.Table, i int, arch goprologue.Arch, fp uint64, code *textReader, sp []goprologue.SPRange) ([]gocfi.RegRule, []goprologue.SPRange) {
+	fn, err := t.Func(i)
+	if err != nil || !fn.HasPCSP() || outermostRule(&fn) {
+		return nil, sp
+	}
+	moves := false
+	it := fn.PCSP()
+	for r, ok := it.Next(); ok; r, ok = it.Next() {
+		sp = append(sp, goprologue.SPRange{Start: r.PC, End: r.End, Delta: int64(r.Value)})
+		moves = moves || r.Value != 0
+	}
+	if it.Err() != nil || !moves {
+		return nil, sp
+	}
+	b := code.bytes(fn.Entry, sp[len(sp)-1].End)
+	if b == nil {
+		return nil, sp
+	}
+	res, err := goprologue.Analyze(arch, b, fn.Entry, sp)
+	if err != nil || res.Kind != goprologue.Described {
+		return nil, sp
+	}
+	return fpRegRules(res.Rules, sp, fp, arch == goprologue.ARM64), sp
+}
+
+// fpRegRules turns goprologue's rules into register rules. On AArch64 the
+// return address is saved only where the pcsp value is not 0 (Go's rule,
+// from where the frame is allocated), and SFrame cannot say that the
+// frame pointer is saved while the return address is not: where the
+// pcsp value is 0, the frame pointer reads as unchanged. That is where a
+// large frame has stored x29 and x30 (STP) but not yet moved SP, and x29
+// still holds the caller's value.
+func fpRegRules(rs []goprologue.Rule, sp []goprologue.SPRange, fp uint64, lr bool) []gocfi.RegRule {
+	var out []gocfi.RegRule
+	emit := func(pc uint64, saved bool, off int64) {
+		rr := gocfi.RegRule{PC: pc, Reg: fp, Kind: gocfi.SameValue}
+		if saved {
+			rr.Kind, rr.Offset = gocfi.SavedAt, off
+		}
+		if n := len(out); n > 0 && out[n-1].Kind == rr.Kind && out[n-1].Offset == rr.Offset {
+			return
+		}
+		if n := len(out); n > 0 && out[n-1].PC == pc {
+			out[n-1] = rr
+			return
+		}
+		out = append(out, rr)
+	}
+	// Walk the boundaries of both lists in PC order.
+	i, j := 0, 0
+	var cur goprologue.Rule
+	for i < len(rs) || j < len(sp) {
+		var pc uint64
+		switch {
+		case j >= len(sp) || (i < len(rs) && rs[i].PC <= sp[j].Start):
+			pc = rs[i].PC
+		default:
+			pc = sp[j].Start
+		}
+		for i < len(rs) && rs[i].PC == pc {
+			cur = rs[i]
+			i++
+		}
+		delta := int64(0)
+		for j < len(sp) && sp[j].Start <= pc {
+			j++
+		}
+		if j > 0 {
+			delta = sp[j-1].Delta
+		}
+		emit(pc, cur.Saved && (!lr || delta != 0), cur.Offset)
+	}
+	return out
+}
+
+// textReader gives the bytes of the executable sections, each loaded
+// once (slices of the image for a file read from memory).
+type textReader struct {
+	f    *elfread.File
+	secs []*elf.Section
+	data map[int][]byte
+}
+
+func newTextReader(f *elfread.File) *textReader {
+	r := &textReader{f: f, data: map[int][]byte{}}
+	r.secs = f.ELF.Sections
+	return r
+}
+
+// bytes returns the code in [lo, hi), or nil when no executable section
+// holds all of it.
+func (r *textReader) bytes(lo, hi uint64) []byte {
+	for i, s := range r.secs {
+		if s.Flags&elf.SHF_EXECINSTR == 0 || s.Type == elf.SHT_NOBITS || lo < s.Addr || hi > s.Addr+s.Size || hi < lo {
+			continue
+		}
+		d, ok := r.data[i]
+		if !ok {
+			sec, err := r.f.SectionAt(i)
+			if err == nil {
+				d = sec.Data
+			}
+			r.data[i] = d
+		}
+		if uint64(len(d)) < hi-s.Addr {
+			return nil
+		}
+		return d[lo-s.Addr : hi-s.Addr]
+	}
+	return nil
+}
+
+// outermostRule says whether a walk must end at fn: the outermost frames
+// (by name, or flagged TopFrame, which Go's linker marks so only on
+// link-register machines), and the functions that write SP as no pcsp
+// table can say (SPWrite: morestack, systemstack, mcall, gogo,
+// asmcgocall...), whose CFA would be wrong once SP is switched to another
+// stack.
+func outermostRule(fn *gopclntab.Func) bool {
+	return fn.Flag&(gopclntab.TopFrame|gopclntab.SPWrite) != 0 || outermostFuncs[fn.Name]
 }

@@ -27,7 +27,7 @@ func decodeAMD64(code []byte, pc uint64) []insn {
 		}
 		at := pc + uint64(off)
 		in.Len = vexLenAMD64(in, code[off:])
-		out = append(out, insn{pc: at, size: in.Len, text: x86asm.GoSyntax(in, at, nil), raw: in})
+		out = append(out, insn{pc: at, size: in.Len, raw: in})
 		off += in.Len
 	}
 	return out

@@ -28,13 +28,13 @@ func decodeARM64(code []byte, pc uint64) []insn {
 		if err != nil {
 			w := binary.LittleEndian.Uint32(code[off:])
 			if r, ok := classifyARM64(w); ok {
-				out = append(out, insn{pc: at, size: 4, text: r.String(), raw: r})
+				out = append(out, insn{pc: at, size: 4, raw: r})
 				continue
 			}
 			out = append(out, insn{pc: at, size: 4, err: err})
 			continue
 		}
-		out = append(out, insn{pc: at, size: 4, text: arm64asm.GoSyntax(a, at, nil, nil), raw: a})
+		out = append(out, insn{pc: at, size: 4, raw: a})
 	}
 	return out
 }

@@ -2,6 +2,8 @@ package goprologue
 
 import (
 	"fmt"
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/x86/x86asm"
 	"sort"
 )
 
@@ -50,9 +52,23 @@ type effect struct {
 type insn struct {
 	pc   uint64
 	size int
-	text string
 	err  error
 	raw  any
+}
+
+// text is the instruction in Go's assembler syntax, made only when asked
+// for (a result that names it, a test): formatting every instruction cost
+// a third of an analysis.
+func (in insn) text() string {
+	switch r := in.raw.(type) {
+	case x86asm.Inst:
+		return x86asm.GoSyntax(r, in.pc, nil)
+	case arm64asm.Inst:
+		return arm64asm.GoSyntax(r, in.pc, nil, nil)
+	case fmt.Stringer:
+		return r.String()
+	}
+	return ""
 }
 
 // arch is what the analysis needs of an instruction set.
@@ -140,7 +156,7 @@ func (f *function) effects() {
 // failAt records the first reason the function is not followed.
 func (f *function) failAt(i int, reason string) {
 	if f.fail == nil {
-		f.fail = &Result{Kind: Unrecognized, Reason: reason, PC: f.insns[i].pc, Inst: f.insns[i].text}
+		f.fail = &Result{Kind: Unrecognized, Reason: reason, PC: f.insns[i].pc, Inst: f.insns[i].text()}
 	}
 }
 

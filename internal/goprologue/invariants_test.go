@@ -114,9 +114,9 @@ func checkInvariants(t *testing.T, s *survey) {
 			saved := ruleAt(r.Rules, in.pc).Saved
 			switch {
 			case e.flow == flowReturn && saved:
-				fail(g, "%s at %#x with the frame pointer saved", in.text, in.pc)
+				fail(g, "%s at %#x with the frame pointer saved", in.text(), in.pc)
 			case e.flow == flowCall && spAt(g.sp, in.pc) == frame && !saved:
-				fail(g, "%s at %#x in the frame without the frame pointer saved", in.text, in.pc)
+				fail(g, "%s at %#x in the frame without the frame pointer saved", in.text(), in.pc)
 			}
 		}
 	}

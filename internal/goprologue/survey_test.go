@@ -92,7 +92,7 @@ func (s *survey) shape(g goFunc, n int) string {
 		if len(parts) == n {
 			break
 		}
-		text := in.text
+		text := in.text()
 		if in.err != nil {
 			text = "?"
 		}
