@@ -153,7 +153,15 @@ func funcFP(t *gopclntab.Table, i int, arch goprologue.Arch, fp uint64, code *te
 	if b == nil {
 		return nil, sp
 	}
-	res, err := goprologue.Analyze(arch, b, fn.Entry, sp)
+	// The compiler's usual shape, checked from its prologue and exits,
+	// else every path followed (goprologue's tests hold the two equal).
+	res, ok := goprologue.Result{}, false
+	if arch == goprologue.AMD64 && fn.Flag&gopclntab.Asm == 0 {
+		res, ok = goprologue.QuickAMD64(b, fn.Entry, sp)
+	}
+	if !ok {
+		res, err = goprologue.Analyze(arch, b, fn.Entry, sp)
+	}
 	if err != nil || res.Kind != goprologue.Described {
 		return nil, sp
 	}
