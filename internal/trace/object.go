@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 	"io"
 	"os"
 	"sort"
@@ -194,6 +195,9 @@ func (o *Object) readSymbols(f *elf.File) {
 	if l, err := f.DynamicSymbols(); err == nil {
 		add(l)
 	}
+	if _, err := f.Symbols(); err != nil {
+		o.readGoNames(f)
+	}
 	sort.SliceStable(o.syms, func(i, j int) bool { return o.syms[i].lo < o.syms[j].lo })
 	if f.Type == elf.ET_EXEC || f.Type == elf.ET_DYN {
 		o.nameEntry(f.Entry)
@@ -201,6 +205,24 @@ func (o *Object) readSymbols(f *elf.File) {
 	for _, s := range f.Sections {
 		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Type == elf.SHT_PROGBITS {
 			o.secs = append(o.secs, section{s.Addr, s.Addr + s.Size, s.Name})
+		}
+	}
+}
+
+// readGoNames names the functions of a Go program without .symtab
+// (-ldflags='-s -w') from its function table, as Go's runtime names
+// them in its own tracebacks.
+func (o *Object) readGoNames(f *elf.File) {
+	if f.Section(".gopclntab") == nil && f.Section(".go.buildinfo") == nil {
+		return
+	}
+	t, err := gopclntab.Open(f)
+	if err != nil {
+		return
+	}
+	for fn, err := range t.Funcs() {
+		if err == nil {
+			o.syms = append(o.syms, symbol{fn.Entry, fn.End, fn.Name})
 		}
 	}
 }
