@@ -7,4 +7,6 @@ require (
 	github.com/go-delve/delve v1.27.2
 )
 
+require golang.org/x/arch v0.30.0 // indirect
+
 replace github.com/cfi2sframe/cfi2sframe => ../..
