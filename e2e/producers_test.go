@@ -333,9 +333,11 @@ func cLib(name, arch, linker, cc string, needs []string) producer {
 }
 
 // goProducer builds the Go version of the program with the Go running
-// the tests, in a module of its own that needs no network.
-func goProducer() producer {
-	return producer{name: "go", arch: "x86_64",
+// the tests, in a module of its own that needs no network, with the
+// linker flags given: "-s -w" leaves no CFI at all, only the function
+// table (.gopclntab) the conversion reads.
+func goProducer(name string, ldflags ...string) producer {
+	return producer{name: name, arch: "x86_64",
 		build: func(src, dir string) (retrofitInput, error) {
 			mod := filepath.Join(dir, "mod")
 			if err := os.MkdirAll(mod, 0o755); err != nil {
@@ -352,13 +354,17 @@ func goProducer() producer {
 			// go on PATH need not be).
 			//lint:ignore SA1019 see above
 			goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-			cmd := exec.Command(goCmd, "build", "-o", exe, ".")
+			args := []string{"build", "-o", exe}
+			if len(ldflags) > 0 {
+				args = append(args, "-ldflags="+strings.Join(ldflags, " "))
+			}
+			cmd := exec.Command(goCmd, append(args, ".")...)
 			cmd.Dir = mod
 			cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOTOOLCHAIN=local", "GOWORK=off")
 			if b, err := cmd.CombinedOutput(); err != nil {
 				return retrofitInput{}, fmt.Errorf("go build: %v: %s", err, strings.TrimSpace(string(b)))
 			}
-			return retrofitInput{name: "go", file: exe, run: []string{exe, matrixArg}, arch: "x86_64"}, nil
+			return retrofitInput{name: name, file: exe, run: []string{exe, matrixArg}, arch: "x86_64"}, nil
 		}}
 }
 
@@ -446,7 +452,7 @@ func TestProducerMatrix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	producers := append(cProducers(), goProducer(), rustProducer())
+	producers := append(cProducers(), goProducer("go"), goProducer("go -s -w", "-s", "-w"), rustProducer())
 	producers = append(producers, a64Producers()...)
 
 	// Build in the background, in the order listed, one per CPU; the
