@@ -19,30 +19,22 @@ other=${2:-$(ls -S /usr/lib/x86_64-linux-gnu/libLLVM*.so* 2>/dev/null | head -1 
 runs=${RUNS:-11}
 . bench/common.sh
 
-# secs CMD...: the wall time of one run, in seconds.
-secs() {
-	local t0 t1
-	t0=$(date +%s%N)
-	"$@" >/dev/null 2>&1
-	t1=$(date +%s%N)
-	echo "scale=6; ($t1 - $t0) / 1000000000" | bc
-}
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-
-declare -A t
+files=("$gobin" "$other")
 for ((r = 0; r < runs; r++)); do
-	for f in "$gobin" "$other"; do
+	for i in 0 1; do
+		f=${files[i]}
 		rm -f "$tmp/cp" "$tmp/out"
-		t["cp $f"]+="$(secs cp "$f" "$tmp/cp") "
-		t["c2s $f"]+="$(secs "$c2s" -q "$f" -o "$tmp/out") "
+		time1 "cp$i" cp "$f" "$tmp/cp"
+		time1 "c2s$i" "$c2s" -q "$f" -o "$tmp/out"
 	done
 done
 printf '%s, %d runs each, alternated\n' "$(git rev-parse --short HEAD)" "$runs"
 printf '%-60s %10s %10s %8s\n' file "cp (s)" "convert (s)" "/ cp"
 declare -A ratio
-for f in "$gobin" "$other"; do
-	c=$(echo "${t["cp $f"]}" | tr ' ' '\n' | grep . | median)
-	v=$(echo "${t["c2s $f"]}" | tr ' ' '\n' | grep . | median)
+for i in 0 1; do
+	f=${files[i]}
+	read -r c _ < <(stats "cp$i")
+	read -r v _ < <(stats "c2s$i")
 	ratio[$f]=$(echo "scale=3; $v / $c" | bc)
 	printf '%-60s %10.4f %10.4f %7.2fx\n' "$f ($(du -h "$f" | cut -f1))" "$c" "$v" "${ratio[$f]}"
 done

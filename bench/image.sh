@@ -83,11 +83,6 @@ run1() {
 	rm -rf "$tmp/out"
 }
 
-# stats NAME: "median min max" of NAME's runs.
-stats() {
-	sort -n "$tmp/$1.all" | awk '{t[NR] = $1} END {print t[int((NR + 1) / 2)], t[1], t[NR]}'
-}
-
 : >"$tmp/zstd.all"
 : >"$tmp/plain.all"
 : >"$tmp/c2s.all"

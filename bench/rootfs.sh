@@ -56,11 +56,6 @@ run1() {
 	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f\n", b - a}' >>"$tmp/$name.all"
 }
 
-# stats NAME: "median min max" of NAME's runs.
-stats() {
-	sort -n "$tmp/$1.all" | awk '{t[NR] = $1} END {print t[int((NR + 1) / 2)], t[1], t[NR]}'
-}
-
 : >"$tmp/cp.all"
 : >"$tmp/out.all"
 : >"$tmp/inplace.all"
