@@ -166,16 +166,27 @@ func getXattr(get func(string, []byte) (int, error), name string) ([]byte, error
 	return slices.Clone(buf[:n]), nil
 }
 
+// SignedBy says why a file whose extended attributes has looks up
+// must be left alone: an IMA or EVM signature over its content ("" if
+// none). has looks an attribute up, wherever the file's attributes are
+// (the file system, a tar header's PAX records).
+func SignedBy(has func(name string) bool) string {
+	for _, name := range []string{"security.ima", "security.evm"} {
+		if has(name) {
+			return "signed (" + name + " would no longer match)"
+		}
+	}
+	return ""
+}
+
 // moduleSignature ends a kernel module signed by sign-file.
 const moduleSignature = "~Module signature appended~\n"
 
 // Signature says why a file's content must not change: a signature over
 // it that would no longer match ("" if none).
 func Signature(m *Meta, data []byte) string {
-	for _, name := range []string{"security.ima", "security.evm"} {
-		if _, ok := m.Xattr(name); ok {
-			return "signed (" + name + " would no longer match)"
-		}
+	if why := SignedBy(func(name string) bool { _, ok := m.Xattr(name); return ok }); why != "" {
+		return why
 	}
 	if bytes.HasSuffix(data, []byte(moduleSignature)) {
 		return "signed (an appended module signature would no longer match)"

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/internal/tree"
 )
@@ -452,12 +453,7 @@ func (c *converter) written(it *item) error {
 // signed says why a file must be left alone: an IMA or EVM signature
 // over its content, as a PAX extended attribute ("" if none).
 func signed(hdr *tar.Header) string {
-	for _, name := range []string{"security.ima", "security.evm"} {
-		if _, ok := hdr.PAXRecords["SCHILY.xattr."+name]; ok {
-			return "signed (" + name + " would no longer match)"
-		}
-	}
-	return ""
+	return fsmeta.SignedBy(func(name string) bool { _, ok := hdr.PAXRecords["SCHILY.xattr."+name]; return ok })
 }
 
 // copy writes hdr and the rest of the entry, after the head already read.
