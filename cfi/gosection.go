@@ -28,7 +28,7 @@ import (
 // notes are the functions left out, and a table that cannot be read.
 func goSection(f *elfread.File, ptr int) (*Section, []error) {
 	ef := f.ELF
-	if !isGo(ef) {
+	if !gopclntab.IsGo(ef) {
 		return nil, nil
 	}
 	t, err := gopclntab.OpenELF(f)
@@ -43,18 +43,6 @@ func goSection(f *elfread.File, ptr int) (*Section, []error) {
 		return nil, append(notes, &Error{Section: kindGo.String(), Msg: err.Error()})
 	}
 	return &Section{kind: kindGo, data: img, order: ef.ByteOrder, ptrSize: ptr}, notes
-}
-
-// isGo says whether ef is a Go program: it has the function table's
-// section or the build information's (every Go binary since 1.13), so
-// that no other file pays for a search of its sections.
-func isGo(ef *elf.File) bool {
-	for _, name := range []string{".gopclntab", ".go.buildinfo", ".data.rel.ro.gopclntab"} {
-		if ef.Section(name) != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // raColumn is the DWARF number of the return address per machine (the

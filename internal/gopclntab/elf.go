@@ -56,6 +56,19 @@ func OpenBytes(image []byte) (*Table, error) {
 	return open(f)
 }
 
+// IsGo says whether f is a Go program by its sections: the function
+// table's, or the build information's (every Go binary since 1.13). It
+// costs no search, so callers ask it before Open, which may scan the
+// file's sections for a table.
+func IsGo(f *elf.File) bool {
+	for _, name := range []string{".gopclntab", ".go.buildinfo", ".data.rel.ro.gopclntab"} {
+		if f.Section(name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // OpenELF is Open for a file elfread has opened: a file elfread reads from
 // memory (elfread.NewFileBytes) gives the table as a slice of it.
 func OpenELF(f *elfread.File) (*Table, error) { return open(f) }

@@ -213,7 +213,7 @@ func (o *Object) readSymbols(f *elf.File) {
 // (-ldflags='-s -w') from its function table, as Go's runtime names
 // them in its own tracebacks.
 func (o *Object) readGoNames(f *elf.File) {
-	if f.Section(".gopclntab") == nil && f.Section(".go.buildinfo") == nil {
+	if !gopclntab.IsGo(f) {
 		return
 	}
 	t, err := gopclntab.Open(f)
