@@ -127,10 +127,6 @@ func (c *converter) image(ctx context.Context, img v1.Image, platform string) (v
 	if err != nil {
 		return nil, fmt.Errorf("%smanifest: %w", prefix(platform), err)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(rawManifest, &m); err != nil {
-		return nil, fmt.Errorf("%smanifest: %w", prefix(platform), err)
-	}
 	manifest, err := img.Manifest()
 	if err != nil {
 		return nil, fmt.Errorf("%smanifest: %w", prefix(platform), err)
@@ -170,7 +166,7 @@ func (c *converter) image(ctx context.Context, img v1.Image, platform string) (v
 	if err := firstError(errs); err != nil {
 		return nil, err
 	}
-	return c.rebuild(img, m, manifest, results, platform)
+	return c.rebuild(img, rawManifest, manifest, results, platform)
 }
 
 // firstError is the first error that is not the cancellation the first
@@ -258,7 +254,7 @@ func short(h v1.Hash) string {
 // rebuild writes the new config and manifest of img: converted layers'
 // descriptors and diff_ids replaced, one history entry and one
 // annotation added, every other field as it was.
-func (c *converter) rebuild(img v1.Image, m map[string]json.RawMessage, manifest *v1.Manifest, results []*spooled, platform string) (v1.Image, error) {
+func (c *converter) rebuild(img v1.Image, rawManifest []byte, manifest *v1.Manifest, results []*spooled, platform string) (v1.Image, error) {
 	changed := false
 	for _, s := range results {
 		changed = changed || s != nil
@@ -291,7 +287,11 @@ func (c *converter) rebuild(img v1.Image, m map[string]json.RawMessage, manifest
 		Layers []map[string]json.RawMessage `json:"layers"`
 		Config map[string]json.RawMessage   `json:"config"`
 	}
-	if err := json.Unmarshal(mustRaw(m), &raw); err != nil || len(raw.Layers) != len(layers) || raw.Config == nil {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(rawManifest, &m); err != nil {
+		return fail("manifest", err)
+	}
+	if err := json.Unmarshal(rawManifest, &raw); err != nil || len(raw.Layers) != len(layers) || raw.Config == nil {
 		return fail("manifest", fmt.Errorf("layers or config do not parse (%v)", err))
 	}
 	for i, d := range raw.Layers {
@@ -358,11 +358,6 @@ func ociType(mt types.MediaType) types.MediaType {
 		return types.OCIRestrictedLayer
 	}
 	return mt
-}
-
-func mustRaw(m map[string]json.RawMessage) []byte {
-	b, _ := json.Marshal(m)
-	return b
 }
 
 func set[T any](m map[string]json.RawMessage, key string, v T) {
