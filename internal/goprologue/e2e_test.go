@@ -100,12 +100,10 @@ func TestGoBinaries(t *testing.T) {
 	}
 }
 
-// TestGoCommand analyzes the go command of the Go running the tests and
-// logs the counts, which the package documentation quotes.
-func TestGoCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("reads a large binary")
-	}
+// goRoot is the GOROOT of the go command on PATH; the test is skipped
+// without one.
+func goRoot(t *testing.T) string {
+	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH")
@@ -114,9 +112,18 @@ func TestGoCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(strings.TrimSpace(string(b)), "bin", "go")
+	return strings.TrimSpace(string(b))
+}
+
+// TestGoCommand analyzes the go command of the Go running the tests and
+// logs the counts, which the package documentation quotes.
+func TestGoCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a large binary")
+	}
+	path := filepath.Join(goRoot(t), "bin", "go")
 	s := analyzeBinary(t, path)
-	t.Logf("%s (%s): %d functions\n%s", path, goVersion(goCmd), len(s.funcs), s.count())
+	t.Logf("%s (%s): %d functions\n%s", path, goVersion(path), len(s.funcs), s.count())
 	checkGoFuncs(t, s)
 	checkInvariants(t, s)
 }

@@ -46,13 +46,12 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 				return Result{}, false
 			}
 		}
-		rules = append(rules, Rule{PC: row.Start, Saved: s, Offset: -16})
-		saved = s
-	}
-	for i := range rules {
-		if !rules[i].Saved {
-			rules[i].Offset = 0
+		r := Rule{PC: row.Start, Saved: s}
+		if s {
+			r.Offset = -16 // the pushed BP, below the return address
 		}
+		rules = append(rules, r)
+		saved = s
 	}
 	return Result{Kind: Described, Rules: rules}, true
 }

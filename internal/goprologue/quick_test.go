@@ -1,9 +1,7 @@
 package goprologue
 
 import (
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -47,15 +45,7 @@ func TestQuickGoCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads a large binary")
 	}
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH")
-	}
-	b, err := exec.Command(goCmd, "env", "GOROOT").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := strings.TrimSpace(string(b))
+	root := goRoot(t)
 	for _, p := range []string{filepath.Join(root, "bin", "go"), filepath.Join(root, "pkg", "tool", "linux_amd64", "compile")} {
 		t.Run(filepath.Base(p), func(t *testing.T) { checkQuick(t, analyzeBinary(t, p), true) })
 	}
