@@ -206,39 +206,38 @@ func fpRegRules(rs []goprologue.Rule, sp []goprologue.SPRange, fp uint64, lr boo
 	return out
 }
 
-// textReader gives the bytes of the executable sections, each loaded
-// once (slices of the image for a file read from memory).
+// textReader gives the bytes of the executable sections, all loaded
+// before the workers of fpRules share it (slices of the image for a file
+// read from memory), so that it is only read concurrently.
 type textReader struct {
-	f    *elfread.File
-	secs []*elf.Section
-	data map[int][]byte
+	secs []textSection
+}
+
+type textSection struct {
+	addr uint64
+	data []byte
 }
 
 func newTextReader(f *elfread.File) *textReader {
-	r := &textReader{f: f, data: map[int][]byte{}}
-	r.secs = f.ELF.Sections
+	r := &textReader{}
+	for i, s := range f.ELF.Sections {
+		if s.Flags&elf.SHF_EXECINSTR == 0 || s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		if sec, err := f.SectionAt(i); err == nil {
+			r.secs = append(r.secs, textSection{s.Addr, sec.Data})
+		}
+	}
 	return r
 }
 
 // bytes returns the code in [lo, hi), or nil when no executable section
 // holds all of it.
 func (r *textReader) bytes(lo, hi uint64) []byte {
-	for i, s := range r.secs {
-		if s.Flags&elf.SHF_EXECINSTR == 0 || s.Type == elf.SHT_NOBITS || lo < s.Addr || hi > s.Addr+s.Size || hi < lo {
-			continue
+	for _, s := range r.secs {
+		if hi >= lo && lo >= s.addr && hi-s.addr <= uint64(len(s.data)) {
+			return s.data[lo-s.addr : hi-s.addr]
 		}
-		d, ok := r.data[i]
-		if !ok {
-			sec, err := r.f.SectionAt(i)
-			if err == nil {
-				d = sec.Data
-			}
-			r.data[i] = d
-		}
-		if uint64(len(d)) < hi-s.Addr {
-			return nil
-		}
-		return d[lo-s.Addr : hi-s.Addr]
 	}
 	return nil
 }
