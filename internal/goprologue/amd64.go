@@ -2,6 +2,7 @@ package goprologue
 
 import (
 	"errors"
+	"fmt"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -16,7 +17,7 @@ func init() {
 func decodeAMD64(code []byte, pc uint64) []insn {
 	var out []insn
 	for off := 0; off < len(code); {
-		in, err := x86asm.Decode(code[off:], 64)
+		in, err := decodeX86(code[off:])
 		if err == nil && in.Op == 0 {
 			// x86asm v0.33.0 returns a prefix with no opcode and no error
 			// for some instructions it lacks (66 4c 0f 38 f6 10, ADCX).
@@ -31,6 +32,18 @@ func decodeAMD64(code []byte, pc uint64) []insn {
 		off += in.Len
 	}
 	return out
+}
+
+// decodeX86 is x86asm.Decode in 64-bit mode, with a panic of the decoder
+// (x/arch v0.30.0 indexes past a truncated VEX instruction: c5 30) made
+// an error, so that hostile code bytes cannot stop a conversion.
+func decodeX86(b []byte) (in x86asm.Inst, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			in, err = x86asm.Inst{}, fmt.Errorf("x86asm: %v", r)
+		}
+	}()
+	return x86asm.Decode(b, 64)
 }
 
 // vexLenAMD64 corrects the length x86asm v0.33.0 gives VZEROUPPER and

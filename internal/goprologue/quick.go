@@ -62,13 +62,13 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 func quickPrologue(code []byte, entry uint64) (push uint64, ok bool) {
 	off := 0
 	for n := 0; n < 4 && off < len(code); n++ {
-		in, err := x86asm.Decode(code[off:], 64)
+		in, err := decodeX86(code[off:])
 		if err != nil {
 			return 0, false
 		}
 		switch {
 		case in.Op == x86asm.PUSH && in.Args[0] == x86asm.RBP:
-			next, err := x86asm.Decode(code[off+in.Len:], 64)
+			next, err := decodeX86(code[off+in.Len:])
 			if err != nil || next.Op != x86asm.MOV || next.Args[0] != x86asm.RBP || next.Args[1] != x86asm.RSP {
 				return 0, false
 			}
