@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/arch/x86/x86asm"
 )
 
 // checkQuick runs QuickAMD64 over every function of s that is not
@@ -48,5 +49,41 @@ func TestQuickGoCommand(t *testing.T) {
 	root := goRoot(t)
 	for _, p := range []string{filepath.Join(root, "bin", "go"), filepath.Join(root, "pkg", "tool", "linux_amd64", "compile")} {
 		t.Run(filepath.Base(p), func(t *testing.T) { checkQuick(t, analyzeBinary(t, p), true) })
+	}
+}
+
+// TestQuickDecodeX86 holds quickDecodeX86 to x86asm on each encoding it
+// reads itself, with displacements and immediates of every sign and
+// size, followed by bytes that must not be read, and on a few others it
+// passes on to x86asm.
+func TestQuickDecodeX86(t *testing.T) {
+	var imm8 = []byte{0x00, 0x10, 0x7f, 0x80, 0xf0, 0xff}
+	var imm32 = [][]byte{{0, 0, 0, 0}, {0xd0, 0x27, 0, 0}, {0xb0, 0xfe, 0xff, 0xff}, {0xff, 0xff, 0xff, 0x7f}, {0, 0, 0, 0x80}}
+	var cases [][]byte
+	for _, fixed := range [][]byte{{0x55}, {0x48, 0x89, 0xe5}, {0x49, 0x89, 0xe4}, {0x49, 0x3b, 0x66, 0x10}, {0x4d, 0x3b, 0x66, 0x10},
+		{0x48, 0x89, 0xe0}, {0x49, 0x3b, 0x66, 0x18}, {0x4c, 0x8d, 0x64, 0x25, 0x10}, {0x41, 0x55}, {0x90}} {
+		cases = append(cases, fixed)
+	}
+	for _, i := range imm8 {
+		cases = append(cases, []byte{0x76, i}, []byte{0x72, i}, []byte{0x4c, 0x8d, 0x64, 0x24, i}, []byte{0x49, 0x83, 0xec, i})
+	}
+	for _, i := range imm32 {
+		for _, p := range [][]byte{{0x0f, 0x86}, {0x0f, 0x82}, {0x4c, 0x8d, 0xa4, 0x24}, {0x49, 0x81, 0xec}} {
+			cases = append(cases, append(append([]byte{}, p...), i...))
+		}
+	}
+	for _, c := range cases {
+		b := append(append([]byte{}, c...), 0x0f, 0x0b) // UD2 after: not part of it
+		want, werr := x86asm.Decode(b, 64)
+		got, gerr := quickDecodeX86(b)
+		if (werr != nil) != (gerr != nil) || got.Op != want.Op || got.Len != want.Len || got.Args != want.Args {
+			t.Errorf("% x: quickDecodeX86 gives %v %#v len %d (%v), x86asm %v %#v len %d (%v)", c, got.Op, got.Args, got.Len, gerr, want.Op, want.Args, want.Len, werr)
+		}
+		// Cut short, it must not read past the end.
+		if _, err := quickDecodeX86(c[:len(c)-1]); err == nil && len(c) > 1 {
+			if in, _ := x86asm.Decode(c[:len(c)-1], 64); in.Len == 0 {
+				t.Errorf("% x cut short: decoded", c)
+			}
+		}
 	}
 }
