@@ -1,12 +1,8 @@
 package cfi
 
 import (
-	"cmp"
 	"debug/elf"
 	"errors"
-	"runtime"
-	"slices"
-	"sync"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
@@ -38,7 +34,7 @@ func goSection(f *elfread.File, ptr int) (*Section, []error) {
 	if err != nil {
 		return nil, []error{&Error{Section: kindGo.String(), Msg: err.Error()}}
 	}
-	img, notes, err := gocfi.DebugFrame(t, ef.Machine, goRules(f, t, ef.Machine))
+	img, notes, err := gocfi.DebugFrame(t, ef.Machine, goRules(f, ef.Machine))
 	if err != nil {
 		return nil, append(notes, &Error{Section: kindGo.String(), Msg: err.Error()})
 	}
@@ -64,70 +60,39 @@ var outermostFuncs = map[string]bool{
 // frame pointers). A function whose instructions are not followed (the
 // runtime's assembly that switches stacks, most of it marked outermost
 // anyway) gets no frame-pointer rule: its frame pointer reads as unchanged.
-// The instructions of every function are decoded, on all CPUs, before
-// the image is built; a function whose stack pointer never moves (its
-// pcsp table all 0) cannot have saved the frame pointer in its frame, and
-// is not decoded.
-func goRules(f *elfread.File, t *gopclntab.Table, m elf.Machine) gocfi.Extra {
+// gocfi.DebugFrame calls it for every function on all CPUs at once; the
+// executable sections are loaded before, so they are only read then. A
+// function whose stack pointer never moves (its pcsp table all 0) cannot
+// have saved the frame pointer in its frame, and is not decoded.
+func goRules(f *elfread.File, m elf.Machine) gocfi.Extra {
 	ra, ok := raColumn[m]
 	if !ok {
 		return nil
 	}
-	fp := fpRules(f, t, m)
+	var fp func(fn *gopclntab.Func) []gocfi.RegRule
+	switch code := newTextReader(f); m {
+	case elf.EM_X86_64:
+		fp = func(fn *gopclntab.Func) []gocfi.RegRule { return funcFP(fn, goprologue.AMD64, 6, code) } // RBP
+	case elf.EM_AARCH64:
+		fp = func(fn *gopclntab.Func) []gocfi.RegRule { return funcFP(fn, goprologue.ARM64, 29, code) } // x29
+	default:
+		fp = func(*gopclntab.Func) []gocfi.RegRule { return nil }
+	}
 	return func(fn *gopclntab.Func) []gocfi.RegRule {
-		var rules []gocfi.RegRule
 		if outermostRule(fn) {
-			rules = append(rules, gocfi.RegRule{PC: fn.Entry, Reg: ra, Kind: gocfi.Undefined})
+			return []gocfi.RegRule{{PC: fn.Entry, Reg: ra, Kind: gocfi.Undefined}}
 		}
-		if fn.Index < len(fp) {
-			rules = append(rules, fp[fn.Index]...)
-		}
-		slices.SortStableFunc(rules, func(a, b gocfi.RegRule) int { return cmp.Compare(a.PC, b.PC) })
-		return rules
+		return fp(fn)
 	}
 }
 
-// fpRules are the frame-pointer rules of each function of t, by index
-// (nil for none), found on all CPUs.
-func fpRules(f *elfread.File, t *gopclntab.Table, m elf.Machine) [][]gocfi.RegRule {
-	var arch goprologue.Arch
-	var fp uint64
-	switch m {
-	case elf.EM_X86_64:
-		arch, fp = goprologue.AMD64, 6 // RBP
-	case elf.EM_AARCH64:
-		arch, fp = goprologue.ARM64, 29 // x29
-	default:
+// funcFP is fn's frame-pointer rules (register fp); nil for none.
+func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReader) []gocfi.RegRule {
+	if !fn.HasPCSP() {
 		return nil
 	}
-	code := newTextReader(f)
-	out := make([][]gocfi.RegRule, t.NumFuncs())
-	next := make(chan int, 64)
-	var wg sync.WaitGroup
-	for range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var sp []goprologue.SPRange
-			for i := range next {
-				out[i], sp = funcFP(t, i, arch, fp, code, sp[:0])
-			}
-		}()
-	}
-	for i := range out {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return out
-}
-
-// funcFP is function i's frame-pointer rules; sp is scratch space.
-func funcFP(t *gopclntab.Table, i int, arch goprologue.Arch, fp uint64, code *textReader, sp []goprologue.SPRange) ([]gocfi.RegRule, []goprologue.SPRange) {
-	fn, err := t.Func(i)
-	if err != nil || !fn.HasPCSP() || outermostRule(&fn) {
-		return nil, sp
-	}
+	var buf [16]goprologue.SPRange
+	sp := buf[:0]
 	moves := false
 	it := fn.PCSP()
 	for r, ok := it.Next(); ok; r, ok = it.Next() {
@@ -135,11 +100,11 @@ func funcFP(t *gopclntab.Table, i int, arch goprologue.Arch, fp uint64, code *te
 		moves = moves || r.Value != 0
 	}
 	if it.Err() != nil || !moves {
-		return nil, sp
+		return nil
 	}
 	b := code.bytes(fn.Entry, sp[len(sp)-1].End)
 	if b == nil {
-		return nil, sp
+		return nil
 	}
 	// The compiler's usual shape, checked from its prologue and exits,
 	// else every path followed (goprologue's tests hold the two equal).
@@ -148,12 +113,15 @@ func funcFP(t *gopclntab.Table, i int, arch goprologue.Arch, fp uint64, code *te
 		res, ok = goprologue.QuickAMD64(b, fn.Entry, sp)
 	}
 	if !ok {
-		res, err = goprologue.Analyze(arch, b, fn.Entry, sp)
+		var err error
+		if res, err = goprologue.Analyze(arch, b, fn.Entry, sp); err != nil {
+			return nil
+		}
 	}
-	if err != nil || res.Kind != goprologue.Described {
-		return nil, sp
+	if res.Kind != goprologue.Described {
+		return nil
 	}
-	return fpRegRules(res.Rules, sp, fp, arch == goprologue.ARM64), sp
+	return fpRegRules(res.Rules, sp, fp, arch == goprologue.ARM64)
 }
 
 // fpRegRules turns goprologue's rules into register rules. On AArch64 the
@@ -207,7 +175,7 @@ func fpRegRules(rs []goprologue.Rule, sp []goprologue.SPRange, fp uint64, lr boo
 }
 
 // textReader gives the bytes of the executable sections, all loaded
-// before the workers of fpRules share it (slices of the image for a file
+// before the goroutines of gocfi.DebugFrame share it (slices of the image for a file
 // read from memory), so that it is only read concurrently.
 type textReader struct {
 	secs []textSection

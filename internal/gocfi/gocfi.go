@@ -67,6 +67,9 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 )
@@ -90,6 +93,7 @@ type RegRule struct {
 }
 
 // Extra returns a function's extra rules, sorted by PC; nil for none.
+// DebugFrame calls it from several goroutines at once.
 type Extra func(f *gopclntab.Func) []RegRule
 
 // machine is what the linker's CIE and FDEs depend on: the DWARF numbers
@@ -158,6 +162,14 @@ func (e *FuncError) Unwrap() error { return e.Err }
 // *gopclntab.Error of a record that does not read). The error is for a
 // machine Go does not describe, or an image that would exceed four times
 // the table's size (a hostile table).
+//
+// The functions are taken in runs of funcsPerPart on every CPU at once
+// (each FDE points at the one CIE, at offset 0, so an FDE's bytes do not
+// depend on where it lands), and the runs joined in table order: the
+// image is the one a single pass writes. extra is called on those
+// goroutines, so it must be safe for concurrent use; it is where a
+// caller's work per function is (decoding its prologue, say), so that is
+// spread over the CPUs too.
 func DebugFrame(t *gopclntab.Table, m elf.Machine, extra Extra) ([]byte, []error, error) {
 	mach, ok := machines[m]
 	if !ok {
@@ -167,37 +179,94 @@ func DebugFrame(t *gopclntab.Table, m elf.Machine, extra Extra) ([]byte, []error
 	if t.ByteOrder() == binary.BigEndian {
 		order = binary.BigEndian
 	}
-	// Real images are a fifth of the table or less: room for that, so
-	// the image is not copied as it grows.
-	w := &writer{order: order, ptr: t.PtrSize(), m: mach, out: make([]byte, 0, t.Size()/5+4096)}
-	w.cie()
-	limit := sizeFactor*t.Size() + 1<<16
-	var errs []error
-	var prog []byte
-	for f, err := range t.Funcs() {
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !f.HasPCSP() {
-			continue
-		}
-		var rules []RegRule
-		if extra != nil {
-			rules = extra(&f)
-		}
-		var end uint64
-		prog, end, err = w.program(prog[:0], &f, rules)
-		if err != nil {
-			errs = append(errs, &FuncError{Index: f.Index, Name: f.Name, Err: err})
-			continue
-		}
-		w.fde(f.Entry, end-f.Entry, prog)
-		if len(w.out) > limit {
-			return nil, errs, fmt.Errorf("gocfi: the image passes %d bytes, %d times the table's size (at func %d, %s): its functions share pcsp tables as no linker makes them", limit, sizeFactor, f.Index, f.Name)
-		}
+	cie := &writer{order: order, ptr: t.PtrSize(), m: mach}
+	cie.cie()
+	parts := make([]part, (t.NumFuncs()+funcsPerPart-1)/funcsPerPart)
+	b := builder{t: t, mach: mach, order: order, extra: extra, limit: int64(sizeFactor*t.Size() + 1<<16)}
+	var wg sync.WaitGroup
+	for range min(runtime.NumCPU(), len(parts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.work(parts)
+		}()
 	}
-	return w.out, errs, nil
+	wg.Wait()
+	if b.over.Load() {
+		return nil, nil, fmt.Errorf("gocfi: the image passes %d bytes, %d times the table's size: its functions share pcsp tables as no linker makes them", b.limit, sizeFactor)
+	}
+	out := make([]byte, 0, len(cie.out)+int(b.total.Load()))
+	out = append(out, cie.out...)
+	var errs []error
+	for _, p := range parts {
+		out = append(out, p.out...)
+		errs = append(errs, p.errs...)
+	}
+	return out, errs, nil
+}
+
+// funcsPerPart is how many functions one goroutine takes at a time:
+// enough that taking them costs nothing, few enough that the largest
+// functions (whose prologues the caller decodes) spread over the CPUs.
+const funcsPerPart = 64
+
+// part is the FDEs of one run of functions, and their errors.
+type part struct {
+	out  []byte
+	errs []error
+}
+
+// builder hands out runs of functions to the goroutines of DebugFrame.
+type builder struct {
+	t     *gopclntab.Table
+	mach  machine
+	order binary.AppendByteOrder
+	extra Extra
+	limit int64
+	next  atomic.Int64 // the next run to take
+	total atomic.Int64 // bytes of FDEs written
+	over  atomic.Bool  // total passed limit
+}
+
+// work builds runs of parts until none is left or the image is too big.
+func (b *builder) work(parts []part) {
+	w := &writer{order: b.order, ptr: b.t.PtrSize(), m: b.mach}
+	var prog []byte
+	for !b.over.Load() {
+		c := int(b.next.Add(1) - 1)
+		if c >= len(parts) {
+			return
+		}
+		w.out = nil
+		var errs []error
+		for i := c * funcsPerPart; i < min((c+1)*funcsPerPart, b.t.NumFuncs()); i++ {
+			f, err := b.t.Func(i)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !f.HasPCSP() {
+				continue
+			}
+			var rules []RegRule
+			if b.extra != nil {
+				rules = b.extra(&f)
+			}
+			var end uint64
+			n := len(w.out)
+			prog, end, err = w.program(prog[:0], &f, rules)
+			if err != nil {
+				errs = append(errs, &FuncError{Index: f.Index, Name: f.Name, Err: err})
+				continue
+			}
+			w.fde(f.Entry, end-f.Entry, prog)
+			if b.total.Add(int64(len(w.out)-n)) > b.limit {
+				b.over.Store(true)
+				return
+			}
+		}
+		parts[c] = part{out: w.out, errs: errs}
+	}
 }
 
 type writer struct {
