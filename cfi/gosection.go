@@ -132,7 +132,7 @@ func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReade
 // large frame has stored x29 and x30 (STP) but not yet moved SP, and x29
 // still holds the caller's value.
 func fpRegRules(rs []goprologue.Rule, sp []goprologue.SPRange, fp uint64, lr bool) []gocfi.RegRule {
-	var out []gocfi.RegRule
+	out := make([]gocfi.RegRule, 0, len(rs))
 	emit := func(pc uint64, saved bool, off int64) {
 		rr := gocfi.RegRule{PC: pc, Reg: fp, Kind: gocfi.SameValue}
 		if saved {

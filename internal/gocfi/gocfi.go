@@ -231,13 +231,15 @@ type builder struct {
 // work builds runs of parts until none is left or the image is too big.
 func (b *builder) work(parts []part) {
 	w := &writer{order: b.order, ptr: b.t.PtrSize(), m: b.mach}
+	// Room for a run's FDEs, at the fifth of the table real images take.
+	room := b.t.Size()/5/max(b.t.NumFuncs(), 1)*funcsPerPart + 256
 	var prog []byte
 	for !b.over.Load() {
 		c := int(b.next.Add(1) - 1)
 		if c >= len(parts) {
 			return
 		}
-		w.out = nil
+		w.out = make([]byte, 0, room)
 		var errs []error
 		for i := c * funcsPerPart; i < min((c+1)*funcsPerPart, b.t.NumFuncs()); i++ {
 			f, err := b.t.Func(i)

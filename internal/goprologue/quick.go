@@ -25,7 +25,8 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 		return Result{}, false
 	}
 	mov := push + 1
-	rules := []Rule{{PC: entry}}
+	rules := make([]Rule, 1, 8) // room for the usual prologue, exits and morestack block
+	rules[0] = Rule{PC: entry}
 	saved := false
 	for _, row := range sp {
 		if row.Start < mov {
