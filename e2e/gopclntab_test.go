@@ -126,3 +126,95 @@ func checkGoSFrame(t *testing.T, file string) {
 		}
 	}
 }
+
+// TestTraceGo samples a CPU-bound Go program (gobuild.Spin: 16
+// goroutines in a recursive main.fib) converted from its function
+// table, with trace --check dwarf: with DWARF (Go's linker's
+// .debug_frame is then what the walks are checked against, frame by
+// frame), with cgo, stripped (no DWARF: the table's own FDEs), and with
+// DWARF by the oldest Go installed (Debian's). At least 99% of the walks
+// must reach an outermost frame, and of the program's own samples to
+// runtime.goexit; no frame may disagree (checkGoStacks for the rest).
+func TestTraceGo(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skip("traces x86-64 Linux processes")
+	}
+	tmp := t.TempDir()
+	c2s := buildCommand(t, tmp)
+	skipWithoutPtrace(t, c2s)
+	configs := []gobuild.Config{
+		{GOARCH: "amd64", Main: gobuild.Spin},
+		{GOARCH: "amd64", Cgo: true, Main: gobuild.Spin},
+		{GOARCH: "amd64", Strip: true, Main: gobuild.Spin},
+	}
+	if old := gobuild.OldGos(); len(old) > 0 { // Debian's golang-go, the oldest
+		configs = append(configs, gobuild.Config{Go: old[0], GOARCH: "amd64", Main: gobuild.Spin})
+	}
+	for _, c := range configs {
+		t.Run(c.String(), func(t *testing.T) {
+			dir := filepath.Join(tmp, c.String())
+			os.MkdirAll(dir, 0o755)
+			bin := gobuild.Build(t, dir, c)
+			prog, folded := bin+".sf", bin+".folded"
+			if o, err := exec.Command(c2s, "-q", bin, "-o", prog).CombinedOutput(); err != nil {
+				t.Fatalf("convert: %v\n%s", err, o)
+			}
+			out, err := exec.Command(c2s, "trace", "--check", "dwarf", "-F", "499", "--folded", folded, "--", prog, "1s").CombinedOutput()
+			if err != nil {
+				t.Fatalf("trace: %v\n%s", err, out)
+			}
+			s := parseTraceSummary(t, string(out))
+			if s.samples < 100 || float64(s.outermost) < 0.99*float64(s.samples) {
+				t.Errorf("%d of %d walks reach an outermost frame; want 99%% of at least 100:\n%s", s.outermost, s.samples, out)
+			}
+			if s.compared == 0 || s.agree != s.compared {
+				t.Errorf("DWARF check: %d of %d frames agree; want all:\n%s", s.agree, s.compared, out)
+			}
+			if !c.Strip && !strings.Contains(string(out), "in Go functions (Go's linker's .debug_frame)") {
+				t.Errorf("the DWARF check does not say what it left out of Go's .debug_frame:\n%s", out)
+			}
+			checkGoStacks(t, readFolded(t, folded), string(out))
+		})
+	}
+}
+
+// checkGoStacks checks the folded stacks of gobuild.Spin: at least 99% of
+// the samples in the program's own code (main.fib) walk to
+// runtime.goexit, where a goroutine's stack begins, and main.fib is the
+// hottest leaf of the goroutines' stacks. (The rest of the samples are
+// the runtime's threads, idle or in the scheduler: their walks end at
+// runtime.mstart or runtime.mcall. A walk through runtime.asyncPreempt,
+// which the runtime calls from a signal with the interrupted PC as its
+// return address, looks that PC up minus one, as for any return address:
+// where that byte is another row's, the walk ends early.)
+func checkGoStacks(t *testing.T, stacks map[string]int, out string) {
+	t.Helper()
+	norm := func(f string) string { return strings.TrimSuffix(f, ".abi0") }
+	own, ownGoexit := 0, 0
+	leaf := map[string]int{}
+	for stack, n := range stacks {
+		frames := strings.Split(stack, ";")
+		rooted := norm(frames[0]) == "runtime.goexit"
+		if strings.Contains(stack, ";main.fib") {
+			own += n
+			if rooted {
+				ownGoexit += n
+			}
+		}
+		if rooted {
+			leaf[norm(frames[len(frames)-1])] += n
+		}
+	}
+	if own == 0 || float64(ownGoexit) < 0.99*float64(own) {
+		t.Errorf("%d of %d samples in main.fib walk to runtime.goexit; want 99%%:\n%s", ownGoexit, own, out)
+	}
+	hot, most := "", 0
+	for f, n := range leaf {
+		if n > most {
+			hot, most = f, n
+		}
+	}
+	if hot != "main.fib" {
+		t.Errorf("the goroutines' hottest leaf is %s (%d samples); want main.fib (%d): %v", hot, most, leaf["main.fib"], leaf)
+	}
+}

@@ -30,6 +30,10 @@ type Config struct {
 	// LDFlags are more linker flags (-compressdwarf=false,
 	// -extldflags=-fuse-ld=lld).
 	LDFlags []string
+	// Main is the program's main.go ("" for the usual one, which runs
+	// through shapes that matter to unwinding and exits at once; Spin is
+	// one that keeps the CPUs busy).
+	Main string
 }
 
 func (c Config) String() string {
@@ -78,10 +82,14 @@ func Skip(tb testing.TB, format string, args ...any) {
 func Build(tb testing.TB, dir string, c Config) string {
 	tb.Helper()
 	src := filepath.Join(dir, "src-"+c.String())
+	main := c.Main
+	if main == "" {
+		main = mainGo
+	}
 	if c.Cgo {
-		writeFiles(tb, src, map[string]string{"go.mod": goMod, "main.go": mainGo, "cgo.go": cgoGo})
+		writeFiles(tb, src, map[string]string{"go.mod": goMod, "main.go": main, "cgo.go": cgoGo})
 	} else {
-		writeFiles(tb, src, map[string]string{"go.mod": goMod, "main.go": mainGo, "extra.go": plainGo})
+		writeFiles(tb, src, map[string]string{"go.mod": goMod, "main.go": main, "extra.go": plainGo})
 	}
 	out := filepath.Join(dir, c.String())
 	ldflags := c.LDFlags
@@ -290,6 +298,54 @@ func main() {
 	}
 	err := safe(func() { var p *rect; _ = p.area() })
 	fmt.Fprintln(os.Stdout, total, rs, len(m), err, extra())
+}
+`
+
+// Spin is a main.go for Config.Main: 16 goroutines compute Fibonacci
+// numbers (main.fib, recursive, so samples land deep in its frames) for
+// the duration its first argument gives (1s without one), then it
+// prints a line.
+const Spin = `package main
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+//go:noinline
+func fib(n int) int {
+	if n < 2 {
+		return n
+	}
+	return fib(n-1) + fib(n-2)
+}
+
+//go:noinline
+func work(stop time.Time) int {
+	s := 0
+	for time.Now().Before(stop) {
+		s += fib(22)
+	}
+	return s
+}
+
+func main() {
+	d := time.Second
+	if len(os.Args) > 1 {
+		d, _ = time.ParseDuration(os.Args[1])
+	}
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	res := make([]int, 16)
+	for i := 0; i < len(res); i++ {
+		i := i // Go before 1.22 shares one i between iterations
+		wg.Add(1)
+		go func() { defer wg.Done(); res[i] = work(stop) + extra() }()
+	}
+	wg.Wait()
+	fmt.Println(len(res))
 }
 `
 

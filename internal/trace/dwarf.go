@@ -23,6 +23,8 @@ type checker struct {
 type dwarfAnswer struct {
 	ok        bool
 	outermost bool   // the return address column is undefined
+	goTop     bool   // outermost: a Go function the runtime's unwinder ends at, which Go's .debug_frame does not say
+	goNoFP    bool   // fpKnown is false: Go's .debug_frame has no frame-pointer rule
 	fail      string // why DWARF could not step
 	pc        uint64
 	sp, fp    uint64
@@ -69,6 +71,10 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 		return fail("no DWARF row")
 	}
 	row := &k.tab.Rows[i]
+	top, goFunc := o.goFuncs[fde.Start]
+	if top {
+		return dwarfAnswer{outermost: true, goTop: true}
+	}
 	reg := func(n uint64) (uint64, bool) {
 		if n > math.MaxUint32 {
 			return 0, false
@@ -176,14 +182,30 @@ func (k *checker) step(o *Object, bias uint64, f *unwind.Frame, addr uint64) dwa
 		}
 		a.sp = sp
 	}
-	a.fp, a.fpKnown, why = apply(regFP, row.Rule(regFP))
-	if why != "" {
-		return fail("FP: " + why)
+	switch {
+	case goFunc && !hasRule(row, regFP):
+		a.goNoFP = true
+	default:
+		a.fp, a.fpKnown, why = apply(regFP, row.Rule(regFP))
+		if why != "" {
+			return fail("FP: " + why)
+		}
 	}
 	if ra == 0 {
 		return dwarfAnswer{outermost: true}
 	}
 	return a
+}
+
+// hasRule says whether row has a rule of its own for register n, not the
+// same value every register without one has.
+func hasRule(row *cfi.Row, n uint64) bool {
+	for _, r := range row.Regs {
+		if r.Reg == n {
+			return true
+		}
+	}
+	return false
 }
 
 // compare records how SFrame's step of frame prev (to next, or stopping
@@ -222,6 +244,12 @@ func (c *Collector) compare(m *execMap, addr uint64, prev *unwind.Frame, why unw
 	}
 	if agree {
 		st.Agree++
+		if dw.goTop {
+			st.GoOutermost++
+		}
+		if dw.goNoFP {
+			st.GoNoFP++
+		}
 		return
 	}
 	st.Disagree++

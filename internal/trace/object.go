@@ -34,6 +34,10 @@ type Object struct {
 	secs     []section        // executable sections, for unnamed code
 	fdes     []*cfi.FDE       // sorted by Start; only with DWARF loading
 	cfiErr   string           // why fdes is empty, when it is
+	// goFuncs are the Go functions whose .debug_frame FDE Go's linker
+	// wrote (in fdes, beside its FDE from the function table), by start:
+	// true for those Go's own unwinder stops at (see goFDEs).
+	goFuncs map[uint64]bool
 	// Conversion, when set, says that the object has no .sframe and
 	// what building one from its CFI cost (Table is that one, unless
 	// the conversion failed).
@@ -302,25 +306,65 @@ func (o *Object) Bias(m *MapEntry) (uint64, bool) {
 }
 
 // loadCFI parses .eh_frame and .debug_frame; .eh_frame FDEs come first
-// among FDEs with the same start.
+// among FDEs with the same start. A Go program's function table is read
+// as cfi reads it (a section of its own), but only for goFDEs: the FDEs
+// checked against are the file's own, and a Go function's is then the
+// one Go's linker wrote into .debug_frame; its FDE from the table is
+// kept only where .debug_frame has none (a stripped program).
 func (o *Object) loadCFI(f *elfread.File) {
 	cf, err := cfi.Open(f.ELF)
 	if err != nil {
 		o.cfiErr = err.Error()
 		return
 	}
+	var fromTable []*cfi.FDE
 	for _, s := range cf.Sections() {
 		fdes, _ := cfi.Parse(s)
 		for _, d := range fdes {
-			if d.Size != 0 {
+			switch {
+			case d.Size == 0:
+			case s.Name() == ".gopclntab":
+				fromTable = append(fromTable, d)
+			default:
 				o.fdes = append(o.fdes, d)
 			}
 		}
 	}
 	sort.SliceStable(o.fdes, func(i, j int) bool { return o.fdes[i].Start < o.fdes[j].Start })
+	o.goFDEs(fromTable)
 	if len(o.fdes) == 0 && o.cfiErr == "" {
 		o.cfiErr = "no CFI"
 	}
+}
+
+// goFDEs records which FDEs of fdes Go's linker wrote for the functions
+// of its table (fromTable: cfi's FDEs from it), and adds the table's FDE
+// of each function .debug_frame does not describe. Go's linker writes a
+// Go function's CFA and return address, as the table has them, and
+// nothing else: no rule for the frame pointer, which the check then
+// leaves out, and no end of the walk where the runtime's own unwinder
+// stops (TopFrame and SPWrite functions, goexit, mstart: cfi's FDE from
+// the table has the return address undefined there), which the check
+// then takes from the table.
+func (o *Object) goFDEs(fromTable []*cfi.FDE) {
+	if len(fromTable) == 0 {
+		return
+	}
+	o.goFuncs = map[uint64]bool{}
+	var ctx cfi.Context
+	var tab cfi.Table
+	for _, d := range fromTable {
+		if own := o.findFDE(d.Start); own == nil || own.Start != d.Start {
+			o.fdes = append(o.fdes, d)
+			continue
+		}
+		outermost := false
+		if ctx.Execute(d, &tab) == nil && len(tab.Rows) > 0 {
+			outermost = tab.Rows[0].Rule(d.CIE.RAColumn).Kind == cfi.Undefined
+		}
+		o.goFuncs[d.Start] = outermost
+	}
+	sort.SliceStable(o.fdes, func(i, j int) bool { return o.fdes[i].Start < o.fdes[j].Start })
 }
 
 // findFDE returns the DWARF FDE covering addr (a file address), or nil.

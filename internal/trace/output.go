@@ -202,6 +202,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	cmp := st.Agree + st.Disagree
 	fmt.Fprintf(w, "DWARF check: %d of %d frames agree (%.3f%%), %d disagree", st.Agree, cmp, pct(st.Agree, cmp), st.Disagree)
 	fmt.Fprintf(w, "; not compared: %d in objects without .sframe, %d where neither could step, %d where SFrame stepped and DWARF's rule is not evaluated\n", st.NoSFrame, st.NeitherStepped, st.SFrameOnly)
+	if st.GoOutermost+st.GoNoFP > 0 {
+		fmt.Fprintf(w, "  of those agreeing, in Go functions (Go's linker's .debug_frame): %d ended where Go's runtime ends a walk, which .debug_frame does not mark; %d without the frame pointer compared, for which it has no rule\n", st.GoOutermost, st.GoNoFP)
+	}
 	for _, kv := range sortedCounts(st.DWARFFail) {
 		fmt.Fprintf(w, "  DWARF not evaluated: %-28s %d\n", kv.k, kv.n)
 	}

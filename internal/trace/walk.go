@@ -117,6 +117,11 @@ type CheckStats struct {
 	NeitherStepped  int            // both stopped (not compared)
 	NoSFrame        int            // in an object without .sframe (not compared)
 	DWARFFail       map[string]int // why the DWARF side could not step
+	// Of Agree, in Go functions whose FDE Go's linker wrote: frames
+	// ended where the runtime's unwinder ends them (Go's .debug_frame
+	// walks on), and frames whose frame pointer was not compared (it has
+	// no rule for it).
+	GoOutermost, GoNoFP int
 }
 
 // NewCollector prepares walks of process pid's stacks.
