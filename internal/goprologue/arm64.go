@@ -33,7 +33,8 @@ func decodeA64(w []byte) (in arm64asm.Inst, err error) {
 // literal words between functions and after their last branch, which do
 // not decode and which no path reaches.
 func decodeARM64(code []byte, pc uint64) []insn {
-	var out []insn
+	out := make([]insn, 0, len(code)/4+1)
+	insts := make([]arm64asm.Inst, 0, len(code)/4+1) // see decodeAMD64
 	for off := 0; off < len(code); off += 4 {
 		at := pc + uint64(off)
 		if len(code)-off < 4 {
@@ -49,7 +50,8 @@ func decodeARM64(code []byte, pc uint64) []insn {
 			out = append(out, insn{pc: at, size: 4, err: err})
 			continue
 		}
-		out = append(out, insn{pc: at, size: 4, raw: a})
+		insts = append(insts, a)
+		out = append(out, insn{pc: at, size: 4, raw: &insts[len(insts)-1]})
 	}
 	return out
 }
@@ -92,7 +94,7 @@ func effectARM64(in insn, delta int64, regs map[int]value) effect {
 	if r, ok := in.raw.(rawARM64); ok {
 		return r.effect(regs)
 	}
-	a := in.raw.(arm64asm.Inst)
+	a := *in.raw.(*arm64asm.Inst)
 	e := flowARM64(a, in.pc)
 	e.nop = a.Op == arm64asm.NOP
 	if e.flow == flowCall {

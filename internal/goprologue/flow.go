@@ -61,10 +61,10 @@ type insn struct {
 // a third of an analysis.
 func (in insn) text() string {
 	switch r := in.raw.(type) {
-	case x86asm.Inst:
-		return x86asm.GoSyntax(r, in.pc, nil)
-	case arm64asm.Inst:
-		return arm64asm.GoSyntax(r, in.pc, nil, nil)
+	case *x86asm.Inst:
+		return x86asm.GoSyntax(*r, in.pc, nil)
+	case *arm64asm.Inst:
+		return arm64asm.GoSyntax(*r, in.pc, nil, nil)
 	case fmt.Stringer:
 		return r.String()
 	}
