@@ -10,8 +10,8 @@ import (
 
 // checkQuick runs QuickAMD64 over every function of s that is not
 // assembly: where it describes one, its rules must be Analyze's. With
-// wantMost (a binary of Go 1.21 or later, whose shape it knows) it must
-// take most of them, or it saves nothing.
+// wantMost (a binary of Go 1.19 or of 1.21 and later, whose shapes it
+// knows) it must take most of them, or it saves nothing.
 func checkQuick(t *testing.T, s *survey, wantMost bool) {
 	t.Helper()
 	if s.arch != AMD64 {
@@ -46,9 +46,15 @@ func TestQuickGoCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads a large binary")
 	}
-	root := goRoot(t)
-	for _, p := range []string{filepath.Join(root, "bin", "go"), filepath.Join(root, "pkg", "tool", "linux_amd64", "compile")} {
-		t.Run(filepath.Base(p), func(t *testing.T) { checkQuick(t, analyzeBinary(t, p), true) })
+	roots := []string{goRoot(t)}
+	// Debian's older Go (golang-1.19-go in CI): Go 1.19's frames.
+	old, _ := filepath.Glob("/usr/lib/go-1.*")
+	roots = append(roots, old...)
+	for _, root := range roots {
+		for _, p := range []string{filepath.Join(root, "bin", "go"), filepath.Join(root, "pkg", "tool", "linux_amd64", "compile")} {
+			name := filepath.Base(root) + "/" + filepath.Base(p)
+			t.Run(name, func(t *testing.T) { checkQuick(t, analyzeBinary(t, p), true) })
+		}
 	}
 }
 
@@ -61,14 +67,21 @@ func TestQuickDecodeX86(t *testing.T) {
 	var imm32 = [][]byte{{0, 0, 0, 0}, {0xd0, 0x27, 0, 0}, {0xb0, 0xfe, 0xff, 0xff}, {0xff, 0xff, 0xff, 0x7f}, {0, 0, 0, 0x80}}
 	var cases [][]byte
 	for _, fixed := range [][]byte{{0x55}, {0x48, 0x89, 0xe5}, {0x49, 0x89, 0xe4}, {0x49, 0x3b, 0x66, 0x10}, {0x4d, 0x3b, 0x66, 0x10},
+		{0x48, 0x89, 0x2c, 0x24}, {0x48, 0x8b, 0x2c, 0x24},
 		{0x48, 0x89, 0xe0}, {0x49, 0x3b, 0x66, 0x18}, {0x4c, 0x8d, 0x64, 0x25, 0x10}, {0x41, 0x55}, {0x90}} {
 		cases = append(cases, fixed)
 	}
 	for _, i := range imm8 {
-		cases = append(cases, []byte{0x76, i}, []byte{0x72, i}, []byte{0x4c, 0x8d, 0x64, 0x24, i}, []byte{0x49, 0x83, 0xec, i})
+		cases = append(cases, []byte{0x76, i}, []byte{0x72, i}, []byte{0x4c, 0x8d, 0x64, 0x24, i})
+		for _, p := range [][]byte{{0x49, 0x83, 0xec}, {0x48, 0x83, 0xec}, {0x49, 0x83, 0xc4}, {0x48, 0x83, 0xc4},
+			{0x48, 0x89, 0x6c, 0x24}, {0x48, 0x8b, 0x6c, 0x24}} {
+			cases = append(cases, append(append([]byte{}, p...), i))
+		}
 	}
 	for _, i := range imm32 {
-		for _, p := range [][]byte{{0x0f, 0x86}, {0x0f, 0x82}, {0x4c, 0x8d, 0xa4, 0x24}, {0x49, 0x81, 0xec}} {
+		for _, p := range [][]byte{{0x0f, 0x86}, {0x0f, 0x82}, {0x4c, 0x8d, 0xa4, 0x24},
+			{0x49, 0x81, 0xec}, {0x48, 0x81, 0xec}, {0x49, 0x81, 0xc4}, {0x48, 0x81, 0xc4},
+			{0x48, 0x89, 0xac, 0x24}, {0x48, 0x8b, 0xac, 0x24}} {
 			cases = append(cases, append(append([]byte{}, p...), i...))
 		}
 	}
