@@ -22,6 +22,9 @@ import (
 
 // Config is one way to build the test program.
 type Config struct {
+	// Files are the Go files of another program to build, by name (a
+	// go.mod is added); nil for this package's own test program.
+	Files  map[string]string
 	Go     string // the go command; "" for the one running the tests
 	GOARCH string
 	Cgo    bool
@@ -73,12 +76,18 @@ func Skip(tb testing.TB, format string, args ...any) {
 	tb.Skipf(format, args...)
 }
 
-// Build builds the test program with c into dir and returns the path of
-// the binary. A missing C cross compiler skips tb (Skip).
+// Build builds the test program (or c.Files) with c into dir and returns
+// the path of the binary. A missing C cross compiler skips tb (Skip).
 func Build(tb testing.TB, dir string, c Config) string {
 	tb.Helper()
 	src := filepath.Join(dir, "src-"+c.String())
-	if c.Cgo {
+	if c.Files != nil {
+		files := map[string]string{"go.mod": goMod}
+		for name, text := range c.Files {
+			files[name] = text
+		}
+		writeFiles(tb, src, files)
+	} else if c.Cgo {
 		writeFiles(tb, src, map[string]string{"go.mod": goMod, "main.go": mainGo, "cgo.go": cgoGo})
 	} else {
 		writeFiles(tb, src, map[string]string{"go.mod": goMod, "main.go": mainGo, "extra.go": plainGo})
