@@ -142,13 +142,14 @@ func TestTraceGo(t *testing.T) {
 	tmp := t.TempDir()
 	c2s := buildCommand(t, tmp)
 	skipWithoutPtrace(t, c2s)
+	spin := map[string]string{"main.go": gobuild.Spin}
 	configs := []gobuild.Config{
-		{GOARCH: "amd64", Main: gobuild.Spin},
-		{GOARCH: "amd64", Cgo: true, Main: gobuild.Spin},
-		{GOARCH: "amd64", Strip: true, Main: gobuild.Spin},
+		{GOARCH: "amd64", Files: spin},
+		{GOARCH: "amd64", Cgo: true, Files: spin},
+		{GOARCH: "amd64", Strip: true, Files: spin},
 	}
 	if old := gobuild.OldGos(); len(old) > 0 { // Debian's golang-go, the oldest
-		configs = append(configs, gobuild.Config{Go: old[0], GOARCH: "amd64", Main: gobuild.Spin})
+		configs = append(configs, gobuild.Config{Go: old[0], GOARCH: "amd64", Files: spin})
 	}
 	for _, c := range configs {
 		t.Run(c.String(), func(t *testing.T) {

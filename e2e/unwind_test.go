@@ -112,25 +112,7 @@ func TestUnwindRealStacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	objs := map[string]*object{}
-	openObj := func(path string) *object {
-		if o, ok := objs[path]; ok {
-			return o
-		}
-		o := &object{}
-		objs[path] = o
-		ef, err := elfread.Open(path)
-		if err != nil {
-			return o
-		}
-		o.elf, o.sym = ef.ELF, ef.Symbolizer()
-		if s, err := ef.SFrame(); err == nil {
-			if o.table, err = sframe.Open(s.Data, s.Addr); err != nil {
-				t.Errorf("%s: %v", path, err)
-			}
-		}
-		return o
-	}
+	openObj := objectOpener(t)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
 	n := 0
@@ -162,6 +144,31 @@ func TestUnwindRealStacks(t *testing.T) {
 	}
 }
 
+// objectOpener returns a function that opens an ELF file once, with its
+// SFrame table and symbols (no table or ELF if it has none or is not
+// one).
+func objectOpener(t *testing.T) func(string) *object {
+	objs := map[string]*object{}
+	return func(path string) *object {
+		if o, ok := objs[path]; ok {
+			return o
+		}
+		o := &object{}
+		objs[path] = o
+		ef, err := elfread.Open(path)
+		if err != nil {
+			return o
+		}
+		o.elf, o.sym = ef.ELF, ef.Symbolizer()
+		if s, err := ef.SFrame(); err == nil {
+			if o.table, err = sframe.Open(s.Data, s.Addr); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+		}
+		return o
+	}
+}
+
 func equalPCs(a, b []uint64) bool {
 	if len(a) != len(b) {
 		return false
@@ -175,6 +182,34 @@ func equalPCs(a, b []uint64) bool {
 }
 
 func walkSample(t *testing.T, s *sample, openObj func(string) *object) ([]string, []uint64, unwind.Reason) {
+	t.Helper()
+	u, fr, objOf := sampleUnwinder(t, s, openObj)
+	space := *u.Space
+	var names []string
+	var pcs []uint64
+	for i := 0; i < 64; i++ {
+		pcs = append(pcs, fr.PC)
+		m := space.Find(fr.PC - uint64(btoi(!fr.Top)))
+		name := "?"
+		if m != nil {
+			name = objOf[m.Obj].sym(fr.PC - uint64(btoi(!fr.Top)) - m.Bias)
+		}
+		why, _ := u.Step(&fr)
+		names = append(names, name)
+		if why != unwind.ReasonOK {
+			return names, pcs, why
+		}
+		if fr.Top {
+			names = append(names, "<signal>")
+		}
+	}
+	return names, pcs, unwind.ReasonOK
+}
+
+// sampleUnwinder returns an x86-64 Unwinder over the executable mappings
+// and the stack of s, the topmost frame with s's registers, and the
+// object of each mapping of the Space (by its Obj).
+func sampleUnwinder(t *testing.T, s *sample, openObj func(string) *object) (*unwind.Unwinder, unwind.Frame, []*object) {
 	t.Helper()
 	var space unwind.Space
 	var objOf []*object
@@ -212,25 +247,7 @@ func walkSample(t *testing.T, s *sample, openObj func(string) *object) ([]string
 	for name, r := range amd64DWARF {
 		fr.SetReg(r, s.Regs[name])
 	}
-	var names []string
-	var pcs []uint64
-	for i := 0; i < 64; i++ {
-		pcs = append(pcs, fr.PC)
-		m := space.Find(fr.PC - uint64(btoi(!fr.Top)))
-		name := "?"
-		if m != nil {
-			name = objOf[m.Obj].sym(fr.PC - uint64(btoi(!fr.Top)) - m.Bias)
-		}
-		why, _ := u.Step(&fr)
-		names = append(names, name)
-		if why != unwind.ReasonOK {
-			return names, pcs, why
-		}
-		if fr.Top {
-			names = append(names, "<signal>")
-		}
-	}
-	return names, pcs, unwind.ReasonOK
+	return u, fr, objOf
 }
 
 func btoi(b bool) int {

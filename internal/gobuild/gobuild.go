@@ -22,6 +22,11 @@ import (
 
 // Config is one way to build the test program.
 type Config struct {
+	// Files replace or join the test program's files by name: main.go
+	// (the usual one runs through shapes that matter to unwinding and
+	// exits at once; Spin keeps the CPUs busy), and extra.go or, with
+	// Cgo, cgo.go, which define extra() for main.go.
+	Files  map[string]string
 	Go     string // the go command; "" for the one running the tests
 	GOARCH string
 	Cgo    bool
@@ -30,10 +35,6 @@ type Config struct {
 	// LDFlags are more linker flags (-compressdwarf=false,
 	// -extldflags=-fuse-ld=lld).
 	LDFlags []string
-	// Main is the program's main.go ("" for the usual one, which runs
-	// through shapes that matter to unwinding and exits at once; Spin is
-	// one that keeps the CPUs busy).
-	Main string
 }
 
 func (c Config) String() string {
@@ -77,20 +78,20 @@ func Skip(tb testing.TB, format string, args ...any) {
 	tb.Skipf(format, args...)
 }
 
-// Build builds the test program with c into dir and returns the path of
-// the binary. A missing C cross compiler skips tb (Skip).
+// Build builds the test program (with c.Files) with c into dir and returns
+// the path of the binary. A missing C cross compiler skips tb (Skip).
 func Build(tb testing.TB, dir string, c Config) string {
 	tb.Helper()
 	src := filepath.Join(dir, "src-"+c.String())
-	main := c.Main
-	if main == "" {
-		main = mainGo
-	}
+	files := map[string]string{"go.mod": goMod, "main.go": mainGo, "extra.go": plainGo}
 	if c.Cgo {
-		writeFiles(tb, src, map[string]string{"go.mod": goMod, "main.go": main, "cgo.go": cgoGo})
-	} else {
-		writeFiles(tb, src, map[string]string{"go.mod": goMod, "main.go": main, "extra.go": plainGo})
+		delete(files, "extra.go")
+		files["cgo.go"] = cgoGo
 	}
+	for name, text := range c.Files {
+		files[name] = text
+	}
+	writeFiles(tb, src, files)
 	out := filepath.Join(dir, c.String())
 	ldflags := c.LDFlags
 	if c.Strip {
@@ -301,7 +302,7 @@ func main() {
 }
 `
 
-// Spin is a main.go for Config.Main: 16 goroutines compute Fibonacci
+// Spin is a main.go for Config.Files: 16 goroutines compute Fibonacci
 // numbers (main.fib, recursive, so samples land deep in its frames) for
 // the duration its first argument gives (1s without one), then it
 // prints a line.
