@@ -109,8 +109,12 @@ func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReade
 	// The compiler's usual shape, checked from its prologue and exits,
 	// else every path followed (goprologue's tests hold the two equal).
 	res, ok := goprologue.Result{}, false
-	if arch == goprologue.AMD64 && fn.Flag&gopclntab.Asm == 0 {
+	switch {
+	case fn.Flag&gopclntab.Asm != 0:
+	case arch == goprologue.AMD64:
 		res, ok = goprologue.QuickAMD64(b, fn.Entry, sp)
+	case arch == goprologue.ARM64:
+		res, ok = goprologue.QuickARM64(b, fn.Entry, sp)
 	}
 	if !ok {
 		var err error
