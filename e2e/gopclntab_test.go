@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
 // TestGoPrograms converts Go programs with no call-frame information at
@@ -217,5 +220,87 @@ func checkGoStacks(t *testing.T, stacks map[string]int, out string) {
 	}
 	if hot != "main.fib" {
 		t.Errorf("the goroutines' hottest leaf is %s (%d samples); want main.fib (%d): %v", hot, most, leaf["main.fib"], leaf)
+	}
+}
+
+// TestGoDiagnostics: --diagnostics names the Go functions whose CFI the
+// function table cannot give in full, each with its note code
+// (runtime.morestack switches stacks, runtime.goexit is where a
+// goroutine's stack begins), as remarks: not skipped, and the output,
+// the exit status and the summary are those of a run without
+// --diagnostics.
+func TestGoDiagnostics(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skip("builds x86-64 and AArch64 Linux programs")
+	}
+	tmp := t.TempDir()
+	c2s := buildCommand(t, tmp)
+	for _, c := range []gobuild.Config{
+		{GOARCH: "amd64", Strip: true},
+		{GOARCH: "amd64", Strip: true, Cgo: true},
+		{GOARCH: "arm64", Strip: true},
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			bin := gobuild.Build(t, tmp, c)
+			convert := func(args ...string) (out []byte, stdout, stderr string) {
+				t.Helper()
+				o := filepath.Join(tmp, c.String()+fmt.Sprint(len(args))+".sf")
+				cmd := exec.Command(c2s, append(args, bin, "-o", o)...)
+				var so, se strings.Builder
+				cmd.Stdout, cmd.Stderr = &so, &se
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("%v: %v\n%s", args, err, se.String())
+				}
+				b, err := os.ReadFile(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b, so.String(), se.String()
+			}
+			plain, _, summary := convert()
+			withJSON, stdout, jsonSummary := convert("--diagnostics", "json")
+			withText, _, text := convert("--diagnostics", "text")
+			if !bytes.Equal(plain, withJSON) || !bytes.Equal(plain, withText) {
+				t.Errorf("--diagnostics changes the output")
+			}
+			// The summary line ends both; its file name differs.
+			last := func(s string) string {
+				lines := strings.Split(strings.TrimSpace(s), "\n")
+				_, after, _ := strings.Cut(lines[len(lines)-1], ": ")
+				return after
+			}
+			if last(summary) != last(jsonSummary) || last(summary) != last(text) || !strings.Contains(summary, " 0 skipped") {
+				t.Errorf("summaries: %q without --diagnostics, %q with json, %q with text", last(summary), last(jsonSummary), last(text))
+			}
+			var rec struct {
+				Diagnostics []translate.Diagnostic `json:"diagnostics"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &rec); err != nil {
+				t.Fatalf("%v\n%s", err, stdout)
+			}
+			got := map[string]translate.Reason{}
+			for _, d := range rec.Diagnostics {
+				if d.Skipped || !strings.HasPrefix(string(d.Reason), "go-") {
+					t.Errorf("%s: %s, skipped %v: want go- notes only", d.Symbol, d.Reason, d.Skipped)
+				}
+				got[d.Symbol] = d.Reason
+			}
+			for name, want := range map[string]translate.Reason{
+				"runtime.morestack":   "go-stack-switch",
+				"runtime.systemstack": "go-stack-switch",
+				"runtime.goexit":      "go-outermost",
+				"runtime.mstart":      "go-outermost",
+			} {
+				if got[name] != want {
+					t.Errorf("%s: %q, want %q", name, got[name], want)
+				}
+			}
+			if _, ok := got["main.main"]; ok {
+				t.Errorf("main.main has a note")
+			}
+			if !strings.Contains(text, "runtime.morestack [") || !strings.Contains(text, ": go-stack-switch: ") {
+				t.Errorf("--diagnostics text:\n%s", text)
+			}
+		})
 	}
 }
