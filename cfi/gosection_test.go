@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -182,4 +183,75 @@ func ruleOf(r *Row, reg uint64) Rule {
 		}
 	}
 	return Rule{}
+}
+
+// TestShared: where .eh_frame and the function table both describe a Go
+// function (a cgo build with two of its C FDEs moved onto main.main and
+// runtime.morestack), .eh_frame's FDE is kept and Shared says so, the
+// table's is left out with its note; every Go function's .debug_frame FDE
+// gives way to the table's, and Shared says that too. Without either
+// (a stripped cgo build, as real ones are) nothing is shared.
+func TestShared(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("builds x86-64 Linux cgo programs")
+	}
+	dir := t.TempDir()
+	moved := []string{"runtime.morestack", "main.main"} // in address order, as Shared meets them
+	for _, c := range []struct {
+		cfg            gobuild.Config
+		ehOverGo       []string // the functions .eh_frame describes for the table
+		goOverDebugMin int      // at least this many
+	}{
+		{gobuild.Config{GOARCH: "amd64", Cgo: true, EHFrameOver: moved}, moved, 1000},
+		{gobuild.Config{GOARCH: "amd64", Cgo: true, Strip: true}, nil, 0},
+	} {
+		t.Run(c.cfg.String(), func(t *testing.T) {
+			img, err := os.ReadFile(gobuild.Build(t, dir, c.cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := OpenBytes(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tab, err := gopclntab.OpenBytes(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			goEntries := map[uint64]bool{}
+			for _, e := range f.Entries() {
+				if f.sections[e.ref&(1<<refSecBits-1)].kind == kindGo {
+					goEntries[e.Start] = true
+				}
+			}
+			var ehOverGo []string
+			goOverDebug := 0
+			f.Shared(func(left Entry, used, unused string) {
+				fn, _ := tab.FuncAt(left.Start)
+				switch {
+				case used == ".eh_frame" && unused == ".gopclntab":
+					ehOverGo = append(ehOverGo, fn.Name)
+					if goEntries[left.Start] {
+						t.Errorf("%s: its table FDE is both kept and left out", fn.Name)
+					}
+				case used == ".gopclntab" && unused == ".debug_frame":
+					goOverDebug++
+					if !goEntries[left.Start] {
+						t.Errorf("%s [%#x,%#x): its .debug_frame FDE gave way to no table FDE", fn.Name, left.Start, left.Start+left.Size)
+					}
+				default:
+					t.Errorf("%s [%#x,%#x): %s used over %s", fn.Name, left.Start, left.Start+left.Size, used, unused)
+				}
+			})
+			if !slices.Equal(ehOverGo, c.ehOverGo) || goOverDebug < c.goOverDebugMin || (c.goOverDebugMin == 0 && goOverDebug > 0) {
+				t.Errorf(".eh_frame over .gopclntab: %v, want %v; .gopclntab over .debug_frame: %d, want at least %d", ehOverGo, c.ehOverGo, goOverDebug, c.goOverDebugMin)
+			}
+			codes := goNoteCodes(t, img)
+			for _, name := range c.ehOverGo {
+				if code, ok := codes[name]; ok {
+					t.Errorf("%s: its table FDE is kept (note %q)", name, code)
+				}
+			}
+		})
+	}
 }
