@@ -304,3 +304,68 @@ func TestGoDiagnostics(t *testing.T) {
 		})
 	}
 }
+
+// TestGoShared: in a cgo program whose .eh_frame describes two Go
+// functions too (two of its C FDEs moved onto runtime.morestack and
+// main.main), the conversion takes them from .eh_frame, so
+// runtime.morestack has no Go note in --diagnostics, and verify names
+// them with the section it checked them against and counts them, in text
+// and JSON, without failing; it counts the Go functions .gopclntab and
+// the build's .debug_frame both describe too.
+func TestGoShared(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skip("builds x86-64 Linux cgo programs")
+	}
+	tmp := t.TempDir()
+	c2s := buildCommand(t, tmp)
+	bin := gobuild.Build(t, tmp, gobuild.Config{GOARCH: "amd64", Cgo: true, EHFrameOver: []string{"runtime.morestack", "main.main"}})
+	out := bin + ".sf"
+	o, err := exec.Command(c2s, "--diagnostics", "text", bin, "-o", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("convert: %v\n%s", err, o)
+	}
+	if strings.Contains(string(o), "runtime.morestack [") || !strings.Contains(string(o), "runtime.systemstack [") {
+		t.Errorf("--diagnostics: runtime.morestack (from .eh_frame) has a Go note, or runtime.systemstack has none:\n%s", o)
+	}
+	o, err = exec.Command(c2s, "verify", out).Output()
+	if err != nil {
+		t.Fatalf("verify: %v\n%s", err, o)
+	}
+	for _, want := range []string{
+		": runtime.morestack [", ": main.main [",
+		": described by both .eh_frame and .gopclntab: checked against .eh_frame,",
+		": 2 functions described by both .eh_frame and .gopclntab: checked against .eh_frame,",
+		" functions described by both .gopclntab and .debug_frame: checked against .gopclntab,",
+	} {
+		if !strings.Contains(string(o), want) {
+			t.Errorf("verify does not say %q:\n%s", want, o)
+		}
+	}
+	o, err = exec.Command(c2s, "verify", "--json", out).Output()
+	if err != nil {
+		t.Fatalf("verify --json: %v\n%s", err, o)
+	}
+	var res []struct {
+		Shared   map[string]int `json:"shared"`
+		Findings []struct {
+			Kind   string `json:"kind"`
+			Symbol string `json:"symbol"`
+			CFI    string `json:"cfi"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal(o, &res); err != nil || len(res) != 1 {
+		t.Fatalf("verify --json: %v\n%s", err, o)
+	}
+	if res[0].Shared[".eh_frame over .gopclntab"] != 2 || res[0].Shared[".gopclntab over .debug_frame"] < 1000 {
+		t.Errorf("verify --json: shared %v", res[0].Shared)
+	}
+	named := 0
+	for _, f := range res[0].Findings {
+		if f.Kind == "shared" && (f.Symbol == "main.main" || f.Symbol == "runtime.morestack") && f.CFI == ".eh_frame" {
+			named++
+		}
+	}
+	if named != 2 {
+		t.Errorf("verify --json names %d of main.main and runtime.morestack as checked against .eh_frame:\n%s", named, o)
+	}
+}
