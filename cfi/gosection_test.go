@@ -76,6 +76,9 @@ func TestFPUnknown(t *testing.T) {
 // frame-pointer rule for go-fp-unknown), and no FDE of .eh_frame (a cgo
 // program's C code) has one.
 func TestGoNotes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go programs")
+	}
 	if runtime.GOOS != "linux" {
 		t.Skip("builds Linux programs")
 	}
@@ -192,6 +195,9 @@ func ruleOf(r *Row, reg uint64) Rule {
 // gives way to the table's, and Shared says that too. Without either
 // (a stripped cgo build, as real ones are) nothing is shared.
 func TestShared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go programs")
+	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("builds x86-64 Linux cgo programs")
 	}

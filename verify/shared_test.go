@@ -20,6 +20,9 @@ import (
 // is used). Real cgo programs (stripped, their .eh_frame for C only) share
 // none.
 func TestShared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go programs")
+	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("builds x86-64 Linux cgo programs")
 	}
