@@ -26,6 +26,14 @@ type File struct {
 	entries  []Entry
 	errs     []error
 	parsers  []*parser // by section, for ParseEntry
+	shared   []shared  // Shared
+}
+
+// shared is an FDE left out for one of another section that overlaps it,
+// where one of the two is a Go program's table's.
+type shared struct {
+	left Entry
+	used int // the index of the section whose FDE was kept
 }
 
 // Entry is an FDE of a File: its range, and where its record is, to
@@ -55,10 +63,11 @@ const refSecBits = 2
 // tables off, and then they describe the same code). A Go program's
 // table comes between them: its FDE for a Go function is kept where no
 // .eh_frame FDE covers the code, and wins over .debug_frame's, which Go's
-// linker writes from the same table without its outermost marks. Only
-// when there is a
-// .debug_frame are the .eh_frame FDEs executed here, to learn which of
-// them really cover code; those that fail are dropped and reported then.
+// linker writes from the same table without its outermost marks
+// (Shared lists the functions the table and another section both
+// describe). Only when there is a .debug_frame or a Go program's table
+// are the .eh_frame FDEs executed here, to learn which of them really
+// cover code; those that fail are dropped and reported then.
 // Malformed records are reported by Errors; the error returned is for a
 // file whose sections cannot be read.
 func Open(f *elf.File) (*File, error) { return open(elfread.FromELF(f, "")) }
@@ -91,6 +100,22 @@ func (f *File) Entries() []Entry { return f.entries }
 // FDEs it parses and executes (Context.Errors).
 func (f *File) Errors() []error { return f.errs }
 
+// Shared calls fn for each function that a Go program's function table
+// (.gopclntab) and .eh_frame or .debug_frame both describe, their FDEs
+// overlapping, in the order Open met them: left is the FDE Open left out,
+// used and unused are the names of the section whose FDE it kept
+// (.eh_frame over .gopclntab, .gopclntab over .debug_frame) and of left's.
+// An empty FDE or one at address 0 is not reported.
+func (f *File) Shared(fn func(left Entry, used, unused string)) {
+	for _, sh := range f.shared {
+		fn(sh.left, f.sections[sh.used].Name(), f.sections[sh.left.ref&(1<<refSecBits-1)].Name())
+	}
+}
+
+// ignored says whether an FDE describes no code: empty, or at address 0
+// (a function the linker discarded).
+func ignored(f *FDE) bool { return f.Size == 0 || f.Start == 0 }
+
 // open is Open for a file opened with elfread.
 func open(ef *elfread.File) (*File, error) {
 	var goNotes []error
@@ -99,11 +124,19 @@ func open(ef *elfread.File) (*File, error) {
 		return nil, err
 	}
 	s := &File{sections: secs, errs: goNotes}
-	type span struct{ lo, hi uint64 }
+	type span struct {
+		lo, hi uint64
+		sec    int // the index of the FDE's section
+	}
 	var eh []span
-	covered := func(lo, hi uint64) bool {
+	// covering is the section of an FDE kept so far that overlaps
+	// [lo, hi), or -1.
+	covering := func(lo, hi uint64) int {
 		i := sort.Search(len(eh), func(i int) bool { return eh[i].hi > lo })
-		return i < len(eh) && eh[i].lo < hi
+		if i < len(eh) && eh[i].lo < hi {
+			return eh[i].sec
+		}
+		return -1
 	}
 	hasDebug := false
 	for _, sec := range secs {
@@ -135,8 +168,13 @@ func open(ef *elfread.File) (*File, error) {
 		s.parsers = append(s.parsers, p)
 		p.walk(&fde, func(fde *FDE) {
 			s.parsed++
-			if sec.kind != kindEH && covered(fde.Start, fde.End()) {
-				return
+			if sec.kind != kindEH {
+				if by := covering(fde.Start, fde.End()); by >= 0 {
+					if (sec.kind == kindGo || secs[by].kind == kindGo) && !ignored(fde) {
+						s.shared = append(s.shared, shared{Entry{Start: fde.Start, Size: fde.Size, ref: uint64(fde.Offset)<<refSecBits | uint64(i)}, by})
+					}
+					return
+				}
 			}
 			if sec.kind == kindEH && hasDebug {
 				if err := in.execute(fde, &t); err != nil {
@@ -150,12 +188,12 @@ func open(ef *elfread.File) (*File, error) {
 		s.errs = append(s.errs, p.errs...)
 		s.errs = append(s.errs, execErrs...)
 		p.errs, execErrs = nil, nil
-		// The FDEs so far win over the sections after: .eh_frame over
-		// .debug_frame, both over a Go program's table.
+		// The FDEs so far win over the sections after: .eh_frame over a
+		// Go program's table, both over .debug_frame.
 		if hasDebug && i+1 < len(secs) {
 			eh = eh[:0]
 			for _, e := range s.entries {
-				eh = append(eh, span{e.Start, e.Start + e.Size})
+				eh = append(eh, span{e.Start, e.Start + e.Size, int(e.ref & (1<<refSecBits - 1))})
 			}
 			sort.Slice(eh, func(i, j int) bool { return eh[i].lo < eh[j].lo })
 		}

@@ -3,6 +3,8 @@ package cfi
 import (
 	"debug/elf"
 	"errors"
+	"fmt"
+	"sync"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
@@ -34,11 +36,66 @@ func goSection(f *elfread.File, ptr int) (*Section, []error) {
 	if err != nil {
 		return nil, []error{&Error{Section: kindGo.String(), Msg: err.Error()}}
 	}
-	img, notes, err := gocfi.DebugFrame(t, ef.Machine, goRules(f, ef.Machine))
+	gn := &goNotes{m: map[uint64]goNote{}}
+	img, notes, err := gocfi.DebugFrame(t, ef.Machine, goRules(f, ef.Machine, gn))
 	if err != nil {
 		return nil, append(notes, &Error{Section: kindGo.String(), Msg: err.Error()})
 	}
-	return &Section{kind: kindGo, data: img, order: ef.ByteOrder, ptrSize: ptr}, notes
+	return &Section{kind: kindGo, data: img, order: ef.ByteOrder, ptrSize: ptr, goNotes: gn.m}, notes
+}
+
+// The codes of a Go function's note (FDE.GoNote), which translate gives
+// as its diagnostic's reason: why the function's FDE says what its code
+// does not show. Notes, not failures: the function is described.
+const (
+	// goStackSwitch: the function sets SP to another stack, or to a value
+	// its pcsp table cannot say (flagged SPWrite: morestack, systemstack,
+	// mcall, gogo, asmcgocall, ...); its return address is undefined from
+	// its entry, so a walk ends there instead of reading the wrong stack.
+	goStackSwitch = "go-stack-switch"
+	// goOutermost: where a goroutine's or a thread's stack begins
+	// (runtime.goexit, runtime.mstart, runtime.rt0_go, _rt0_*, or flagged
+	// TopFrame, which Go's linker sets on link-register machines and the
+	// runtime on its signal trampolines): the return address is undefined
+	// from its entry.
+	goOutermost = "go-outermost"
+	// goFPUnknown: where the function saves the caller's frame pointer
+	// was not found (internal/goprologue does not follow its
+	// instructions); its FDE has no frame-pointer rule, so the frame
+	// pointer reads as unchanged.
+	goFPUnknown = "go-fp-unknown"
+)
+
+// goNote is a Go function's note: its code and what it is about.
+type goNote struct{ code, detail string }
+
+// goNotes are the notes of a Go program's functions, by entry, as
+// goRules' goroutines add them.
+type goNotes struct {
+	mu sync.Mutex
+	m  map[uint64]goNote
+}
+
+func (n *goNotes) add(entry uint64, note goNote) {
+	n.mu.Lock()
+	n.m[entry] = note
+	n.mu.Unlock()
+}
+
+// GoNote is the note on the rules of an FDE made from a Go program's
+// function table (its Section's Name is .gopclntab): code says which of
+// them the function's code does not give, detail why. code is
+// "go-stack-switch" for a function that switches stacks and
+// "go-outermost" for one where a stack begins (the return address is
+// undefined from the entry on, an outermost frame), "go-fp-unknown" for
+// one whose frame-pointer save was not found (no frame-pointer rule: it
+// reads as unchanged); "" for any other FDE.
+func (f *FDE) GoNote() (code, detail string) {
+	if f.sec == nil || f.sec.kind != kindGo {
+		return "", ""
+	}
+	n := f.sec.goNotes[f.Start]
+	return n.code, n.detail
 }
 
 // raColumn is the DWARF number of the return address per machine (the
@@ -54,7 +111,7 @@ var outermostFuncs = map[string]bool{
 }
 
 // goRules are the rules a Go function's pcsp table does not give: the
-// return address undefined where a walk must end (outermostRule), and
+// return address undefined where a walk must end (outermostNote), and
 // where the caller's frame pointer is saved, from the function's
 // instructions (internal/goprologue; x86-64 and AArch64, where Go keeps
 // frame pointers). A function whose instructions are not followed (the
@@ -63,33 +120,42 @@ var outermostFuncs = map[string]bool{
 // gocfi.DebugFrame calls it for every function on all CPUs at once; the
 // executable sections are loaded before, so they are only read then. A
 // function whose stack pointer never moves (its pcsp table all 0) cannot
-// have saved the frame pointer in its frame, and is not decoded.
-func goRules(f *elfread.File, m elf.Machine) gocfi.Extra {
+// have saved the frame pointer in its frame, and is not decoded. Each
+// function marked outermost, and each whose frame-pointer save was not
+// found, gets a note in notes.
+func goRules(f *elfread.File, m elf.Machine, notes *goNotes) gocfi.Extra {
 	ra, ok := raColumn[m]
 	if !ok {
 		return nil
 	}
-	var fp func(fn *gopclntab.Func) []gocfi.RegRule
+	var fp func(fn *gopclntab.Func) ([]gocfi.RegRule, string)
 	switch code := newTextReader(f); m {
 	case elf.EM_X86_64:
-		fp = func(fn *gopclntab.Func) []gocfi.RegRule { return funcFP(fn, goprologue.AMD64, 6, code) } // RBP
+		fp = func(fn *gopclntab.Func) ([]gocfi.RegRule, string) { return funcFP(fn, goprologue.AMD64, 6, code) } // RBP
 	case elf.EM_AARCH64:
-		fp = func(fn *gopclntab.Func) []gocfi.RegRule { return funcFP(fn, goprologue.ARM64, 29, code) } // x29
+		fp = func(fn *gopclntab.Func) ([]gocfi.RegRule, string) { return funcFP(fn, goprologue.ARM64, 29, code) } // x29
 	default:
-		fp = func(*gopclntab.Func) []gocfi.RegRule { return nil }
+		fp = func(*gopclntab.Func) ([]gocfi.RegRule, string) { return nil, "" }
 	}
 	return func(fn *gopclntab.Func) []gocfi.RegRule {
-		if outermostRule(fn) {
+		if n := outermostNote(fn); n.code != "" {
+			notes.add(fn.Entry, n)
 			return []gocfi.RegRule{{PC: fn.Entry, Reg: ra, Kind: gocfi.Undefined}}
 		}
-		return fp(fn)
+		rules, why := fp(fn)
+		if why != "" {
+			notes.add(fn.Entry, goNote{goFPUnknown, why + "; the frame pointer reads as unchanged"})
+		}
+		return rules
 	}
 }
 
-// funcFP is fn's frame-pointer rules (register fp); nil for none.
-func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReader) []gocfi.RegRule {
+// funcFP is fn's frame-pointer rules (register fp), or why they are not
+// known; neither for a function without a pcsp table, one whose stack
+// pointer never moves, or one that never saves the frame pointer.
+func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReader) ([]gocfi.RegRule, string) {
 	if !fn.HasPCSP() {
-		return nil
+		return nil, ""
 	}
 	var buf [16]goprologue.SPRange
 	sp := buf[:0]
@@ -100,11 +166,11 @@ func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReade
 		moves = moves || r.Value != 0
 	}
 	if it.Err() != nil || !moves {
-		return nil
+		return nil, ""
 	}
 	b := code.bytes(fn.Entry, sp[len(sp)-1].End)
 	if b == nil {
-		return nil
+		return nil, fmt.Sprintf("its code [%#x,%#x) is in no executable section", fn.Entry, sp[len(sp)-1].End)
 	}
 	// The compiler's usual shape, checked from its prologue and exits,
 	// else every path followed (goprologue's tests hold the two equal).
@@ -116,16 +182,28 @@ func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReade
 	case arch == goprologue.ARM64:
 		res, ok = goprologue.QuickARM64(b, fn.Entry, sp)
 	}
+	var err error
 	if !ok {
-		var err error
-		if res, err = goprologue.Analyze(arch, b, fn.Entry, sp); err != nil {
-			return nil
-		}
+		res, err = goprologue.Analyze(arch, b, fn.Entry, sp)
 	}
-	if res.Kind != goprologue.Described {
-		return nil
+	if err != nil || res.Kind != goprologue.Described {
+		return nil, fpUnknown(res, err)
 	}
-	return fpRegRules(res.Rules, sp, fp, arch == goprologue.ARM64)
+	return fpRegRules(res.Rules, sp, fp, arch == goprologue.ARM64), ""
+}
+
+// fpUnknown says why goprologue's result (res, or its error err) gives
+// no frame-pointer rules; "" when there is nothing to say: the rules are
+// described, or the function never saves the frame pointer (it stays in
+// its register, which is what no rule says).
+func fpUnknown(res goprologue.Result, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case res.Kind == goprologue.Described || res.Kind == goprologue.Frameless:
+		return ""
+	}
+	return res.String()
 }
 
 // fpRegRules turns goprologue's rules into register rules. On AArch64 the
@@ -214,12 +292,20 @@ func (r *textReader) bytes(lo, hi uint64) []byte {
 	return nil
 }
 
-// outermostRule says whether a walk must end at fn: the outermost frames
-// (by name, or flagged TopFrame, which Go's linker marks so only on
-// link-register machines), and the functions that write SP as no pcsp
-// table can say (SPWrite: morestack, systemstack, mcall, gogo,
-// asmcgocall...), whose CFA would be wrong once SP is switched to another
-// stack.
-func outermostRule(fn *gopclntab.Func) bool {
-	return fn.Flag&(gopclntab.TopFrame|gopclntab.SPWrite) != 0 || outermostFuncs[fn.Name]
+// outermostNote says whether a walk must end at fn, and why (a zero note
+// when it need not): the outermost frames (by name, or flagged TopFrame,
+// which Go's linker marks so only on link-register machines), and the
+// functions that write SP as no pcsp table can say (SPWrite: morestack,
+// systemstack, mcall, gogo, asmcgocall...), whose CFA would be wrong once
+// SP is switched to another stack. A function that is both is outermost.
+func outermostNote(fn *gopclntab.Func) goNote {
+	switch {
+	case outermostFuncs[fn.Name]:
+		return goNote{goOutermost, "a goroutine's or a thread's stack begins here (by name): return address undefined from the entry"}
+	case fn.Flag&gopclntab.TopFrame != 0:
+		return goNote{goOutermost, "flagged TopFrame (the runtime's unwinder stops here): return address undefined from the entry"}
+	case fn.Flag&gopclntab.SPWrite != 0:
+		return goNote{goStackSwitch, "flagged SPWrite (sets SP as its pcsp table cannot say): return address undefined from the entry"}
+	}
+	return goNote{}
 }

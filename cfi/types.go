@@ -51,6 +51,9 @@ type Section struct {
 	// when the section's size is unknown (found through .eh_frame_hdr in a
 	// file without section headers) and the bytes after it are not CFI.
 	untilTerminator bool
+	// goNotes are the notes on a Go program's functions (kindGo), by
+	// entry: FDE.GoNote.
+	goNotes map[uint64]goNote
 }
 
 // Name is the section's name: .eh_frame or .debug_frame (also for an

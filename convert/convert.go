@@ -35,6 +35,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
+	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -529,14 +530,16 @@ func noFDE(parsed int, errs []error) error {
 	return fmt.Errorf("%w: the call-frame sections hold no FDE", ErrNoCFI)
 }
 
-// lazySymbolizer reads the symbol table only when the first diagnostic
-// needs a name: most conversions never do.
+// lazySymbolizer makes the symbolizer (gopclntab.Symbolizer: a Go
+// program's functions named by its function table, the others by the
+// symbol table) only when the first diagnostic needs a name: most C
+// conversions never do, and a Go program's notes read only its table.
 // It is safe for concurrent use (translate may run on two goroutines).
 func lazySymbolizer(f *elfread.File) func(uint64) string {
 	var sym func(uint64) string
 	var once sync.Once
 	return func(a uint64) string {
-		once.Do(func() { sym = f.Symbolizer() })
+		once.Do(func() { sym = gopclntab.Symbolizer(f) })
 		return sym(a)
 	}
 }

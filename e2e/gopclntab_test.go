@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
+	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
 // TestGoPrograms converts Go programs with no call-frame information at
@@ -217,5 +220,152 @@ func checkGoStacks(t *testing.T, stacks map[string]int, out string) {
 	}
 	if hot != "main.fib" {
 		t.Errorf("the goroutines' hottest leaf is %s (%d samples); want main.fib (%d): %v", hot, most, leaf["main.fib"], leaf)
+	}
+}
+
+// TestGoDiagnostics: --diagnostics names the Go functions whose CFI the
+// function table cannot give in full, each with its note code
+// (runtime.morestack switches stacks, runtime.goexit is where a
+// goroutine's stack begins), as remarks: not skipped, and the output,
+// the exit status and the summary are those of a run without
+// --diagnostics.
+func TestGoDiagnostics(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skip("builds x86-64 and AArch64 Linux programs")
+	}
+	tmp := t.TempDir()
+	c2s := buildCommand(t, tmp)
+	for _, c := range []gobuild.Config{
+		{GOARCH: "amd64", Strip: true},
+		{GOARCH: "amd64", Strip: true, Cgo: true},
+		{GOARCH: "arm64", Strip: true},
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			bin := gobuild.Build(t, tmp, c)
+			convert := func(args ...string) (out []byte, stdout, stderr string) {
+				t.Helper()
+				o := filepath.Join(tmp, c.String()+fmt.Sprint(len(args))+".sf")
+				cmd := exec.Command(c2s, append(args, bin, "-o", o)...)
+				var so, se strings.Builder
+				cmd.Stdout, cmd.Stderr = &so, &se
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("%v: %v\n%s", args, err, se.String())
+				}
+				b, err := os.ReadFile(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b, so.String(), se.String()
+			}
+			plain, _, summary := convert()
+			withJSON, stdout, jsonSummary := convert("--diagnostics", "json")
+			withText, _, text := convert("--diagnostics", "text")
+			if !bytes.Equal(plain, withJSON) || !bytes.Equal(plain, withText) {
+				t.Errorf("--diagnostics changes the output")
+			}
+			// The summary line ends both; its file name differs.
+			last := func(s string) string {
+				lines := strings.Split(strings.TrimSpace(s), "\n")
+				_, after, _ := strings.Cut(lines[len(lines)-1], ": ")
+				return after
+			}
+			if last(summary) != last(jsonSummary) || last(summary) != last(text) || !strings.Contains(summary, " 0 skipped") {
+				t.Errorf("summaries: %q without --diagnostics, %q with json, %q with text", last(summary), last(jsonSummary), last(text))
+			}
+			var rec struct {
+				Diagnostics []translate.Diagnostic `json:"diagnostics"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &rec); err != nil {
+				t.Fatalf("%v\n%s", err, stdout)
+			}
+			got := map[string]translate.Reason{}
+			for _, d := range rec.Diagnostics {
+				if d.Skipped || !strings.HasPrefix(string(d.Reason), "go-") {
+					t.Errorf("%s: %s, skipped %v: want go- notes only", d.Symbol, d.Reason, d.Skipped)
+				}
+				got[d.Symbol] = d.Reason
+			}
+			for name, want := range map[string]translate.Reason{
+				"runtime.morestack":   "go-stack-switch",
+				"runtime.systemstack": "go-stack-switch",
+				"runtime.goexit":      "go-outermost",
+				"runtime.mstart":      "go-outermost",
+			} {
+				if got[name] != want {
+					t.Errorf("%s: %q, want %q", name, got[name], want)
+				}
+			}
+			if _, ok := got["main.main"]; ok {
+				t.Errorf("main.main has a note")
+			}
+			if !strings.Contains(text, "runtime.morestack [") || !strings.Contains(text, ": go-stack-switch: ") {
+				t.Errorf("--diagnostics text:\n%s", text)
+			}
+		})
+	}
+}
+
+// TestGoShared: in a cgo program whose .eh_frame describes two Go
+// functions too (two of its C FDEs moved onto runtime.morestack and
+// main.main), the conversion takes them from .eh_frame, so
+// runtime.morestack has no Go note in --diagnostics, and verify names
+// them with the section it checked them against and counts them, in text
+// and JSON, without failing; it counts the Go functions .gopclntab and
+// the build's .debug_frame both describe too.
+func TestGoShared(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skip("builds x86-64 Linux cgo programs")
+	}
+	tmp := t.TempDir()
+	c2s := buildCommand(t, tmp)
+	bin := gobuild.Build(t, tmp, gobuild.Config{GOARCH: "amd64", Cgo: true, EHFrameOver: []string{"runtime.morestack", "main.main"}})
+	out := bin + ".sf"
+	o, err := exec.Command(c2s, "--diagnostics", "text", bin, "-o", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("convert: %v\n%s", err, o)
+	}
+	if strings.Contains(string(o), "runtime.morestack [") || !strings.Contains(string(o), "runtime.systemstack [") {
+		t.Errorf("--diagnostics: runtime.morestack (from .eh_frame) has a Go note, or runtime.systemstack has none:\n%s", o)
+	}
+	o, err = exec.Command(c2s, "verify", out).Output()
+	if err != nil {
+		t.Fatalf("verify: %v\n%s", err, o)
+	}
+	for _, want := range []string{
+		": runtime.morestack [", ": main.main [",
+		": described by both .eh_frame and .gopclntab: checked against .eh_frame,",
+		": 2 functions described by both .eh_frame and .gopclntab: checked against .eh_frame,",
+		" functions described by both .gopclntab and .debug_frame: checked against .gopclntab,",
+	} {
+		if !strings.Contains(string(o), want) {
+			t.Errorf("verify does not say %q:\n%s", want, o)
+		}
+	}
+	o, err = exec.Command(c2s, "verify", "--json", out).Output()
+	if err != nil {
+		t.Fatalf("verify --json: %v\n%s", err, o)
+	}
+	var res []struct {
+		Shared   map[string]int `json:"shared"`
+		Findings []struct {
+			Kind   string `json:"kind"`
+			Symbol string `json:"symbol"`
+			CFI    string `json:"cfi"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal(o, &res); err != nil || len(res) != 1 {
+		t.Fatalf("verify --json: %v\n%s", err, o)
+	}
+	if res[0].Shared[".eh_frame over .gopclntab"] != 2 || res[0].Shared[".gopclntab over .debug_frame"] < 1000 {
+		t.Errorf("verify --json: shared %v", res[0].Shared)
+	}
+	named := 0
+	for _, f := range res[0].Findings {
+		if f.Kind == "shared" && (f.Symbol == "main.main" || f.Symbol == "runtime.morestack") && f.CFI == ".eh_frame" {
+			named++
+		}
+	}
+	if named != 2 {
+		t.Errorf("verify --json names %d of main.main and runtime.morestack as checked against .eh_frame:\n%s", named, o)
 	}
 }

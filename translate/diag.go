@@ -5,6 +5,16 @@ import "fmt"
 // A Reason says why a function, or part of one, has no SFrame description.
 // The string values are stable: they appear in --diagnostics json output
 // and in reports.
+//
+// Besides the constants below, the FDE a Go function gets from its
+// program's function table may carry a note (cfi.FDE.GoNote), reported as
+// a remark (Diagnostic.Skipped false) with the note's code as its reason:
+// go-stack-switch (the function switches stacks, and its return address
+// is undefined: a walk ends there), go-outermost (a goroutine's or a
+// thread's stack begins there: runtime.goexit, runtime.mstart,
+// runtime.rt0_go, _rt0_*, TopFrame functions) and go-fp-unknown (where it
+// saves the frame pointer was not found: its frame pointer reads as
+// unchanged).
 type Reason string
 
 // Reasons a CFI rule cannot be expressed in SFrame.

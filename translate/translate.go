@@ -318,7 +318,8 @@ func (fi *fnIn) table() *cfi.Table {
 // function decides about one CFI function, in the order of the checks
 // Describer makes too: ignored for its range, inside a PLT section
 // described from its instructions, overlapping the function before it,
-// then describe.
+// then describe. A Go function's note (cfi.FDE.GoNote) is reported before
+// the decision, as a remark (not Skipped).
 func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.Function) error, res *Result) error {
 	f := fi.f
 	if ignored(f.Start, f.Size) {
@@ -343,6 +344,11 @@ func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.
 		d.Symbol = t.sym(f.Start)
 		res.Diags = append(res.Diags, *d)
 		return nil
+	}
+	if code, detail := f.GoNote(); code != "" {
+		// A Go function's rules that its code does not give: a remark,
+		// the function is described all the same.
+		res.Diags = append(res.Diags, Diagnostic{Start: f.Start, End: f.End(), Symbol: t.sym(f.Start), PC: f.Start, Reason: Reason(code), Detail: detail})
 	}
 	var fn sframe.Function
 	var fns []sframe.Function

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
 	"github.com/cfi2sframe/cfi2sframe/internal/plt"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -65,7 +66,7 @@ func CheckFile(name string) (*Result, error) {
 	var sym func(uint64) string
 	symbol := func(addr uint64) string {
 		if sym == nil {
-			sym = f.Symbolizer()
+			sym = gopclntab.Symbolizer(f)
 		}
 		return sym(addr)
 	}

@@ -53,11 +53,22 @@ const (
 	// cfi2sframe --signal-frames and GNU as write for a trampoline whose
 	// CFI SFrame cannot carry. Not a failure.
 	SignalMark Kind = "signal-mark"
+	// Shared: a function that a Go program's function table (.gopclntab)
+	// and .eh_frame or .debug_frame both describe: it was checked against
+	// the rules of the section cfi2sframe converts it from (Finding.CFI
+	// names it: .eh_frame over the table, the table over .debug_frame),
+	// and Finding.Detail names the other. Not a failure.
+	Shared Kind = "shared"
 )
 
 // defaultList is how many Missing and how many Skipped findings
 // CheckFile keeps (Result.Findings); the others are only counted.
 const defaultList = 10
+
+// defaultShared is how many Shared findings CheckFile keeps of each pair
+// of sections: every Go function of a program with DWARF is in both
+// .gopclntab and .debug_frame, so a few name the kind.
+const defaultShared = 3
 
 // Finding is one result of the check. For Disagree, PC is the first PC of
 // a run of PCs with the same disagreement and End the run's end.
@@ -76,7 +87,8 @@ type Finding struct {
 	Every uint64 `json:"every,omitempty"`
 	Until uint64 `json:"until,omitempty"`
 	// Reason and Detail (Skipped): translate's reason code, as
-	// cfi2sframe --diagnostics gives it, and its explanation.
+	// cfi2sframe --diagnostics gives it, and its explanation. Detail
+	// (Shared): the other section describing the function.
 	Reason translate.Reason `json:"reason,omitempty"`
 	Detail string           `json:"detail,omitempty"`
 }
@@ -96,6 +108,8 @@ func (f Finding) String() string {
 		return fmt.Sprintf("%s [%#x,%#x): no CFI to check .sframe against", loc, f.PC, f.End)
 	case SignalMark:
 		return fmt.Sprintf("%s [%#x,%#x): signal frame, marked in .sframe (%s: %s), CFI says %s", loc, f.PC, f.End, f.What, f.SFrame, f.CFI)
+	case Shared:
+		return fmt.Sprintf("%s [%#x,%#x): described by both %s and %s: checked against %s, which cfi2sframe converts it from", name, f.PC, f.End, f.CFI, f.Detail, f.CFI)
 	}
 	s := fmt.Sprintf("%s [%#x,%#x): %s: sframe says %s, CFI says %s", loc, f.PC, f.End, f.What, f.SFrame, f.CFI)
 	if f.Every != 0 {
@@ -117,6 +131,11 @@ type Result struct {
 	// Skipped counts, by translate's reason code, the CFI functions
 	// .sframe does not describe that translate skips too.
 	Skipped map[translate.Reason]int `json:"skipped,omitempty"`
+	// Shared counts the functions a Go program's function table and
+	// another CFI section both describe (Shared findings), by the pair of
+	// sections: ".eh_frame over .gopclntab", ".gopclntab over
+	// .debug_frame", the first the one checked against.
+	Shared map[string]int `json:"shared,omitempty"`
 	// Agree: no Disagree finding, no Missing function and no Layout
 	// problem.
 	Agree bool `json:"agree"`
@@ -149,7 +168,8 @@ type input struct {
 	// covered by that description.
 	PLTs []translate.PLT
 	// List is how many Missing and how many Skipped findings to keep
-	// (0: defaultList; negative: all). All are counted.
+	// (0: defaultList; negative: all), and how many Shared findings of
+	// each pair of sections (0: defaultShared). All are counted.
 	List int
 }
 
@@ -188,6 +208,7 @@ func check(in input) *Result {
 		return cmp.Compare(a.hi, b.hi)
 	})
 	c.missing(res, covered)
+	c.shared(res)
 	res.Findings = c.findings
 	sort.SliceStable(res.Findings, func(i, j int) bool { return res.Findings[i].PC < res.Findings[j].PC })
 	res.Agree = res.Missing == 0
@@ -256,6 +277,38 @@ func (c *checker) missing(res *Result, covered []span) {
 			}
 			res.Skipped[d.Reason]++
 			list(Finding{Kind: Skipped, Func: f.Start, PC: f.Start, End: f.Start + f.Size, Reason: d.Reason, Detail: d.Detail})
+		}
+	}
+}
+
+// shared counts the functions a Go program's function table and another
+// CFI section both describe (cfi.File.Shared, Stream only), by the pair
+// of sections, and lists the first of each pair by address (input.List,
+// defaultShared by default).
+func (c *checker) shared(res *Result) {
+	if c.in.Stream == nil {
+		return
+	}
+	type fn struct {
+		e            cfi.Entry
+		used, unused string
+	}
+	var all []fn
+	c.in.Stream.Shared(func(e cfi.Entry, used, unused string) { all = append(all, fn{e, used, unused}) })
+	if len(all) == 0 {
+		return
+	}
+	slices.SortStableFunc(all, func(a, b fn) int { return cmp.Compare(a.e.Start, b.e.Start) })
+	limit := c.in.List
+	if limit == 0 {
+		limit = defaultShared
+	}
+	res.Shared = map[string]int{}
+	for _, f := range all {
+		pair := f.used + " over " + f.unused
+		res.Shared[pair]++
+		if limit < 0 || res.Shared[pair] <= limit {
+			c.add(Finding{Kind: Shared, Func: f.e.Start, PC: f.e.Start, End: f.e.Start + f.e.Size, What: "source", CFI: f.used, Detail: f.unused})
 		}
 	}
 }

@@ -42,7 +42,7 @@ func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
 	f.StringVarP(&fl.output, "output", "o", "", "write the converted file to `FILE` (several inputs or a directory: into directory FILE)")
 	f.BoolVar(&fl.inPlace, "in-place", false, "replace the input files (atomically) instead of writing -o")
 	addConversionFlags(cmd, fl, "files")
-	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function: `text` (stderr) or json (stdout); one input file only")
+	f.StringVar(&fl.diagnostics, "diagnostics", "", "print every skipped function, and notes on Go functions: `text` (stderr) or json (stdout); one input file only")
 	f.BoolVar(&fl.json, "json", false, "several inputs: print one JSON record per file on stdout")
 	f.BoolVarP(&fl.dates, "preserve-dates", "p", false, "give converted files their input's access and modification times (files copied unchanged with -o DIR keep them always)")
 }

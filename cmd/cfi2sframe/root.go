@@ -38,7 +38,9 @@ PC-relative function starts) or --for READER, which writes what the Linux
 kernel, glibc or a libsframe release takes and checks the output against
 that reader's rules. A file that already has SFrame data is refused unless
 --force replaces it. Functions SFrame cannot describe are left out and
-counted by reason; --diagnostics lists them.
+counted by reason; --diagnostics lists them, and notes on the Go
+functions whose CFI the function table cannot give in full (go-stack-switch,
+go-outermost, go-fp-unknown), which change nothing.
 
 The output is written to a temporary file that takes its place only when
 complete: on any error nothing is written. -o OUT keeps the input's mode;

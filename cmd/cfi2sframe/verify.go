@@ -4,6 +4,9 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,6 +28,12 @@ describes, the SFrame rule (CFA, return address, frame pointer, mangled RA,
 outermost frame) with what the file's .eh_frame/.debug_frame says there.
 Findings are printed as "file: func+off [range): what: sframe says X, CFI
 says Y".
+
+In a Go program, where .gopclntab and .eh_frame or .debug_frame both
+describe a function, the function is checked against the section
+cfi2sframe converts it from (.eh_frame over .gopclntab, .gopclntab over
+.debug_frame): the first functions of each pair are named, and a line
+counts them.
 
 Every function the CFI describes must be in .sframe too, unless SFrame
 cannot describe it: the decision cfi2sframe itself makes when converting,
@@ -120,6 +129,9 @@ func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool
 	if n := skipped - counts[verify.Skipped]; n > 0 && !quiet {
 		fmt.Fprintf(out, "%s: and %d more CFI functions not in .sframe, skipped as cfi2sframe skips them\n", name, n)
 	}
+	if !quiet {
+		printShared(out, name, res.Shared)
+	}
 	for _, l := range res.Layout {
 		fmt.Fprintf(out, "%s: %s\n", name, l)
 	}
@@ -133,6 +145,21 @@ func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI%s, %d CFI functions missing from .sframe, %d skipped as cfi2sframe skips them%s, %d layout problems\n",
 		name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], marks, res.Missing, skipped, why, len(res.Layout))
+}
+
+// printShared prints, for each pair of sections that both describe
+// functions (a Go program's table and .eh_frame or .debug_frame), how many
+// and which one they were checked against.
+func printShared(out io.Writer, name string, shared map[string]int) {
+	pairs := slices.Sorted(maps.Keys(shared))
+	for _, p := range pairs {
+		used, unused, _ := strings.Cut(p, " over ")
+		fns := "functions"
+		if shared[p] == 1 {
+			fns = "function"
+		}
+		fmt.Fprintf(out, "%s: %d %s described by both %s and %s: checked against %s, which cfi2sframe converts them from\n", name, shared[p], fns, used, unused, used)
+	}
 }
 
 func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) error {

@@ -35,6 +35,11 @@ type Config struct {
 	// LDFlags are more linker flags (-compressdwarf=false,
 	// -extldflags=-fuse-ld=lld).
 	LDFlags []string
+	// EHFrameOver, in a cgo build with symbols, moves one .eh_frame FDE
+	// of the C code onto each of these Go functions (by the symbol
+	// table's name, with or without .abi0) after the link, so that
+	// .eh_frame and the function table both describe them (shareEHFrame).
+	EHFrameOver []string
 }
 
 func (c Config) String() string {
@@ -50,6 +55,9 @@ func (c Config) String() string {
 	}
 	for _, f := range c.LDFlags {
 		s += "-" + strings.Trim(strings.NewReplacer("=", "_", "/", "_").Replace(f), "-")
+	}
+	if len(c.EHFrameOver) > 0 {
+		s += "-ehframe-over-" + strings.NewReplacer("/", "_", "*", "_", "(", "_", ")", "_").Replace(strings.Join(c.EHFrameOver, "+"))
 	}
 	return s
 }
@@ -125,6 +133,11 @@ func Build(tb testing.TB, dir string, c Config) string {
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Run(); err != nil {
 		tb.Fatalf("%s: go %s: %v\n%s", c, strings.Join(args, " "), err, stderr.String())
+	}
+	if len(c.EHFrameOver) > 0 {
+		if err := shareEHFrame(out, c.EHFrameOver); err != nil {
+			tb.Fatalf("%s: %v", c, err)
+		}
 	}
 	return out
 }

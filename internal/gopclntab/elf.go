@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
@@ -67,6 +68,31 @@ func IsGo(f *elf.File) bool {
 		}
 	}
 	return false
+}
+
+// Symbolizer returns a function naming the function that covers an
+// address: in a Go program, the Go function from the function table, as
+// the runtime names it ("runtime.morestack", where the symbol table may
+// say "runtime.morestack.abi0"; a stripped program has only the table),
+// else what f's symbolizer (elfread.File.Symbolizer) says, read when an
+// address outside the table first needs it. It is safe for concurrent
+// use.
+func Symbolizer(f *elfread.File) func(addr uint64) string {
+	var t *Table
+	if IsGo(f.ELF) {
+		t, _ = OpenELF(f) // without a table, the symbols name everything
+	}
+	var sym func(uint64) string
+	var once sync.Once
+	return func(addr uint64) string {
+		if t != nil {
+			if fn, ok := t.FuncAt(addr); ok {
+				return fn.Name
+			}
+		}
+		once.Do(func() { sym = f.Symbolizer() })
+		return sym(addr)
+	}
 }
 
 // OpenELF is Open for a file elfread has opened: a file elfread reads from

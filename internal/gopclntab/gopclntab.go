@@ -44,6 +44,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"sort"
 )
 
 // Magic numbers of the versions read here.
@@ -325,6 +326,21 @@ func (t *Table) Func(i int) (Func, error) {
 	f.FuncID = t.data[rec+t.idOff]
 	f.Flag = Flag(t.data[rec+t.idOff+1])
 	return f, nil
+}
+
+// FuncAt returns the function whose [Entry, End) holds pc, found by a
+// binary search of the functab (sorted by entry, as linkers write it);
+// false when none does or its record is malformed.
+func (t *Table) FuncAt(pc uint64) (Func, bool) {
+	i := sort.Search(t.nfunc, func(i int) bool { return t.entry(i) > pc }) - 1
+	if i < 0 {
+		return Func{}, false
+	}
+	f, err := t.Func(i)
+	if err != nil || pc < f.Entry || pc >= f.End {
+		return Func{}, false
+	}
+	return f, true
 }
 
 // name reads the NUL-terminated name at off in funcnametab.
