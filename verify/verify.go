@@ -66,8 +66,9 @@ const (
 const defaultList = 10
 
 // defaultShared is how many Shared findings CheckFile keeps of each pair
-// of sections: every Go function of a program with DWARF is in both
-// .gopclntab and .debug_frame, so a few name the kind.
+// of sections where CFI wins over a Go program's table (.eh_frame over
+// .gopclntab); every Go function of a program with DWARF is in both
+// .gopclntab and .debug_frame, which are only counted.
 const defaultShared = 3
 
 // Finding is one result of the check. For Disagree, PC is the first PC of
@@ -307,7 +308,11 @@ func (c *checker) shared(res *Result) {
 	for _, f := range all {
 		pair := f.used + " over " + f.unused
 		res.Shared[pair]++
-		if limit < 0 || res.Shared[pair] <= limit {
+		// Every Go function of a build with DWARF is in Go's
+		// .debug_frame too, which the table wins over by design: counted,
+		// not named, unless every finding is asked for.
+		named := limit < 0 || res.Shared[pair] <= limit && f.used != ".gopclntab"
+		if named {
 			c.add(Finding{Kind: Shared, Func: f.e.Start, PC: f.e.Start, End: f.e.Start + f.e.Size, What: "source", CFI: f.used, Detail: f.unused})
 		}
 	}

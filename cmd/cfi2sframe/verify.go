@@ -32,8 +32,10 @@ says Y".
 In a Go program, where .gopclntab and .eh_frame or .debug_frame both
 describe a function, the function is checked against the section
 cfi2sframe converts it from (.eh_frame over .gopclntab, .gopclntab over
-.debug_frame): the first functions of each pair are named, and a line
-counts them.
+.debug_frame): a line counts each pair, and the first functions where
+.eh_frame or .debug_frame wins over .gopclntab are named (every Go
+function of a build with DWARF is in both .gopclntab and .debug_frame:
+those are only counted).
 
 Every function the CFI describes must be in .sframe too, unless SFrame
 cannot describe it: the decision cfi2sframe itself makes when converting,
