@@ -14,12 +14,15 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
 
-// The programs the tests judge chains of: e2e/testdata/kernel's four,
-// built as scripts/kernel-acceptance.sh builds them (static, -O2
+// The programs the tests judge chains of: e2e/testdata/kernel's four C
+// programs, built as scripts/kernel-acceptance.sh builds them (static, -O2
 // -fomit-frame-pointer; plt also -fno-builtin) with the host's gcc, in
 // the variants it runs: .plain, .ours and .for-kernel (cfi2sframe's
 // outputs) and .gnu (GNU as --gsframe, when the reference toolchain is
-// installed). Built once per test binary.
+// installed); and its Go program, goprog, built as the script builds it
+// (CGO_ENABLED=0, -ldflags='-s -w': .plain, and cfi2sframe --for kernel's
+// .for-kernel) and once more without -s -w (.sym: its symbols and DWARF
+// for nm and gdb). Built once per test binary.
 var (
 	buildOnce sync.Once
 	buildDir  string
@@ -28,6 +31,9 @@ var (
 )
 
 var kernelProgs = []string{"chain", "drap", "signal", "plt"}
+
+// goVariants are the variants of goprog the harness runs.
+var goVariants = []string{"plain", "for-kernel"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -58,6 +64,17 @@ func run(name string, args ...string) error {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// runGo runs the go command with CGO_ENABLED=0, as the harness builds
+// goprog.
+func runGo(args ...string) error {
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }
@@ -103,6 +120,15 @@ func programs(t *testing.T) string {
 				return
 			}
 		}
+		goSrc := filepath.Join(src, "goprog.go")
+		plain := filepath.Join(buildDir, "goprog.plain")
+		if buildErr = runGo("build", "-ldflags=-s -w", "-o", plain, goSrc); buildErr != nil {
+			return
+		}
+		if buildErr = runGo("build", "-o", filepath.Join(buildDir, "goprog.sym"), goSrc); buildErr != nil {
+			return
+		}
+		buildErr = run(c2s, "-q", "--for", "kernel", plain, "-o", filepath.Join(buildDir, "goprog.for-kernel"))
 	})
 	if buildErr != nil {
 		if strings.Contains(buildErr.Error(), "cannot find -lc") {
@@ -250,6 +276,19 @@ func gdbRun(t *testing.T, prog string) map[string][][]uint64 {
 	case "plt":
 		lo, hi := pltRange(t, prog)
 		return gdbChains(t, prog, "break p2", "run", "python chain('p2')", fmt.Sprintf("python plt_walk(%d, %d, 3)", lo, hi))
+	case "goprog":
+		// The stripped variants have no symbols to break at: gdb runs
+		// their twin, whose code is theirs (TestGoSymtab).
+		c := gdbChains(t, filepath.Join(filepath.Dir(prog), "goprog.sym"), "break main.leaf", "run", "python chain('leaf')")
+		// gdb goes one frame past runtime.goexit, to PC 0.
+		for _, ips := range c {
+			for i := range ips {
+				if n := len(ips[i]); n > 0 && ips[i][n-1] == 0 {
+					ips[i] = ips[i][:n-1]
+				}
+			}
+		}
+		return c
 	default:
 		t.Fatalf("no chains for %s", p)
 		return nil

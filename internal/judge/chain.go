@@ -14,6 +14,8 @@ import (
 // (docs/acceptance.md, "The kernel's limits"): __restore_rt, since it reads
 // no signal frame; drapfn as a caller, since its rbp rule names a register
 // and the kernel applies register rules only in the interrupted frame.
+// goprog is a Go program: its chain ends at runtime.goexit, the first
+// frame of every goroutine, which its SFrame marks outermost.
 const KernelTruth = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ; drapfn
@@ -25,6 +27,7 @@ plt PLT p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strnlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strcpy_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
+goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 `
 
 // A Truth is one true chain: its frames, innermost first, and the frames
@@ -110,6 +113,10 @@ type Verdict struct {
 	ThroughMain bool
 }
 
+// isMain reports whether a true chain's frame is the program's main
+// function: main in C, main.main in Go.
+func isMain(frame string) bool { return frame == "main" || frame == "main.main" }
+
 // Classify compares the chain ips (innermost first) with the true chains
 // truth, resolved through st. The first true chain whose innermost frame
 // the chain's is decides: frames are compared in turn up to the first that
@@ -132,7 +139,7 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 		for i < n && i < len(t.Frames) && st.is(st.find(ips[i]), t.Frames[i]) {
 			i++
 		}
-		if m := slices.Index(t.Frames, "main"); m >= 0 && i > m {
+		if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && i > m {
 			v.ThroughMain = true
 		}
 		switch {

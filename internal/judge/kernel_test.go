@@ -103,6 +103,18 @@ func realCases(t *testing.T, prog string) []classifyCase {
 			{"hleaf to handler", hleaf[:3], Verdict{Class: Wrong, Why: "stops after handler (frame 3 of 12)", Truth: 1}},
 			{"from __kill", hleaf[4:], Verdict{Class: Other, Why: "innermost frame __kill", Truth: -1}},
 		}
+	case "goprog":
+		leaf := one("leaf")
+		cs = []classifyCase{
+			{"true", leaf, Verdict{Class: Equal, ThroughMain: true}},
+			{"to main.main", leaf[:5], Verdict{Class: Wrong, Why: "stops after main.main (frame 5 of 7)", ThroughMain: true}},
+			{"to runtime.main", leaf[:6], Verdict{Class: Wrong, Why: "stops after runtime.main (frame 6 of 7)", ThroughMain: true}},
+			// The frame-pointer walk from the leaf, which saves none:
+			// its caller is skipped.
+			{"c skipped", slices.Delete(slices.Clone(leaf), 1, 2), Verdict{Class: Wrong, Why: "frame 2 is main.b, want main.c"}},
+			{"one more", append(slices.Clone(leaf), stackAddr), Verdict{Class: Wrong, Why: "1 frames after runtime.goexit", ThroughMain: true}},
+			{"from main.c", leaf[1:], Verdict{Class: Other, Why: "innermost frame main.c", Truth: -1}},
+		}
 	case "plt":
 		p2 := one("p2")
 		cs = []classifyCase{
@@ -148,6 +160,19 @@ func TestClassifyRealChains(t *testing.T) {
 			}
 			if got := Classify(st, truth, nil); got != (Verdict{Class: Wrong, Why: "empty chain", Truth: -1}) {
 				t.Errorf("%s.%s, empty chain: %+v", p, v, got)
+			}
+		}
+	}
+	truth := truthOf(t, "goprog")
+	for _, v := range goVariants {
+		prog := filepath.Join(dir, "goprog."+v)
+		st, err := LoadSymtab(prog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range realCases(t, prog) {
+			if got := Classify(st, truth, c.ips); got != c.want {
+				t.Errorf("goprog.%s, %s: %+v, want %+v", v, c.what, got, c.want)
 			}
 		}
 	}

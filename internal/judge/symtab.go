@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
+	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 )
 
 // A function is the code symbols at one address: the names nm -n lists
@@ -24,7 +25,9 @@ type function struct {
 // defined symbols nm types T, t, W or w (an IFUNC symbol, type i, is not
 // one), the .plt section as one function named PLT (its stubs have no
 // symbol), and the executable PT_LOAD segments, outside which no address
-// is in a function.
+// is in a function. A Go program without such symbols (linked with
+// -ldflags=-s) has its functions from its function table instead, as Go's
+// own tracebacks name them.
 type Symtab struct {
 	funcs  []function
 	plt    *function
@@ -92,11 +95,41 @@ func LoadSymtab(path string) (*Symtab, error) {
 		}
 		st.funcs = append(st.funcs, function{addr: s.Value, size: s.Size, names: []string{s.Name}})
 	}
+	if len(text) == 0 && gopclntab.IsGo(f) {
+		if err := st.goFuncs(f); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	st.exec = acceptance.ExecRanges(f)
 	if s := f.Section(".plt"); s != nil && s.Type == elf.SHT_PROGBITS {
 		st.plt = &function{addr: s.Addr, size: s.Size, names: []string{"PLT"}}
 	}
 	return st, nil
+}
+
+// goFuncs fills st from the function table (.gopclntab) of the Go
+// program f: each function from its entry up to the next one's (the
+// padding after it included, which no return address points into), named
+// as the runtime names it ("main.main", "runtime.goexit"). A stripped Go
+// program keeps the table, which its runtime reads for tracebacks; its
+// addresses are the program's, so chains of the stripped binary resolve
+// without the unstripped build.
+func (st *Symtab) goFuncs(f *elf.File) error {
+	t, err := gopclntab.Open(f)
+	if err != nil {
+		return err
+	}
+	for fn, err := range t.Funcs() {
+		if err != nil {
+			return err
+		}
+		if _, ok := st.byName[fn.Name]; !ok {
+			st.byName[fn.Name] = fn.Entry
+		}
+		st.funcs = append(st.funcs, function{addr: fn.Entry, size: fn.End - fn.Entry, names: []string{fn.Name}})
+	}
+	sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+	return nil
 }
 
 // find returns the function holding ip, or nil: the .plt first; then,

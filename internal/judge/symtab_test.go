@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"debug/elf"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -137,5 +138,73 @@ func TestSymtabFind(t *testing.T) {
 	}
 	if gaps == 0 {
 		t.Error("no gap between functions")
+	}
+}
+
+// A stripped Go program's functions come from its function table: every
+// function nm lists in its unstripped twin (built from the same source
+// with the same flags but -s -w) starts where the table puts a function of
+// that name, and an address inside it resolves to that name in both. The
+// twins' tables are the same, function for function, so gdb's chains of
+// the twin are the stripped program's; their code is not byte for byte
+// the same (without the symbol table the data after the code lies
+// elsewhere, and the displacements that reach it differ).
+func TestGoSymtab(t *testing.T) {
+	if _, err := exec.LookPath("nm"); err != nil {
+		skip(t, "no nm")
+	}
+	dir := programs(t)
+	plain, sym := filepath.Join(dir, "goprog.plain"), filepath.Join(dir, "goprog.sym")
+	st, err := LoadSymtab(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin, err := LoadSymtab(sym)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.funcs) < 1000 || len(st.exec) == 0 {
+		t.Fatalf("%d functions from the table, executable segments %v", len(st.funcs), st.exec)
+	}
+	f, err := elf.Open(sym)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fromTable := &Symtab{byName: map[string]uint64{}}
+	if err := fromTable.goFuncs(f); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(st.funcs, fromTable.funcs, func(a, b function) bool {
+		return a.addr == b.addr && a.size == b.size && slices.Equal(a.names, b.names)
+	}) {
+		t.Errorf("the twins' function tables differ: %d and %d functions", len(st.funcs), len(fromTable.funcs))
+	}
+	checked := 0
+	for _, w := range nmFunctions(t, sym) {
+		g := st.find(w.addr)
+		if g == nil || g.addr != w.addr {
+			// The linker's own symbols (runtime.text, go:buildid, ...)
+			// start no function of the table.
+			continue
+		}
+		checked++
+		// nm names an assembly function's ABI0 body NAME.abi0, where the
+		// table names it as its wrapper, NAME; and the linker writes the
+		// table's middle dots as dots.
+		if name := strings.TrimSuffix(w.names[0], ".abi0"); strings.ReplaceAll(g.names[0], "·", ".") != name {
+			t.Errorf("%#x: %s in the table, %s in nm", w.addr, g.names[0], w.names[0])
+		}
+		if want := twin.find(w.addr); want == nil || want.addr != g.addr {
+			t.Errorf("%#x: %s in the table, %v from the symbols", w.addr, g.names[0], want)
+		}
+	}
+	for _, name := range []string{"main.main", "main.leaf", "main.a", "main.b", "main.c", "runtime.main", "runtime.goexit"} {
+		if _, ok := st.byName[name]; !ok {
+			t.Errorf("no %s in the table", name)
+		}
+	}
+	if checked < 1000 {
+		t.Errorf("only %d of nm's functions are in the table", checked)
 	}
 }
