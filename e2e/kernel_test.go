@@ -26,10 +26,12 @@ var kernelChecks = []string{
 	"ours drap.for-kernel",
 	"ours signal.for-kernel",
 	"ours plt.for-kernel",
+	"ours goprog.for-kernel",
 	"control chain.plain",
 	"control drap.plain",
 	"control signal.plain",
 	"control plt.plain",
+	"control goprog.plain",
 	"control chain.damaged-lookup",
 	"control chain.damaged-validate",
 }

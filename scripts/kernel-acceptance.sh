@@ -74,6 +74,11 @@
 #     validation refuses at exec); `cfi2sframe verify --for kernel` runs
 #     on each (the judge requires ours to pass and the damaged ones to
 #     fail);
+#   - builds goprog.go with go build, CGO_ENABLED=0 -ldflags='-s -w'
+#     (static and stripped: its .sframe comes from its .gopclntab alone),
+#     as .plain and .for-kernel (cfi2sframe's default output is the same
+#     file for it); it runs under reader -i, which samples the Go
+#     runtime's other threads too;
 #   - packs them with busybox into an initramfs whose init runs each under
 #     the reader (two software cpu-clock events on the child: one with
 #     defer_callchain and defer_output, whose PERF_RECORD_CALLCHAIN_DEFERRED
@@ -196,6 +201,10 @@ for p in chain drap signal plt; do
 	"$c2s" -q "$bin/$p.plain" -o "$bin/$p.ours" || die "cfi2sframe $p failed"
 	"$c2s" -q --for kernel "$bin/$p.plain" -o "$bin/$p.for-kernel" || die "cfi2sframe --for kernel $p failed"
 done
+# The Go program: static (no cgo) and stripped (no symbols, no DWARF: the
+# function table is its only call-frame information).
+(cd "$src" && CGO_ENABLED=0 go build -ldflags='-s -w' -o "$bin/goprog.plain" goprog.go) || die "cannot build goprog"
+"$c2s" -q --for kernel "$bin/goprog.plain" -o "$bin/goprog.for-kernel" || die "cfi2sframe --for kernel goprog failed"
 
 # damage FILE SYMBOL MODE: rewrite the start offset of the one FRE of
 # SYMBOL's FDE in FILE's .sframe (V3, through PT_GNU_SFRAME). MODE lookup:
@@ -216,7 +225,7 @@ for mode in lookup validate; do
 done
 
 # verify --for kernel: ours must pass, the damaged copies must not.
-for f in chain.ours drap.ours signal.ours plt.ours chain.for-kernel drap.for-kernel signal.for-kernel plt.for-kernel chain.gnu drap.gnu signal.gnu plt.gnu chain.damaged-lookup chain.damaged-validate; do
+for f in chain.ours drap.ours signal.ours plt.ours chain.for-kernel drap.for-kernel signal.for-kernel plt.for-kernel goprog.for-kernel chain.gnu drap.gnu signal.gnu plt.gnu chain.damaged-lookup chain.damaged-validate; do
 	if "$c2s" verify --for kernel "$bin/$f" >"$w/v.out" 2>&1; then
 		printf 'verify %s pass %s\n' "$f" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
 	else
@@ -244,6 +253,8 @@ plt.ours 3000000
 plt.for-kernel 3000000
 plt.gnu 3000000
 plt.plain 3000000
+goprog.for-kernel 300000000
+goprog.plain 300000000
 EOF
 
 # The initramfs.
@@ -265,7 +276,11 @@ echo "dyndbg enabled \$(grep -c 'kernel/unwind/.* =p' /proc/dynamic_debug/contro
 dmesg | grep -i -E 'sframe|unwind' | sed 's/^/B /'
 dmesg -c >/dev/null
 while read -r label args; do
-	/bin/reader -p $PERIOD "\$label" "/tests/\$label" \$args
+	case \$label in
+	goprog.*) opts=-i ;; # every thread of the Go runtime
+	*) opts= ;;
+	esac
+	/bin/reader \$opts -p $PERIOD "\$label" "/tests/\$label" \$args
 	dmesg -c | sed 's/^/K /'
 done </tests/runs
 echo "all done"

@@ -213,6 +213,9 @@ func (fg Figures) report(run *Run, truth []Truth, examples []string) string {
 	}
 	fmt.Fprintf(&b, "  ordinary samples (frame-pointer walk at the sample): %d, in the spinning functions %d, equal to the true chain %d (%.1f%%)\n",
 		fg.Samples, fg.SamplesSpin, fg.SamplesEqual, share(fg.SamplesEqual, fg.SamplesSpin))
+	if n, ok := run.Stats["deferred-threads"]; ok {
+		fmt.Fprintf(&b, "  threads sampled: %s; samples of threads other than the first: %d\n", n, awkInt(run.Stats["deferred-other-threads"]))
+	}
 	for i, e := range examples {
 		if i == 12 {
 			fmt.Fprintf(&b, "    ... %d more distinct chains\n", len(examples)-12)

@@ -1,7 +1,7 @@
 // reader: run a program under two software cpu-clock perf events and print
 // the user call chains the kernel recorded, for scripts/kernel-acceptance.sh.
 //
-//   reader [-p PERIOD_NS] [-o OUT] LABEL PROG [ARGS...]
+//   reader [-i] [-p PERIOD_NS] [-o OUT] LABEL PROG [ARGS...]
 //
 // One event asks for deferred user call chains (the attribute bits
 // defer_callchain and defer_output): its samples carry only a cookie, and the
@@ -10,6 +10,11 @@
 // PERF_RECORD_CALLCHAIN_DEFERRED record, on the way back to user space. The
 // other event asks for the ordinary user call chain of each sample (the
 // architecture's frame-pointer walk at the time of the sample), to compare.
+// Both sample the program's first thread only; with -i (inherit) also every
+// thread it starts (a Go program's runtime threads), into the same buffers.
+// The kernel maps no buffer of an inherited event that follows its task on
+// every CPU, so with -i the events count on CPU 0 only: -i is for a system
+// with one CPU (the harness's guest), and refuses to run on more.
 //
 // Identical chains are counted once, so that the output stays small enough
 // for a serial line:
@@ -109,10 +114,28 @@ struct ring {
 
 struct stats {
 	uint64_t samples, deferred_marks, deferred, lost, other, truncated;
+	uint64_t other_thread; // samples of a thread other than the first
 };
+
+// The threads samples came from (with -i, the program's other threads).
+#define MAX_THREADS 256
+static uint32_t threads[MAX_THREADS];
+static unsigned nthreads;
+static pid_t child;
+
+static void saw_thread(uint32_t tid)
+{
+	for (unsigned i = 0; i < nthreads; i++)
+		if (threads[i] == tid)
+			return;
+	if (nthreads < MAX_THREADS)
+		threads[nthreads++] = tid;
+}
 
 static struct table deferred_chains, sample_chains;
 static struct stats dstat, sstat;
+
+static int inherit;
 
 static int open_event(pid_t pid, uint64_t period, int deferred)
 {
@@ -125,6 +148,7 @@ static int open_event(pid_t pid, uint64_t period, int deferred)
 	a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_CALLCHAIN;
 	a.disabled = 1;
 	a.enable_on_exec = 1;
+	a.inherit = inherit;
 	a.exclude_kernel = 1;
 	a.exclude_hv = 1;
 	a.exclude_callchain_kernel = 1;
@@ -135,7 +159,7 @@ static int open_event(pid_t pid, uint64_t period, int deferred)
 		uint64_t *flags = (uint64_t *)((char *)&a.read_format + sizeof(a.read_format));
 		*flags |= (uint64_t)1 << BIT_DEFER_CALLCHAIN | (uint64_t)1 << BIT_DEFER_OUTPUT;
 	}
-	int fd = syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	int fd = syscall(SYS_perf_event_open, &a, pid, inherit ? 0 : -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		die(deferred ? "perf_event_open (deferred call chains)" : "perf_event_open");
 	return fd;
@@ -161,6 +185,12 @@ static void sample_callchain(const uint64_t *w, size_t words, int deferred)
 	st->samples++;
 	if (words < 3)
 		return;
+	uint32_t tid = (uint32_t)(w[1] >> 32); // PERF_SAMPLE_TID: pid, then tid
+	if (deferred) {
+		saw_thread(tid);
+		if (tid != (uint32_t)child)
+			st->other_thread++;
+	}
 	uint64_t nr = w[2];
 	const uint64_t *ips = w + 3;
 	if (3 + nr > words)
@@ -241,8 +271,11 @@ int main(int argc, char **argv)
 	uint64_t period = 200000;
 	FILE *out = stdout;
 	int opt;
-	while ((opt = getopt(argc, argv, "+p:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "+ip:o:")) != -1) {
 		switch (opt) {
+		case 'i':
+			inherit = 1;
+			break;
 		case 'p':
 			period = strtoull(optarg, NULL, 0);
 			break;
@@ -252,12 +285,16 @@ int main(int argc, char **argv)
 				die(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: reader [-p PERIOD_NS] [-o OUT] LABEL PROG [ARGS...]\n");
+			fprintf(stderr, "usage: reader [-i] [-p PERIOD_NS] [-o OUT] LABEL PROG [ARGS...]\n");
 			return 2;
 		}
 	}
 	if (argc - optind < 2) {
-		fprintf(stderr, "usage: reader [-p PERIOD_NS] [-o OUT] LABEL PROG [ARGS...]\n");
+		fprintf(stderr, "usage: reader [-i] [-p PERIOD_NS] [-o OUT] LABEL PROG [ARGS...]\n");
+		return 2;
+	}
+	if (inherit && sysconf(_SC_NPROCESSORS_CONF) != 1) {
+		fprintf(stderr, "reader: -i samples CPU 0 only, and this system has %ld CPUs\n", sysconf(_SC_NPROCESSORS_CONF));
 		return 2;
 	}
 	const char *label = argv[optind];
@@ -267,6 +304,7 @@ int main(int argc, char **argv)
 	if (pipe(go) < 0)
 		die("pipe");
 	pid_t pid = fork();
+	child = pid;
 	if (pid < 0)
 		die("fork");
 	if (pid == 0) {
@@ -310,6 +348,8 @@ int main(int argc, char **argv)
 	fprintf(out, "stat deferred-records %llu\n", (unsigned long long)dstat.deferred);
 	fprintf(out, "stat deferred-lost %llu\n", (unsigned long long)dstat.lost);
 	fprintf(out, "stat deferred-truncated %llu\n", (unsigned long long)dstat.truncated);
+	fprintf(out, "stat deferred-threads %u\n", nthreads);
+	fprintf(out, "stat deferred-other-threads %llu\n", (unsigned long long)dstat.other_thread);
 	fprintf(out, "stat samples %llu\n", (unsigned long long)sstat.samples);
 	fprintf(out, "stat samples-lost %llu\n", (unsigned long long)sstat.lost);
 	fprintf(out, "stat chains-dropped %llu\n", (unsigned long long)(deferred_chains.dropped + sample_chains.dropped));
