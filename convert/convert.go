@@ -58,10 +58,20 @@ type Options struct {
 	// can be made (ErrLayout), write the old one (a new PT_LOAD at the
 	// end) with Result.Warning instead of failing.
 	FragileLayout bool
-	// SignalFrames: V3, a signal trampoline whose CFI cannot be described
-	// gets a signal FDE whose one FRE says RA undefined
-	// (translate.Options.SignalOutermost).
-	SignalFrames bool
+	// NoSignalFrames: V3, leave a signal trampoline whose CFI cannot be
+	// described without an FDE, as conversions did by default before
+	// (--signal-frames=false). By default it gets a signal FDE whose one
+	// FRE says RA undefined (translate.Options.SignalOutermost): without
+	// an FDE, the kernel's unwinder walks such a frame by the frame
+	// pointer and records a wrong caller; with it, it stops there, and
+	// readers that know signal frames go on through the kernel's signal
+	// frame.
+	NoSignalFrames bool
+}
+
+// translateOptions are the translation's options for o.
+func (o Options) translateOptions() translate.Options {
+	return translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: !o.NoSignalFrames}
 }
 
 // Reader names an SFrame reader whose acceptance rules an output can be
@@ -82,7 +92,7 @@ const (
 // rules (Result.Violations). The other fields may be changed after.
 //
 //   - kernel: V3 with FUNC_START_PCREL, and signal trampolines whose CFI
-//     cannot be described get a signal FDE (SignalFrames): the kernel
+//     cannot be described get a signal FDE (as by default): the kernel
 //     stops its walk at the FDE's RA-undefined FRE, while at a PC without
 //     an FDE it falls back to its frame-pointer walk, which on code built
 //     without frame pointers records a wrong frame (a kernel booted with
@@ -98,7 +108,7 @@ const (
 func ForReader(r Reader) (Options, error) {
 	switch r {
 	case Kernel:
-		return Options{Version: sframe.Version3, SignalFrames: true, reader: r}, nil
+		return Options{Version: sframe.Version3, reader: r}, nil
 	case Libsframe:
 		return Options{Version: sframe.Version3, reader: r}, nil
 	case Glibc:
@@ -335,7 +345,7 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early *early
 func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan struct{}) (res *translate.Result, enc *sframe.Encoder, cfiErrs []error, err error) {
 	ef := f.ELF
 	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: lazySymbolizer(f)},
-		translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
+		o.translateOptions())
 	if err != nil {
 		return nil, nil, nil, err
 	}

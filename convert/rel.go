@@ -155,7 +155,7 @@ func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Functi
 	t, err := translate.New(translate.Input{
 		Machine: ef.Machine, Order: ef.ByteOrder,
 		Symbol: func(a uint64) string { return names(int(a>>sectionShift), a&sectionMask) },
-	}, translate.Options{Version: o.Version, OutermostGap: o.OutermostGap, SignalOutermost: o.SignalFrames})
+	}, o.translateOptions())
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -33,7 +33,7 @@ func TestSFrameInMemory(t *testing.T) {
 		{Force: true},
 		{Force: true, Version: sframe.Version2},
 		{Force: true, Version: sframe.Version2, PCRel: true},
-		{Force: true, SignalFrames: true},
+		{Force: true, NoSignalFrames: true},
 	}
 	for _, name := range files {
 		st, err := os.Stat(name)

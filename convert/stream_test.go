@@ -33,7 +33,8 @@ func TestStreamingMatchesTables(t *testing.T) {
 			continue // a system file that is not there
 		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-			res, err := convertMem(name, in, Options{Version: v, Force: true})
+			o := Options{Version: v, Force: true}
+			res, err := convertMem(name, in, o)
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
@@ -49,7 +50,7 @@ func TestStreamingMatchesTables(t *testing.T) {
 			tables, cfiErrs := cfiload.All(cf)
 			ef := f.ELF
 			tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: f.Symbolizer()},
-				translate.Options{Version: v})
+				o.translateOptions())
 			if err != nil {
 				t.Fatal(err)
 			}

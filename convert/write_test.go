@@ -33,7 +33,7 @@ func TestWriteFileMatchesConvert(t *testing.T) {
 		if err != nil {
 			continue // a system file that is not there
 		}
-		for _, o := range []Options{{Force: true}, {Version: sframe.Version2, PCRel: true, Force: true}, {Force: true, FragileLayout: true, SignalFrames: true}} {
+		for _, o := range []Options{{Force: true}, {Version: sframe.Version2, PCRel: true, Force: true}, {Force: true, FragileLayout: true, NoSignalFrames: true}} {
 			want, werr := convertMem(name, data, o)
 			in, err := Open(name)
 			if err != nil {

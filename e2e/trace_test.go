@@ -56,7 +56,7 @@ func traceSetup(t *testing.T) (c2s, prog string, env []string) {
 	for in, out := range map[string]string{
 		filepath.Join(plain, "prog"): "prog", filepath.Join(plain, "libtr.so"): "libtr.so", libc: "libc.so.6",
 	} {
-		if b, err := exec.Command(c2s, "-q", "--force", "--signal-frames", in, "-o", filepath.Join(ours, out)).CombinedOutput(); err != nil {
+		if b, err := exec.Command(c2s, "-q", "--force", in, "-o", filepath.Join(ours, out)).CombinedOutput(); err != nil {
 			t.Fatalf("cfi2sframe %s: %v\n%s", in, err, b)
 		}
 	}

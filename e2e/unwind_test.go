@@ -90,7 +90,7 @@ func TestUnwindRealStacks(t *testing.T) {
 	for in, out := range map[string]string{
 		filepath.Join(plain, "prog"): "prog", filepath.Join(plain, "libuw.so"): "libuw.so", libc: "libc.so.6",
 	} {
-		if b, err := exec.Command(c2s, "-q", "--force", "--signal-frames", in, "-o", filepath.Join(ours, out)).CombinedOutput(); err != nil {
+		if b, err := exec.Command(c2s, "-q", "--force", in, "-o", filepath.Join(ours, out)).CombinedOutput(); err != nil {
 			t.Fatalf("cfi2sframe %s: %v\n%s", in, err, b)
 		}
 	}

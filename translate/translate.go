@@ -54,8 +54,10 @@ type Options struct {
 	// the other V3 outermost-frame marker), but the kernel's unwinder
 	// (the core series after v13) removes the whole section at a lookup
 	// in an FDE without FREs; only its signal-frame RFC reads one. Its
-	// diagnostic stays (Skipped). Off by default: verify reads such an
-	// FDE as "RA undefined" and reports it against the CFI.
+	// diagnostic stays (Skipped). The zero Options leave it off, as
+	// translate's tests and GNU as's .o comparisons want; package convert
+	// turns it on unless told not to (convert.Options.NoSignalFrames),
+	// and verify counts such an FDE as a signal frame marked as such.
 	SignalOutermost bool
 	// OutermostGap: write no FRE where the return address is undefined
 	// (the outermost frame, e.g. _start) instead of an FRE without data

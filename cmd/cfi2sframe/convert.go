@@ -55,10 +55,10 @@ func addConversionFlags(cmd *cobra.Command, fl *convertFlags, what string) {
 	f.Uint8Var(&fl.version, "sframe-version", 3, "SFrame version to write: 3 or 2")
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
-	f.BoolVar(&fl.sigFrames, "signal-frames", false, "version 3: give signal trampolines whose CFI cannot be described a signal FDE whose one FRE says RA undefined, so unwinders that know signal frames continue through the kernel's signal frame and others stop there (verify reports these against the CFI)")
+	f.BoolVar(&fl.sigFrames, "signal-frames", true, "version 3: give signal trampolines whose CFI cannot be described a signal FDE whose one FRE says RA undefined, so unwinders that know signal frames continue through the kernel's signal frame and others stop there instead of guessing (verify reports these against the CFI); =false leaves them without an FDE, as before")
 	f.BoolVar(&fl.fragile, "fragile-layout", false, "for a file where the program header table cannot grow in place, move it to the end of the file (with a warning) instead of refusing; strip, objcopy before 2.44, eu-strip and patchelf may break such files")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
-	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames; kernel: signal FDEs as --signal-frames) and check the output against its rules")
+	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
 	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` "+what+" at once (default: all CPUs)")
 }
 
@@ -78,11 +78,7 @@ func conversionOptions(cmd *cobra.Command, fl *convertFlags) (convert.Options, e
 		}
 	}
 	opts.Force = fl.force
-	// --for kernel turns signal FDEs on; an explicit --signal-frames
-	// (=false too) decides.
-	if fl.forReader == "" || cmd.Flags().Changed("signal-frames") {
-		opts.SignalFrames = fl.sigFrames
-	}
+	opts.NoSignalFrames = !fl.sigFrames
 	opts.FragileLayout = fl.fragile
 	if err := opts.Validate(); err != nil {
 		return opts, flagError(err)

@@ -28,7 +28,7 @@ func TestInMemoryMatchesCommand(t *testing.T) {
 	}{
 		{nil, convert.Options{}},
 		{[]string{"--sframe-version", "2", "--pcrel"}, convert.Options{Version: sframe.Version2, PCRel: true}},
-		{[]string{"--signal-frames"}, convert.Options{SignalFrames: true}},
+		{[]string{"--signal-frames=false"}, convert.Options{NoSignalFrames: true}},
 	}
 	for _, name := range files {
 		if _, err := os.Stat(name); err != nil {

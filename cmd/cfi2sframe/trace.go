@@ -164,7 +164,7 @@ func sframeInMemory(name string, r io.ReaderAt, size int64) (*convert.Result, er
 		return nil, err
 	}
 	defer f.Close()
-	return f.Convert(convert.Options{FragileLayout: true, SignalFrames: true})
+	return f.Convert(convert.Options{FragileLayout: true})
 }
 
 // writeOutput writes a profile file through the one atomic writer every

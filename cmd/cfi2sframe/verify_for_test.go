@@ -48,14 +48,15 @@ func TestVerifyFor(t *testing.T) {
 	}
 }
 
-// TestForKernelSignalFrames: --for kernel gives signal trampolines whose
-// CFI cannot be described a signal FDE (as --signal-frames does), since the
-// kernel's unwinder stops at its RA-undefined FRE but falls back to its
-// frame-pointer walk, and records a wrong frame, where there is no FDE
-// (scripts/kernel-acceptance.sh saw that after glibc's __restore_rt). An
-// explicit --signal-frames=false still turns them off. libc's
-// __restore_rt is the trampoline; the test skips where libc is not there.
-func TestForKernelSignalFrames(t *testing.T) {
+// TestSignalFramesByDefault: V3 output gives signal trampolines whose CFI
+// cannot be described a signal FDE by default, --for kernel and --for
+// libsframe too, since the kernel's unwinder stops at its RA-undefined FRE
+// but falls back to its frame-pointer walk, and records a wrong frame,
+// where there is no FDE (scripts/kernel-acceptance.sh saw that after
+// glibc's __restore_rt). --signal-frames=false turns them off; V2 has no
+// signal FDE. libc's __restore_rt is the trampoline; the test skips where
+// libc is not there.
+func TestSignalFramesByDefault(t *testing.T) {
 	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 	if _, err := os.Stat(libc); err != nil {
 		t.Skipf("no %s", libc)
@@ -87,17 +88,21 @@ func TestForKernelSignalFrames(t *testing.T) {
 		}
 		return n
 	}
-	if n := signalFDEs(); n != 0 {
-		t.Errorf("default: %d signal FDEs, want 0", n)
-	}
-	if n := signalFDEs("--for", "kernel"); n == 0 {
-		t.Error("--for kernel: no signal FDE")
-	}
-	if n := signalFDEs("--for", "kernel", "--signal-frames=false"); n != 0 {
-		t.Errorf("--for kernel --signal-frames=false: %d signal FDEs, want 0", n)
-	}
-	if n := signalFDEs("--for", "libsframe"); n != 0 {
-		t.Errorf("--for libsframe: %d signal FDEs, want 0", n)
+	for _, c := range []struct {
+		args   []string
+		signal bool
+	}{
+		{nil, true},
+		{[]string{"--for", "kernel"}, true},
+		{[]string{"--for", "libsframe"}, true},
+		{[]string{"--signal-frames=false"}, false},
+		{[]string{"--for", "kernel", "--signal-frames=false"}, false},
+		{[]string{"--sframe-version", "2"}, false},
+		{[]string{"--for", "glibc"}, false},
+	} {
+		if n := signalFDEs(c.args...); (n > 0) != c.signal {
+			t.Errorf("%v: %d signal FDEs, want some: %v", c.args, n, c.signal)
+		}
 	}
 }
 

@@ -75,7 +75,7 @@ type format struct {
 }
 
 var formats = []format{
-	{"V3", []string{"--signal-frames"}},
+	{"V3", nil},
 	{"V2", []string{"--sframe-version", "2"}},
 	{"V2+PCREL", []string{"--sframe-version", "2", "--pcrel"}},
 }

@@ -19,7 +19,7 @@ func convertSFrame(name string, r io.ReaderAt, size int64) ([]byte, uint64, erro
 		return nil, 0, err
 	}
 	defer f.Close()
-	res, err := f.Convert(convert.Options{FragileLayout: true, SignalFrames: true})
+	res, err := f.Convert(convert.Options{FragileLayout: true})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -50,7 +50,7 @@ func TestLoadObjectConverts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := cf.Convert(convert.Options{FragileLayout: true, SignalFrames: true})
+	want, err := cf.Convert(convert.Options{FragileLayout: true})
 	cf.Close()
 	if err != nil {
 		t.Fatal(err)
