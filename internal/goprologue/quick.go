@@ -57,6 +57,9 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 				return Result{}, false
 			}
 		}
+		if at <= rules[len(rules)-1].PC {
+			return Result{}, false // rules out of order: not the compiler's code
+		}
 		r := Rule{PC: at, Saved: s}
 		if s {
 			r.Offset = -16 // the saved BP, below the return address

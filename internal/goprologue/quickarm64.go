@@ -74,6 +74,9 @@ func QuickARM64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 		default:
 			return Result{}, false
 		}
+		if at <= rules[len(rules)-1].PC {
+			return Result{}, false // rules out of order: not the compiler's code
+		}
 		r := Rule{PC: at, Saved: s}
 		if s {
 			r.Offset = -fs - 8
