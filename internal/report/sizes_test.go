@@ -48,7 +48,7 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 // and the translation.
 func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) ([]byte, *translate.Result) {
 	t.Helper()
-	tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v})
+	tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v, SignalOutermost: true}) // convert's default
 	if err != nil {
 		t.Fatal(err)
 	}
