@@ -277,6 +277,32 @@ func testGlibc(t *testing.T, patched bool) {
 	if !patched {
 		return
 	}
+	// A reader that rejects V3: every V3 walk gives 0 frames, and the
+	// damaged control, 0 frames too, tests nothing.
+	for _, sc := range glibcScenarios {
+		for _, v := range []string{"v3", "v3-libc", "v3-nosig", "gnu3"} {
+			if err := os.WriteFile(filepath.Join(dir, "runs", v+".sframe."+sc+".full"), []byte(noFrames), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The record removed above, back (empty: only the V3 checks matter here).
+	if err := os.WriteFile(filepath.Join(dir, "runs", "v2.dwarf.signal.dwarflen"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, checks, err = Glibc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks[len(GlibcChecks):] {
+		want := "FAIL"
+		if c.Name == "control: damaged V3 FRE, verify" {
+			want = "ok"
+		}
+		if c.Status != want {
+			t.Errorf("a reader rejecting V3: %s, want %s", c, want)
+		}
+	}
 	if err := os.Remove(filepath.Join(dir, "runs", "v3-nosig.sframe.chain.full")); err != nil {
 		t.Fatal(err)
 	}
