@@ -27,6 +27,12 @@ import (
 // CFI2SFRAME_REQUIRE_TOOLCHAIN=1. CFI2SFRAME_GLIBC_RUN names the outputs of
 // an earlier `scripts/glibc-acceptance.sh check --out DIR` to judge
 // instead.
+//
+// With CFI2SFRAME_GLIBC_PATCH=FILE (a glibc patch the user gives, e.g.
+// glibc's SFrame V3 reader as posted to libc-alpha; not shipped) the
+// script runs against the glibc built with FILE applied, in its own cache,
+// and records V3 runs too; the test then requires judge.GlibcV3Checks as
+// well: our V3 output's full-depth traces equal to DWARF's.
 func TestGlibcAcceptance(t *testing.T) {
 	out := os.Getenv("CFI2SFRAME_GLIBC_RUN")
 	if out == "" {
@@ -37,16 +43,22 @@ func TestGlibcAcceptance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the checks of the runs in %s:\n%s", out, report)
-	lines := requireChecks(t, checks, judge.GlibcChecks)
+	want := judge.GlibcChecks
+	if r := judge.GlibcReader(out); r != "" {
+		t.Logf("glibc: %s", r)
+		want = append(append([]string(nil), want...), judge.GlibcV3Checks...)
+	}
+	lines := requireChecks(t, checks, want)
 	// The full-depth traces go down to _start through the whole chain:
 	// main, 4 fp_level, 4 nofp_level, alloca_level, 3 lib_level, the
 	// callback, qsort, compare and leaf are 17 frames before libc's start
 	// code and _start.
 	re := regexp.MustCompile(`^(\d+) SFrame frames = DWARF, last (\S+)`)
-	for _, c := range []string{"ours --for glibc, chain, full depth", "ours --for glibc + our libc, signal, full depth"} {
+	for _, c := range []string{"ours --for glibc, chain, full depth", "ours --for glibc + our libc, signal, full depth",
+		"ours V3, chain, full depth", "ours V3 + our V3 libc, signal, full depth"} {
 		m := re.FindStringSubmatch(lines[c].Text)
 		if m == nil || lines[c].Status != "ok" {
-			continue // reported above
+			continue // reported above, or no V3 runs
 		}
 		if n, _ := strconv.Atoi(m[1]); n < 20 || m[2] != "_start" {
 			t.Errorf("check %q: %s frames ending in %s, want at least 20 ending in _start", c, m[1], m[2])

@@ -50,11 +50,21 @@
 #   DIR/build.log          configure and make output
 #   DIR/complete           written last: version, configure flags, build time
 # The build is skipped (without network access) when DIR/complete names the
-# same configure flags. DIR is $CFI2SFRAME_GLIBC_CACHE, or
-# ${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/glibc-sframe.
+# same configure flags (and the same patch). DIR is $CFI2SFRAME_GLIBC_CACHE,
+# or ${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/glibc-sframe, or with a patch
+# .../glibc-sframe-patched-SUM (SUM: the patch's sha256, first 12 digits).
+#
+# A patched glibc (--patch FILE, or CFI2SFRAME_GLIBC_PATCH=FILE): FILE is a
+# patch the user gives, e.g. glibc's SFrame V3 reader as posted to libc-alpha
+# (2026-04-14, not merged; not shipped here: this script neither contains nor
+# downloads it). It is applied with patch -p1 --fuzz=0 (a hunk that does not
+# apply exactly stops the build) to a tree unpacked for it alone
+# in its own DIR (the unpatched build stays), and recorded in DIR/complete.
+# check then also converts to V3 and records the V3 runs (see run_checks),
+# which the judge requires too (OUT/reader names the patch).
 #
 # Usage: scripts/glibc-acceptance.sh [build | check | all | --print] [--force]
-#                                    [--out OUT]
+#                                    [--out OUT] [--patch FILE]
 #   build    fetch and build glibc into DIR (a quick no-op when complete)
 #   check    build and run the test programs against the built glibc (needs
 #            build), their outputs into OUT (OUT/runs/*, OUT/verify/*)
@@ -63,9 +73,11 @@
 #   --force  rebuild from scratch even if DIR/complete is there
 #   --out    the directory for check's outputs (created; must be empty);
 #            default: a new temporary directory, printed and kept
+#   --patch  apply FILE to glibc's source before building (see above)
 # Environment: CFI2SFRAME (the cfi2sframe binary; default: go build of
 # ./cmd/cfi2sframe into a temporary directory), CFI2SFRAME_TOOLCHAIN (as for
-# reference-toolchain.sh), GLIBC_JOBS (make -j, default nproc).
+# reference-toolchain.sh), GLIBC_JOBS (make -j, default nproc),
+# CFI2SFRAME_GLIBC_PATCH (as --patch).
 set -euo pipefail
 
 prog=glibc-acceptance.sh
@@ -74,7 +86,8 @@ note() { printf '%s: %s\n' "$prog" "$*" >&2; }
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-DIR=${CFI2SFRAME_GLIBC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/glibc-sframe}
+# DIR, PATCH_FILE and PATCH_SUM are set after the arguments (set_dir).
+PATCH_FILE=${CFI2SFRAME_GLIBC_PATCH:-} PATCH_SUM=
 MIRROR=${CFI2SFRAME_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITES="experimental sid forky trixie"
 # glibc's SFrame unwinder reads V2; 2.42 is the first release with it and
@@ -178,11 +191,25 @@ fetch_source() {
 	[ -n "$dsc" ] || die "glibc $SRC_VERSION: no .dsc in the Sources index"
 	note "glibc $SRC_VERSION from $SRC_SUITE"
 	SRC_TREE=$DIR/src/glibc-${SRC_VERSION#*:}
+	# A tree is patched by PATCH_FILE or by none: one whose .patched does
+	# not say so (or an interrupted patching) is unpacked again.
+	if [ -f "$SRC_TREE/.unpacked" ] && [ "$(cat "$SRC_TREE/.patched" 2>/dev/null)" != "$PATCH_SUM" ]; then
+		note "$SRC_TREE is not patched as asked (${PATCH_SUM:-no patch}); unpacking it again"
+		rm -f "$SRC_TREE/.unpacked"
+	fi
 	if ! [ -f "$SRC_TREE/.unpacked" ]; then
 		rm -rf "$SRC_TREE"
 		note "unpacking $dsc (Debian's patches applied)"
 		(cd "$DIR/src" && dpkg-source --no-check -x "$dsc" "$(basename "$SRC_TREE")") >"$DIR/src/unpack.log" 2>&1 ||
 			{ tail -20 "$DIR/src/unpack.log" >&2; die "dpkg-source -x $dsc failed"; }
+		if [ -n "$PATCH_SUM" ]; then
+			note "applying $PATCH_FILE (sha256 $PATCH_SUM) with patch -p1"
+			{ patch -d "$SRC_TREE" -p1 --batch --forward --fuzz=0 --dry-run <"$PATCH_FILE" &&
+				patch -d "$SRC_TREE" -p1 --batch --forward --fuzz=0 <"$PATCH_FILE"; } >"$DIR/src/patch.log" 2>&1 ||
+				{ tail -20 "$DIR/src/patch.log" >&2; rm -rf "$SRC_TREE"; die "$PATCH_FILE does not apply to glibc $SRC_VERSION (log $DIR/src/patch.log)"; }
+			grep -E '^(Hunk|patching)' "$DIR/src/patch.log" >&2 || true
+			echo "$PATCH_SUM" >"$SRC_TREE/.patched"
+		fi
 		: >"$SRC_TREE/.unpacked"
 	fi
 }
@@ -240,10 +267,19 @@ binutils_dir() {
 		die "$DIR/binutils/as is not binutils 2.44: $("$DIR/binutils/as" --version | head -1)"
 }
 
-build_key() { printf 'glibc %s (%s)\nflags %s\nmake %s\n' "$SRC_VERSION" "$SRC_SUITE" "$CONFIG_FLAGS" "$MAKE_ARGS"; }
+# build_key: DIR/complete's first lines; a patched build adds a line
+# "patch SUM FILE" (an unpatched one has none, as before patches).
+build_key() {
+	printf 'glibc %s (%s)\nflags %s\nmake %s\n' "$SRC_VERSION" "$SRC_SUITE" "$CONFIG_FLAGS" "$MAKE_ARGS"
+	[ -z "$PATCH_SUM" ] || printf 'patch %s %s\n' "$PATCH_SUM" "$PATCH_FILE"
+}
+
+# built_patch: the sha256 of the patch DIR/complete names ("" for none).
+built_patch() { sed -n 's/^patch \([0-9a-f]*\) .*/\1/p' "$DIR/complete"; }
 
 build_complete() {
-	[ -f "$DIR/complete" ] && [ -x "$DIR/build/elf/ld.so" ] && [ -f "$DIR/build/libc.so.6" ]
+	[ -f "$DIR/complete" ] && [ -x "$DIR/build/elf/ld.so" ] && [ -f "$DIR/build/libc.so.6" ] &&
+		[ "$(built_patch)" = "$PATCH_SUM" ]
 }
 
 build_glibc() {
@@ -313,7 +349,7 @@ build_programs() {
 }
 
 # damage_fre FILE SYMBOL: add 64 to the CFA offset of every FRE of SYMBOL's
-# FDE in FILE's .sframe (V2, found through PT_GNU_SFRAME): the walk through
+# FDE in FILE's .sframe (V2 or V3, found through PT_GNU_SFRAME): the walk through
 # that function then reads its return address from the wrong stack slot.
 damage_fre() {
 	local f=$1 sym=$2 addr
@@ -392,14 +428,47 @@ run_checks() {
 	cp "$w/glibc/prog" "$w/glibc/libdeep.so" "$w/damaged/"
 	damage_fre "$w/damaged/prog" nofp_level >/dev/null
 
+	# A patched reader (glibc's V3 reader as posted): V3 as well. v3: our
+	# default output (V3, a signal FDE for each signal trampoline), with
+	# the built libc; v3-libc: the same with libc converted to V3 (--force)
+	# too; v3-nosig: prog, libdeep.so and libc converted with
+	# --signal-frames=false; gnu3: GNU as 2.47 --gsframe (V3) and ld 2.47;
+	# damaged3: v3 with nofp_level's FREs corrupted.
+	local v3files=()
+	if [ -n "$PATCH_SUM" ]; then
+		printf 'patched %s %s\n' "$PATCH_SUM" "$PATCH_FILE" >"$w/reader"
+		for v in "v3:" "v3-nosig:--signal-frames=false"; do
+			mkdir -p "$w/${v%%:*}"
+			for f in prog libdeep.so; do
+				# shellcheck disable=SC2086 # the flags are a word list
+				"$c" -q ${v#*:} "$w/plain/$f" -o "$w/${v%%:*}/$f" || die "cfi2sframe ${v#*:} $f failed"
+			done
+		done
+		mkdir -p "$w/v3-libc"
+		cp "$w/v3/prog" "$w/v3/libdeep.so" "$w/v3-libc/"
+		"$c" -q --force "$DIR/build/libc.so.6" -o "$w/v3-libc/libc.so.6" || die "cfi2sframe --force libc.so.6 failed"
+		"$c" -q --force --signal-frames=false "$DIR/build/libc.so.6" -o "$w/v3-nosig/libc.so.6" ||
+			die "cfi2sframe --force --signal-frames=false libc.so.6 failed"
+		for f in v3-libc v3-nosig; do
+			"$c" verify "$w/$f/libc.so.6" >"$w/$f-libc-verify.txt" 2>&1 ||
+				{ cat "$w/$f-libc-verify.txt" >&2; die "cfi2sframe verify: our $f libc.so.6 disagrees with its CFI"; }
+		done
+		[ -x "$tc/sid/gcc-x86_64/as" ] || die "$tc/sid/gcc-x86_64/as missing (GNU as 2.47 for the V3 control)"
+		build_programs "$src" "$w/gnu3" gcc -B"$tc/sid/gcc-x86_64/" -Wa,--gsframe
+		mkdir -p "$w/damaged3"
+		cp "$w/v3/prog" "$w/v3/libdeep.so" "$w/damaged3/"
+		damage_fre "$w/damaged3/prog" nofp_level >/dev/null
+		v3files=("$w/v3-libc/libc.so.6" "$w/v3/prog" "$w/v3-nosig/prog" "$w/gnu3/prog")
+	fi
+
 	local hdr f
-	for f in "$DIR/build/libc.so.6" "$w/libc-ours/libc.so.6" "$w/gnu/prog" "$w/glibc/prog"; do
+	for f in "$DIR/build/libc.so.6" "$w/libc-ours/libc.so.6" "$w/gnu/prog" "$w/glibc/prog" ${v3files[@]+"${v3files[@]}"}; do
 		hdr=$("$c" dump --json "$f" 2>&1 | head -20 | tr -d ' \n') || true
 		printf '%s: .sframe version %s, flags %s, %s FDEs, %s FREs\n' "${f#"$w"/}" \
 			"$(grep -o '"version":[0-9]*' <<<"$hdr" | cut -d: -f2)" "$(grep -o '"flags":[0-9]*' <<<"$hdr" | cut -d: -f2)" \
 			"$(grep -o '"num_fdes":[0-9]*' <<<"$hdr" | cut -d: -f2)" "$(grep -o '"num_fres":[0-9]*' <<<"$hdr" | cut -d: -f2)"
 	done
-	echo "== glibc $(sed -n 's/^glibc //p' "$DIR/complete" | head -1), SFrame-only backtrace() against the DWARF trace"
+	echo "== glibc $(sed -n 's/^glibc //p' "$DIR/complete" | head -1)${PATCH_SUM:+, patched with $PATCH_FILE}, SFrame-only backtrace() against the DWARF trace"
 	full=256
 	mkdir -p "$w/runs" "$w/verify" "$w/libgcc"
 	# The reference itself: glibc's own fallback (the program without
@@ -419,9 +488,14 @@ run_checks() {
 			record "$v.sframe.$sc.dwarflen" "$w/$v" "$w/$v/prog" sframe $sc "$n"
 			record "$v.dwarf.$sc.dwarflen" "$w/$v" "$w/$v/prog" dwarf $sc "$n"
 		done
+		[ -n "$PATCH_SUM" ] || continue
+		for v in v3 v3-libc v3-nosig gnu3 damaged3; do
+			record "$v.sframe.$sc.full" "$w/$v" "$w/$v/prog" sframe $sc $full
+			record "$v.dwarf.$sc.full" "$w/$v" "$w/$v/prog" dwarf $sc $full
+		done
 	done
 	# verify on the intact and the damaged program.
-	for v in glibc damaged; do
+	for v in glibc damaged ${PATCH_SUM:+v3 damaged3}; do
 		st=0
 		"$c" verify "$w/$v/prog" >"$w/verify/$v" 2>&1 || st=$?
 		echo "$st" >"$w/verify/$v.exit"
@@ -441,15 +515,33 @@ while [ $# -gt 0 ]; do
 		outdir=$2
 		shift
 		;;
+	--patch)
+		[ $# -ge 2 ] && [ -n "$2" ] || die "--patch needs a file"
+		PATCH_FILE=$2
+		shift
+		;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
 	shift
 done
 
+# set_dir: PATCH_FILE made absolute, PATCH_SUM, and DIR.
+set_dir() {
+	local base=${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/glibc-sframe
+	if [ -n "$PATCH_FILE" ]; then
+		[ -f "$PATCH_FILE" ] && [ -r "$PATCH_FILE" ] || die "patch $PATCH_FILE: not a readable file"
+		PATCH_FILE=$(cd "$(dirname "$PATCH_FILE")" && pwd)/$(basename "$PATCH_FILE")
+		PATCH_SUM=$(sha256sum <"$PATCH_FILE" | cut -d' ' -f1)
+		base=$base-patched-${PATCH_SUM:0:12}
+	fi
+	DIR=${CFI2SFRAME_GLIBC_CACHE:-$base}
+}
+set_dir
+
 case $mode in
 print)
-	build_complete || die "glibc is not built in $DIR (run scripts/$prog build)"
+	build_complete || die "glibc is not built in $DIR${PATCH_SUM:+ with $PATCH_FILE} (run scripts/$prog build)"
 	echo "$DIR"
 	;;
 build) build_glibc ;;

@@ -34,6 +34,37 @@ var GlibcChecks = []string{
 	"control: damaged FRE, signal",
 }
 
+// GlibcV3Checks are the further checks Glibc makes when the runs were made
+// with a patched glibc (scripts/glibc-acceptance.sh --patch, e.g. glibc's
+// SFrame V3 reader as posted to libc-alpha; the file reader in the output
+// directory names the patch): our V3 output, with the built libc and with
+// a libc we converted to V3, with and without signal FDEs, mirroring the
+// V2 checks, and their controls in V3.
+var GlibcV3Checks = []string{
+	"ours V3, chain, full depth",
+	"ours V3 + our V3 libc, chain, full depth",
+	"ours V3 --signal-frames=false + our libc, chain, full depth",
+	"control: GNU as 2.47 --gsframe (V3), chain, full",
+	"ours V3, signal, full depth",
+	"ours V3 + our V3 libc, signal, full depth",
+	"ours V3 --signal-frames=false + our libc, signal, full depth",
+	"control: GNU as 2.47 --gsframe (V3), signal, full",
+	"control: damaged V3 FRE, verify",
+	"control: damaged V3 FRE, chain",
+	"control: damaged V3 FRE, signal",
+}
+
+// GlibcReader is what the file reader of the harness's output directory
+// dir says of the glibc the runs used ("patched SHA256 FILE"), "" when
+// there is none (an unpatched glibc: the V2 checks only).
+func GlibcReader(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "reader"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // A Trace is the output of one run of the glibc harness's test program
 // (e2e/testdata/glibc/main.c), its standard error included: "frames N",
 // then "frame I MODULE+OFFSET SYMBOL" per frame, and after an SFrame run
@@ -252,7 +283,9 @@ var glibcScenarios = []string{"chain", "signal"}
 // an array of 256, dwarflen: of the length of the glibc variant's DWARF
 // trace), and verify/{glibc,damaged} with verify/NAME.exit, cfi2sframe
 // verify's output and exit status on the intact and the damaged program.
-// It returns the check lines and the checks.
+// With a patched glibc (GlibcReader) it judges the V3 runs too
+// (GlibcV3Checks, after GlibcChecks). It returns the check lines and the
+// checks.
 func Glibc(dir string) (string, []Check, error) {
 	var missing []string
 	run := func(variant, mode, sc, size string) Trace {
@@ -293,6 +326,30 @@ func Glibc(dir string) (string, []Check, error) {
 	cs = append(cs, VerifyCheck("control: damaged FRE, verify", intact, intactOK, damaged, damagedOK, "nofp_level"))
 	for _, sc := range glibcScenarios {
 		cs = append(cs, DamagedCheck("control: damaged FRE, "+sc, run("damaged", "sframe", sc, "full"), run("damaged", "dwarf", sc, "full")))
+	}
+	if GlibcReader(dir) != "" {
+		for _, sc := range glibcScenarios {
+			eq := func(name, variant string) {
+				cs = append(cs, EqualCheck(name, run(variant, "sframe", sc, "full"), run(variant, "dwarf", sc, "full")))
+			}
+			eq("ours V3, "+sc+", full depth", "v3")
+			eq("ours V3 + our V3 libc, "+sc+", full depth", "v3-libc")
+			eq("ours V3 --signal-frames=false + our libc, "+sc+", full depth", "v3-nosig")
+			eq("control: GNU as 2.47 --gsframe (V3), "+sc+", full", "gnu3")
+		}
+		intact, intactOK := verify("v3")
+		damaged, damagedOK := verify("damaged3")
+		cs = append(cs, VerifyCheck("control: damaged V3 FRE, verify", intact, intactOK, damaged, damagedOK, "nofp_level"))
+		for _, sc := range glibcScenarios {
+			name := "control: damaged V3 FRE, " + sc
+			c := DamagedCheck(name, run("damaged3", "sframe", sc, "full"), run("damaged3", "dwarf", sc, "full"))
+			// 0 frames says something only of a reader that walks the
+			// intact V3 program: one that rejects V3 gives 0 too.
+			if intact, d := run("v3", "sframe", sc, "full"), run("v3", "dwarf", sc, "full"); c.Status == "ok" && !SameFrames(intact, d) {
+				c = Check{"FAIL", name, fmt.Sprintf("the intact V3 program gives %s SFrame frames, DWARF %s: the control tests nothing", intact.Count(), d.Count())}
+			}
+			cs = append(cs, c)
+		}
 	}
 	if len(missing) > 0 {
 		return "", nil, fmt.Errorf("%s: no output of %s", dir, strings.Join(missing, ", "))

@@ -182,7 +182,7 @@ func TestVerifyCheck(t *testing.T) {
 // leaves there after runs that went as docs/readers.md says, from the
 // program's real traces (the SFrame walks with libgcc_s out of reach; 0
 // frames where glibc discards the walk).
-func glibcRecords(t *testing.T, dir string) {
+func glibcRecords(t *testing.T, dir string, patched bool) {
 	t.Helper()
 	for _, d := range []string{"runs", "verify"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -211,9 +211,25 @@ func glibcRecords(t *testing.T, dir string) {
 			write("runs/"+v+".sframe."+sc+".dwarflen", unreachable(t, trace(t, false, "sframe", sc, d.Count())))
 			write("runs/"+v+".dwarf."+sc+".dwarflen", trace(t, false, "dwarf", sc, d.Count()))
 		}
+		if !patched {
+			continue
+		}
+		for _, v := range []string{"v3", "v3-libc", "v3-nosig", "gnu3", "damaged3"} {
+			write("runs/"+v+".dwarf."+sc+".full", d)
+			if v == "damaged3" {
+				write("runs/"+v+".sframe."+sc+".full", noFrames)
+			} else {
+				write("runs/"+v+".sframe."+sc+".full", unreachable(t, s))
+			}
+		}
 	}
-	for name, exit := range map[string]string{"glibc": "0", "damaged": "1"} {
-		b, err := os.ReadFile("testdata/verify-" + map[string]string{"glibc": "intact", "damaged": "damaged"}[name] + ".txt")
+	verify := map[string]string{"glibc": "0", "damaged": "1"}
+	if patched {
+		write("reader", "patched 0123 /tmp/v3.patch\n")
+		verify["v3"], verify["damaged3"] = "0", "1"
+	}
+	for name, exit := range verify {
+		b, err := os.ReadFile("testdata/verify-" + map[string]string{"glibc": "intact", "damaged": "damaged", "v3": "intact", "damaged3": "damaged"}[name] + ".txt")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,13 +241,22 @@ func glibcRecords(t *testing.T, dir string) {
 // Records of runs that went as predicted pass every check, in the
 // harness's order; a missing record is an error, not a check passed.
 func TestGlibc(t *testing.T) {
+	for _, patched := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpatched", true: "patched"}[patched], func(t *testing.T) { testGlibc(t, patched) })
+	}
+}
+
+func testGlibc(t *testing.T, patched bool) {
 	dir := t.TempDir()
-	glibcRecords(t, dir)
+	glibcRecords(t, dir, patched)
 	report, checks, err := Glibc(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := GlibcChecks
+	if patched {
+		names = append(append([]string(nil), GlibcChecks...), GlibcV3Checks...)
+	}
 	if len(checks) != len(names) {
 		t.Fatalf("%d checks, want %d:\n%s", len(checks), len(names), report)
 	}
@@ -248,5 +273,40 @@ func TestGlibc(t *testing.T) {
 	}
 	if _, _, err := Glibc(dir); err == nil || !strings.Contains(err.Error(), "v2.dwarf.signal.dwarflen") {
 		t.Errorf("without a record: %v", err)
+	}
+	if !patched {
+		return
+	}
+	// A reader that rejects V3: every V3 walk gives 0 frames, and the
+	// damaged control, 0 frames too, tests nothing.
+	for _, sc := range glibcScenarios {
+		for _, v := range []string{"v3", "v3-libc", "v3-nosig", "gnu3"} {
+			if err := os.WriteFile(filepath.Join(dir, "runs", v+".sframe."+sc+".full"), []byte(noFrames), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The record removed above, back (empty: only the V3 checks matter here).
+	if err := os.WriteFile(filepath.Join(dir, "runs", "v2.dwarf.signal.dwarflen"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, checks, err = Glibc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks[len(GlibcChecks):] {
+		want := "FAIL"
+		if c.Name == "control: damaged V3 FRE, verify" {
+			want = "ok"
+		}
+		if c.Status != want {
+			t.Errorf("a reader rejecting V3: %s, want %s", c, want)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "runs", "v3-nosig.sframe.chain.full")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Glibc(dir); err == nil || !strings.Contains(err.Error(), "v3-nosig.sframe.chain.full") {
+		t.Errorf("without a V3 record: %v", err)
 	}
 }

@@ -14,9 +14,9 @@
 //	          PCs below without an FRE, so a lookup there fails;
 //	validate  V3, the function's one FRE: its start becomes func_size,
 //	          which the kernel's validation refuses;
-//	cfa+64    V2: 64 is added to the CFA offset of every FRE of the
-//	          function, so a walk reads its return address from the wrong
-//	          stack slot.
+//	cfa+64    V2 or V3: 64 is added to the CFA offset of every FRE of
+//	          the function (but an RA-undefined one), so a walk reads its
+//	          return address from the wrong stack slot.
 //
 // The section is decoded and encoded again with the function changed:
 // the tool refuses a section that does not encode again to its own bytes,
@@ -113,8 +113,8 @@ func damage(data []byte, name string, addr uint64, mode string) (string, error) 
 		fn.Rows[0].Start = start
 		msg = fmt.Sprintf("damaged: %s FRE of FDE %d (%#x, %d bytes) now starts at +%d", mode, i, addr, fn.Size, start)
 	case "cfa+64":
-		if h.Version != sframe.Version2 {
-			return "", fmt.Errorf("%s: not SFrame V2", name)
+		if h.Version != sframe.Version2 && h.Version != sframe.Version3 {
+			return "", fmt.Errorf("%s: not SFrame V2 or V3", name)
 		}
 		n := 0
 		for k := range funcs {
