@@ -128,21 +128,23 @@ func goRules(f *elfread.File, m elf.Machine, notes *goNotes) gocfi.Extra {
 	if !ok {
 		return nil
 	}
-	var fp func(fn *gopclntab.Func) ([]gocfi.RegRule, string)
-	switch code := newTextReader(f); m {
-	case elf.EM_X86_64:
-		fp = func(fn *gopclntab.Func) ([]gocfi.RegRule, string) { return funcFP(fn, goprologue.AMD64, 6, code) } // RBP
-	case elf.EM_AARCH64:
-		fp = func(fn *gopclntab.Func) ([]gocfi.RegRule, string) { return funcFP(fn, goprologue.ARM64, 29, code) } // x29
-	default:
-		fp = func(*gopclntab.Func) ([]gocfi.RegRule, string) { return nil, "" }
+	arch, fp, hasFP := goprologue.AMD64, uint64(6), m == elf.EM_X86_64 // RBP
+	if m == elf.EM_AARCH64 {
+		arch, fp, hasFP = goprologue.ARM64, 29, true // x29
+	}
+	var code *textReader
+	if hasFP {
+		code = newTextReader(f)
 	}
 	return func(fn *gopclntab.Func) []gocfi.RegRule {
 		if n := outermostNote(fn); n.code != "" {
 			notes.add(fn.Entry, n)
 			return []gocfi.RegRule{{PC: fn.Entry, Reg: ra, Kind: gocfi.Undefined}}
 		}
-		rules, why := fp(fn)
+		if !hasFP {
+			return nil
+		}
+		rules, why := funcFP(fn, arch, fp, code)
 		if why != "" {
 			notes.add(fn.Entry, goNote{goFPUnknown, why + "; the frame pointer reads as unchanged"})
 		}

@@ -47,7 +47,7 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 		}
 		at := row.Start
 		switch {
-		case s && !saved && len(rules) == 1:
+		case s && len(rules) == 1:
 			at = f.saved // the frame is made before BP is stored in it
 			if at > row.End {
 				return Result{}, false
