@@ -25,6 +25,19 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 	if !ok {
 		return Result{}, false
 	}
+	return quickRules(entry, sp, f, -16, func(pc uint64) (uint64, bool) { return f.left(code, entry, pc) })
+}
+
+// quickRules are the rules of a function whose prologue makes frame f,
+// from its pcsp rows, for both fast paths: SP must not move before the
+// frame is made; the caller's frame pointer is saved (at CFA+offset)
+// from f.saved on, and wherever a row puts SP back in the frame after an
+// exit; left(pc) checks the exit at a row where SP leaves the frame and
+// gives where the frame pointer is back in its register. With f.size
+// set, SP must be at the entry's or at the frame's; without (a pushed
+// BP), it is in the frame wherever it is 8 or more below the entry's.
+// ok is false for rows of any other shape.
+func quickRules(entry uint64, sp []SPRange, f quickFrame, offset int64, left func(pc uint64) (uint64, bool)) (r Result, ok bool) {
 	rules := make([]Rule, 1, 8) // room for the usual prologue, exits and morestack block
 	rules[0] = Rule{PC: entry}
 	saved := false
@@ -36,7 +49,7 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 			continue
 		}
 		s := row.Delta >= 8
-		if f.size != 0 { // Go 1.19: SP is at the entry's or the frame's
+		if f.size != 0 {
 			if row.Delta != 0 && row.Delta != f.size {
 				return Result{}, false
 			}
@@ -53,7 +66,7 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 				return Result{}, false
 			}
 		case !s:
-			if at, ok = f.left(code, entry, row.Start); !ok {
+			if at, ok = left(row.Start); !ok {
 				return Result{}, false
 			}
 		}
@@ -62,7 +75,7 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 		}
 		r := Rule{PC: at, Saved: s}
 		if s {
-			r.Offset = -16 // the saved BP, below the return address
+			r.Offset = offset
 		}
 		rules = append(rules, r)
 		saved = s
@@ -74,7 +87,7 @@ func QuickAMD64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 type quickFrame struct {
 	made  uint64 // the PC after the instruction that moves SP
 	saved uint64 // the PC from which the caller's BP is in the frame
-	size  int64  // Go 1.19: SUBQ $size, SP; 0 for PUSHQ BP (Go 1.21)
+	size  int64  // SP's offset in the frame (Go 1.19: SUBQ $size, SP; AArch64); 0 for PUSHQ BP (Go 1.21)
 	// morestack is where the stack check's jumps go (0 without one): the
 	// block that calls morestack, entered before the frame is made.
 	morestack uint64

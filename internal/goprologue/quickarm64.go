@@ -33,58 +33,27 @@ func QuickARM64(code []byte, entry uint64, sp []SPRange) (r Result, ok bool) {
 	if !ok {
 		return Result{}, false
 	}
-	var made, saved uint64
+	var f quickFrame
 	fs, small := a64PreIndexLR(word(pc))
 	switch large := a64SubImm(word(pc), 20); {
 	case small && word(pc+4) == a64StoreFP && word(pc+8) == a64SetFP:
-		made, saved = pc+4, pc+8
+		f = quickFrame{made: pc + 4, saved: pc + 8, size: fs}
 	case large > 0 && word(pc+4) == a64StoreFPLR && word(pc+8) == a64SetSPR20 && word(pc+12) == a64SetFP:
-		fs, made, saved = large, pc+12, pc+8 // stored below the frame before SP moves
+		f = quickFrame{made: pc + 12, saved: pc + 8, size: large} // stored below the frame before SP moves
 	default:
 		return Result{}, false
 	}
-	rules := make([]Rule, 1, 8)
-	rules[0] = Rule{PC: entry}
-	cur := false
-	for _, row := range sp {
-		if row.Start < made {
-			if row.Delta != 0 {
-				return Result{}, false
-			}
-			continue
-		}
-		if row.Delta != 0 && row.Delta != fs {
-			return Result{}, false
-		}
-		s := row.Delta == fs
-		if s == cur {
-			continue
-		}
-		at := row.Start
-		switch prev := word(row.Start - 4); {
-		case s && len(rules) == 1:
-			if at = saved; at > row.End {
-				return Result{}, false
-			}
-		case s:
-		case word(row.Start-8) == a64LoadFP && prev == a64PostIndexLR(fs),
-			word(row.Start-8) == a64LoadFPLR && prev == a64AddSP(fs):
-			at = row.Start - 4
+	left := func(pc uint64) (uint64, bool) {
+		switch prev := word(pc - 4); {
+		case word(pc-8) == a64LoadFP && prev == a64PostIndexLR(f.size),
+			word(pc-8) == a64LoadFPLR && prev == a64AddSP(f.size):
+			return pc - 4, true
 		case prev == a64NOP, prev == a64RET, prev&0xfc000000 == a64B:
-		default:
-			return Result{}, false
+			return pc, true
 		}
-		if at <= rules[len(rules)-1].PC {
-			return Result{}, false // rules out of order: not the compiler's code
-		}
-		r := Rule{PC: at, Saved: s}
-		if s {
-			r.Offset = -fs - 8
-		}
-		rules = append(rules, r)
-		cur = s
+		return 0, false
 	}
-	return Result{Kind: Described, Rules: rules}, true
+	return quickRules(entry, sp, f, -f.size-8, left)
 }
 
 // a64StackCheck returns the PC after the stack check at entry (entry
