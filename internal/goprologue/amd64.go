@@ -2,9 +2,10 @@ package goprologue
 
 import (
 	"errors"
-	"fmt"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/isa"
 )
 
 func init() {
@@ -21,7 +22,7 @@ func decodeAMD64(code []byte, pc uint64) []insn {
 	out := make([]insn, 0, len(code)/4+1)
 	insts := make([]x86asm.Inst, 0, len(code)/4+1)
 	for off := 0; off < len(code); {
-		in, err := decodeX86(code[off:])
+		in, err := isa.AMD64(code[off:])
 		if err == nil && in.Op == 0 {
 			// x86asm v0.33.0 returns a prefix with no opcode and no error
 			// for some instructions it lacks (66 4c 0f 38 f6 10, ADCX).
@@ -31,41 +32,12 @@ func decodeAMD64(code []byte, pc uint64) []insn {
 			return append(out, insn{pc: pc + uint64(off), size: len(code) - off, err: err})
 		}
 		at := pc + uint64(off)
-		in.Len = vexLenAMD64(in, code[off:])
+		in.Len = isa.LenAMD64(in, code[off:])
 		insts = append(insts, in)
 		out = append(out, insn{pc: at, size: in.Len, raw: &insts[len(insts)-1]})
 		off += in.Len
 	}
 	return out
-}
-
-// decodeX86 is x86asm.Decode in 64-bit mode, with a panic of the decoder
-// (x/arch v0.30.0 indexes past a truncated VEX instruction: c5 30) made
-// an error, so that hostile code bytes cannot stop a conversion.
-func decodeX86(b []byte) (in x86asm.Inst, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			in, err = x86asm.Inst{}, fmt.Errorf("x86asm: %v", r)
-		}
-	}()
-	return x86asm.Decode(b, 64)
-}
-
-// vexLenAMD64 corrects the length x86asm v0.33.0 gives VZEROUPPER and
-// VZEROALL, which it takes to run two bytes past their opcode (c5 f8 77
-// comes out 5 bytes long). The two have no operands: a VEX prefix of two
-// (c5) or three (c4) bytes and the opcode 77.
-func vexLenAMD64(in x86asm.Inst, b []byte) int {
-	if in.Op != x86asm.VZEROUPPER && in.Op != x86asm.VZEROALL {
-		return in.Len
-	}
-	if len(b) >= 3 && b[0] == 0xc5 && b[2] == 0x77 {
-		return 3
-	}
-	if len(b) >= 4 && b[0] == 0xc4 && b[3] == 0x77 {
-		return 4
-	}
-	return in.Len
 }
 
 // conditional jumps of x86.

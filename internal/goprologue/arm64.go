@@ -8,25 +8,12 @@ import (
 	"strings"
 
 	"golang.org/x/arch/arm64/arm64asm"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/isa"
 )
 
 func init() {
 	arches[ARM64] = &arch{cfa: 0, below: 8, decode: decodeARM64, effect: effectARM64}
-}
-
-// decodeA64 is arm64asm.Decode, with a panic of the decoder (hostile
-// code must not stop a conversion; none is known, unlike x86asm's, see
-// decodeX86) turned into an error. arm64asm v0.30.0 marks each decoding
-// rule it uses in a package-level table (decoderCover[i] = true, for
-// its own tests), so goroutines decoding at once write the same true to
-// the same bytes: the race detector reports it, and it changes nothing.
-func decodeA64(w []byte) (in arm64asm.Inst, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			in, err = arm64asm.Inst{}, fmt.Errorf("arm64asm: %v", r)
-		}
-	}()
-	return arm64asm.Decode(w)
 }
 
 // decodeARM64 decodes each 4-byte word; Go's arm64 code has padding and
@@ -40,7 +27,7 @@ func decodeARM64(code []byte, pc uint64) []insn {
 		if len(code)-off < 4 {
 			return append(out, insn{pc: at, size: len(code) - off, err: errors.New("truncated instruction")})
 		}
-		a, err := decodeA64(code[off : off+4])
+		a, err := isa.ARM64(code[off : off+4])
 		if err != nil {
 			w := binary.LittleEndian.Uint32(code[off:])
 			if r, ok := classifyARM64(w); ok {

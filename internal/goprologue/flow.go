@@ -2,9 +2,10 @@ package goprologue
 
 import (
 	"fmt"
+	"sort"
+
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
-	"sort"
 )
 
 // flowKind is how control leaves an instruction.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/isa"
 )
 
 // QuickAMD64 describes an x86-64 function the Go compiler made, in the
@@ -242,7 +244,7 @@ func quickDecodeX86(b []byte) (x86asm.Inst, error) {
 	case len(b) >= 8 && b[0] == 0x48 && (b[1] == 0x89 || b[1] == 0x8b) && b[2] == 0xac && b[3] == 0x24:
 		return bpSlotMove(b[1], int64(le32(4)), 8), nil
 	}
-	return decodeX86(b)
+	return isa.AMD64(b)
 }
 
 // quickImm is an immediate form quickDecodeX86 reads (opcode 83 or 81),
@@ -289,7 +291,7 @@ func jumpBefore(code []byte, entry, pc uint64) bool {
 		if i < n {
 			continue
 		}
-		in, err := decodeX86(code[i-n : i])
+		in, err := isa.AMD64(code[i-n : i])
 		if err == nil && in.Op == x86asm.JMP && in.Len == n {
 			if _, rel := in.Args[0].(x86asm.Rel); rel {
 				return true

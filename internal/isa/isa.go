@@ -1,0 +1,55 @@
+// Package isa is the one way the project decodes machine instructions:
+// golang.org/x/arch's decoders, with their panics on hostile bytes made
+// errors and their known wrong lengths corrected, so that no code bytes
+// can stop a conversion or a check.
+package isa
+
+import (
+	"fmt"
+
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// AMD64 is x86asm.Decode in 64-bit mode, with a panic of the decoder
+// (x/arch v0.30.0 indexes past a truncated VEX instruction: c5 30) made
+// an error. Inst.Len is as x86asm gives it: see LenAMD64.
+func AMD64(b []byte) (in x86asm.Inst, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			in, err = x86asm.Inst{}, fmt.Errorf("x86asm: %v", r)
+		}
+	}()
+	return x86asm.Decode(b, 64)
+}
+
+// LenAMD64 is the length of in, decoded from b, with the length x86asm
+// gives VZEROUPPER and VZEROALL corrected: it takes them to run two bytes
+// past their opcode (c5 f8 77 comes out 5 bytes long). The two have no
+// operands: a VEX prefix of two (c5) or three (c4) bytes and the opcode 77.
+func LenAMD64(in x86asm.Inst, b []byte) int {
+	if in.Op != x86asm.VZEROUPPER && in.Op != x86asm.VZEROALL {
+		return in.Len
+	}
+	if len(b) >= 3 && b[0] == 0xc5 && b[2] == 0x77 {
+		return 3
+	}
+	if len(b) >= 4 && b[0] == 0xc4 && b[3] == 0x77 {
+		return 4
+	}
+	return in.Len
+}
+
+// ARM64 is arm64asm.Decode with a panic of the decoder made an error
+// (none is known, unlike x86asm's). arm64asm v0.30.0 marks each decoding
+// rule it uses in a package-level table (decoderCover[i] = true, for its
+// own tests), so goroutines decoding at once write the same true to the
+// same bytes: the race detector reports it, and it changes nothing.
+func ARM64(w []byte) (in arm64asm.Inst, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			in, err = arm64asm.Inst{}, fmt.Errorf("arm64asm: %v", r)
+		}
+	}()
+	return arm64asm.Decode(w)
+}
