@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
+	"github.com/cfi2sframe/cfi2sframe/internal/callsite"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/verify"
 )
@@ -145,6 +146,9 @@ func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool
 	if n := counts[verify.SignalMark]; n > 0 {
 		marks = fmt.Sprintf(", %d signal frames marked as such", n)
 	}
+	if n := res.ReturnAddresses; n > 0 {
+		marks += fmt.Sprintf(", %d return addresses after a function's last call checked at the call", n)
+	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI%s, %d CFI functions missing from .sframe, %d skipped as cfi2sframe skips them%s, %d layout problems\n",
 		name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], marks, res.Missing, skipped, why, len(res.Layout))
 }
@@ -172,11 +176,12 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 	bad := 0
 	var all []readerResult
 	for _, file := range args {
-		in, err := readerInput(file)
+		in, release, err := readerInput(file)
 		if err != nil {
 			return err
 		}
 		res := acceptance.Check(r, in)
+		release()
 		if !res.OK() {
 			bad++
 		}
@@ -194,16 +199,7 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 		} else {
 			fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
 		}
-		// Limits of the reader do not fail the check: say how many
-		// functions a walk can only start in, and the first.
-		if len(res.Limits) > 0 {
-			fns := "functions"
-			if res.LimitFunctions == 1 {
-				fns = "function"
-			}
-			fmt.Fprintf(out, "%s: note: %d rules in %d %s are used only in the interrupted frame (a walk reaching them as a caller stops); the first: %s\n",
-				file, res.TotalLimits, res.LimitFunctions, fns, res.Limits[0])
-		}
+		printLimits(out, file, res)
 	}
 	if asJSON {
 		if err := printJSON(cmd, all); err != nil {
@@ -216,32 +212,62 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 	return nil
 }
 
+// printLimits says, per kind, how many of the reader's limits the file
+// meets, and the first of each: they do not fail the check.
+func printLimits(out io.Writer, file string, res *acceptance.Result) {
+	what := map[acceptance.Kind]string{
+		acceptance.InnermostOnly: "%[1]d rules in %[2]d %[3]s are used only in the interrupted frame (a walk reaching them as a caller stops)",
+		acceptance.CallerLookup:  "%[2]d %[3]s end with a call, whose return address the kernel looks up as it is: in the next function or in padding (a walk through the call gets a wrong caller or falls back to the frame pointer)",
+	}
+	for _, k := range []acceptance.Kind{acceptance.InnermostOnly, acceptance.CallerLookup} {
+		n := res.LimitKinds[k]
+		if n.Rules == 0 {
+			continue
+		}
+		fns := "functions"
+		if n.Functions == 1 {
+			fns = "function"
+		}
+		first := ""
+		for _, v := range res.Limits {
+			if v.Kind == k {
+				first = "; the first: " + v.String()
+				break
+			}
+		}
+		fmt.Fprintf(out, "%s: note: %s%s\n", file, fmt.Sprintf(what[k], n.Rules, n.Functions, fns), first)
+	}
+}
+
 type readerResult struct {
 	File string `json:"file"`
 	*acceptance.Result
 }
 
-// readerInput reads a linked file's .sframe and executable segments.
-func readerInput(name string) (acceptance.Input, error) {
+// readerInput reads a linked file's .sframe and executable segments, and
+// gives the checks its code; release unmaps the file once they are done.
+func readerInput(name string) (in acceptance.Input, release func(), err error) {
 	data, err := openMapped(name)
 	if err != nil {
-		return acceptance.Input{}, err
+		return acceptance.Input{}, nil, err
 	}
-	defer data.Close()
 	f, err := elfread.NewFileBytes(data.Data, name)
-	if err != nil {
-		return acceptance.Input{}, fmt.Errorf("%s: %w", name, err)
+	if err == nil {
+		var es *elfread.Section
+		if es, err = f.LoaderSFrame(); err == nil {
+			// A copy: the section outlives the mapping in the result.
+			in = acceptance.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
+		}
 	}
-	es, err := f.LoaderSFrame()
 	if err != nil {
-		return acceptance.Input{}, fmt.Errorf("%s: %w", name, err)
+		data.Close()
+		return acceptance.Input{}, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	// A copy: the mapping is released on return.
-	in := acceptance.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
 	if f.ELF.Type != elf.ET_REL {
 		in.Exec = acceptance.ExecRanges(f.ELF)
+		in.CallEnds = callsite.New(f.ELF, data.Data).EndsWithCall
 	}
-	return in, nil
+	return in, func() { data.Close() }, nil
 }
 
 type fileResult struct {

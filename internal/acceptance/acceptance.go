@@ -23,7 +23,10 @@
 // InnermostOnly, is not a violation but a limit of the reader, listed
 // apart (Result.Limits): the rule at the PC is right and the reader uses
 // it, but only in the interrupted frame, so a walk reaching the PC as a
-// caller stops there.
+// caller stops there. A fourth, CallerLookup, is a limit too: the reader
+// looks a return address up where the section does not describe the
+// caller (the kernel, after a call that is a function's last
+// instruction); finding it needs the code (Input.CallEnds).
 package acceptance
 
 import (
@@ -76,6 +79,12 @@ const (
 	// right. A limit of the reader, not a fault of the section: listed in
 	// Result.Limits, not counted by Total or OK.
 	InnermostOnly Kind = "innermost-only"
+	// CallerLookup: the section is accepted and right, but the reader
+	// looks a caller's return address up at a PC whose rule is not the
+	// caller's: another function's (a wrong caller, unless the two rules
+	// agree) or none (the reader falls back to the frame pointer). A limit
+	// of the reader, listed in Result.Limits.
+	CallerLookup Kind = "caller-lookup"
 )
 
 // Violation is one broken rule. FDE and FRE are indices in the section's
@@ -114,6 +123,11 @@ type Input struct {
 	// with that segment as its text range, and requires every function
 	// it reads to lie inside it. Nil skips those rules.
 	Exec []Range
+	// CallEnds reports whether the function [lo, hi) ends with a call
+	// instruction, so that the call's return address is hi (a limit of
+	// the kernel: CallerLookup); from is an address in it known to start
+	// an instruction (its last FRE's). Nil skips that rule.
+	CallEnds func(lo, hi, from uint64) bool
 }
 
 // MaxViolations bounds how many violations Result keeps (Total counts all).
@@ -127,12 +141,20 @@ type Result struct {
 	Rejects    int         `json:"rejects"`    // of which Reject
 	Functions  int         `json:"functions"`
 	FREs       int         `json:"fres"`
-	// Limits are the InnermostOnly findings, in section order, at most
+	// Limits are the InnermostOnly and CallerLookup findings, in section order, at most
 	// MaxViolations; TotalLimits counts them all and LimitFunctions the
 	// functions they are in.
-	Limits         []Violation `json:"limits,omitempty"`
-	TotalLimits    int         `json:"total_limits"`
-	LimitFunctions int         `json:"limit_functions"`
+	Limits      []Violation `json:"limits,omitempty"`
+	TotalLimits int         `json:"total_limits"`
+	// LimitKinds counts the limits and the functions they are in by kind.
+	LimitKinds     map[Kind]LimitCount `json:"limit_kinds,omitempty"`
+	LimitFunctions int                 `json:"limit_functions"`
+}
+
+// LimitCount counts the limits of one kind and the functions they are in.
+type LimitCount struct {
+	Rules     int `json:"rules"`
+	Functions int `json:"functions"`
 }
 
 // OK says whether the reader takes the section with no violation (limits
@@ -161,6 +183,7 @@ type checker struct {
 	res       *Result
 	sec       *sfsection.Section
 	limitFDEs map[int]bool
+	kindFDEs  map[Kind]map[int]bool
 }
 
 func (c *checker) add(rule string, k Kind, fde, fre int, pc uint64, format string, args ...any) {
@@ -176,16 +199,31 @@ func (c *checker) add(rule string, k Kind, fde, fre int, pc uint64, format strin
 
 // limit records an InnermostOnly finding (see Result.Limits).
 func (c *checker) limit(rule string, fde, fre int, pc uint64, format string, args ...any) {
+	c.limitKind(InnermostOnly, rule, fde, fre, pc, format, args...)
+}
+
+// limitKind records a limit of kind k (see Result.Limits).
+func (c *checker) limitKind(k Kind, rule string, fde, fre int, pc uint64, format string, args ...any) {
 	c.res.TotalLimits++
 	if c.limitFDEs == nil {
-		c.limitFDEs = map[int]bool{}
+		c.limitFDEs, c.kindFDEs, c.res.LimitKinds = map[int]bool{}, map[Kind]map[int]bool{}, map[Kind]LimitCount{}
 	}
 	if !c.limitFDEs[fde] {
 		c.limitFDEs[fde] = true
 		c.res.LimitFunctions++
 	}
+	n := c.res.LimitKinds[k]
+	n.Rules++
+	if c.kindFDEs[k] == nil {
+		c.kindFDEs[k] = map[int]bool{}
+	}
+	if !c.kindFDEs[k][fde] {
+		c.kindFDEs[k][fde] = true
+		n.Functions++
+	}
+	c.res.LimitKinds[k] = n
 	if len(c.res.Limits) < MaxViolations {
-		c.res.Limits = append(c.res.Limits, Violation{Reader: c.res.Reader, Rule: rule, Kind: InnermostOnly,
+		c.res.Limits = append(c.res.Limits, Violation{Reader: c.res.Reader, Rule: rule, Kind: k,
 			FDE: fde, FRE: fre, PC: pc, Detail: fmt.Sprintf(format, args...)})
 	}
 }

@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
@@ -185,6 +186,7 @@ func TestKernelRules(t *testing.T) {
 		funcs  func() []sframe.Function
 		patch  func(t *testing.T, b []byte) // applied to the encoded section
 		exec   []Range
+		calls  []uint64 // starts of the functions that end with a call (Input.CallEnds)
 		want   []want
 		limits []want // Result.Limits
 	}{
@@ -198,6 +200,14 @@ func TestKernelRules(t *testing.T) {
 		{name: "DRAP body", funcs: func() []sframe.Function { return withFlex(drap, drapBody) }, exec: exec,
 			limits: []want{limit(2, 0, 0x1030), limit(2, 1, 0x1032)}},
 
+		// A call that ends a function returns to its end, which the
+		// kernel looks up as it is (a booted kernel's chain through
+		// glibc's exit ended there).
+		{name: "call at the end into a function whose entry rule is the caller's", funcs: amd64Funcs, exec: exec, calls: []uint64{0x1000}},
+		{name: "call at the end into padding", funcs: amd64Funcs, exec: exec, calls: []uint64{0x1010},
+			limits: []want{{"return-at-end", CallerLookup, 1, 1, 0x1030}}},
+		{name: "call at the end into another function's rule", funcs: func() []sframe.Function { return withFlex(drap) }, exec: exec, calls: []uint64{0x1010},
+			limits: []want{{"return-at-end", CallerLookup, 1, 1, 0x1030}, limit(2, 0, 0x1030)}},
 		{name: "function past its segment", funcs: amd64Funcs, exec: []Range{{0x1000, 0x1028}},
 			want: []want{reject("text-end", 1, -1, 0x1010)}},
 		{name: "functions in two executable segments", funcs: amd64Funcs, exec: []Range{{0x1010, 0x1100}, {0x1000, 0x1010}},
@@ -266,7 +276,16 @@ func TestKernelRules(t *testing.T) {
 			if tt.patch != nil {
 				tt.patch(t, b)
 			}
-			res := Check(Kernel, Input{Section: b, Addr: secAddr, Exec: tt.exec})
+			in := Input{Section: b, Addr: secAddr, Exec: tt.exec}
+			if tt.calls != nil {
+				in.CallEnds = func(lo, hi, from uint64) bool {
+					if from < lo || from >= hi {
+						t.Errorf("CallEnds(%#x, %#x, %#x): from outside the function", lo, hi, from)
+					}
+					return slices.Contains(tt.calls, lo)
+				}
+			}
+			res := Check(Kernel, in)
 			// expect compares the violations (or limits) found with those
 			// wanted, in order, and their total.
 			expect := func(what string, vs []Violation, total int, ws []want) {

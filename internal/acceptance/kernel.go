@@ -86,7 +86,71 @@ func (c *checker) kernel(in Input) {
 		}
 		prev = d.Start
 		c.kernelFREs(i, d)
+		if in.CallEnds != nil {
+			c.kernelCallEnd(i, d, in.CallEnds)
+		}
 	}
+}
+
+// kernelCallEnd finds where the kernel looks up the return address of a
+// call that is function i's last instruction. unwind_user_next_common
+// looks a caller's return address up as it is, not minus one (as DWARF
+// unwinders do), so it lands past the function: in the next function,
+// whose rule there is used for the caller's frame, or in padding, where
+// sframe_find fails with -ENOENT and the walk falls back to the frame
+// pointer. Seen on a booted kernel: glibc's exit ends with its call of
+// __run_exit_handlers, and the chain ended at exit's end.
+func (c *checker) kernelCallEnd(i int, d *sframe.FDE, callEnds func(lo, hi, from uint64) bool) {
+	end := d.Start + uint64(d.Size)
+	if d.Size == 0 || d.PCType != sframe.PCInc || len(d.FREs) == 0 {
+		return
+	}
+	at := d.FREAt(end - 1)
+	if at < 0 || !callEnds(d.Start, end, d.Start+uint64(d.FREs[at].Start)) {
+		return // "first-fre", or no call at the end
+	}
+	j := c.fdeAt(end)
+	if j < 0 {
+		c.limitKind(CallerLookup, "return-at-end", i, at, end,
+			"the call that ends the function returns to %#x, which no function covers: the kernel looks the return address up as it is and unwinds the caller by the frame pointer", end)
+		return
+	}
+	n := &c.sec.FDEs[j]
+	k := n.FREAt(end)
+	if k >= 0 && sameRule(c.sec.Interpret(d, &d.FREs[at]), c.sec.Interpret(n, &n.FREs[k])) {
+		return // the next function's rule there is the caller's
+	}
+	c.limitKind(CallerLookup, "return-at-end", i, at, end,
+		"the call that ends the function returns to %#x, the start of function %#x: the kernel looks the return address up as it is and unwinds the caller with that function's rule, not this one's (a wrong caller)", end, n.Start)
+}
+
+// fdeAt returns the index of the function covering pc, as the kernel's
+// __find_fde finds it (the last start at or below pc, pc inside it), or -1.
+func (c *checker) fdeAt(pc uint64) int {
+	fdes := c.sec.FDEs
+	i, _ := slices.BinarySearchFunc(fdes, pc, func(d sframe.FDE, pc uint64) int {
+		switch {
+		case d.Start < pc:
+			return -1
+		case d.Start > pc:
+			return 1
+		}
+		return 0
+	})
+	if i < len(fdes) && fdes[i].Start == pc {
+		return i
+	}
+	if i == 0 || pc-fdes[i-1].Start >= uint64(fdes[i-1].Size) {
+		return -1
+	}
+	return i - 1
+}
+
+// sameRule says whether two rules recover the caller's CFA, return
+// address and frame pointer the same way.
+func sameRule(a, b sframe.Rule) bool {
+	return a.CFA == b.CFA && a.RA == b.RA && a.FP == b.FP && a.MangledRA == b.MangledRA &&
+		a.RAUndefined == b.RAUndefined && a.Signal == b.Signal
 }
 
 // kernelFDE applies __read_fde's checks and __find_fre's need for a row at
