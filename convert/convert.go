@@ -33,6 +33,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
+	"github.com/cfi2sframe/cfi2sframe/internal/callsite"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
@@ -248,7 +249,7 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 	if early != nil {
 		copying = early.copying
 	}
-	tr, enc, cfiErrs, err := translateLinked(f, st, o, copying)
+	tr, enc, cfiErrs, err := translateLinked(f, in, st, o, copying)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +343,7 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early *early
 // so it must have that CPU to itself, not share two with the goroutines
 // and end last. cfiErrs are st's errors followed by those of the FDEs
 // that could not be executed, in the order of the functions.
-func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan struct{}) (res *translate.Result, enc *sframe.Encoder, cfiErrs []error, err error) {
+func translateLinked(f *elfread.File, in []byte, st *cfi.File, o Options, copying <-chan struct{}) (res *translate.Result, enc *sframe.Encoder, cfiErrs []error, err error) {
 	ef := f.ELF
 	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: lazySymbolizer(f)},
 		o.translateOptions())
@@ -368,6 +369,7 @@ func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan st
 	cfiErrs = slices.Clone(st.Errors())
 	cuts := parts(all)
 	forks := reserve(enc, ef, cuts)
+	pad := callsite.NewReturnPad(ef, in, all)
 	enc.Grow(len(all) + 64) // room for every function (PLT entries are a few more)
 	res, err = t.PLTs(enc.Add)
 	if err != nil {
@@ -375,7 +377,7 @@ func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan st
 	}
 	if len(cuts) == 2 {
 		ctx := st.Context(all)
-		r, err := t.Functions(ctx, enc.Add)
+		r, err := t.Functions(ctx, pad.Wrap(enc.Add))
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -399,7 +401,7 @@ func translateLinked(f *elfread.File, st *cfi.File, o Options, copying <-chan st
 				p := &j.parts[i]
 				p.enc.Grow(cuts[i+1] - cuts[i])
 				ctx := st.Context(all[cuts[i]:cuts[i+1]])
-				p.res, p.err = t.Functions(ctx, p.enc.Add)
+				p.res, p.err = t.Functions(ctx, pad.Wrap(p.enc.Add))
 				p.cfiErrs = ctx.Errors()
 				j.finish(i)
 			}

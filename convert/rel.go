@@ -159,7 +159,7 @@ func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Functi
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	funcs, tr, err := collect.Functions(t, tables)
+	funcs, tr, err := collect.Functions(t, tables, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}

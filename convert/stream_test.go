@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/callsite"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/collect"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
@@ -48,13 +49,16 @@ func TestStreamingMatchesTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			tables, cfiErrs := cfiload.All(cf)
+			entries := cf.Entries()
+			cfi.SortEntries(entries)
 			ef := f.ELF
 			tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: f.Symbolizer()},
 				o.translateOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, tr, err := collect.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true, Addr: res.Addr})
+			b, tr, err := collect.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true, Addr: res.Addr},
+				callsite.NewReturnPad(ef, in, entries))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -137,6 +137,11 @@ type Result struct {
 	// sections: ".eh_frame over .gopclntab", ".gopclntab over
 	// .debug_frame", the first the one checked against.
 	Shared map[string]int `json:"shared,omitempty"`
+	// ReturnAddresses counts the functions whose last SFrame byte is the
+	// return address of the call that ends their CFI, in padding:
+	// cfi2sframe covers it for readers that look a return address up as
+	// it is (the kernel). It is checked against the CFI at the call.
+	ReturnAddresses int `json:"return_addresses,omitempty"`
 	// Agree: no Disagree finding, no Missing function and no Layout
 	// problem.
 	Agree bool `json:"agree"`
@@ -210,6 +215,7 @@ func check(in input) *Result {
 	})
 	c.missing(res, covered)
 	c.shared(res)
+	res.ReturnAddresses = c.returns
 	res.Findings = c.findings
 	sort.SliceStable(res.Findings, func(i, j int) bool { return res.Findings[i].PC < res.Findings[j].PC })
 	res.Agree = res.Missing == 0
@@ -351,6 +357,7 @@ type checker struct {
 	pcs      []uint64     // checkFDE's boundaries, reused
 	findings []Finding
 	open     map[string]*Finding // current run per "what"
+	returns  int                 // Result.ReturnAddresses
 }
 
 // rowAt returns the rule of SFrame function d at pc, from d's last FRE
@@ -651,6 +658,14 @@ func lcm(a, b uint64) uint64 {
 func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {
 	rule, ok := c.rowAt(d, pc)
 	t, row := c.lookup(pc)
+	if row == nil && pc > d.Start && pc == d.Start+uint64(d.Size)-1 {
+		// The return address of a call that ends the CFI function, in
+		// the padding after it: its rule is the one at the call.
+		if t1, row1 := c.lookup(pc - 1); row1 != nil && t1.FDE.End() == pc {
+			t, row = t1, row1
+			c.returns++
+		}
+	}
 	if row == nil {
 		c.note(d, pc, next, NoCFI, "", "", "")
 		return

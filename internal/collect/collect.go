@@ -8,6 +8,8 @@ package collect
 import (
 	"slices"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/callsite"
+
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -17,8 +19,9 @@ import (
 // Functions translates t's PLTs and then the functions of tables (in
 // start order, cfiload.Tables), as a conversion does, and returns a copy
 // of every function, in the order translate gave them, with the summed
-// result.
-func Functions(t *translate.Translator, tables []*cfi.Table) ([]sframe.Function, *translate.Result, error) {
+// result. pad (nil for none) is a linked file's ReturnPad, as a
+// conversion applies it.
+func Functions(t *translate.Translator, tables []*cfi.Table, pad *callsite.ReturnPad) ([]sframe.Function, *translate.Result, error) {
 	var funcs []sframe.Function
 	keep := func(fn *sframe.Function) error {
 		c := *fn
@@ -30,7 +33,7 @@ func Functions(t *translate.Translator, tables []*cfi.Table) ([]sframe.Function,
 	if err != nil {
 		return nil, nil, err
 	}
-	fres, err := t.Functions(cfiload.Tables(tables), keep)
+	fres, err := t.Functions(cfiload.Tables(tables), pad.Wrap(keep))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,9 +43,10 @@ func Functions(t *translate.Translator, tables []*cfi.Table) ([]sframe.Function,
 
 // Section is Functions encoded in one sframe.Encode, the reference
 // section the streamed conversion is held to: o says the version, byte
-// order, address and flags; the ABI and its fixed offsets are t's.
-func Section(t *translate.Translator, tables []*cfi.Table, o sframe.Options) ([]byte, *translate.Result, error) {
-	funcs, res, err := Functions(t, tables)
+// order, address and flags; the ABI and its fixed offsets are t's; pad
+// is as for Functions.
+func Section(t *translate.Translator, tables []*cfi.Table, o sframe.Options, pad *callsite.ReturnPad) ([]byte, *translate.Result, error) {
+	funcs, res, err := Functions(t, tables, pad)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/callsite"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/collect"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
@@ -25,9 +26,9 @@ import (
 // whole is convertV done another way: every table executed at once
 // (tables), the functions kept and encoded with sframe.Encode; figures
 // reads the section back.
-func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) *encoded {
+func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8, pad *callsite.ReturnPad) *encoded {
 	t.Helper()
-	b, tr := encodeTables(t, ef, tables, plts, v)
+	b, tr := encodeTables(t, ef, tables, plts, v, pad)
 	e, err := figures(b, 0, tr, plts)
 	if err != nil {
 		t.Fatal(err)
@@ -46,13 +47,13 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 
 // encodeTables translates and encodes tables as whole does: the section
 // and the translation.
-func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8) ([]byte, *translate.Result) {
+func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT, v uint8, pad *callsite.ReturnPad) ([]byte, *translate.Result) {
 	t.Helper()
 	tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plts}, translate.Options{Version: v, SignalOutermost: true}) // convert's default
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, tr, err := collect.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: true, Sort: true})
+	b, tr, err := collect.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: true, Sort: true}, pad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +96,9 @@ func TestFiguresMatchWhole(t *testing.T) {
 		}
 		tables, _ := cfiload.All(cf)
 		plts := plt.Sections(f.ELF)
+		entries := cf.Entries()
+		cfi.SortEntries(entries)
+		pad := callsite.NewReturnPad(f.ELF, b, entries) // as a conversion applies it
 		conv, err := convert.NewFile(name, bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +108,7 @@ func TestFiguresMatchWhole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(whole(t, f.ELF, tables, plts, v), got, cmp.AllowUnexported(encoded{})); diff != "" {
+			if diff := cmp.Diff(whole(t, f.ELF, tables, plts, v, pad), got, cmp.AllowUnexported(encoded{})); diff != "" {
 				t.Errorf("%s V%d (-whole +conversion's figures):\n%s", name, v, diff)
 			}
 		}
@@ -146,8 +150,8 @@ func TestFiguresOverlaps(t *testing.T) {
 			tables = append(tables, tab)
 		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-			want := whole(t, ef, tables, nil, v)
-			sec, tr := encodeTables(t, ef, tables, nil, v)
+			want := whole(t, ef, tables, nil, v, nil)
+			sec, tr := encodeTables(t, ef, tables, nil, v, nil)
 			got, err := figures(sec, 0, tr, nil)
 			if err != nil {
 				t.Fatal(err)

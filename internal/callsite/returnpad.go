@@ -1,0 +1,69 @@
+package callsite
+
+import (
+	"debug/elf"
+	"sort"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/sframe"
+)
+
+// ReturnPad makes a function whose last instruction is a call, followed
+// by padding, cover one byte more: the call's return address. A reader
+// that looks a caller's return address up as it is, not minus one (the
+// Linux kernel's user unwinder), finds no function there and falls back
+// to the frame pointer; with the byte covered it finds the rule in effect
+// at the call, the caller's. Compilers end a function with a call when
+// the callee does not return (abort, exit, __stack_chk_fail): Debian 12's
+// libc has 884 such functions followed by padding, libLLVM-14 33,785.
+// Readers that look up the return address minus one never reach the
+// byte, and nothing runs there. A function followed directly by another
+// (a cold part, say) cannot be helped: verify --for kernel reports it.
+type ReturnPad struct {
+	code    *Code
+	entries []cfi.Entry // sorted by start (cfi.SortEntries)
+}
+
+// NewReturnPad returns the ReturnPad of the ELF file ef whose contents
+// are data and whose CFI functions are entries, sorted by start.
+func NewReturnPad(ef *elf.File, data []byte, entries []cfi.Entry) *ReturnPad {
+	return &ReturnPad{code: New(ef, data), entries: entries}
+}
+
+// Wrap returns emit with the rule applied first. Each Wrap may be used by
+// its own goroutine; a nil ReturnPad returns emit as it is.
+func (r *ReturnPad) Wrap(emit func(*sframe.Function) error) func(*sframe.Function) error {
+	if r == nil {
+		return emit
+	}
+	return func(fn *sframe.Function) error {
+		if r.extend(fn) {
+			fn.Size++
+		}
+		return emit(fn)
+	}
+}
+
+// extend says whether fn ends with a call followed by padding that no
+// function's CFI covers.
+func (r *ReturnPad) extend(fn *sframe.Function) bool {
+	if fn.PCType != sframe.PCInc || fn.Size == 0 || fn.Size == ^uint32(0) || len(fn.Rows) == 0 {
+		return false
+	}
+	end := fn.Start + uint64(fn.Size)
+	return !r.covered(end) && r.code.PaddingAt(end) &&
+		r.code.EndsWithCall(fn.Start, end, fn.Start+uint64(fn.Rows[len(fn.Rows)-1].Start))
+}
+
+// covered says whether some CFI entry covers pc (entries that start at
+// or below it, the nearest few: CFI functions seldom nest).
+func (r *ReturnPad) covered(pc uint64) bool {
+	es := r.entries
+	i := sort.Search(len(es), func(i int) bool { return es[i].Start > pc })
+	for j := i - 1; j >= 0 && j >= i-4; j-- {
+		if pc-es[j].Start < es[j].Size {
+			return true
+		}
+	}
+	return false
+}
