@@ -32,7 +32,22 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte{0xe2, 0xde, 2, 1, 3, 0, 0xf8, 0}, uint64(0))
 	f.Fuzz(func(t *testing.T, b []byte, addr uint64) {
 		for _, r := range acceptance.All {
-			res := acceptance.Check(r, acceptance.Input{Section: b, Addr: addr, Exec: []acceptance.Range{{Lo: addr, Hi: addr + 0x10000}}})
+			// Every other function ends with a call (the kernel's
+			// return-at-end limit); from must lie in the function.
+			calls := func(lo, hi, from uint64) bool {
+				if from < lo || from >= hi {
+					t.Fatalf("CallEnds(%#x, %#x, %#x): from outside the function", lo, hi, from)
+				}
+				return lo&1 == 0
+			}
+			res := acceptance.Check(r, acceptance.Input{Section: b, Addr: addr, Exec: []acceptance.Range{{Lo: addr, Hi: addr + 0x10000}}, CallEnds: calls})
+			n := 0
+			for _, c := range res.LimitKinds {
+				n += c.Rules
+			}
+			if n != res.TotalLimits {
+				t.Fatalf("%s: limits by kind %d, total %d", r, n, res.TotalLimits)
+			}
 			if res.Total < len(res.Violations) || res.Rejects > res.Total || len(res.Violations) > acceptance.MaxViolations {
 				t.Fatalf("%s: total %d, rejects %d, kept %d", r, res.Total, res.Rejects, len(res.Violations))
 			}
