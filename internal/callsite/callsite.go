@@ -216,8 +216,8 @@ func s390xEndsWithCall(code []byte, from int) bool {
 }
 
 // Padding reports whether b starts with what compilers and linkers fill
-// the gaps between functions with, rather than code: on x86-64 a NOP of
-// any length or INT3; on AArch64 NOP or a zero word; on s390x NOPR, NOP
+// the gaps between functions with, rather than code: on x86-64 NOP, a
+// long NOP (prefixed or not), INT3 or zeros; on AArch64 NOP or a zero word; on s390x NOPR, NOP
 // or zero bytes. A call's return address in such a gap is reached by no
 // other path, so a rule there can only be the caller's.
 func Padding(m elf.Machine, order binary.ByteOrder, b []byte) bool {
@@ -226,12 +226,13 @@ func Padding(m elf.Machine, order binary.ByteOrder, b []byte) bool {
 		if len(b) >= 1 && b[0] == 0xcc || len(b) >= 2 && b[0] == 0 && b[1] == 0 {
 			return true // INT3, zero fill
 		}
-		inst, err := isa.AMD64(b)
-		if err != nil {
-			return false
+		// NOP (90) and the long NOPs (0F 1F /0), after any operand-size
+		// (66) and segment (2E) prefixes: what assemblers pad with.
+		i := 0
+		for i < len(b) && i < 14 && (b[i] == 0x66 || b[i] == 0x2e) {
+			i++
 		}
-		return inst.Op == x86asm.NOP ||
-			(inst.Op == x86asm.XCHG && inst.Args[0] == inst.Args[1])
+		return i < len(b) && b[i] == 0x90 || i+1 < len(b) && b[i] == 0x0f && b[i+1] == 0x1f
 	case elf.EM_AARCH64:
 		if len(b) < 4 {
 			return false

@@ -51,8 +51,8 @@ func (r *ReturnPad) extend(fn *sframe.Function) bool {
 		return false
 	}
 	end := fn.Start + uint64(fn.Size)
-	return !r.covered(end) && r.code.PaddingAt(end) &&
-		r.code.EndsWithCall(fn.Start, end, fn.Start+uint64(fn.Rows[len(fn.Rows)-1].Start))
+	return r.code.EndsWithCall(fn.Start, end, fn.Start+uint64(fn.Rows[len(fn.Rows)-1].Start)) &&
+		!r.covered(end) && r.code.PaddingAt(end)
 }
 
 // covered says whether some CFI entry covers pc (entries that start at
