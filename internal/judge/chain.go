@@ -15,7 +15,12 @@ import (
 // no signal frame; drapfn as a caller, since its rbp rule names a register
 // and the kernel applies register rules only in the interrupted frame.
 // goprog is a Go program: its chain ends at runtime.goexit, the first
-// frame of every goroutine, which its SFrame marks outermost.
+// frame of every goroutine, which its SFrame marks outermost. dyn is
+// dynamically linked: its frames lie in the program, its library
+// libchain.so and libc.so.6; "@OBJ+" is one or more frames in the object
+// whose file is named OBJ (Debian's libc.so.6 is stripped, so its internal
+// functions have no name, and qsort's merge sort recurses to a depth that
+// varies).
 const KernelTruth = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ; drapfn
@@ -28,6 +33,8 @@ plt __strlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strnlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strcpy_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
+dyn lib_leaf lib_l2 p2 lib_l1 p1 main @libc.so.6+ _start ;
+dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
 `
 
 // A Truth is one true chain: its frames, innermost first, and the frames
@@ -117,13 +124,24 @@ type Verdict struct {
 // function: main in C, main.main in Go.
 func isMain(frame string) bool { return frame == "main" || frame == "main.main" }
 
+// objectRun reports whether a true chain's frame is "@OBJ+" (one or more
+// frames in the object named OBJ) and returns OBJ.
+func objectRun(frame string) (string, bool) {
+	if o, ok := strings.CutPrefix(frame, "@"); ok {
+		return strings.CutSuffix(o, "+")
+	}
+	return "", false
+}
+
 // Classify compares the chain ips (innermost first) with the true chains
 // truth, resolved through st. The first true chain whose innermost frame
 // the chain's is decides: frames are compared in turn up to the first that
-// differs (Wrong); a chain as long as the true one is Equal, a longer one
-// Wrong; a shorter one is Limit if its last frame is one of the true
-// chain's limits and Wrong otherwise. An empty chain is Wrong; a chain
-// whose innermost frame is in none of the true chains' is Other.
+// differs (Wrong), a true frame "@OBJ+" taking every frame in a row (at
+// least one) that lies in the object OBJ; a chain that ends with the true
+// one is Equal, a longer one Wrong; a shorter one is Limit if its last
+// frame is one of the true chain's limits and Wrong otherwise. An empty
+// chain is Wrong; a chain whose innermost frame is in none of the true
+// chains' is Other.
 func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	if len(ips) == 0 {
 		return Verdict{Class: Wrong, Why: "empty chain", Truth: -1}
@@ -135,24 +153,36 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 			continue
 		}
 		v := Verdict{Truth: ti}
-		i := 0
-		for i < n && i < len(t.Frames) && st.is(st.find(ips[i]), t.Frames[i]) {
-			i++
+		i, j := 0, 0 // the next frame of the chain, of the true chain
+		for i < n && j < len(t.Frames) {
+			if obj, ok := objectRun(t.Frames[j]); ok {
+				if !st.inObject(ips[i], obj) {
+					break
+				}
+				for i < n && st.inObject(ips[i], obj) {
+					i++
+				}
+			} else if !st.is(st.find(ips[i]), t.Frames[j]) {
+				break
+			} else {
+				i++
+			}
+			j++
 		}
-		if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && i > m {
+		if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && j > m {
 			v.ThroughMain = true
 		}
 		switch {
-		case i < n && i < len(t.Frames):
-			v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[i])
-		case n == len(t.Frames):
+		case i < n && j < len(t.Frames):
+			v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[j])
+		case i == n && j == len(t.Frames):
 			v.Class = Equal
-		case n > len(t.Frames):
-			v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-len(t.Frames), t.Frames[len(t.Frames)-1])
-		case slices.Contains(t.Limits, t.Frames[n-1]):
-			v.Class, v.Why = Limit, "stops at "+t.Frames[n-1]
+		case i < n:
+			v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-i, t.Frames[len(t.Frames)-1])
+		case slices.Contains(t.Limits, t.Frames[j-1]):
+			v.Class, v.Why = Limit, "stops at "+t.Frames[j-1]
 		default:
-			v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[n-1], n, len(t.Frames))
+			v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[j-1], j, len(t.Frames))
 		}
 		return v
 	}
