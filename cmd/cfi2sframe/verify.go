@@ -194,6 +194,9 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 		} else {
 			fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
 		}
+		if res.Registration == acceptance.RegisteredBySyscall {
+			fmt.Fprintf(out, "%s: note: a shared object: the kernel reads its .sframe once the dynamic loader (or a preloaded library) registers it with sframe_register(); at exec it registers only the program's and its interpreter's\n", file)
+		}
 		// Limits of the reader do not fail the check: say how many
 		// functions a walk can only start in, and the first.
 		if len(res.Limits) > 0 {
@@ -240,6 +243,8 @@ func readerInput(name string) (acceptance.Input, error) {
 	in := acceptance.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
 	if f.ELF.Type != elf.ET_REL {
 		in.Exec = acceptance.ExecRanges(f.ELF)
+		in.Loads = acceptance.LoadRanges(f.ELF)
+		in.Shared = acceptance.SharedObject(f.ELF)
 	}
 	return in, nil
 }
