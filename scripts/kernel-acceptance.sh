@@ -49,7 +49,12 @@
 #            tree (mm_struct, init_mm, mm_init, __mmdrop, dup_mmap); Kconfig
 #            HAVE_UNWIND_USER_SFRAME (selected on x86-64) and
 #            SFRAME_VALIDATION; PT_GNU_SFRAME in uapi/linux/elf.h; x86's
-#            unsafe_copy_from_user(), which 7.3 lacks
+#            unsafe_copy_from_user(), which 7.3 lacks; since 2026-12-07
+#            the system calls sframe_register/sframe_unregister (473/474
+#            on x86-64) after Steven Rostedt's v2 patch of 2026-05-28:
+#            struct sframe_setup {sframe_start, sframe_size, text_start,
+#            text_size} by pointer with its size, the maple-tree insert
+#            under mmap_write_lock
 #   config   tinyconfig + 64BIT, serial 8250 console, TTY, PRINTK,
 #            BLK_DEV_INITRD, RD_GZIP, BINFMT_ELF, BINFMT_SCRIPT, PROC_FS,
 #            SYSFS, DEVTMPFS(_MOUNT), TMPFS, PERF_EVENTS, DEBUG_FS,
@@ -57,6 +62,7 @@
 #            HIGH_RES_TIMERS (UNWIND_USER, HAVE_UNWIND_USER_FP and
 #            HAVE_UNWIND_USER_SFRAME follow)
 #   built    make -j2 bzImage from clean: 6 min 56 s on 2 shared cores
+#            (2026-12-07, assembled again: nice -n 10 make -j2, 7 min 15 s)
 #   command  CFI2SFRAME_KERNEL=/path/to/linux-source-7.3 go test ./e2e
 #            -run Kernel -v (this script, then the judge)
 #
@@ -79,6 +85,17 @@
 #     as .plain and .for-kernel (cfi2sframe's default output is the same
 #     file for it); it runs under reader -i, which samples the Go
 #     runtime's other threads too;
+#   - builds dyn.c (PIE) with its library libchain.c (libchain.so), and
+#     sfreg.c (sfreg.so, to preload: it registers every loaded object's
+#     PT_GNU_SFRAME with sframe_register, number
+#     KERNEL_ACCEPTANCE_SFRAME_REGISTER_NR, default 473); per variant a
+#     directory /lib/v/VARIANT in the guest with libchain.so and
+#     libc.so.6: ours and for-kernel (dyn, libchain.so and the host's
+#     libc.so.6 converted), gnu (dyn and libchain.so built with GNU as
+#     --gsframe, libc.so.6 as the host has it), plain; the guest gets the
+#     host's ld.so; each variant runs with sfreg.so preloaded (dyn.V+pre)
+#     and without (dyn.V: the libraries' frames fall back to the frame
+#     pointer, limit 5);
 #   - packs them with busybox into an initramfs whose init runs each under
 #     the reader (two software cpu-clock events on the child: one with
 #     defer_callchain and defer_output, whose PERF_RECORD_CALLCHAIN_DEFERRED
@@ -87,10 +104,12 @@
 #     and each run's kernel log (dmesg -c) to the second serial port and
 #     reboots; qemu-system-x86_64 boots it with
 #     dyndbg="file kernel/unwind/* +p", so the unwinder's pr_debug lines
-#     are logged;
+#     are logged; each run's standard error (sfreg.so's log) comes back as
+#     R lines, the child's executable mappings as M lines;
 #   - leaves in OUT: bin/ (the reader and every program run), runs (a
 #     label and the arguments per run), verify.log (verify --for kernel's
-#     verdicts), data.txt (what the guest wrote: the chains, "stat" lines
+#     verdicts), root/ (the guest's files, which dyn's mappings name),
+#     dynlib/ (the libraries per variant), data.txt (what the guest wrote: the chains, "stat" lines
 #     and kernel log of each run), console.log and qemu.log.
 # The Go test (e2e/kernel_test.go, with internal/judge) then resolves every
 # chain with the binary's symbols (as nm lists them; .plt stubs as PLT) and

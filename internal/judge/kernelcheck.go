@@ -109,7 +109,10 @@ func plainWhy(label string) string {
 // FDE), GNU as --gsframe's (reported), the programs without .sframe (no
 // chain right, none right through main) and the two damaged copies
 // (verify fails, the kernel removes or refuses the section, no chain
-// right).
+// right). The dynamically linked program with sfreg.so preloaded is one of
+// ours, which also needs sfreg.so to have registered libchain.so's and
+// libc.so.6's sections; without it its libraries are not registered
+// (limit 5), and no chain may come out right.
 func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) []Check {
 	var cs []Check
 	klog := func(label string) []string {
@@ -180,7 +183,8 @@ func objectsMapped(maps []Mapping) int {
 
 // Kernel judges the artefacts scripts/kernel-acceptance.sh leaves in dir:
 // runs (a label and the program's arguments per line), bin/LABEL (each
-// program run), data.txt (the guest's output, see ParseGuest) and
+// program run), root/ (the guest's files: a dynamically linked program's
+// objects, found through its run's mappings), data.txt (the guest's output, see ParseGuest) and
 // verify.log (see ParseVerifyLog). It returns the report the harness
 // prints (the kernel, the boot log, verify's verdicts, each run's figures,
 // the checks) and the checks.
