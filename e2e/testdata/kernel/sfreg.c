@@ -15,8 +15,12 @@
 // It logs each object and the outcome (or the errno) to stderr:
 //   sfreg: NAME: sframe 0xS+0xN text 0xT+0xM: registered | error: ...
 //   sfreg: NAME: no PT_GNU_SFRAME | registered at exec
-// The system call's number is SFRAME_REGISTER_NR (a -D the harness sets,
-// in one place), or the environment's SFRAME_REGISTER_NR when set.
+// At exit (a destructor) it unregisters each section it registered with
+// sframe_unregister(), the setup holding sframe_start alone, and logs
+//   sfreg: NAME: sframe 0xS: unregistered | unregister error: ...
+// The system calls' numbers are SFRAME_REGISTER_NR (a -D the harness
+// sets, in one place) and the next one, or the environment's
+// SFRAME_REGISTER_NR and SFRAME_UNREGISTER_NR when set.
 #define _GNU_SOURCE
 #include <elf.h>
 #include <errno.h>
@@ -49,6 +53,34 @@ static long sysno(void)
 	if (e && *e)
 		return strtol(e, NULL, 0);
 	return SFRAME_REGISTER_NR;
+}
+
+static long unregister_sysno(void)
+{
+	const char *e = getenv("SFRAME_UNREGISTER_NR");
+	if (e && *e)
+		return strtol(e, NULL, 0);
+	return sysno() + 1;
+}
+
+// The sections registered, to unregister at exit.
+#define MAX_DONE 64
+static struct {
+	uint64_t sframe_start;
+	char name[256];
+} done[MAX_DONE];
+static int ndone;
+
+static void remember(const char *name, uint64_t start)
+{
+	for (int i = 0; i < ndone; i++)
+		if (done[i].sframe_start == start)
+			return;
+	if (ndone == MAX_DONE)
+		return;
+	done[ndone].sframe_start = start;
+	snprintf(done[ndone].name, sizeof(done[ndone].name), "%s", name);
+	ndone++;
 }
 
 static int one(struct dl_phdr_info *info, size_t size, void *data)
@@ -86,8 +118,10 @@ static int one(struct dl_phdr_info *info, size_t size, void *data)
 		fprintf(stderr, "sfreg: %s: sframe %#llx+%#llx text %#llx+%#llx: ", name,
 			(unsigned long long)s.sframe_start, (unsigned long long)s.sframe_size,
 			(unsigned long long)s.text_start, (unsigned long long)s.text_size);
-		if (r == 0)
+		if (r == 0) {
 			fprintf(stderr, "registered\n");
+			remember(name, s.sframe_start);
+		}
 		else
 			fprintf(stderr, "error: %s (errno %d, syscall %ld)\n", strerror(e), e, sysno());
 	}
@@ -97,4 +131,18 @@ static int one(struct dl_phdr_info *info, size_t size, void *data)
 __attribute__((constructor)) static void sfreg_init(void)
 {
 	dl_iterate_phdr(one, NULL);
+}
+
+__attribute__((destructor)) static void sfreg_fini(void)
+{
+	for (int i = 0; i < ndone; i++) {
+		struct sframe_setup s = {.sframe_start = done[i].sframe_start};
+		long r = syscall(unregister_sysno(), &s, sizeof(s));
+		int e = errno;
+		fprintf(stderr, "sfreg: %s: sframe %#llx: ", done[i].name, (unsigned long long)s.sframe_start);
+		if (r == 0)
+			fprintf(stderr, "unregistered\n");
+		else
+			fprintf(stderr, "unregister error: %s (errno %d, syscall %ld)\n", strerror(e), e, unregister_sysno());
+	}
 }
