@@ -11,9 +11,12 @@ import (
 // line per chain: the program, its frames ("NAME*" is any function one of
 // whose names starts with NAME; PLT is a stub of the .plt section), then
 // after ";" the frames at which the kernel's unwinder is known to stop
-// (docs/acceptance.md, "The kernel's limits"): __restore_rt, since it reads
+// (docs/acceptance.md, "The kernel's limits"), and "?" when the chain is
+// seen too rarely to be required in every run: __restore_rt, since it reads
 // no signal frame; drapfn as a caller, since its rbp rule names a register
 // and the kernel applies register rules only in the interrupted frame.
+// A static program's .plt stubs are called from glibc's start-up code
+// too (__libc_setup_tls calls memcpy through one), rarely sampled.
 // goprog is a Go program: its chain ends at runtime.goexit, the first
 // frame of every goroutine, which its SFrame marks outermost. dyn is
 // dynamically linked: its frames lie in the program, its library
@@ -32,6 +35,7 @@ plt PLT p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strnlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strcpy_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt PLT __libc_setup_tls __libc_start_main _start ; ?
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 dyn lib_leaf lib_l2 p2 lib_l1 p1 main @libc.so.6+ _start ;
 dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
@@ -42,6 +46,8 @@ dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
 type Truth struct {
 	Frames []string
 	Limits []string
+	// Optional: a chain seldom sampled, not required to be seen.
+	Optional bool
 }
 
 // ParseTruth returns the true chains of prog from a table written as
@@ -59,6 +65,8 @@ func ParseTruth(table, prog string) ([]Truth, error) {
 			switch {
 			case w == ";":
 				lim = true
+			case lim && w == "?":
+				t.Optional = true
 			case lim:
 				t.Limits = append(t.Limits, w)
 			default:
@@ -134,8 +142,10 @@ func objectRun(frame string) (string, bool) {
 }
 
 // Classify compares the chain ips (innermost first) with the true chains
-// truth, resolved through st. The first true chain whose innermost frame
-// the chain's is decides: frames are compared in turn up to the first that
+// truth, resolved through st. The true chains whose innermost frame the
+// chain's is are tried in turn: the first the chain equals decides, else
+// the first it stops at a limit of, else the first of them. Against one,
+// frames are compared in turn up to the first that
 // differs (Wrong), a true frame "@OBJ+" taking every frame in a row (at
 // least one) that lies in the object OBJ; a chain that ends with the true
 // one is Equal, a longer one Wrong; a shorter one is Limit if its last
@@ -146,45 +156,67 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	if len(ips) == 0 {
 		return Verdict{Class: Wrong, Why: "empty chain", Truth: -1}
 	}
-	n := len(ips)
 	top := st.find(ips[0])
+	var first, limit *Verdict
 	for ti, t := range truth {
 		if !st.is(top, t.Frames[0]) {
 			continue
 		}
-		v := Verdict{Truth: ti}
-		i, j := 0, 0 // the next frame of the chain, of the true chain
-		for i < n && j < len(t.Frames) {
-			if obj, ok := objectRun(t.Frames[j]); ok {
-				if !st.inObject(ips[i], obj) {
-					break
-				}
-				for i < n && st.inObject(ips[i], obj) {
-					i++
-				}
-			} else if !st.is(st.find(ips[i]), t.Frames[j]) {
-				break
-			} else {
-				i++
-			}
-			j++
-		}
-		if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && j > m {
-			v.ThroughMain = true
-		}
+		v := classifyAgainst(st, t, ti, ips)
 		switch {
-		case i < n && j < len(t.Frames):
-			v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[j])
-		case i == n && j == len(t.Frames):
-			v.Class = Equal
-		case i < n:
-			v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-i, t.Frames[len(t.Frames)-1])
-		case slices.Contains(t.Limits, t.Frames[j-1]):
-			v.Class, v.Why = Limit, "stops at "+t.Frames[j-1]
-		default:
-			v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[j-1], j, len(t.Frames))
+		case v.Class == Equal:
+			return v
+		case v.Class == Limit && limit == nil:
+			limit = &v
 		}
-		return v
+		if first == nil {
+			first = &v
+		}
+	}
+	if limit != nil {
+		return *limit
+	}
+	if first != nil {
+		return *first
 	}
 	return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
+}
+
+// classifyAgainst compares the chain ips with the true chain t, the
+// ti-th, whose innermost frame the chain's is (see Classify).
+func classifyAgainst(st *Symtab, t Truth, ti int, ips []uint64) Verdict {
+	n := len(ips)
+	v := Verdict{Truth: ti}
+	i, j := 0, 0 // the next frame of the chain, of the true chain
+	for i < n && j < len(t.Frames) {
+		if obj, ok := objectRun(t.Frames[j]); ok {
+			if !st.inObject(ips[i], obj) {
+				break
+			}
+			for i < n && st.inObject(ips[i], obj) {
+				i++
+			}
+		} else if !st.is(st.find(ips[i]), t.Frames[j]) {
+			break
+		} else {
+			i++
+		}
+		j++
+	}
+	if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && j > m {
+		v.ThroughMain = true
+	}
+	switch {
+	case i < n && j < len(t.Frames):
+		v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[j])
+	case i == n && j == len(t.Frames):
+		v.Class = Equal
+	case i < n:
+		v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-i, t.Frames[len(t.Frames)-1])
+	case slices.Contains(t.Limits, t.Frames[j-1]):
+		v.Class, v.Why = Limit, "stops at "+t.Frames[j-1]
+	default:
+		v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[j-1], j, len(t.Frames))
+	}
+	return v
 }

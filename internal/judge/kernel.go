@@ -229,8 +229,8 @@ func JudgeRun(st *Symtab, truth []Truth, run *Run) (Figures, string) {
 			fg.SamplesEqual += c.Count
 		}
 	}
-	for _, g := range good {
-		if !g {
+	for i, g := range good {
+		if !g && !truth[i].Optional {
 			fg.Missing++
 		}
 	}
@@ -250,6 +250,12 @@ func (fg Figures) report(run *Run, truth []Truth, examples []string) string {
 		fg.ThroughMain, share(fg.ThroughMain, fg.Spin), fg.Other)
 	for i, t := range truth {
 		p := fg.PerTruth[i]
+		if t.Optional {
+			if p[0] > 0 {
+				fmt.Fprintf(&b, "  innermost %s, called from %s (seldom sampled): %d chains, %d equal, %d at a known limit, %d wrong\n", t.Frames[0], t.Frames[1], p[0], p[Equal], p[Limit], p[Wrong])
+			}
+			continue
+		}
 		fmt.Fprintf(&b, "  innermost %s: %d chains, %d equal, %d at a known limit, %d wrong\n", t.Frames[0], p[0], p[Equal], p[Limit], p[Wrong])
 	}
 	fmt.Fprintf(&b, "  ordinary samples (frame-pointer walk at the sample): %d, in the spinning functions %d, equal to the true chain %d (%.1f%%)\n",

@@ -32,7 +32,8 @@ func TestParseTruth(t *testing.T) {
 		!slices.Equal(ts[0].Limits, []string{"drapfn"}) || len(ts[1].Limits) != 0 || ts[1].Frames[0] != "drapfn" {
 		t.Errorf("drap: %+v", ts)
 	}
-	if ts := truthOf(t, "plt"); len(ts) != 5 || ts[1].Frames[0] != "PLT" || ts[4].Frames[0] != "__strcpy_*" {
+	if ts := truthOf(t, "plt"); len(ts) != 6 || ts[1].Frames[0] != "PLT" || ts[4].Frames[0] != "__strcpy_*" ||
+		ts[5].Frames[0] != "PLT" || !ts[5].Optional || ts[1].Optional {
 		t.Errorf("plt: %+v", ts)
 	}
 	if ts := truthOf(t, "signal"); len(ts) != 2 || !slices.Equal(ts[1].Limits, []string{"__restore_rt"}) {
@@ -132,6 +133,24 @@ func realCases(t *testing.T, prog string) []classifyCase {
 			// this CPU gets.
 			cs = append(cs, classifyCase{fmt.Sprintf("impl %d", i), c, Verdict{Class: Equal, Truth: 2 + i, ThroughMain: true}},
 				classifyCase{fmt.Sprintf("impl %d to p1", i), c[:3], Verdict{Class: Wrong, Why: "stops after p1 (frame 3 of 7)", Truth: 2 + i}})
+		}
+		// A stub called from glibc's start-up code: the PLT chain's stub,
+		// then __libc_setup_tls's return address, as the kernel walked it
+		// on 2026-12-07 (__libc_setup_tls calls memcpy through .plt).
+		if c := chains["PLT"]; len(c) > 0 {
+			f, err := elf.Open(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syms, _ := f.Symbols()
+			f.Close()
+			addr := map[string]uint64{}
+			for _, s := range syms {
+				addr[s.Name] = s.Value + 1
+			}
+			tls := []uint64{c[0][0], addr["__libc_setup_tls"], addr["__libc_start_main"], addr["_start"]}
+			cs = append(cs, classifyCase{"PLT from __libc_setup_tls", tls, Verdict{Class: Equal, Truth: 5}},
+				classifyCase{"PLT from __libc_setup_tls, cut", tls[:2], Verdict{Class: Wrong, Why: "frame 2 is __libc_setup_tls, want p2", Truth: 1}})
 		}
 		if len(chains["PLT"]) != 3 || len(chains["impl"]) != 3 {
 			t.Errorf("%s: %d chains in .plt, %d in what it calls, want 3 of each", prog, len(chains["PLT"]), len(chains["impl"]))
