@@ -27,11 +27,17 @@ var kernelChecks = []string{
 	"ours signal.for-kernel",
 	"ours plt.for-kernel",
 	"ours goprog.for-kernel",
+	"ours dyn.ours+pre",
+	"ours dyn.for-kernel+pre",
+	"unregistered dyn.ours",
+	"unregistered dyn.for-kernel",
 	"control chain.plain",
 	"control drap.plain",
 	"control signal.plain",
 	"control plt.plain",
 	"control goprog.plain",
+	"control dyn.plain+pre",
+	"control dyn.plain",
 	"control chain.damaged-lookup",
 	"control chain.damaged-validate",
 }
@@ -42,8 +48,10 @@ var kernelChecks = []string{
 // from) with qemu, samples test programs with deferred perf call chains,
 // and requires every chain of cfi2sframe's output to equal the true one or
 // to stop where the kernel is known to stop (signal frame, a caller frame
-// whose rule names a register); the controls (no .sframe, two damaged
-// sections) must fail as predicted. The script records; internal/judge
+// whose rule names a register), a dynamically linked program's too when a
+// preloaded library registers its libraries with sframe_register (without
+// it their frames must not come out right: limit 5); the controls (no
+// .sframe, two damaged sections) must fail as predicted. The script records; internal/judge
 // judges the records, and CFI2SFRAME_KERNEL_RUN names the records of an
 // earlier run to judge instead. No kernel is built here: without either
 // variable the test skips, also in CI.

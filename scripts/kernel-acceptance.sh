@@ -49,7 +49,12 @@
 #            tree (mm_struct, init_mm, mm_init, __mmdrop, dup_mmap); Kconfig
 #            HAVE_UNWIND_USER_SFRAME (selected on x86-64) and
 #            SFRAME_VALIDATION; PT_GNU_SFRAME in uapi/linux/elf.h; x86's
-#            unsafe_copy_from_user(), which 7.3 lacks
+#            unsafe_copy_from_user(), which 7.3 lacks; since 2026-12-07
+#            the system calls sframe_register/sframe_unregister (473/474
+#            on x86-64) after Steven Rostedt's v2 patch of 2026-05-28:
+#            struct sframe_setup {sframe_start, sframe_size, text_start,
+#            text_size} by pointer with its size, the maple-tree insert
+#            under mmap_write_lock
 #   config   tinyconfig + 64BIT, serial 8250 console, TTY, PRINTK,
 #            BLK_DEV_INITRD, RD_GZIP, BINFMT_ELF, BINFMT_SCRIPT, PROC_FS,
 #            SYSFS, DEVTMPFS(_MOUNT), TMPFS, PERF_EVENTS, DEBUG_FS,
@@ -57,6 +62,7 @@
 #            HIGH_RES_TIMERS (UNWIND_USER, HAVE_UNWIND_USER_FP and
 #            HAVE_UNWIND_USER_SFRAME follow)
 #   built    make -j2 bzImage from clean: 6 min 56 s on 2 shared cores
+#            (2026-12-07, assembled again: nice -n 10 make -j2, 7 min 15 s)
 #   command  CFI2SFRAME_KERNEL=/path/to/linux-source-7.3 go test ./e2e
 #            -run Kernel -v (this script, then the judge)
 #
@@ -79,6 +85,17 @@
 #     as .plain and .for-kernel (cfi2sframe's default output is the same
 #     file for it); it runs under reader -i, which samples the Go
 #     runtime's other threads too;
+#   - builds dyn.c (PIE) with its library libchain.c (libchain.so), and
+#     sfreg.c (sfreg.so, to preload: it registers every loaded object's
+#     PT_GNU_SFRAME with sframe_register, number
+#     KERNEL_ACCEPTANCE_SFRAME_REGISTER_NR, default 473); per variant a
+#     directory /lib/v/VARIANT in the guest with libchain.so and
+#     libc.so.6: ours and for-kernel (dyn, libchain.so and the host's
+#     libc.so.6 converted), gnu (dyn and libchain.so built with GNU as
+#     --gsframe, libc.so.6 as the host has it), plain; the guest gets the
+#     host's ld.so; each variant runs with sfreg.so preloaded (dyn.V+pre)
+#     and without (dyn.V: the libraries' frames fall back to the frame
+#     pointer, limit 5);
 #   - packs them with busybox into an initramfs whose init runs each under
 #     the reader (two software cpu-clock events on the child: one with
 #     defer_callchain and defer_output, whose PERF_RECORD_CALLCHAIN_DEFERRED
@@ -87,10 +104,12 @@
 #     and each run's kernel log (dmesg -c) to the second serial port and
 #     reboots; qemu-system-x86_64 boots it with
 #     dyndbg="file kernel/unwind/* +p", so the unwinder's pr_debug lines
-#     are logged;
+#     are logged; each run's standard error (sfreg.so's log) comes back as
+#     R lines, the child's executable mappings as M lines;
 #   - leaves in OUT: bin/ (the reader and every program run), runs (a
 #     label and the arguments per run), verify.log (verify --for kernel's
-#     verdicts), data.txt (what the guest wrote: the chains, "stat" lines
+#     verdicts), root/ (the guest's files, which dyn's mappings name),
+#     dynlib/ (the libraries per variant), data.txt (what the guest wrote: the chains, "stat" lines
 #     and kernel log of each run), console.log and qemu.log.
 # The Go test (e2e/kernel_test.go, with internal/judge) then resolves every
 # chain with the binary's symbols (as nm lists them; .plt stubs as PLT) and
@@ -206,6 +225,50 @@ done
 (cd "$src" && CGO_ENABLED=0 go build -ldflags='-s -w' -o "$bin/goprog.plain" goprog.go) || die "cannot build goprog"
 "$c2s" -q --for kernel "$bin/goprog.plain" -o "$bin/goprog.for-kernel" || die "cfi2sframe --for kernel goprog failed"
 
+# The dynamically linked program: dyn.c (PIE) with its own library
+# libchain.c, run with the host's ld.so and libc.so.6. Per variant a
+# directory of libraries the guest's LD_LIBRARY_PATH names: plain (nothing
+# has .sframe), gnu (dyn and libchain.so built with GNU as --gsframe;
+# libc.so.6 as Debian ships it, without .sframe), ours and for-kernel (dyn,
+# libchain.so and libc.so.6 converted by cfi2sframe, default output and
+# --for kernel). sfreg.so, preloaded in the "+pre" runs, registers each
+# library's .sframe with sframe_register() (the kernel registers only the
+# program's and ld.so's at exec); its number is set here, in one place
+# (KERNEL_ACCEPTANCE_SFRAME_REGISTER_NR; the guest's SFRAME_REGISTER_NR
+# overrides it at run time).
+SFRAME_REGISTER_NR=${KERNEL_ACCEPTANCE_SFRAME_REGISTER_NR:-473}
+dynflags="-O2 -fomit-frame-pointer"
+dl=$w/dynlib
+mkdir -p "$dl/plain" "$dl/gnu" "$dl/ours" "$dl/for-kernel"
+# shellcheck disable=SC2086 # dynflags is a list of options
+gcc $dynflags -fPIC -shared -o "$dl/plain/libchain.so" "$src/libchain.c" || die "cannot build libchain.so"
+# shellcheck disable=SC2086
+gcc $dynflags -o "$bin/dyn.plain" "$src/dyn.c" -L"$dl/plain" -lchain || die "cannot build dyn"
+# shellcheck disable=SC2086
+gcc $dynflags -B"$gnu_b" -Wa,--gsframe -fPIC -shared -o "$dl/gnu/libchain.so" "$src/libchain.c" || die "cannot build libchain.so with GNU as --gsframe"
+# shellcheck disable=SC2086
+gcc $dynflags -B"$gnu_b" -Wa,--gsframe -o "$bin/dyn.gnu" "$src/dyn.c" -L"$dl/gnu" -lchain || die "cannot build dyn with GNU as --gsframe"
+gcc -O2 -Wall -fPIC -shared -DSFRAME_REGISTER_NR="$SFRAME_REGISTER_NR" -o "$bin/sfreg.so" "$src/sfreg.c" || die "cannot build sfreg.so"
+interp=$(readelf -lW "$bin/dyn.plain" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
+hostlibc=$(LD_LIBRARY_PATH="$dl/plain" ldd "$bin/dyn.plain" | awk '$1 == "libc.so.6" { print $3 }')
+[ -n "$interp" ] && [ -f "$interp" ] && [ -n "$hostlibc" ] && [ -f "$hostlibc" ] || die "cannot find dyn's interpreter ($interp) and libc.so.6 ($hostlibc)"
+cp "$hostlibc" "$dl/plain/libc.so.6"
+cp "$hostlibc" "$dl/gnu/libc.so.6"
+"$c2s" -q "$bin/dyn.plain" -o "$bin/dyn.ours" || die "cfi2sframe dyn failed"
+"$c2s" -q --for kernel "$bin/dyn.plain" -o "$bin/dyn.for-kernel" || die "cfi2sframe --for kernel dyn failed"
+for v in ours for-kernel; do
+	vflag=
+	[ $v = ours ] || vflag="--for kernel"
+	# shellcheck disable=SC2086 # vflag is empty or two words
+	"$c2s" -q $vflag "$dl/plain/libchain.so" -o "$dl/$v/libchain.so" || die "cfi2sframe $vflag libchain.so failed"
+	# shellcheck disable=SC2086
+	"$c2s" -q $vflag "$hostlibc" -o "$dl/$v/libc.so.6" || die "cfi2sframe $vflag $hostlibc failed"
+done
+for v in plain gnu ours for-kernel; do
+	cp "$bin/dyn.$v" "$bin/dyn.$v+pre"
+	for l in libchain.so libc.so.6; do cp "$dl/$v/$l" "$bin/$l.$v"; done
+done
+
 # damage FILE SYMBOL MODE: rewrite the start offset of the one FRE of
 # SYMBOL's FDE in FILE's .sframe (V3, through PT_GNU_SFRAME). MODE lookup:
 # func_size-1, which the kernel's validation accepts (below func_size,
@@ -224,7 +287,17 @@ for mode in lookup validate; do
 	damage "$bin/chain.damaged-$mode" leaf "$mode" >>"$verify_log" || die "cannot damage chain.ours"
 done
 
-# verify --for kernel: ours must pass, the damaged copies must not.
+# verify --for kernel: ours must pass, the damaged copies must not. A
+# dynamic program's line covers it and the libraries it runs with.
+for v in ours for-kernel gnu; do
+	for label in "dyn.$v" "dyn.$v+pre"; do
+		if "$c2s" verify --for kernel "$bin/dyn.$v" "$dl/$v/libchain.so" "$dl/$v/libc.so.6" >"$w/v.out" 2>&1; then
+			printf 'verify %s pass %s\n' "$label" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
+		else
+			printf 'verify %s fail %s\n' "$label" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
+		fi
+	done
+done
 for f in chain.ours drap.ours signal.ours plt.ours chain.for-kernel drap.for-kernel signal.for-kernel plt.for-kernel goprog.for-kernel chain.gnu drap.gnu signal.gnu plt.gnu chain.damaged-lookup chain.damaged-validate; do
 	if "$c2s" verify --for kernel "$bin/$f" >"$w/v.out" 2>&1; then
 		printf 'verify %s pass %s\n' "$f" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
@@ -233,7 +306,9 @@ for f in chain.ours drap.ours signal.ours plt.ours chain.for-kernel drap.for-ker
 	fi
 done
 
-# The runs: LABEL ARGS (the loop counts keep each phase near a second).
+# The runs: LABEL ARGS (the loop counts keep each phase near a second;
+# plt's twice that since a run of 2026-12-07 on a loaded host sampled
+# none of its .plt stubs in 42 chains).
 cat >"$w/runs" <<'EOF'
 chain.ours 300000000
 chain.for-kernel 300000000
@@ -249,18 +324,30 @@ signal.ours 150000000
 signal.for-kernel 150000000
 signal.gnu 150000000
 signal.plain 150000000
-plt.ours 3000000
-plt.for-kernel 3000000
-plt.gnu 3000000
-plt.plain 3000000
+plt.ours 6000000
+plt.for-kernel 6000000
+plt.gnu 6000000
+plt.plain 6000000
 goprog.for-kernel 300000000
 goprog.plain 300000000
+dyn.ours+pre 300000000 800000
+dyn.for-kernel+pre 300000000 800000
+dyn.gnu+pre 300000000 800000
+dyn.plain+pre 300000000 800000
+dyn.ours 300000000 800000
+dyn.for-kernel 300000000 800000
+dyn.gnu 300000000 800000
+dyn.plain 300000000 800000
 EOF
 
 # The initramfs.
 root=$w/root
 mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tests"
 cp "$BUSYBOX" "$root/bin/busybox"
+mkdir -p "$root$(dirname "$interp")" "$root/lib/v"
+cp "$interp" "$root$interp"
+cp "$bin/sfreg.so" "$root/lib/sfreg.so"
+for v in plain gnu ours for-kernel; do cp -r "$dl/$v" "$root/lib/v/$v"; done
 cp "$bin/reader" "$root/bin/reader"
 while read -r label _; do cp "$bin/$label" "$root/tests/$label"; done <"$w/runs"
 cp "$w/runs" "$root/tests/runs"
@@ -280,7 +367,14 @@ while read -r label args; do
 	goprog.*) opts=-i ;; # every thread of the Go runtime
 	*) opts= ;;
 	esac
-	/bin/reader \$opts -p $PERIOD "\$label" "/tests/\$label" \$args
+	# dyn.VARIANT[+pre]: the variant's libraries; +pre: sfreg.so preloaded
+	env=
+	case \$label in
+	dyn.*+pre) v=\${label#dyn.}; env="LD_LIBRARY_PATH=/lib/v/\${v%+pre} LD_PRELOAD=/lib/sfreg.so" ;;
+	dyn.*) env="LD_LIBRARY_PATH=/lib/v/\${label#dyn.}" ;;
+	esac
+	env \$env /bin/reader \$opts -p $PERIOD "\$label" "/tests/\$label" \$args 2>/stderr.log
+	sed 's/^/R /' /stderr.log
 	dmesg -c | sed 's/^/K /'
 done </tests/runs
 echo "all done"

@@ -199,6 +199,9 @@ func runVerifyFor(cmd *cobra.Command, name string, args []string, asJSON bool) e
 		} else {
 			fmt.Fprintf(out, "%s: %s: ok (%d functions, %d FREs)\n", file, r, res.Functions, res.FREs)
 		}
+		if res.Registration == acceptance.RegisteredBySyscall {
+			fmt.Fprintf(out, "%s: note: a shared object: the kernel reads its .sframe once the dynamic loader (or a preloaded library) registers it with sframe_register(); at exec it registers only the program's and its interpreter's\n", file)
+		}
 		printLimits(out, file, res)
 	}
 	if asJSON {
@@ -265,6 +268,8 @@ func readerInput(name string) (in acceptance.Input, release func(), err error) {
 	}
 	if f.ELF.Type != elf.ET_REL {
 		in.Exec = acceptance.ExecRanges(f.ELF)
+		in.Loads = acceptance.LoadRanges(f.ELF)
+		in.Shared = acceptance.SharedObject(f.ELF)
 		in.CallEnds = callsite.New(f.ELF, data.Data).EndsWithCall
 	}
 	return in, func() { data.Close() }, nil

@@ -22,6 +22,8 @@ func TestVerifyFor(t *testing.T) {
 		want         string
 	}{
 		{"v3-x86_64-lib-now.so", "kernel", true, "kernel: ok (7 functions, 19 FREs)"},
+		// A library's section is read once sframe_register registers it.
+		{"v3-x86_64-lib-now.so", "kernel", true, "v3-x86_64-lib-now.so: note: a shared object: the kernel reads its .sframe once the dynamic loader (or a preloaded library) registers it with sframe_register()"},
 		{"v3-x86_64-exe", "kernel", false, "kernel: FDE 4 (pc 0x4003ab): no-fre: signal FDE without FREs"},
 		{"v3-x86_64-exe", "glibc", false, "glibc: header: version: version 3"},
 		{"v2-x86_64-exe", "kernel", false, "kernel: header: version: version 2 (the kernel reads version 3 only) (reject) (and 1 more)"},
@@ -39,7 +41,17 @@ func TestVerifyFor(t *testing.T) {
 			t.Errorf("verify --for %s %s: err %v, output %q; want ok=%v and %q", tt.reader, tt.file, err, out.String(), tt.ok, tt.want)
 		}
 	}
+	// A program's is registered at exec: no such note.
 	root := newRootCmd()
+	var exeOut bytes.Buffer
+	root.SetOut(&exeOut)
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"verify", "--for", "kernel", "../../testdata/sframe/v3-x86_64-exe"})
+	_ = root.Execute()
+	if strings.Contains(exeOut.String(), "sframe_register") {
+		t.Errorf("verify --for kernel of a program: %q", exeOut.String())
+	}
+	root = newRootCmd()
 	root.SetOut(&bytes.Buffer{})
 	root.SetErr(&bytes.Buffer{})
 	root.SetArgs([]string{"verify", "--for", "gdb", "../../testdata/sframe/v3-x86_64-exe"})

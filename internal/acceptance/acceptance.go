@@ -123,12 +123,34 @@ type Input struct {
 	// with that segment as its text range, and requires every function
 	// it reads to lie inside it. Nil skips those rules.
 	Exec []Range
+	// Loads lists the file's PT_LOAD segments (p_vaddr, p_vaddr+p_memsz):
+	// the kernel requires the section to lie inside one mapping. Nil skips
+	// that rule.
+	Loads []Range
+	// Shared says the file is a shared object (ET_DYN without
+	// PT_INTERP): the kernel registers its section at exec only when it
+	// is a program's interpreter, and otherwise only when user space
+	// (the dynamic loader, or a preloaded library) calls
+	// sframe_register() for it (Result.Registration).
+	Shared bool
 	// CallEnds reports whether the function [lo, hi) ends with a call
 	// instruction, so that the call's return address is hi (a limit of
 	// the kernel: CallerLookup); from is an address in it known to start
 	// an instruction (its last FRE's). Nil skips that rule.
 	CallEnds func(lo, hi, from uint64) bool
 }
+
+// How the kernel comes to read a section (Result.Registration).
+const (
+	// RegisteredAtExec: binfmt_elf registers a program's section (and
+	// its interpreter's) when it is executed.
+	RegisteredAtExec = "exec"
+	// RegisteredBySyscall: a shared object's section is registered when
+	// user space calls sframe_register() with it, once per executable
+	// segment, with the same rules; without that call the kernel walks
+	// the object's frames by the frame pointer.
+	RegisteredBySyscall = "sframe_register"
+)
 
 // MaxViolations bounds how many violations Result keeps (Total counts all).
 const MaxViolations = 1000
@@ -149,6 +171,9 @@ type Result struct {
 	// LimitKinds counts the limits and the functions they are in by kind.
 	LimitKinds     map[Kind]LimitCount `json:"limit_kinds,omitempty"`
 	LimitFunctions int                 `json:"limit_functions"`
+	// Registration is how the kernel comes to read the section
+	// (RegisteredAtExec or RegisteredBySyscall; Kernel only).
+	Registration string `json:"registration,omitempty"`
 }
 
 // LimitCount counts the limits of one kind and the functions they are in.
@@ -295,6 +320,33 @@ func (c *checker) sortedStarts(strict bool, rule string, k Kind) {
 			return
 		}
 	}
+}
+
+// LoadRanges returns a linked file's PT_LOAD segments (Input.Loads).
+func LoadRanges(ef *elf.File) []Range {
+	out := []Range{}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			out = append(out, Range{Lo: p.Vaddr, Hi: p.Vaddr + p.Memsz})
+		}
+	}
+	return out
+}
+
+// SharedObject reports whether ef is a shared object, not a program: a
+// position-independent file without an interpreter (Input.Shared). The
+// dynamic loader is one too; the kernel registers it at exec as a
+// program's interpreter.
+func SharedObject(ef *elf.File) bool {
+	if ef.Type != elf.ET_DYN {
+		return false
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return true
 }
 
 // ExecRanges returns a linked file's executable PT_LOAD segments, which

@@ -333,3 +333,40 @@ func wordOffset(t *testing.T, b []byte, i, j, k int) int {
 	}
 	return off + asz + 1 + k*int(d.FREs[j].WordSize)
 }
+
+// A shared object's section is registered through sframe_register, a
+// program's at exec; either way sframe_add_section wants the section
+// inside one mapping (limit 5 of docs/acceptance.md, lifted by the system
+// call: the rules are the same).
+func TestKernelRegistration(t *testing.T) {
+	sec := encode(t, amd64Funcs(), amd64Opts(sframe.Version3, true, true))
+	end := uint64(secAddr + len(sec))
+	for _, c := range []struct {
+		name   string
+		in     Input
+		reg    string
+		reject string
+	}{
+		{"program", Input{Section: sec, Addr: secAddr, Exec: exec, Loads: []Range{{0x1000, 0x1100}, {0x2000, end}}}, RegisteredAtExec, ""},
+		{"library", Input{Section: sec, Addr: secAddr, Exec: exec, Loads: []Range{{0x1000, 0x1100}, {0x2000, end}}, Shared: true}, RegisteredBySyscall, ""},
+		{"library, section over two segments", Input{Section: sec, Addr: secAddr, Exec: exec, Loads: []Range{{0x1000, 0x1100}, {0x2000, 0x2010}, {0x2010, end}}, Shared: true}, RegisteredBySyscall, "sframe-mapping"},
+		{"program, section outside every segment", Input{Section: sec, Addr: secAddr, Exec: exec, Loads: []Range{{0x1000, 0x1100}}}, RegisteredAtExec, "sframe-mapping"},
+		{"no segments known", Input{Section: sec, Addr: secAddr, Exec: exec}, RegisteredAtExec, ""},
+	} {
+		r := Check(Kernel, c.in)
+		if r.Registration != c.reg {
+			t.Errorf("%s: registration %q, want %q", c.name, r.Registration, c.reg)
+		}
+		got := ""
+		if v := r.FirstReject(); v != nil {
+			got = v.Rule
+		}
+		if got != c.reject {
+			t.Errorf("%s: rejected by %q, want %q (%+v)", c.name, got, c.reject, r.Violations)
+		}
+	}
+	// Other readers say nothing about registration.
+	if r := Check(Libsframe, Input{Section: encode(t, amd64Funcs(), amd64Opts(sframe.Version3, true, true)), Addr: secAddr, Shared: true}); r.Registration != "" {
+		t.Errorf("libsframe: registration %q", r.Registration)
+	}
+}

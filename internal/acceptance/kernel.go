@@ -37,9 +37,34 @@ import (
 // segment as its text range (elf_add_sframe in the series' binfmt_elf
 // patch, as posted up to v13; the linux-mm trees hold no revision of that
 // caller), and every FDE a lookup or the validation reads must lie inside
-// that range.
+// that range. binfmt_elf registers the program's section and its
+// interpreter's at exec; a shared library's is registered only through
+// sframe_register() ("unwind: Add sframe_(un)register() system calls", v2,
+// 2026-05-28), which the dynamic loader, or a library preloaded in its
+// stead, calls with the section and each executable segment: the same
+// sframe_add_section, so the same rules (Result.Registration says which
+// way a file's section is registered). Either way sframe_add_section
+// refuses a section that does not lie inside one mapping (its
+// vma_lookup), checked here against the file's PT_LOAD segments.
 func (c *checker) kernel(in Input) {
 	h := &c.sec.Header
+	c.res.Registration = RegisteredAtExec
+	if in.Shared {
+		c.res.Registration = RegisteredBySyscall
+	}
+	// sframe_add_section: [sframe_start, sframe_end) inside one VMA.
+	if in.Loads != nil {
+		lo, hi := in.Addr, in.Addr+uint64(len(in.Section))
+		inside := false
+		for _, l := range in.Loads {
+			if lo >= l.Lo && hi <= l.Hi {
+				inside = true
+			}
+		}
+		if !inside {
+			c.add("sframe-mapping", Reject, -1, -1, lo, "section [%#x,%#x) does not lie inside one PT_LOAD segment (one mapping): sframe_add_section refuses it", lo, hi)
+		}
+	}
 	// sframe_read_header: version, flags and auxiliary header.
 	if h.Version != sframe.Version3 {
 		c.add("version", Reject, -1, -1, 0, "version %d (the kernel reads version 3 only)", h.Version)

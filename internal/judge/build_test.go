@@ -22,7 +22,9 @@ import (
 // installed); and its Go program, goprog, built as the script builds it
 // (CGO_ENABLED=0, -ldflags='-s -w': .plain, and cfi2sframe --for kernel's
 // .for-kernel) and once more without -s -w (.sym: its symbols and DWARF
-// for nm and gdb). Built once per test binary.
+// for nm and gdb); and its dynamically linked program, dyn (PIE, -O2
+// -fomit-frame-pointer: .plain) with its library (dynlib/libchain.so).
+// Built once per test binary.
 var (
 	buildOnce sync.Once
 	buildDir  string
@@ -128,7 +130,17 @@ func programs(t *testing.T) string {
 		if buildErr = runGo("build", "-o", filepath.Join(buildDir, "goprog.sym"), goSrc); buildErr != nil {
 			return
 		}
-		buildErr = run(c2s, "-q", "--for", "kernel", plain, "-o", filepath.Join(buildDir, "goprog.for-kernel"))
+		if buildErr = run(c2s, "-q", "--for", "kernel", plain, "-o", filepath.Join(buildDir, "goprog.for-kernel")); buildErr != nil {
+			return
+		}
+		dl := filepath.Join(buildDir, "dynlib")
+		if buildErr = os.MkdirAll(dl, 0o755); buildErr != nil {
+			return
+		}
+		if buildErr = run("gcc", "-O2", "-fomit-frame-pointer", "-fPIC", "-shared", "-o", filepath.Join(dl, "libchain.so"), filepath.Join(src, "libchain.c")); buildErr != nil {
+			return
+		}
+		buildErr = run("gcc", "-O2", "-fomit-frame-pointer", "-o", filepath.Join(buildDir, "dyn.plain"), filepath.Join(src, "dyn.c"), "-L"+dl, "-lchain")
 	})
 	if buildErr != nil {
 		if strings.Contains(buildErr.Error(), "cannot find -lc") {

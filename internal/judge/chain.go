@@ -11,11 +11,19 @@ import (
 // line per chain: the program, its frames ("NAME*" is any function one of
 // whose names starts with NAME; PLT is a stub of the .plt section), then
 // after ";" the frames at which the kernel's unwinder is known to stop
-// (docs/acceptance.md, "The kernel's limits"): __restore_rt, since it reads
+// (docs/acceptance.md, "The kernel's limits"), and "?" when the chain is
+// seen too rarely to be required in every run: __restore_rt, since it reads
 // no signal frame; drapfn as a caller, since its rbp rule names a register
 // and the kernel applies register rules only in the interrupted frame.
+// A static program's .plt stubs are called from glibc's start-up code
+// too (__libc_setup_tls calls memcpy through one), rarely sampled.
 // goprog is a Go program: its chain ends at runtime.goexit, the first
-// frame of every goroutine, which its SFrame marks outermost.
+// frame of every goroutine, which its SFrame marks outermost. dyn is
+// dynamically linked: its frames lie in the program, its library
+// libchain.so and libc.so.6; "@OBJ+" is one or more frames in the object
+// whose file is named OBJ (Debian's libc.so.6 is stripped, so its internal
+// functions have no name, and qsort's merge sort recurses to a depth that
+// varies).
 const KernelTruth = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ; drapfn
@@ -27,7 +35,10 @@ plt PLT p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strnlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strcpy_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt PLT __libc_setup_tls __libc_start_main _start ; ?
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
+dyn lib_leaf lib_l2 p2 lib_l1 p1 main @libc.so.6+ _start ;
+dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
 `
 
 // A Truth is one true chain: its frames, innermost first, and the frames
@@ -35,6 +46,8 @@ goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 type Truth struct {
 	Frames []string
 	Limits []string
+	// Optional: a chain seldom sampled, not required to be seen.
+	Optional bool
 }
 
 // ParseTruth returns the true chains of prog from a table written as
@@ -52,6 +65,8 @@ func ParseTruth(table, prog string) ([]Truth, error) {
 			switch {
 			case w == ";":
 				lim = true
+			case lim && w == "?":
+				t.Optional = true
 			case lim:
 				t.Limits = append(t.Limits, w)
 			default:
@@ -117,44 +132,91 @@ type Verdict struct {
 // function: main in C, main.main in Go.
 func isMain(frame string) bool { return frame == "main" || frame == "main.main" }
 
+// objectRun reports whether a true chain's frame is "@OBJ+" (one or more
+// frames in the object named OBJ) and returns OBJ.
+func objectRun(frame string) (string, bool) {
+	if o, ok := strings.CutPrefix(frame, "@"); ok {
+		return strings.CutSuffix(o, "+")
+	}
+	return "", false
+}
+
 // Classify compares the chain ips (innermost first) with the true chains
-// truth, resolved through st. The first true chain whose innermost frame
-// the chain's is decides: frames are compared in turn up to the first that
-// differs (Wrong); a chain as long as the true one is Equal, a longer one
-// Wrong; a shorter one is Limit if its last frame is one of the true
-// chain's limits and Wrong otherwise. An empty chain is Wrong; a chain
-// whose innermost frame is in none of the true chains' is Other.
+// truth, resolved through st. The true chains whose innermost frame the
+// chain's is are tried in turn: the first the chain equals decides, else
+// the first it stops at a limit of, else the first of them. Against one,
+// frames are compared in turn up to the first that
+// differs (Wrong), a true frame "@OBJ+" taking every frame in a row (at
+// least one) that lies in the object OBJ; a chain that ends with the true
+// one is Equal, a longer one Wrong; a shorter one is Limit if its last
+// frame is one of the true chain's limits and Wrong otherwise. An empty
+// chain is Wrong; a chain whose innermost frame is in none of the true
+// chains' is Other.
 func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	if len(ips) == 0 {
 		return Verdict{Class: Wrong, Why: "empty chain", Truth: -1}
 	}
-	n := len(ips)
 	top := st.find(ips[0])
+	var first, limit *Verdict
 	for ti, t := range truth {
 		if !st.is(top, t.Frames[0]) {
 			continue
 		}
-		v := Verdict{Truth: ti}
-		i := 0
-		for i < n && i < len(t.Frames) && st.is(st.find(ips[i]), t.Frames[i]) {
-			i++
-		}
-		if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && i > m {
-			v.ThroughMain = true
-		}
+		v := classifyAgainst(st, t, ti, ips)
 		switch {
-		case i < n && i < len(t.Frames):
-			v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[i])
-		case n == len(t.Frames):
-			v.Class = Equal
-		case n > len(t.Frames):
-			v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-len(t.Frames), t.Frames[len(t.Frames)-1])
-		case slices.Contains(t.Limits, t.Frames[n-1]):
-			v.Class, v.Why = Limit, "stops at "+t.Frames[n-1]
-		default:
-			v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[n-1], n, len(t.Frames))
+		case v.Class == Equal:
+			return v
+		case v.Class == Limit && limit == nil:
+			limit = &v
 		}
-		return v
+		if first == nil {
+			first = &v
+		}
+	}
+	if limit != nil {
+		return *limit
+	}
+	if first != nil {
+		return *first
 	}
 	return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
+}
+
+// classifyAgainst compares the chain ips with the true chain t, the
+// ti-th, whose innermost frame the chain's is (see Classify).
+func classifyAgainst(st *Symtab, t Truth, ti int, ips []uint64) Verdict {
+	n := len(ips)
+	v := Verdict{Truth: ti}
+	i, j := 0, 0 // the next frame of the chain, of the true chain
+	for i < n && j < len(t.Frames) {
+		if obj, ok := objectRun(t.Frames[j]); ok {
+			if !st.inObject(ips[i], obj) {
+				break
+			}
+			for i < n && st.inObject(ips[i], obj) {
+				i++
+			}
+		} else if !st.is(st.find(ips[i]), t.Frames[j]) {
+			break
+		} else {
+			i++
+		}
+		j++
+	}
+	if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && j > m {
+		v.ThroughMain = true
+	}
+	switch {
+	case i < n && j < len(t.Frames):
+		v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[j])
+	case i == n && j == len(t.Frames):
+		v.Class = Equal
+	case i < n:
+		v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-i, t.Frames[len(t.Frames)-1])
+	case slices.Contains(t.Limits, t.Frames[j-1]):
+		v.Class, v.Why = Limit, "stops at "+t.Frames[j-1]
+	default:
+		v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[j-1], j, len(t.Frames))
+	}
+	return v
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,7 +32,8 @@ func TestParseTruth(t *testing.T) {
 		!slices.Equal(ts[0].Limits, []string{"drapfn"}) || len(ts[1].Limits) != 0 || ts[1].Frames[0] != "drapfn" {
 		t.Errorf("drap: %+v", ts)
 	}
-	if ts := truthOf(t, "plt"); len(ts) != 5 || ts[1].Frames[0] != "PLT" || ts[4].Frames[0] != "__strcpy_*" {
+	if ts := truthOf(t, "plt"); len(ts) != 6 || ts[1].Frames[0] != "PLT" || ts[4].Frames[0] != "__strcpy_*" ||
+		ts[5].Frames[0] != "PLT" || !ts[5].Optional || ts[1].Optional {
 		t.Errorf("plt: %+v", ts)
 	}
 	if ts := truthOf(t, "signal"); len(ts) != 2 || !slices.Equal(ts[1].Limits, []string{"__restore_rt"}) {
@@ -131,6 +133,24 @@ func realCases(t *testing.T, prog string) []classifyCase {
 			// this CPU gets.
 			cs = append(cs, classifyCase{fmt.Sprintf("impl %d", i), c, Verdict{Class: Equal, Truth: 2 + i, ThroughMain: true}},
 				classifyCase{fmt.Sprintf("impl %d to p1", i), c[:3], Verdict{Class: Wrong, Why: "stops after p1 (frame 3 of 7)", Truth: 2 + i}})
+		}
+		// A stub called from glibc's start-up code: the PLT chain's stub,
+		// then __libc_setup_tls's return address, as the kernel walked it
+		// on 2026-12-07 (__libc_setup_tls calls memcpy through .plt).
+		if c := chains["PLT"]; len(c) > 0 {
+			f, err := elf.Open(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syms, _ := f.Symbols()
+			f.Close()
+			addr := map[string]uint64{}
+			for _, s := range syms {
+				addr[s.Name] = s.Value + 1
+			}
+			tls := []uint64{c[0][0], addr["__libc_setup_tls"], addr["__libc_start_main"], addr["_start"]}
+			cs = append(cs, classifyCase{"PLT from __libc_setup_tls", tls, Verdict{Class: Equal, Truth: 5}},
+				classifyCase{"PLT from __libc_setup_tls, cut", tls[:2], Verdict{Class: Wrong, Why: "frame 2 is __libc_setup_tls, want p2", Truth: 1}})
 		}
 		if len(chains["PLT"]) != 3 || len(chains["impl"]) != 3 {
 			t.Errorf("%s: %d chains in .plt, %d in what it calls, want 3 of each", prog, len(chains["PLT"]), len(chains["impl"]))
@@ -232,6 +252,14 @@ func kernelRecords(t *testing.T, dir, bad string) {
 	chains := map[string]map[string][][]uint64{}
 	for i, label := range labels {
 		prog, variant, _ := strings.Cut(label, ".")
+		if prog == "dyn" {
+			dynRecords(t, progs, dir, label, i, &data)
+			fmt.Fprintf(&runs, "%s %d %d\n", label, 1000, 10)
+			if v := strings.TrimSuffix(variant, "+pre"); v != "plain" {
+				fmt.Fprintf(&verify, "verify %s pass dyn: 9 functions checked\n", label)
+			}
+			continue
+		}
 		src := filepath.Join(progs, label)
 		if strings.HasPrefix(variant, "damaged-") {
 			src = filepath.Join(progs, "chain.ours")
@@ -313,6 +341,143 @@ func kernelRecords(t *testing.T, dir, bad string) {
 	}
 }
 
+// The load addresses of dyn's objects in the records kernelRecords writes.
+const (
+	dynProgBase = 0x555555554000
+	dynLibBase  = 0x7f1000000000
+	dynLibcBase = 0x7f2000000000
+)
+
+// dynObject is one object of dyn's process as dynRecords lays it out.
+type dynObject struct {
+	guest, host string // its path in the guest, the file it is
+	base        uint64
+}
+
+// dynRecords writes the records of the dyn run label (dyn.VARIANT, and
+// dyn.VARIANT+pre with sfreg.so preloaded) into dir and data: the program
+// (dyn.plain built here), libchain.so and the host's libc.so.6 in the
+// guest's root as the script lays it out, their executable mappings (M
+// lines) at fixed load addresses, and chains made from their symbols
+// (functions by address, libc.so.6's by its dynamic symbols), as the
+// kernel walks them: right through with the preload and our .sframe;
+// wrong after the first library frame without it (the frame pointer);
+// GNU's through main (libchain.so's frames registered, libc.so.6 without
+// .sframe) or not even that; plain's one frame.
+func dynRecords(t *testing.T, progs, dir, label string, i int, data *strings.Builder) {
+	t.Helper()
+	variant := strings.TrimSuffix(strings.TrimPrefix(label, "dyn."), "+pre")
+	pre := strings.HasSuffix(label, "+pre")
+	libc, err := filepath.EvalSymlinks(dynHostLibc(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []dynObject{
+		{"/tests/" + label, filepath.Join(progs, "dyn.plain"), dynProgBase},
+		{"/lib/v/" + variant + "/libchain.so", filepath.Join(progs, "dynlib", "libchain.so"), dynLibBase},
+		{"/lib/v/" + variant + "/libc.so.6", libc, dynLibcBase},
+	}
+	addr := map[string]uint64{}
+	fmt.Fprintf(data, "run %s\r\n", label)
+	var mlines strings.Builder
+	for k, o := range objs {
+		b, err := os.ReadFile(o.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, "root", filepath.FromSlash(o.guest))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			if err := os.WriteFile(filepath.Join(dir, "bin", label), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := elf.Open(o.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+				lo, hi := o.base+p.Vaddr&^0xfff, o.base+(p.Vaddr+p.Memsz+0xfff)&^0xfff
+				fmt.Fprintf(&mlines, "M %x %x %x %s\r\n", lo, hi, p.Off&^0xfff, o.guest)
+			}
+		}
+		syms, _ := f.Symbols()
+		if k == 2 {
+			syms, _ = f.DynamicSymbols()
+		}
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
+				if _, ok := addr[s.Name]; !ok {
+					addr[s.Name] = o.base + s.Value + 1 // a return address inside
+				}
+			}
+		}
+		f.Close()
+	}
+	at := func(names ...string) []uint64 {
+		var ips []uint64
+		for _, n := range names {
+			a, ok := addr[n]
+			if !ok {
+				t.Fatalf("dyn: no function %s", n)
+			}
+			ips = append(ips, a)
+		}
+		return ips
+	}
+	// main's callers in libc.so.6 (__libc_start_call_main has no dynamic
+	// symbol: any address in libc.so.6 stands for it), then _start.
+	start := at("__libc_start_main", "__libc_start_main", "_start")
+	leaf := append(at("lib_leaf", "lib_l2", "p2", "lib_l1", "p1", "main"), start...)
+	cmp := append(at("lib_cmp", "qsort", "qsort", "qsort", "lib_sort", "p3", "main"), start...)
+	for j, ips := range [][]uint64{leaf, cmp} {
+		count := 40 + 7*j + i
+		switch {
+		case variant == "plain":
+			ips = ips[:1]
+		case variant == "gnu" && j == 0: // libc.so.6 has no .sframe
+			ips = append(slices.Clone(ips[:6]), stackAddr)
+		case variant == "gnu", !pre: // the first unregistered frame
+			ips = []uint64{ips[0], stackAddr}
+		}
+		data.WriteString(chainLine("D", count, ips) + "\r\n")
+		data.WriteString(chainLine("S", count/2, ips[:1]) + "\r\n")
+	}
+	data.WriteString(chainLine("D", 3, at("_start")) + "\r\n")
+	data.WriteString(mlines.String())
+	fmt.Fprintf(data, "stat exit 0\r\nstat deferred-samples %d\r\nstat deferred-marks %d\r\nstat deferred-lost 0\r\nend %s\r\n", 300+i, 290+i, label)
+	if pre {
+		data.WriteString("R sfreg: (program): registered at exec\r\n")
+		if variant != "plain" {
+			data.WriteString("R sfreg: /lib/v/" + variant + "/libchain.so: sframe 0x7f1000003000+0x1a0 text 0x7f1000001000+0x200: registered\r\n")
+		}
+		if variant == "ours" || variant == "for-kernel" {
+			data.WriteString("R sfreg: /lib/v/" + variant + "/libc.so.6: sframe 0x7f20001e28d0+0x2cdfd text 0x7f2000026000+0x1550fc: registered\r\n")
+		}
+	}
+	data.WriteString("K [    6.0] random: crng init done\r\n")
+}
+
+// dynHostLibc is the libc.so.6 gcc links dynamic programs with.
+func dynHostLibc(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("gcc", "-print-file-name=libc.so.6").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := strings.TrimSpace(string(out))
+	if _, err := os.Stat(p); err != nil || !filepath.IsAbs(p) {
+		skipf(t, "gcc finds no libc.so.6 (%q)", p)
+	}
+	return p
+}
+
 // tagLimit is the length of a chain from the innermost function tag that
 // ends at its known limit.
 func tagLimit(tag string) int {
@@ -342,7 +507,7 @@ func TestKernel(t *testing.T) {
 			t.Errorf("%s", c)
 		}
 	}
-	if len(checks) != 20 || strings.Join(info, ", ") != "anchor chain.gnu, anchor drap.gnu, anchor signal.gnu, anchor plt.gnu" {
+	if len(checks) != 28 || strings.Join(info, ", ") != "anchor chain.gnu, anchor drap.gnu, anchor signal.gnu, anchor plt.gnu, anchor dyn.gnu+pre, anchor dyn.gnu" {
 		t.Errorf("%d checks, info: %v", len(checks), info)
 	}
 	for _, want := range []string{
@@ -364,6 +529,14 @@ drap.for-kernel: `,
 		"ok ours signal.ours | 64 of 121 deferred chains (52.9%) equal the true chain, 57 (47.1%) stop at a known limit, 0 wrong; 0 true chains never seen; exit 0; 0 kernel log lines about sframe; verify --for kernel: pass\n",
 		"ok control chain.damaged-lookup | verify --for kernel: fail; kernel: 1 'removing bad .sframe section'; 0 of 51 chains equal the true chain\n",
 		"ok control chain.damaged-validate | verify --for kernel: fail; kernel: 1 validation failures at exec; 0 of 52 chains equal the true chain\n",
+		`dyn.ours+pre: exit 0; 130 deferred chains (310 samples marked deferred, 0 lost): in the spinning functions 127, equal to the true chain 127 (100.0%), stopped at a known limit 0 (0.0%), wrong 0; right through main 127 (100.0%); outside the spinning functions 3
+  innermost lib_leaf: 60 chains, 60 equal, 0 at a known limit, 0 wrong
+  innermost lib_cmp: 67 chains, 67 equal, 0 at a known limit, 0 wrong
+`,
+		"ok ours dyn.ours+pre | 127 of 127 deferred chains (100.0%) equal the true chain, 0 (0.0%) stop at a known limit, 0 wrong; 0 true chains never seen; exit 0; 0 kernel log lines about sframe; verify --for kernel: pass; registered by sframe_register: libchain.so libc.so.6\n",
+		"        64 x wrong  frame 2 is ?7ffd12345678, want lib_l2: libchain.so:lib_leaf ?7ffd12345678\n",
+		"ok unregistered dyn.ours | libraries not registered (no sframe_register: the frame-pointer fallback in their frames): 0 of 135 deferred chains equal the true chain, 0 stop at a known limit, 135 wrong; right through main 0; exit 0\n",
+		"        62 x wrong  frame 7 is ?7ffd12345678, want @libc.so.6+: libchain.so:lib_leaf libchain.so:lib_l2 p2 libchain.so:lib_l1 p1 main ?7ffd12345678\n",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks\n%s\nreport:\n%s", want, report)
@@ -401,6 +574,18 @@ func TestKernelFails(t *testing.T) {
 			func(t *testing.T, data, verify string) (string, string) {
 				ours := strings.ReplaceAll(runBlock(t, data, "chain.ours"), "chain.ours", "chain.plain")
 				return strings.Replace(data, runBlock(t, data, "chain.plain"), ours, 1), verify
+			}},
+		{"", "ours dyn.ours+pre", "127 of 127 deferred chains (100.0%) equal the true chain, 0 (0.0%) stop at a known limit, 0 wrong; 0 true chains never seen; exit 0; 0 kernel log lines about sframe; verify --for kernel: pass; registered by sframe_register: libchain.so",
+			func(t *testing.T, data, verify string) (string, string) {
+				// libc.so.6's registration failed, though the
+				// chains came out right
+				return strings.Replace(data, "/lib/v/ours/libc.so.6: sframe 0x7f20001e28d0+0x2cdfd text 0x7f2000026000+0x1550fc: registered",
+					"/lib/v/ours/libc.so.6: sframe 0x7f20001e28d0+0x2cdfd text 0x7f2000026000+0x1550fc: error: Function not implemented (errno 38, syscall 473)", 1), verify
+			}},
+		{"", "unregistered dyn.for-kernel", "libraries not registered (no sframe_register: the frame-pointer fallback in their frames): 129 of 129 deferred chains equal the true chain, 0 stop at a known limit, 0 wrong; right through main 129; exit 0",
+			func(t *testing.T, data, verify string) (string, string) {
+				pre := strings.ReplaceAll(runBlock(t, data, "dyn.for-kernel+pre"), "dyn.for-kernel+pre", "dyn.for-kernel")
+				return strings.Replace(data, runBlock(t, data, "dyn.for-kernel"), pre, 1), verify
 			}},
 		{"", "control chain.damaged-lookup", "verify --for kernel: fail; kernel: 0 'removing bad .sframe section'; 0 of 51 chains equal the true chain",
 			func(t *testing.T, data, verify string) (string, string) {
@@ -447,12 +632,15 @@ func TestParseGuest(t *testing.T) {
 dyndbg enabled 3 of 3 kernel/unwind callsites
 B sframe: boot line
 K before any run
+R nobody's
 run a
 hello from the program
 D 2 2 401650 7ffd12345678
 S 1 0
+M 555555555000 555555556000 1000 /tests/a
 stat exit 0
 end a
+R sfreg: /lib/x.so: no PT_GNU_SFRAME
 K sframe: after a
 run b
 end b
@@ -468,12 +656,54 @@ B sframe: a late boot line
 		a == nil || b == nil || len(a.Deferred) != 1 || a.Deferred[0].Count != 2 ||
 		!slices.Equal(a.Deferred[0].IPs, []uint64{0x401650, stackAddr}) || len(a.Samples) != 1 ||
 		len(a.Samples[0].IPs) != 0 || a.Stats["exit"] != "0" ||
-		strings.Join(a.KLog, "|") != "sframe: after a" || strings.Join(b.KLog, "|") != "after b" {
+		strings.Join(a.KLog, "|") != "sframe: after a" || strings.Join(b.KLog, "|") != "after b" ||
+		!slices.Equal(a.Maps, []Mapping{{0x555555555000, 0x555555556000, 0x1000, "/tests/a"}}) ||
+		strings.Join(a.Stderr, "|") != "sfreg: /lib/x.so: no PT_GNU_SFRAME" || len(b.Stderr) != 0 {
 		t.Errorf("%+v\na %+v\nb %+v", g, a, b)
 	}
-	for _, bad := range []string{"D 2 3 401650 401651", "D x 1 401650", "S 1 1 40z650"} {
+	for _, bad := range []string{"D 2 3 401650 401651", "D x 1 401650", "S 1 1 40z650", "M 1000 2000 0", "M 2000 1000 0 /a", "M 1000 2000 q /a"} {
 		if _, err := ParseGuest(strings.NewReader("run a\n" + bad + "\nend a\n")); err == nil || !strings.HasPrefix(err.Error(), "line 2: ") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// "@OBJ+" in a true chain takes one or more frames in a row in the object
+// OBJ, and no fewer: dyn's comparator chain through libc.so.6, as the
+// records of kernelRecords lay its process out.
+func TestClassifyObjectRun(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var data strings.Builder
+	dynRecords(t, programs(t), dir, "dyn.ours+pre", 0, &data)
+	g, err := ParseGuest(strings.NewReader(strings.ReplaceAll(data.String(), "\r", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := g.Runs["dyn.ours+pre"]
+	st, err := LoadMapped(filepath.Join(dir, "root"), run.Maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp := run.Deferred[1].IPs // lib_cmp qsort qsort qsort lib_sort p3 main ...
+	truth := truthOf(t, "dyn")
+	for _, c := range []classifyCase{
+		{"true", cmp, Verdict{Class: Equal, Truth: 1, ThroughMain: true}},
+		{"one libc frame", slices.Delete(slices.Clone(cmp), 2, 4), Verdict{Class: Equal, Truth: 1, ThroughMain: true}},
+		{"no libc frame", slices.Delete(slices.Clone(cmp), 1, 4), Verdict{Class: Wrong, Why: "frame 2 is libchain.so:lib_sort, want @libc.so.6+", Truth: 1}},
+		{"into libc only", cmp[:3], Verdict{Class: Wrong, Why: "stops after @libc.so.6+ (frame 2 of 7)", Truth: 1}},
+		{"a stack address in libc's run", with(cmp, 2, stackAddr), Verdict{Class: Wrong, Why: "frame 3 is ?7ffd12345678, want lib_sort", Truth: 1}},
+	} {
+		if got := Classify(st, truth, c.ips); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.what, got, c.want)
+		}
+	}
+	if n := st.Name(cmp[0]); n != "libchain.so:lib_cmp" {
+		t.Errorf("lib_cmp is named %q", n)
+	}
+	if n := st.Name(cmp[5]); n != "p3" {
+		t.Errorf("p3 is named %q", n)
 	}
 }

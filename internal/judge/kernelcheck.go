@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -62,10 +63,34 @@ var (
 	sframeLine    = regexp.MustCompile(`(?i)sframe`)
 	removedLine   = regexp.MustCompile(`removing bad .sframe section`)
 	refusedLine   = regexp.MustCompile(`sframe: .*(safe_read_fre|safe_read_fde|not sorted)`)
-	kernelOurs    = []string{"chain.ours", "drap.ours", "plt.ours", "chain.for-kernel", "drap.for-kernel", "signal.for-kernel", "plt.for-kernel", "goprog.for-kernel", "signal.ours"}
-	kernelAnchors = []string{"chain.gnu", "drap.gnu", "signal.gnu", "plt.gnu"}
-	kernelPlain   = []string{"chain.plain", "drap.plain", "signal.plain", "plt.plain", "goprog.plain"}
+	kernelOurs    = []string{"chain.ours", "drap.ours", "plt.ours", "chain.for-kernel", "drap.for-kernel", "signal.for-kernel", "plt.for-kernel", "goprog.for-kernel", "signal.ours", "dyn.ours+pre", "dyn.for-kernel+pre"}
+	kernelAnchors = []string{"chain.gnu", "drap.gnu", "signal.gnu", "plt.gnu", "dyn.gnu+pre", "dyn.gnu"}
+	kernelPlain   = []string{"chain.plain", "drap.plain", "signal.plain", "plt.plain", "goprog.plain", "dyn.plain+pre", "dyn.plain"}
+	// kernelUnregistered are the runs of a dynamically linked program
+	// whose libraries have .sframe that nothing registers (no sfreg.so
+	// preloaded): their frames are walked by the frame pointer
+	// (docs/acceptance.md, limit 5).
+	kernelUnregistered = []string{"dyn.ours", "dyn.for-kernel"}
+	registeredLine     = regexp.MustCompile(`^sfreg: (\S+): sframe .*: registered$`)
 )
+
+// registered lists the objects the run's preloaded sfreg.so registered
+// with sframe_register, by file name.
+func registered(r *Run) []string {
+	var objs []string
+	if r == nil {
+		return nil
+	}
+	for _, l := range r.Stderr {
+		if m := registeredLine.FindStringSubmatch(l); m != nil {
+			objs = append(objs, filepath.Base(m[1]))
+		}
+	}
+	return objs
+}
+
+// isPreloaded reports whether label is a run with sfreg.so preloaded.
+func isPreloaded(label string) bool { return strings.HasSuffix(label, "+pre") }
 
 // plainWhy says why a program without .sframe gives no right chain: the
 // kernel falls back to the frame pointer, which the C programs do not
@@ -84,7 +109,10 @@ func plainWhy(label string) string {
 // FDE), GNU as --gsframe's (reported), the programs without .sframe (no
 // chain right, none right through main) and the two damaged copies
 // (verify fails, the kernel removes or refuses the section, no chain
-// right).
+// right). The dynamically linked program with sfreg.so preloaded is one of
+// ours, which also needs sfreg.so to have registered libchain.so's and
+// libc.so.6's sections; without it its libraries are not registered
+// (limit 5), and no chain may come out right.
 func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) []Check {
 	var cs []Check
 	klog := func(label string) []string {
@@ -99,12 +127,32 @@ func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) [
 		text := fmt.Sprintf("%d of %d deferred chains (%s) equal the true chain, %d (%s) stop at a known limit, %d wrong; %d true chains never seen; exit %s; %d kernel log lines about sframe; verify --for kernel: %s",
 			f.Equal, f.Spin, pct(f.Equal, f.Spin), f.Limit, pct(f.Limit, f.Spin), f.Wrong, f.Missing, f.Exit, bad, verify[label])
 		ok := f.Exit == "0" && f.Spin > 0 && f.Wrong == 0 && f.Missing == 0 && bad == 0 && verify[label] == "pass"
+		if isPreloaded(label) {
+			// The libraries' sections were registered: libchain.so's
+			// and libc.so.6's.
+			objs := registered(g.Runs[label])
+			text += fmt.Sprintf("; registered by sframe_register: %s", strings.Join(objs, " "))
+			ok = ok && slices.Contains(objs, "libchain.so") && slices.Contains(objs, "libc.so.6")
+		}
 		cs = append(cs, Check{judged(ok), "ours " + label, text})
+	}
+	for _, label := range kernelUnregistered {
+		f := figs[label]
+		text := fmt.Sprintf("libraries not registered (no sframe_register: the frame-pointer fallback in their frames): %d of %d deferred chains equal the true chain, %d stop at a known limit, %d wrong; right through main %d; exit %s",
+			f.Equal, f.Spin, f.Limit, f.Wrong, f.ThroughMain, f.Exit)
+		cs = append(cs, Check{judged(f.Exit == "0" && f.Spin > 0 && f.Equal == 0), "unregistered " + label, text})
 	}
 	for _, label := range kernelAnchors {
 		f := figs[label]
-		cs = append(cs, Check{"info", "anchor " + label, fmt.Sprintf("GNU as 2.47 --gsframe (libc.a's objects have no .sframe): %d of %d deferred chains (%s) equal the true chain, %d (%s) stop at a known limit, %d wrong; right through main %d (%s); exit %s; verify --for kernel: %s",
-			f.Equal, f.Spin, pct(f.Equal, f.Spin), f.Limit, pct(f.Limit, f.Spin), f.Wrong, f.ThroughMain, pct(f.ThroughMain, f.Spin), f.Exit, verify[label])})
+		what := "libc.a's objects have no .sframe"
+		if strings.HasPrefix(label, "dyn.") {
+			what = "libc.so.6 has no .sframe"
+			if isPreloaded(label) {
+				what += "; libchain.so's registered"
+			}
+		}
+		cs = append(cs, Check{"info", "anchor " + label, fmt.Sprintf("GNU as 2.47 --gsframe (%s): %d of %d deferred chains (%s) equal the true chain, %d (%s) stop at a known limit, %d wrong; right through main %d (%s); exit %s; verify --for kernel: %s",
+			what, f.Equal, f.Spin, pct(f.Equal, f.Spin), f.Limit, pct(f.Limit, f.Spin), f.Wrong, f.ThroughMain, pct(f.ThroughMain, f.Spin), f.Exit, verify[label])})
 	}
 	for _, label := range kernelPlain {
 		f := figs[label]
@@ -124,9 +172,19 @@ func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) [
 	return cs
 }
 
+// objectsMapped counts the files among a run's mappings.
+func objectsMapped(maps []Mapping) int {
+	seen := map[string]bool{}
+	for _, m := range maps {
+		seen[m.Path] = true
+	}
+	return len(seen)
+}
+
 // Kernel judges the artefacts scripts/kernel-acceptance.sh leaves in dir:
 // runs (a label and the program's arguments per line), bin/LABEL (each
-// program run), data.txt (the guest's output, see ParseGuest) and
+// program run), root/ (the guest's files: a dynamically linked program's
+// objects, found through its run's mappings), data.txt (the guest's output, see ParseGuest) and
 // verify.log (see ParseVerifyLog). It returns the report the harness
 // prints (the kernel, the boot log, verify's verdicts, each run's figures,
 // the checks) and the checks.
@@ -176,13 +234,20 @@ func Kernel(dir string) (string, []Check, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		st, err := LoadSymtab(filepath.Join(dir, "bin", label))
-		if err != nil {
-			return "", nil, err
-		}
 		run := g.Runs[label]
 		if run == nil {
 			run = &Run{Label: label, Stats: map[string]string{}}
+		}
+		var st *Symtab
+		if objectsMapped(run.Maps) > 1 {
+			// A dynamically linked program: its objects where the
+			// reader saw them, read from the guest's root.
+			st, err = LoadMapped(filepath.Join(dir, "root"), run.Maps)
+		} else {
+			st, err = LoadSymtab(filepath.Join(dir, "bin", label))
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("%s: %w", label, err)
 		}
 		fg, rep := JudgeRun(st, truth, run)
 		figs[label] = fg

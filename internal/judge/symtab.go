@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 type function struct {
 	addr, size uint64
 	names      []string
+	owner      *Symtab // the object the function is in
 }
 
 // Symtab resolves the addresses of a program's call chains to its
@@ -28,11 +30,24 @@ type function struct {
 // is in a function. A Go program without such symbols (linked with
 // -ldflags=-s) has its functions from its function table instead, as Go's
 // own tracebacks name them.
+//
+// A Symtab made by LoadMapped stands for a whole process instead: the
+// objects mapped into it, each with its own Symtab and load bias.
 type Symtab struct {
 	funcs  []function
 	plt    *function
 	exec   []acceptance.Range
 	byName map[string]uint64
+	name   string // the file's base name
+
+	objs []mappedObject // a process: its objects' executable mappings
+}
+
+// A mappedObject is one executable mapping of an object in a process: the
+// addresses [lo, hi) are the object's plus bias.
+type mappedObject struct {
+	lo, hi, bias uint64
+	st           *Symtab
 }
 
 // nmText reports whether nm would list s with type T, t, W or w, deciding
@@ -67,6 +82,14 @@ func LoadSymtab(path string) (*Symtab, error) {
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if len(syms) == 0 {
+		// A stripped shared object (Debian's libc.so.6): its dynamic
+		// symbols, the functions it exports, name what they can.
+		syms, err = f.DynamicSymbols()
+		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	var text []elf.Symbol
 	for _, s := range syms {
 		if s.Name != "" && nmText(f, s) {
@@ -80,7 +103,7 @@ func LoadSymtab(path string) (*Symtab, error) {
 		}
 		return text[i].Name < text[j].Name
 	})
-	st := &Symtab{byName: map[string]uint64{}}
+	st := &Symtab{byName: map[string]uint64{}, name: filepath.Base(path)}
 	for _, s := range text {
 		if _, ok := st.byName[s.Name]; !ok {
 			st.byName[s.Name] = s.Value
@@ -104,7 +127,86 @@ func LoadSymtab(path string) (*Symtab, error) {
 	if s := f.Section(".plt"); s != nil && s.Type == elf.SHT_PROGBITS {
 		st.plt = &function{addr: s.Addr, size: s.Size, names: []string{"PLT"}}
 	}
+	for i := range st.funcs {
+		st.funcs[i].owner = st
+	}
+	if st.plt != nil {
+		st.plt.owner = st
+	}
 	return st, nil
+}
+
+// LoadMapped returns the Symtab of a process from its executable file
+// mappings (the reader's M lines), each file read from root joined with
+// its path in the guest. An object's load bias is where its mapping
+// starts less the page of the executable PT_LOAD segment whose file
+// offset the mapping has. Functions are then named as in their object,
+// with the object's file name before them for objects other than the
+// program (the first mapping's).
+func LoadMapped(root string, maps []Mapping) (*Symtab, error) {
+	if len(maps) == 0 {
+		return nil, errors.New("no mappings")
+	}
+	loaded := map[string]*Symtab{}
+	var biases = map[string]uint64{}
+	p := &Symtab{byName: map[string]uint64{}}
+	for _, m := range maps {
+		st := loaded[m.Path]
+		if st == nil {
+			var err error
+			st, err = LoadSymtab(filepath.Join(root, m.Path))
+			if err != nil {
+				return nil, err
+			}
+			loaded[m.Path] = st
+		}
+		bias, err := mappingBias(filepath.Join(root, m.Path), m)
+		if err != nil {
+			return nil, err
+		}
+		if b, ok := biases[m.Path]; ok && b != bias {
+			return nil, fmt.Errorf("%s mapped with two load biases (%#x, %#x)", m.Path, b, bias)
+		}
+		biases[m.Path] = bias
+		p.objs = append(p.objs, mappedObject{lo: m.Lo, hi: m.Hi, bias: bias, st: st})
+	}
+	p.name = p.objs[0].st.name
+	return p, nil
+}
+
+// mappingBias finds the executable PT_LOAD of the file at path whose
+// file offset, in pages, is the mapping's, and returns the mapping's
+// start less that segment's address, in pages.
+func mappingBias(path string, m Mapping) (uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	const page = 4096
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Off&^(page-1) == m.Off {
+			return m.Lo - p.Vaddr&^(page-1), nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no executable PT_LOAD at file offset %#x (mapped at %#x)", path, m.Off, m.Lo)
+}
+
+// object returns the mapped object holding ip, or nil.
+func (st *Symtab) object(ip uint64) *mappedObject {
+	for i := range st.objs {
+		if o := &st.objs[i]; ip >= o.lo && ip < o.hi {
+			return o
+		}
+	}
+	return nil
+}
+
+// inObject reports whether ip lies in an executable mapping of the
+// object whose file is named name (a process's Symtab only).
+func (st *Symtab) inObject(ip uint64, name string) bool {
+	o := st.object(ip)
+	return o != nil && o.st.name == name
 }
 
 // goFuncs fills st from the function table (.gopclntab) of the Go
@@ -136,6 +238,12 @@ func (st *Symtab) goFuncs(f *elf.File) error {
 // inside an executable segment, the last function starting at or below
 // ip, unless it has a size and ends at or below ip.
 func (st *Symtab) find(ip uint64) *function {
+	if st.objs != nil {
+		if o := st.object(ip); o != nil {
+			return o.st.find(ip - o.bias)
+		}
+		return nil
+	}
 	if p := st.plt; p != nil && ip >= p.addr && ip < p.addr+p.size {
 		return p
 	}
@@ -162,7 +270,15 @@ func (st *Symtab) find(ip uint64) *function {
 // Name is the function holding ip, or "?" and ip in hex.
 func (st *Symtab) Name(ip uint64) string {
 	if f := st.find(ip); f != nil {
+		if st.objs != nil && f.owner != st.objs[0].st {
+			return f.owner.name + ":" + f.names[0]
+		}
 		return f.names[0]
+	}
+	if st.objs != nil {
+		if o := st.object(ip); o != nil {
+			return fmt.Sprintf("%s:?%x", o.st.name, ip-o.bias)
+		}
 	}
 	return fmt.Sprintf("?%x", ip)
 }
@@ -184,9 +300,9 @@ func (st *Symtab) is(f *function, want string) bool {
 		return false
 	}
 	if want == "PLT" {
-		return f == st.plt
+		return f == f.owner.plt
 	}
-	a, ok := st.byName[want]
+	a, ok := f.owner.byName[want]
 	return ok && f.addr == a
 }
 

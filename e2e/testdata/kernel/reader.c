@@ -22,6 +22,9 @@
 //   run LABEL
 //   D COUNT NR IP...      deferred chains (PERF_RECORD_CALLCHAIN_DEFERRED)
 //   S COUNT NR IP...      ordinary samples' user chains
+//   M LO HI OFFSET PATH   the child's executable file mappings (hex), as
+//                         /proc/PID/maps last showed them while it ran: where
+//                         a dynamically linked program's objects were
 //   stat KEY VALUE        samples, records, lost records, exit status
 //   end LABEL
 //
@@ -43,6 +46,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BIT_DEFER_CALLCHAIN 38
@@ -266,6 +270,48 @@ static void drain(struct ring *r, int deferred)
 	__atomic_store_n(&r->meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
+// The child's executable mappings of files, as /proc/PID/maps showed them
+// at the last read that found any (the maps of an exited child are empty).
+static char maps[1 << 16];
+static size_t maps_len;
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void read_maps(pid_t pid)
+{
+	char path[64], line[4096], out[sizeof(maps)];
+	size_t n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, off;
+		char perms[8];
+		int pos = 0;
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perms, &off, &pos) < 4 || pos == 0)
+			continue;
+		char *name = line + pos;
+		name[strcspn(name, "\n")] = 0;
+		if (perms[2] != 'x' || name[0] != '/')
+			continue;
+		int k = snprintf(out + n, sizeof(out) - n, "M %llx %llx %llx %s\n", lo, hi, off, name);
+		if (k < 0 || (size_t)k >= sizeof(out) - n)
+			break;
+		n += (size_t)k;
+	}
+	fclose(f);
+	if (n > 0) {
+		memcpy(maps, out, n);
+		maps_len = n;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t period = 200000;
@@ -325,11 +371,18 @@ int main(int argc, char **argv)
 	close(go[1]);
 
 	int status = 0;
+	double next_maps = now() + 0.1;
 	for (;;) {
 		struct pollfd p[2] = {{rd.fd, POLLIN, 0}, {rs.fd, POLLIN, 0}};
 		poll(p, 2, 20);
 		drain(&rd, 1);
 		drain(&rs, 0);
+		// The maps from 0.1 s on (the loader is done by then), every
+		// 0.2 s: the last read while the child lives is kept.
+		if (now() >= next_maps) {
+			read_maps(pid);
+			next_maps = now() + 0.2;
+		}
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
 			break;
@@ -342,6 +395,7 @@ int main(int argc, char **argv)
 	fprintf(out, "run %s\n", label);
 	print_table(out, "D", &deferred_chains);
 	print_table(out, "S", &sample_chains);
+	fwrite(maps, 1, maps_len, out);
 	fprintf(out, "stat exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 	fprintf(out, "stat deferred-samples %llu\n", (unsigned long long)dstat.samples);
 	fprintf(out, "stat deferred-marks %llu\n", (unsigned long long)dstat.deferred_marks);
