@@ -1,13 +1,14 @@
 package judge
 
 import (
+	"debug/elf"
 	"fmt"
 	"slices"
 	"strings"
 )
 
 // KernelTruth is the true chain of every sample of the kernel harness's
-// programs whose innermost function is the first, innermost first, one
+// x86-64 programs whose innermost function is the first, innermost first, one
 // line per chain: the program, its frames ("NAME*" is any function one of
 // whose names starts with NAME; PLT is a stub of the .plt section), then
 // after ";" the frames at which the kernel's unwinder is known to stop
@@ -29,6 +30,41 @@ plt __strnlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt __strcpy_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 `
+
+// KernelTruthARM64 is KernelTruth for the AArch64 programs, static and
+// dynamic, written the same way, and: "A|B" is either frame; "@OBJ" any
+// address in the object OBJ the program had mapped (the reader's M
+// lines): a stripped libc.so.6 names only its exported functions, so
+// __libc_start_call_main, the string functions and kill are "@libc.so.6"
+// in a dynamic program. AArch64 glibc has no sigreturn trampoline: a
+// handler returns to the vDSO's __kernel_rt_sigreturn ("@[vdso]"), which
+// the kernel has no .sframe for; a limit written "FRAME+" is one the
+// chain is judged through, whatever follows it: past the vDSO the kernel
+// falls back to the frame pointer, which the kernel set to the frame
+// record in the signal frame (the interrupted x29 and x30, not its PC), so
+// what follows is the fallback's. drap's drapfn is no DRAP function here:
+// gcc keeps a frame record and puts the CFA on x29, and its rules name no
+// other register. Only the IFUNC strlen goes through .plt in a static
+// program; its one true chain for the string functions covers the three.
+const KernelTruthARM64 = `
+chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+drap leaf d3 drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+drap drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+signal s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+signal hleaf h1 handler @[vdso] __kill|@libc.so.6 s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; @[vdso]+
+plt p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+plt PLT p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+plt __strlen_*|__strnlen|strcpy|@libc.so.6 p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
+`
+
+// KernelTruthFor is the table of true chains for programs of machine m.
+func KernelTruthFor(m elf.Machine) string {
+	if m == elf.EM_AARCH64 {
+		return KernelTruthARM64
+	}
+	return KernelTruth
+}
 
 // A Truth is one true chain: its frames, innermost first, and the frames
 // at which an unwinder is known to stop.
@@ -129,27 +165,30 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 		return Verdict{Class: Wrong, Why: "empty chain", Truth: -1}
 	}
 	n := len(ips)
-	top := st.find(ips[0])
 	for ti, t := range truth {
-		if !st.is(top, t.Frames[0]) {
+		if !st.match(ips[0], t.Frames[0]) {
 			continue
 		}
 		v := Verdict{Truth: ti}
 		i := 0
-		for i < n && i < len(t.Frames) && st.is(st.find(ips[i]), t.Frames[i]) {
+		for i < n && i < len(t.Frames) && st.match(ips[i], t.Frames[i]) {
 			i++
 		}
 		if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && i > m {
 			v.ThroughMain = true
 		}
 		switch {
+		case i > 0 && slices.Contains(t.Limits, t.Frames[i-1]+"+") && i < n:
+			v.Class, v.Why = Limit, fmt.Sprintf("past %s (%d frames after it not judged)", t.Frames[i-1], n-i)
+		case i < n && i < len(t.Frames) && signed(ips[i]) && st.match(stripPAC(ips[i]), t.Frames[i]):
+			v.Class, v.Why = Limit, fmt.Sprintf("frame %d is a PAC-signed return address (%x, into %s)", i+1, ips[i], st.Name(stripPAC(ips[i])))
 		case i < n && i < len(t.Frames):
 			v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[i])
 		case n == len(t.Frames):
 			v.Class = Equal
 		case n > len(t.Frames):
 			v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-len(t.Frames), t.Frames[len(t.Frames)-1])
-		case slices.Contains(t.Limits, t.Frames[n-1]):
+		case slices.Contains(t.Limits, t.Frames[n-1]) || slices.Contains(t.Limits, t.Frames[n-1]+"+"):
 			v.Class, v.Why = Limit, "stops at "+t.Frames[n-1]
 		default:
 			v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[n-1], n, len(t.Frames))
@@ -158,3 +197,16 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	}
 	return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
 }
+
+// userVABits is the width of the user addresses of the harness's guests
+// (48-bit virtual addresses, x86-64 and AArch64 alike).
+const userVABits = 48
+
+// signed reports whether ip has bits above the user address space set: on
+// AArch64, a return address signed with pointer authentication (PAC),
+// read from the stack as the function saved it, which the kernel's
+// walk does not strip (the series has no PAC support).
+func signed(ip uint64) bool { return ip>>userVABits != 0 }
+
+// stripPAC is ip without the bits above the user address space.
+func stripPAC(ip uint64) uint64 { return ip & (1<<userVABits - 1) }

@@ -26,6 +26,7 @@ type Run struct {
 	Samples  []Chain
 	Stats    map[string]string
 	KLog     []string
+	Maps     []Mapping // the program's executable mappings (M lines)
 }
 
 // Guest is the data the kernel harness's guest wrote to its second serial
@@ -84,6 +85,12 @@ func ParseGuest(r io.Reader) (*Guest, error) {
 			if len(f) > 2 {
 				in.Stats[f[1]] = f[2]
 			}
+		case "M":
+			m, err := parseMapping(f)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %v", ln, err)
+			}
+			in.Maps = append(in.Maps, m)
 		case "D", "S":
 			c, err := parseChain(f)
 			if err != nil {
@@ -97,6 +104,22 @@ func ParseGuest(r io.Reader) (*Guest, error) {
 		}
 	}
 	return g, sc.Err()
+}
+
+// parseMapping reads "M LO HI OFFSET PATH" (numbers in hex).
+func parseMapping(f []string) (Mapping, error) {
+	if len(f) != 5 {
+		return Mapping{}, fmt.Errorf("bad M line: %d fields", len(f))
+	}
+	var v [3]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[1+i], 16, 64)
+		if err != nil {
+			return Mapping{}, fmt.Errorf("bad number %q in M line", f[1+i])
+		}
+		v[i] = n
+	}
+	return Mapping{Lo: v[0], Hi: v[1], Off: v[2], Path: f[4]}, nil
 }
 
 // parseChain reads "D|S COUNT NR IP..." (IPs in hex).

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 type function struct {
 	addr, size uint64
 	names      []string
+	obj        int // the object it is in: an index into Symtab.objs
 }
 
 // Symtab resolves the addresses of a program's call chains to its
@@ -31,8 +33,19 @@ type function struct {
 type Symtab struct {
 	funcs  []function
 	plt    *function
-	exec   []acceptance.Range
+	exec   []objRange
 	byName map[string]uint64
+	// objs names the objects the functions and ranges are in: the
+	// program first ("" when it was loaded alone, by LoadSymtab), then
+	// those of a run's mappings (AddMapping): a library by its file name,
+	// the vDSO as "[vdso]".
+	objs []string
+}
+
+// objRange is an executable range of an object.
+type objRange struct {
+	acceptance.Range
+	obj int
 }
 
 // nmText reports whether nm would list s with type T, t, W or w, deciding
@@ -47,12 +60,22 @@ func nmText(f *elf.File, s elf.Symbol) bool {
 		return false
 	case typ == elf.STT_SECTION || typ == elf.STT_FILE || typ == elf.STT_GNU_IFUNC:
 		return false
+	case (f.Machine == elf.EM_AARCH64 || f.Machine == elf.EM_ARM) && armMappingSymbol(s.Name):
+		return false
 	case bind == elf.STB_WEAK:
 		return typ != elf.STT_OBJECT
 	case bind == stbGNUUnique, s.Section == elf.SHN_ABS, int(s.Section) >= len(f.Sections):
 		return false
 	}
 	return f.Sections[s.Section].Flags&elf.SHF_EXECINSTR != 0
+}
+
+// armMappingSymbol reports whether name is an Arm ELF mapping symbol
+// ($x, $d, $a, $t, $c, alone or followed by a dot and more), which mark
+// code and data in a section and which nm leaves out unless asked for
+// --special-syms.
+func armMappingSymbol(name string) bool {
+	return len(name) >= 2 && name[0] == '$' && strings.ContainsRune("xdatc", rune(name[1])) && (len(name) == 2 || name[2] == '.')
 }
 
 // LoadSymtab reads the symbol table, the executable segments and the
@@ -80,7 +103,7 @@ func LoadSymtab(path string) (*Symtab, error) {
 		}
 		return text[i].Name < text[j].Name
 	})
-	st := &Symtab{byName: map[string]uint64{}}
+	st := &Symtab{byName: map[string]uint64{}, objs: []string{""}}
 	for _, s := range text {
 		if _, ok := st.byName[s.Name]; !ok {
 			st.byName[s.Name] = s.Value
@@ -100,7 +123,9 @@ func LoadSymtab(path string) (*Symtab, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	st.exec = acceptance.ExecRanges(f)
+	for _, r := range acceptance.ExecRanges(f) {
+		st.exec = append(st.exec, objRange{r, 0})
+	}
 	if s := f.Section(".plt"); s != nil && s.Type == elf.SHT_PROGBITS {
 		st.plt = &function{addr: s.Addr, size: s.Size, names: []string{"PLT"}}
 	}
@@ -139,13 +164,8 @@ func (st *Symtab) find(ip uint64) *function {
 	if p := st.plt; p != nil && ip >= p.addr && ip < p.addr+p.size {
 		return p
 	}
-	inx := false
-	for _, x := range st.exec {
-		if ip >= x.Lo && ip < x.Hi {
-			inx = true
-		}
-	}
-	if !inx {
+	obj := st.objAt(ip)
+	if obj < 0 {
 		return nil
 	}
 	i := sort.Search(len(st.funcs), func(i int) bool { return st.funcs[i].addr > ip }) - 1
@@ -153,10 +173,20 @@ func (st *Symtab) find(ip uint64) *function {
 		return nil
 	}
 	f := &st.funcs[i]
-	if f.size != 0 && ip >= f.addr+f.size {
+	if f.obj != obj || f.size != 0 && ip >= f.addr+f.size {
 		return nil
 	}
 	return f
+}
+
+// objAt is the object whose executable range holds ip, or -1.
+func (st *Symtab) objAt(ip uint64) int {
+	for _, x := range st.exec {
+		if ip >= x.Lo && ip < x.Hi {
+			return x.obj
+		}
+	}
+	return -1
 }
 
 // Name is the function holding ip, or "?" and ip in hex.
@@ -165,6 +195,25 @@ func (st *Symtab) Name(ip uint64) string {
 		return f.names[0]
 	}
 	return fmt.Sprintf("?%x", ip)
+}
+
+// match reports whether ip is in the frame a true chain names: one of
+// the alternatives of "A|B"; "@OBJ" is any address in an executable
+// mapping of the object OBJ ("@libc.so.6", "@[vdso]": see AddMapping),
+// function or not; else as is says.
+func (st *Symtab) match(ip uint64, want string) bool {
+	for _, w := range strings.Split(want, "|") {
+		if o, ok := strings.CutPrefix(w, "@"); ok {
+			if i := st.objAt(ip); i >= 0 && st.objs[i] == o {
+				return true
+			}
+			continue
+		}
+		if st.is(st.find(ip), w) {
+			return true
+		}
+	}
+	return false
 }
 
 // is reports whether f is the frame a true chain names: "PLT" is the .plt
@@ -192,3 +241,122 @@ func (st *Symtab) is(f *function, want string) bool {
 
 // stbGNUUnique is STB_GNU_UNIQUE, which debug/elf does not name.
 const stbGNUUnique elf.SymBind = 10
+
+// A Mapping is one executable mapping of a run's program, as the reader
+// wrote it ("M LO HI OFFSET PATH", from /proc/PID/maps): where a PIE
+// program, its libraries and the vDSO lay.
+type Mapping struct {
+	Lo, Hi, Off uint64
+	Path        string
+}
+
+// pageMask is the guests' page size less one (4 KiB pages).
+const pageMask = 0xfff
+
+// loadBias is the difference between the addresses of m and those f's
+// executable PT_LOAD at m's file offset has in the file (0 for a program
+// linked at a fixed address).
+func loadBias(f *elf.File, m Mapping) (uint64, error) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Off&^pageMask == m.Off {
+			return m.Lo - p.Vaddr&^pageMask, nil
+		}
+	}
+	return 0, fmt.Errorf("no executable PT_LOAD at offset %#x for the mapping %#x-%#x of %s", m.Off, m.Lo, m.Hi, m.Path)
+}
+
+// RelocateProgram moves the program's functions, ranges and .plt to where
+// the mapping m of the program file at path put them (a PIE's load
+// address; nothing moves for a program linked at a fixed address).
+func (st *Symtab) RelocateProgram(path string, m Mapping) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bias, err := loadBias(f, m)
+	if err != nil || bias == 0 {
+		return err
+	}
+	for i := range st.funcs {
+		if st.funcs[i].obj == 0 {
+			st.funcs[i].addr += bias
+		}
+	}
+	for i := range st.exec {
+		if st.exec[i].obj == 0 {
+			st.exec[i].Lo += bias
+			st.exec[i].Hi += bias
+		}
+	}
+	if st.plt != nil {
+		st.plt.addr += bias
+	}
+	for n, a := range st.byName {
+		st.byName[n] = a + bias
+	}
+	sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+	return nil
+}
+
+// AddMapping adds an object the program had mapped, named by its file
+// name ("libc.so.6", "[vdso]"): the mapping's range, and the functions of
+// the file at path (its symbol table, else its dynamic symbols: a
+// distribution's stripped library names its exported functions only; an
+// address in between is the exported function below it) where path is
+// not "", else one function named as the object over the whole range.
+// Names the program has keep the program's address.
+func (st *Symtab) AddMapping(m Mapping, path string) error {
+	name := m.Path[strings.LastIndex(m.Path, "/")+1:]
+	obj := len(st.objs)
+	st.objs = append(st.objs, name)
+	st.exec = append(st.exec, objRange{acceptance.Range{Lo: m.Lo, Hi: m.Hi}, obj})
+	if path == "" {
+		st.funcs = append(st.funcs, function{addr: m.Lo, size: m.Hi - m.Lo, names: []string{name}, obj: obj})
+		sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+		return nil
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bias, err := loadBias(f, m)
+	if err != nil {
+		return err
+	}
+	syms, err := f.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(syms) == 0 {
+		if syms, err = f.DynamicSymbols(); err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	byAddr := map[uint64]int{}
+	for _, s := range syms {
+		a := s.Value + bias
+		if s.Name == "" || !nmText(f, s) || a < m.Lo || a >= m.Hi {
+			continue
+		}
+		if _, ok := st.byName[s.Name]; !ok {
+			st.byName[s.Name] = a
+		}
+		if i, ok := byAddr[a]; ok {
+			g := &st.funcs[i]
+			if s.Size != 0 {
+				g.size = s.Size
+			}
+			if !slices.Contains(g.names, s.Name) {
+				g.names = append(g.names, s.Name)
+				sort.Strings(g.names)
+			}
+			continue
+		}
+		byAddr[a] = len(st.funcs)
+		st.funcs = append(st.funcs, function{addr: a, size: s.Size, names: []string{s.Name}, obj: obj})
+	}
+	sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+	return nil
+}

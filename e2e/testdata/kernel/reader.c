@@ -22,6 +22,10 @@
 //   run LABEL
 //   D COUNT NR IP...      deferred chains (PERF_RECORD_CALLCHAIN_DEFERRED)
 //   S COUNT NR IP...      ordinary samples' user chains
+//   M LO HI OFFSET PATH   the program's executable mappings (hex), as
+//                         /proc/PID/maps last showed them while it ran:
+//                         where a PIE program, its libraries and the vDSO
+//                         lie, to resolve the chains' addresses
 //   stat KEY VALUE        samples, records, lost records, exit status
 //   end LABEL
 //
@@ -163,6 +167,34 @@ static int open_event(pid_t pid, uint64_t period, int deferred)
 	if (fd < 0)
 		die(deferred ? "perf_event_open (deferred call chains)" : "perf_event_open");
 	return fd;
+}
+
+// The child's executable mappings, read from /proc/PID/maps while it runs
+// (the last read that found any is kept: a dynamic program's libraries
+// are mapped before its main, and nothing here maps code later).
+static char maps[16384];
+
+static void read_maps(pid_t pid)
+{
+	char path[64], line[512], buf[sizeof(maps)];
+	size_t n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, off;
+		char perm[8], name[256] = "";
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %255s", &lo, &hi, perm, &off, name) < 4 || !strchr(perm, 'x'))
+			continue;
+		int w = snprintf(buf + n, sizeof(buf) - n, "M %llx %llx %llx %s\n", lo, hi, off, name[0] ? name : "?");
+		if (w < 0 || (size_t)w >= sizeof(buf) - n)
+			break;
+		n += (size_t)w;
+	}
+	fclose(f);
+	if (n > 0)
+		memcpy(maps, buf, n + 1);
 }
 
 static void map_ring(struct ring *r, int fd)
@@ -325,11 +357,15 @@ int main(int argc, char **argv)
 	close(go[1]);
 
 	int status = 0;
-	for (;;) {
+	for (unsigned loop = 0;; loop++) {
 		struct pollfd p[2] = {{rd.fd, POLLIN, 0}, {rs.fd, POLLIN, 0}};
 		poll(p, 2, 20);
 		drain(&rd, 1);
 		drain(&rs, 0);
+		// Once the program has been sampled (it runs its own code by
+		// then), and every second after that.
+		if (dstat.samples + sstat.samples > 0 && (maps[0] == 0 || loop % 50 == 0))
+			read_maps(pid);
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
 			break;
@@ -342,6 +378,7 @@ int main(int argc, char **argv)
 	fprintf(out, "run %s\n", label);
 	print_table(out, "D", &deferred_chains);
 	print_table(out, "S", &sample_chains);
+	fputs(maps, out);
 	fprintf(out, "stat exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 	fprintf(out, "stat deferred-samples %llu\n", (unsigned long long)dstat.samples);
 	fprintf(out, "stat deferred-marks %llu\n", (unsigned long long)dstat.deferred_marks);
