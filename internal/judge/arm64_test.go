@@ -134,3 +134,46 @@ func TestParseGuestMaps(t *testing.T) {
 		t.Error("a short M line parsed")
 	}
 }
+
+// A dynamic program's string functions are libc.so.6's: their true chain
+// is of the dynamic builds only, judged through the libc frame; the
+// static builds' names the functions.
+func TestParseTruthForLinking(t *testing.T) {
+	st, err := ParseTruthFor(KernelTruthARM64, "plt", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dy, err := ParseTruthFor(KernelTruthARM64, "plt", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 3 || st[2].Frames[0] != "__strlen_*|__strnlen|strcpy" || len(dy) != 3 || dy[2].Frames[0] != "@libc.so.6" || !slices.Equal(dy[2].Limits, []string{"@libc.so.6+"}) {
+		t.Errorf("static %+v\ndynamic %+v", st, dy)
+	}
+}
+
+// Of the true chains that start at the chain's innermost frame, the one
+// that agrees longest decides, the first of those on a tie.
+func TestClassifyLongestTruth(t *testing.T) {
+	exe := filepath.Join("..", "..", "testdata", "sframe", "v3-aarch64-exe")
+	st, err := LoadSymtab(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth, err := ParseTruth("x leaf caller _start ;\nx leaf entry _start ;", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		chain []uint64
+		v     Verdict
+	}{
+		{[]uint64{0x424, 0x440, 0x3a4}, Verdict{Class: Equal, Truth: 0}},
+		{[]uint64{0x424, 0x3e4, 0x3a4}, Verdict{Class: Equal, Truth: 1}},
+		{[]uint64{0x424, 0x3a4}, Verdict{Class: Wrong, Truth: 0, Why: "frame 2 is _start, want caller"}},
+	} {
+		if v := Classify(st, truth, c.chain); v != c.v {
+			t.Errorf("%x: %+v, want %+v", c.chain, v, c.v)
+		}
+	}
+}

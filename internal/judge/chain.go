@@ -46,6 +46,12 @@ goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 // gcc keeps a frame record and puts the CFA on x29, and its rules name no
 // other register. Only the IFUNC strlen goes through .plt in a static
 // program; its one true chain for the string functions covers the three.
+// A line of "PROG:static" or "PROG:dynamic" is a true chain of the static
+// or the dynamic builds only (ParseTruthFor): in a dynamic program the
+// string functions are libc.so.6's, for which the kernel has no .sframe
+// (binfmt_elf registers only the program and ld.so), so a sample there
+// falls back to the frame pointer, which the -fomit-frame-pointer callers
+// do not keep: judged through the libc frame, as a limit.
 const KernelTruthARM64 = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
@@ -54,7 +60,8 @@ signal s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start 
 signal hleaf h1 handler @[vdso] __kill|@libc.so.6 s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; @[vdso]+
 plt p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 plt PLT p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
-plt __strlen_*|__strnlen|strcpy|@libc.so.6 p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+plt:static __strlen_*|__strnlen|strcpy p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt:dynamic @libc.so.6 p2 p1 main @libc.so.6 __libc_start_main _start ; @libc.so.6+
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 `
 
@@ -74,12 +81,22 @@ type Truth struct {
 }
 
 // ParseTruth returns the true chains of prog from a table written as
-// KernelTruth is, in their order.
-func ParseTruth(table, prog string) ([]Truth, error) {
+// KernelTruth is, in their order: those of a static program (see
+// ParseTruthFor).
+func ParseTruth(table, prog string) ([]Truth, error) { return ParseTruthFor(table, prog, false) }
+
+// ParseTruthFor returns the true chains of prog, dynamically linked or
+// not, from a table written as KernelTruth is, in their order: the lines
+// of prog, and those of "prog:dynamic" or "prog:static".
+func ParseTruthFor(table, prog string, dynamic bool) ([]Truth, error) {
+	kind := prog + ":static"
+	if dynamic {
+		kind = prog + ":dynamic"
+	}
 	var ts []Truth
 	for _, l := range strings.Split(table, "\n") {
 		f := strings.Fields(l)
-		if len(f) == 0 || f[0] != prog {
+		if len(f) == 0 || f[0] != prog && f[0] != kind {
 			continue
 		}
 		var t Truth
@@ -154,8 +171,9 @@ type Verdict struct {
 func isMain(frame string) bool { return frame == "main" || frame == "main.main" }
 
 // Classify compares the chain ips (innermost first) with the true chains
-// truth, resolved through st. The first true chain whose innermost frame
-// the chain's is decides: frames are compared in turn up to the first that
+// truth, resolved through st. Of the true chains whose innermost frame
+// the chain's is, the one that agrees with it over the most frames (the
+// first of those) decides: frames are compared in turn up to the first that
 // differs (Wrong); a chain as long as the true one is Equal, a longer one
 // Wrong; a shorter one is Limit if its last frame is one of the true
 // chain's limits and Wrong otherwise. An empty chain is Wrong; a chain
@@ -165,37 +183,47 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 		return Verdict{Class: Wrong, Why: "empty chain", Truth: -1}
 	}
 	n := len(ips)
-	for ti, t := range truth {
+	// The true chain with the chain's innermost frame that agrees with
+	// it longest (the first of those): a stub or a library function may
+	// be called from more than one place.
+	ti, i := -1, 0
+	for k, t := range truth {
 		if !st.match(ips[0], t.Frames[0]) {
 			continue
 		}
-		v := Verdict{Truth: ti}
-		i := 0
-		for i < n && i < len(t.Frames) && st.match(ips[i], t.Frames[i]) {
-			i++
+		j := 1
+		for j < n && j < len(t.Frames) && st.match(ips[j], t.Frames[j]) {
+			j++
 		}
-		if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && i > m {
-			v.ThroughMain = true
+		if ti < 0 || j > i {
+			ti, i = k, j
 		}
-		switch {
-		case i > 0 && slices.Contains(t.Limits, t.Frames[i-1]+"+") && i < n:
-			v.Class, v.Why = Limit, fmt.Sprintf("past %s (%d frames after it not judged)", t.Frames[i-1], n-i)
-		case i < n && i < len(t.Frames) && signed(ips[i]) && st.match(stripPAC(ips[i]), t.Frames[i]):
-			v.Class, v.Why = Limit, fmt.Sprintf("frame %d is a PAC-signed return address (%x, into %s)", i+1, ips[i], st.Name(stripPAC(ips[i])))
-		case i < n && i < len(t.Frames):
-			v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[i])
-		case n == len(t.Frames):
-			v.Class = Equal
-		case n > len(t.Frames):
-			v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-len(t.Frames), t.Frames[len(t.Frames)-1])
-		case slices.Contains(t.Limits, t.Frames[n-1]) || slices.Contains(t.Limits, t.Frames[n-1]+"+"):
-			v.Class, v.Why = Limit, "stops at "+t.Frames[n-1]
-		default:
-			v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[n-1], n, len(t.Frames))
-		}
-		return v
 	}
-	return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
+	if ti < 0 {
+		return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
+	}
+	t := truth[ti]
+	v := Verdict{Truth: ti}
+	if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && i > m {
+		v.ThroughMain = true
+	}
+	switch {
+	case slices.Contains(t.Limits, t.Frames[i-1]+"+") && i < n:
+		v.Class, v.Why = Limit, fmt.Sprintf("past %s (%d frames after it not judged)", t.Frames[i-1], n-i)
+	case i < n && i < len(t.Frames) && signed(ips[i]) && st.match(stripPAC(ips[i]), t.Frames[i]):
+		v.Class, v.Why = Limit, fmt.Sprintf("frame %d is a PAC-signed return address (%x, into %s)", i+1, ips[i], st.Name(stripPAC(ips[i])))
+	case i < n && i < len(t.Frames):
+		v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[i])
+	case n == len(t.Frames):
+		v.Class = Equal
+	case n > len(t.Frames):
+		v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-len(t.Frames), t.Frames[len(t.Frames)-1])
+	case slices.Contains(t.Limits, t.Frames[n-1]) || slices.Contains(t.Limits, t.Frames[n-1]+"+"):
+		v.Class, v.Why = Limit, "stops at "+t.Frames[n-1]
+	default:
+		v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[n-1], n, len(t.Frames))
+	}
+	return v
 }
 
 // userVABits is the width of the user addresses of the harness's guests

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -199,11 +200,11 @@ func Kernel(dir string) (string, []Check, error) {
 		if run == nil {
 			run = &Run{Label: label, Stats: map[string]string{}}
 		}
-		st, machine, err := runSymtab(dir, label, run.Maps)
+		st, machine, dynamic, err := runSymtab(dir, label, run.Maps)
 		if err != nil {
 			return "", nil, err
 		}
-		truth, err := ParseTruth(KernelTruthFor(machine), prog)
+		truth, err := ParseTruthFor(KernelTruthFor(machine), prog, dynamic)
 		if err != nil {
 			return "", nil, err
 		}
@@ -223,25 +224,27 @@ func Kernel(dir string) (string, []Check, error) {
 // symbols (dir/bin/LABEL), moved to where the run's mappings put it, and
 // the objects it had mapped: a library by its copy in dir/bin/lib (the
 // harness copies the ones it puts in the guest there), the vDSO and
-// anything else by its range alone. It returns the program's machine too.
-func runSymtab(dir, label string, maps []Mapping) (*Symtab, elf.Machine, error) {
+// anything else by its range alone. It returns the program's machine too,
+// and whether it is dynamically linked (has a PT_INTERP).
+func runSymtab(dir, label string, maps []Mapping) (*Symtab, elf.Machine, bool, error) {
 	path := filepath.Join(dir, "bin", label)
 	f, err := elf.Open(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	machine := f.Machine
+	dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
 	f.Close()
 	st, err := LoadSymtab(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	// The program first: RelocateProgram moves every name it has.
 	isProg := func(m Mapping) bool { return m.Path[strings.LastIndex(m.Path, "/")+1:] == label }
 	for _, m := range maps {
 		if isProg(m) {
 			if err := st.RelocateProgram(path, m); err != nil {
-				return nil, 0, err
+				return nil, 0, false, err
 			}
 			break
 		}
@@ -256,8 +259,8 @@ func runSymtab(dir, label string, maps []Mapping) (*Symtab, elf.Machine, error) 
 			lib = ""
 		}
 		if err := st.AddMapping(m, lib); err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
 	}
-	return st, machine, nil
+	return st, machine, dynamic, nil
 }

@@ -26,13 +26,13 @@ type function struct {
 // functions, as `nm -n -S --defined-only` and `readelf -lSW` show them: the
 // defined symbols nm types T, t, W or w (an IFUNC symbol, type i, is not
 // one), the .plt section as one function named PLT (its stubs have no
-// symbol), and the executable PT_LOAD segments, outside which no address
+// symbol; lld's .iplt, a static executable's IRELATIVE stubs, too), and the executable PT_LOAD segments, outside which no address
 // is in a function. A Go program without such symbols (linked with
 // -ldflags=-s) has its functions from its function table instead, as Go's
 // own tracebacks name them.
 type Symtab struct {
 	funcs  []function
-	plt    *function
+	plt    []*function // .plt, and lld's .iplt
 	exec   []objRange
 	byName map[string]uint64
 	// objs names the objects the functions and ranges are in: the
@@ -126,8 +126,10 @@ func LoadSymtab(path string) (*Symtab, error) {
 	for _, r := range acceptance.ExecRanges(f) {
 		st.exec = append(st.exec, objRange{r, 0})
 	}
-	if s := f.Section(".plt"); s != nil && s.Type == elf.SHT_PROGBITS {
-		st.plt = &function{addr: s.Addr, size: s.Size, names: []string{"PLT"}}
+	for _, name := range []string{".plt", ".iplt"} {
+		if s := f.Section(name); s != nil && s.Type == elf.SHT_PROGBITS {
+			st.plt = append(st.plt, &function{addr: s.Addr, size: s.Size, names: []string{"PLT"}})
+		}
 	}
 	return st, nil
 }
@@ -161,8 +163,10 @@ func (st *Symtab) goFuncs(f *elf.File) error {
 // inside an executable segment, the last function starting at or below
 // ip, unless it has a size and ends at or below ip.
 func (st *Symtab) find(ip uint64) *function {
-	if p := st.plt; p != nil && ip >= p.addr && ip < p.addr+p.size {
-		return p
+	for _, p := range st.plt {
+		if ip >= p.addr && ip < p.addr+p.size {
+			return p
+		}
 	}
 	obj := st.objAt(ip)
 	if obj < 0 {
@@ -233,7 +237,7 @@ func (st *Symtab) is(f *function, want string) bool {
 		return false
 	}
 	if want == "PLT" {
-		return f == st.plt
+		return slices.Contains(st.plt, f)
 	}
 	a, ok := st.byName[want]
 	return ok && f.addr == a
@@ -289,8 +293,8 @@ func (st *Symtab) RelocateProgram(path string, m Mapping) error {
 			st.exec[i].Hi += bias
 		}
 	}
-	if st.plt != nil {
-		st.plt.addr += bias
+	for _, p := range st.plt {
+		p.addr += bias
 	}
 	for n, a := range st.byName {
 		st.byName[n] = a + bias
@@ -304,7 +308,8 @@ func (st *Symtab) RelocateProgram(path string, m Mapping) error {
 // the file at path (its symbol table, else its dynamic symbols: a
 // distribution's stripped library names its exported functions only; an
 // address in between is the exported function below it) where path is
-// not "", else one function named as the object over the whole range.
+// not "" and m maps one of its executable PT_LOADs, else one function
+// named as the object over the whole range.
 // Names the program has keep the program's address.
 func (st *Symtab) AddMapping(m Mapping, path string) error {
 	name := m.Path[strings.LastIndex(m.Path, "/")+1:]
@@ -323,7 +328,11 @@ func (st *Symtab) AddMapping(m Mapping, path string) error {
 	defer f.Close()
 	bias, err := loadBias(f, m)
 	if err != nil {
-		return err
+		// Not a code segment of the file (the reader saw the object
+		// while ld.so was still mapping it): its range alone.
+		st.funcs = append(st.funcs, function{addr: m.Lo, size: m.Hi - m.Lo, names: []string{name}, obj: obj})
+		sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+		return nil
 	}
 	syms, err := f.Symbols()
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {

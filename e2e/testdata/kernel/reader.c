@@ -170,8 +170,8 @@ static int open_event(pid_t pid, uint64_t period, int deferred)
 }
 
 // The child's executable mappings, read from /proc/PID/maps while it runs
-// (the last read that found any is kept: a dynamic program's libraries
-// are mapped before its main, and nothing here maps code later).
+// (the last read that found any is kept: nothing here maps code after its
+// main).
 static char maps[16384];
 
 static void read_maps(pid_t pid)
@@ -357,14 +357,15 @@ int main(int argc, char **argv)
 	close(go[1]);
 
 	int status = 0;
-	for (unsigned loop = 0;; loop++) {
+	for (;;) {
 		struct pollfd p[2] = {{rd.fd, POLLIN, 0}, {rs.fd, POLLIN, 0}};
 		poll(p, 2, 20);
 		drain(&rd, 1);
 		drain(&rs, 0);
-		// Once the program has been sampled (it runs its own code by
-		// then), and every second after that.
-		if (dstat.samples + sstat.samples > 0 && (maps[0] == 0 || loop % 50 == 0))
+		// Every 20 ms once the program has been sampled: a short
+		// program's first sample may come while ld.so is still mapping
+		// its libraries.
+		if (dstat.samples + sstat.samples > 0)
 			read_maps(pid);
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
