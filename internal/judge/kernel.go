@@ -211,8 +211,8 @@ func JudgeRun(st *Symtab, truth []Truth, run *Run) (Figures, string) {
 			fg.SamplesEqual += c.Count
 		}
 	}
-	for _, g := range good {
-		if !g {
+	for i, g := range good {
+		if !g && !truth[i].Optional() {
 			fg.Missing++
 		}
 	}
