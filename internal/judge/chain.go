@@ -62,8 +62,11 @@ signal s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start 
 signal hleaf h1 handler @[vdso] __kill|@libc.so.6 s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; @[vdso]+
 plt p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 plt PLT p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
-plt:static __strlen_*|__strnlen|strcpy p2 p1 main __libc_start_call_main __libc_start_main _start ;
-plt:static __strlen_* getenv _dl_non_dynamic_init __libc_init_first __libc_start_main _start ; ?
+plt:static __strlen_asimd|__strlen_mte|__strnlen|strcpy p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt:static __strlen_asimd|__strlen_mte getenv _dl_non_dynamic_init __libc_init_first __libc_start_main _start ; ?
+plt:static __strlen_ifunc __libc_start_main _start ; ?
+plt:dynamic PLT _start ; ?
+plt PLT main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; ?
 plt:dynamic @libc.so.6 p2 p1 main @libc.so.6 __libc_start_main _start ; @libc.so.6+
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 `
