@@ -147,7 +147,7 @@ func TestParseTruthForLinking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 6 || st[2].Frames[0] != "__strlen_asimd|__strlen_mte|__strnlen|strcpy" || !st[3].Optional() || st[2].Optional() || len(dy) != 5 || dy[4].Frames[0] != "@libc.so.6" || !slices.Equal(dy[4].Limits, []string{"@libc.so.6+"}) {
+	if len(st) != 8 || st[2].Frames[0] != "__strlen_asimd|__strlen_mte|__strnlen|strcpy" || !st[3].Optional() || st[2].Optional() || len(dy) != 5 || dy[4].Frames[0] != "@libc.so.6" || !slices.Equal(dy[4].Limits, []string{"@libc.so.6+"}) {
 		t.Errorf("static %+v\ndynamic %+v", st, dy)
 	}
 }

@@ -52,8 +52,16 @@ goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 // (binfmt_elf registers only the program and ld.so), so a sample there
 // falls back to the frame pointer, which the -fomit-frame-pointer callers
 // do not keep: judged through the libc frame, as a limit. A true chain
-// whose limits say "?" need not be seen: strlen called by getenv in a
-// static program's startup, which a sample catches now and then.
+// whose limits say "?" need not be seen: a chain of start-up code that a
+// sample catches now and then, one line for each seen in the runs so far
+// (strlen called by getenv, strlen's IFUNC resolver, the .plt stubs of
+// memcpy and the like called by __libc_setup_tls and malloc in a static
+// program; the .plt stub of __libc_start_main called by a PIE's _start,
+// or of strtoul called by main). Another start-up caller of a stub or
+// string function counts as wrong until it is checked and added: a
+// pattern such as "any frames, then __libc_start_main _start" would take
+// the frame-pointer fallback's chains, which skip the callers and end so,
+// for right ones.
 const KernelTruthARM64 = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
@@ -65,6 +73,8 @@ plt PLT p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 plt:static __strlen_asimd|__strlen_mte|__strnlen|strcpy p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt:static __strlen_asimd|__strlen_mte getenv _dl_non_dynamic_init __libc_init_first __libc_start_main _start ; ?
 plt:static __strlen_ifunc __libc_start_main _start ; ?
+plt:static PLT __libc_setup_tls __libc_start_main _start ; ?
+plt:static PLT __libc_malloc _dl_get_origin _dl_non_dynamic_init __libc_init_first __libc_start_main _start ; ?
 plt:dynamic PLT _start ; ?
 plt PLT main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; ?
 plt:dynamic @libc.so.6 p2 p1 main @libc.so.6 __libc_start_main _start ; @libc.so.6+
