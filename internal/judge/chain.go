@@ -51,17 +51,15 @@ goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 // string functions are libc.so.6's, for which the kernel has no .sframe
 // (binfmt_elf registers only the program and ld.so), so a sample there
 // falls back to the frame pointer, which the -fomit-frame-pointer callers
-// do not keep: judged through the libc frame, as a limit. A true chain
-// whose limits say "?" need not be seen: a chain of start-up code that a
-// sample catches now and then, one line for each seen in the runs so far
-// (strlen called by getenv, strlen's IFUNC resolver, the .plt stubs of
-// memcpy and the like called by __libc_setup_tls and malloc in a static
-// program; the .plt stub of __libc_start_main called by a PIE's _start,
-// or of strtoul called by main). Another start-up caller of a stub or
-// string function counts as wrong until it is checked and added: a
-// pattern such as "any frames, then __libc_start_main _start" would take
-// the frame-pointer fallback's chains, which skip the callers and end so,
-// for right ones.
+// do not keep: judged through the libc frame, as a limit. An innermost
+// frame written "NAME^" is shared code: the .plt stubs and the string
+// functions are called by glibc's start-up and exit code too (getenv,
+// __libc_setup_tls, malloc, _dl_new_object, __do_global_dtors_aux, ...),
+// so a chain from it whose second frame is a function that is the second
+// frame of no true chain of the program is outside the spinning code
+// (Other), not wrong. A missing or wrong FDE of such code still shows:
+// its chains from p2 would then be wrong, or all Other and the true
+// chain never seen. A true chain whose limits say "?" need not be seen.
 const KernelTruthARM64 = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
@@ -69,14 +67,8 @@ drap drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _star
 signal s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 signal hleaf h1 handler @[vdso] __kill|@libc.so.6 s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; @[vdso]+
 plt p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
-plt PLT p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
-plt:static __strlen_asimd|__strlen_mte|__strnlen|strcpy p2 p1 main __libc_start_call_main __libc_start_main _start ;
-plt:static __strlen_asimd|__strlen_mte getenv _dl_non_dynamic_init __libc_init_first __libc_start_main _start ; ?
-plt:static __strlen_ifunc __libc_start_main _start ; ?
-plt:static PLT __libc_setup_tls __libc_start_main _start ; ?
-plt:static PLT __libc_malloc _dl_get_origin _dl_non_dynamic_init __libc_init_first __libc_start_main _start ; ?
-plt:dynamic PLT _start ; ?
-plt PLT main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; ?
+plt PLT^ p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+plt:static __strlen_asimd|__strlen_mte|__strnlen|strcpy^ p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt:dynamic @libc.so.6 p2 p1 main @libc.so.6 __libc_start_main _start ; @libc.so.6+
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 `
@@ -208,7 +200,7 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	// be called from more than one place.
 	ti, i := -1, 0
 	for k, t := range truth {
-		if !st.match(ips[0], t.Frames[0]) {
+		if !st.match(ips[0], strings.TrimSuffix(t.Frames[0], "^")) {
 			continue
 		}
 		j := 1
@@ -223,6 +215,9 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 		return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
 	}
 	t := truth[ti]
+	if i == 1 && n > 1 && strings.HasSuffix(t.Frames[0], "^") && st.find(ips[1]) != nil && !secondFrame(st, truth, ips[1]) {
+		return Verdict{Class: Other, Why: "shared code called by " + st.Name(ips[1]), Truth: -1}
+	}
 	v := Verdict{Truth: ti}
 	if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && i > m {
 		v.ThroughMain = true
@@ -244,6 +239,17 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 		v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[n-1], n, len(t.Frames))
 	}
 	return v
+}
+
+// secondFrame reports whether ip is in a function some true chain has as
+// its second frame.
+func secondFrame(st *Symtab, truth []Truth, ip uint64) bool {
+	for _, t := range truth {
+		if len(t.Frames) > 1 && st.match(ip, t.Frames[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // userVABits is the width of the user addresses of the harness's guests
