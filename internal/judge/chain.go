@@ -55,11 +55,15 @@ goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 // frame written "NAME^" is shared code: the .plt stubs and the string
 // functions are called by glibc's start-up and exit code too (getenv,
 // __libc_setup_tls, malloc, _dl_new_object, __do_global_dtors_aux, ...),
-// so a chain from it whose second frame is a function that is the second
-// frame of no true chain of the program is outside the spinning code
-// (Other), not wrong. A missing or wrong FDE of such code still shows:
-// its chains from p2 would then be wrong, or all Other and the true
-// chain never seen. A true chain whose limits say "?" need not be seen.
+// so a chain from it whose second frame is a function no true chain of
+// the program has anywhere is outside the spinning code (Other), not
+// wrong. A chain that skips callers (the frame-pointer fallback's
+// "strlen __libc_start_main _start") is still judged, and a missing or
+// wrong FDE of such code still shows: its chains from p2 would be wrong,
+// or Other and the true chain never seen. A true chain whose limits say
+// "?" need not be seen: the .plt stubs of __libc_start_main called by a
+// PIE's _start and of strtoul called by main, start-up chains whose
+// callers are in the true chains.
 const KernelTruthARM64 = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
@@ -70,6 +74,8 @@ plt p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 plt PLT^ p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 plt:static __strlen_asimd|__strlen_mte|__strnlen|strcpy^ p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt:dynamic @libc.so.6 p2 p1 main @libc.so.6 __libc_start_main _start ; @libc.so.6+
+plt:dynamic PLT _start ; ?
+plt PLT main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; ?
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 `
 
@@ -215,7 +221,7 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 		return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
 	}
 	t := truth[ti]
-	if i == 1 && n > 1 && strings.HasSuffix(t.Frames[0], "^") && st.find(ips[1]) != nil && !secondFrame(st, truth, ips[1]) {
+	if i == 1 && n > 1 && strings.HasSuffix(t.Frames[0], "^") && st.find(ips[1]) != nil && !inTruth(st, truth, ips[1]) {
 		return Verdict{Class: Other, Why: "shared code called by " + st.Name(ips[1]), Truth: -1}
 	}
 	v := Verdict{Truth: ti}
@@ -241,12 +247,13 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	return v
 }
 
-// secondFrame reports whether ip is in a function some true chain has as
-// its second frame.
-func secondFrame(st *Symtab, truth []Truth, ip uint64) bool {
+// inTruth reports whether ip is in a frame some true chain names.
+func inTruth(st *Symtab, truth []Truth, ip uint64) bool {
 	for _, t := range truth {
-		if len(t.Frames) > 1 && st.match(ip, t.Frames[1]) {
-			return true
+		for _, f := range t.Frames {
+			if st.match(ip, strings.TrimSuffix(f, "^")) {
+				return true
+			}
 		}
 	}
 	return false
