@@ -32,7 +32,7 @@
 # KERNEL_ACCEPTANCE_ACCEL (kvm or tcg; default kvm, tcg where KVM is
 # kvm_pvm, see below), KERNEL_ACCEPTANCE_PERIOD (sampling period in ns,
 # default 100000), KERNEL_ACCEPTANCE_BOOT_TIMEOUT and _RUN_TIMEOUT (seconds,
-# default 180 and 900).
+# default 180 and 900, on arm64 180 and 3600).
 #
 # The kernel the figures in docs/acceptance.md come from (no kernel code is in this
 # repository; the tree was assembled by hand):
