@@ -33,8 +33,12 @@ func (a *abi) layout(p PLT) (pltLayout, bool) {
 		if len(p.Data)%16 != 0 {
 			l.entry = 8 // non-IBT .plt.got: jmp *got(%rip); xchg %ax,%ax
 		}
-	case a.arch == arch.ARM64 && p.Name == ".plt":
+	case a.arch == arch.ARM64 && p.Name == ".plt" && pltstub.HasHeader(a.arch, p.Data):
 		l = pltLayout{header: 32, entry: 16}
+	case a.arch == arch.ARM64 && (p.Name == ".plt" || p.Name == ".iplt"):
+		// A static executable's IRELATIVE stubs without PLT0: GNU ld's
+		// .plt, lld's .iplt.
+		l = pltLayout{entry: 16}
 	case a.arch == arch.S390X && p.Name == ".plt":
 		l = pltLayout{header: 32, entry: 32} // GNU ld's (bfd/elf64-s390.c)
 	default:

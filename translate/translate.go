@@ -70,7 +70,7 @@ type Options struct {
 
 // PLT is a PLT section's contents.
 type PLT struct {
-	Name    string // ".plt", ".plt.sec", ".plt.got"
+	Name    string // ".plt", ".plt.sec", ".plt.got", ".iplt" (AArch64)
 	Addr    uint64
 	Data    []byte
 	EntSize uint64 // sh_entsize (0 when unset)

@@ -449,6 +449,23 @@ func TestPLT(t *testing.T) {
 		t.Errorf("AArch64 .plt (-want +got):\n%s", d)
 	}
 
+	// A static executable's IRELATIVE stubs, without PLT0: GNU ld's .plt
+	// and lld's .iplt (seen on the kernel's unwinder: with the stubs
+	// taken for PLT0, the section was left out, and a sample in a stub
+	// fell back to the frame pointer).
+	for _, name := range []string{".plt", ".iplt"} {
+		res, err = translateAll(Input{Machine: elf.EM_AARCH64, Order: binary.LittleEndian, PLTs: []PLT{{Name: name, Addr: 0x4002a0, Data: append(append(append(an, an...), an...), an...)}}}, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = []sframe.Function{
+			{Start: 0x4002a0, Size: 64, PCType: sframe.PCMask, RepSize: 16, Rows: []sframe.Row{{Start: 0, CFA: armSP(0)}}},
+		}
+		if d := cmp.Diff(want, res.Funcs); d != "" || len(res.Diags) != 0 {
+			t.Errorf("AArch64 static %s (-want +got):\n%s\ndiagnostics %v", name, d, res.Diags)
+		}
+	}
+
 	// BTI PLT0 and -z pac-plt entries of 24 bytes (sh_entsize 0, as ld
 	// leaves it): two entries are 48 bytes, which 16 divides too.
 	b0 := le(0xd503245f, 0xa9bf7bf0, 0xf00000f0, 0xf947fe11, 0x913fe210, 0xd61f0220, 0xd503201f, 0xd503201f)

@@ -1,29 +1,30 @@
 package judge
 
 import (
+	"debug/elf"
 	"fmt"
 	"slices"
 	"strings"
 )
 
 // KernelTruth is the true chain of every sample of the kernel harness's
-// programs whose innermost function is the first, innermost first, one
+// x86-64 programs whose innermost function is the first, innermost first, one
 // line per chain: the program, its frames ("NAME*" is any function one of
 // whose names starts with NAME; PLT is a stub of the .plt section), then
 // after ";" the frames at which the kernel's unwinder is known to stop
-// (docs/acceptance.md, "The kernel's limits"), and "?" when the chain is
-// seen too rarely to be required in every run: __restore_rt, since it reads
+// (docs/acceptance.md, "The kernel's limits"): __restore_rt, since it reads
 // no signal frame; drapfn as a caller, since its rbp rule names a register
 // and the kernel applies register rules only in the interrupted frame.
-// A static program's .plt stubs are called from glibc's start-up code
-// too (__libc_setup_tls calls memcpy through one), rarely sampled.
+// A true chain whose limits say "?" need not be seen (Optional): a static
+// program's .plt stubs are called from glibc's start-up code too
+// (__libc_setup_tls calls memcpy through one), rarely sampled.
 // goprog is a Go program: its chain ends at runtime.goexit, the first
 // frame of every goroutine, which its SFrame marks outermost. dyn is
 // dynamically linked: its frames lie in the program, its library
-// libchain.so and libc.so.6; "@OBJ+" is one or more frames in the object
-// whose file is named OBJ (Debian's libc.so.6 is stripped, so its internal
-// functions have no name, and qsort's merge sort recurses to a depth that
-// varies).
+// libchain.so and libc.so.6; "@OBJ+" is one or more frames in a row in the
+// object OBJ the program had mapped (see KernelTruthARM64 for "@OBJ", one
+// frame): Debian's libc.so.6 is stripped, so its internal functions have
+// no name, and qsort's merge sort recurses to a depth that varies.
 const KernelTruth = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ; drapfn
@@ -41,22 +42,90 @@ dyn lib_leaf lib_l2 p2 lib_l1 p1 main @libc.so.6+ _start ;
 dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
 `
 
+// KernelTruthARM64 is KernelTruth for the AArch64 programs, static and
+// dynamic, written the same way, and: "A|B" is either frame; "@OBJ" any
+// address in the object OBJ the program had mapped (the reader's M
+// lines): a stripped libc.so.6 names only its exported functions, so
+// __libc_start_call_main, the string functions and kill are "@libc.so.6"
+// in a dynamic program. AArch64 glibc has no sigreturn trampoline: a
+// handler returns to the vDSO's __kernel_rt_sigreturn ("@[vdso]"), which
+// the kernel has no .sframe for; a limit written "FRAME+" is one the
+// chain is judged through, whatever follows it: past the vDSO the kernel
+// falls back to the frame pointer, which the kernel set to the frame
+// record in the signal frame (the interrupted x29 and x30, not its PC), so
+// what follows is the fallback's. drap's drapfn is no DRAP function here:
+// gcc keeps a frame record and puts the CFA on x29, and its rules name no
+// other register. Only the IFUNC strlen goes through .plt in a static
+// program; its one true chain for the string functions covers the three.
+// A line of "PROG:static" or "PROG:dynamic" is a true chain of the static
+// or the dynamic builds only (ParseTruthFor): in a dynamic program the
+// string functions are libc.so.6's, for which the kernel has no .sframe
+// (binfmt_elf registers only the program and ld.so), so a sample there
+// falls back to the frame pointer, which the -fomit-frame-pointer callers
+// do not keep: judged through the libc frame, as a limit. An innermost
+// frame written "NAME^" is shared code: the .plt stubs and the string
+// functions are called by glibc's start-up and exit code too (getenv,
+// __libc_setup_tls, malloc, _dl_new_object, __do_global_dtors_aux, ...),
+// so a chain from it whose second frame is a function no true chain of
+// the program has anywhere is outside the spinning code (Other), not
+// wrong. A chain that skips callers (the frame-pointer fallback's
+// "strlen __libc_start_main _start") is still judged, and a missing or
+// wrong FDE of such code still shows: its chains from p2 would be wrong,
+// or Other and the true chain never seen. A true chain whose limits say
+// "?" need not be seen: the .plt stubs of __libc_start_main called by a
+// PIE's _start and of strtoul called by main, start-up chains whose
+// callers are in the true chains.
+const KernelTruthARM64 = `
+chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+drap leaf d3 drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+drap drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+signal s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+signal hleaf h1 handler @[vdso] __kill|@libc.so.6 s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; @[vdso]+
+plt p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+plt PLT^ p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
+plt:static __strlen_asimd|__strlen_mte|__strnlen|strcpy^ p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt:dynamic @libc.so.6 p2 p1 main @libc.so.6 __libc_start_main _start ; @libc.so.6+
+plt:dynamic PLT _start ; ?
+plt PLT main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; ?
+goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
+`
+
+// KernelTruthFor is the table of true chains for programs of machine m.
+func KernelTruthFor(m elf.Machine) string {
+	if m == elf.EM_AARCH64 {
+		return KernelTruthARM64
+	}
+	return KernelTruth
+}
+
 // A Truth is one true chain: its frames, innermost first, and the frames
 // at which an unwinder is known to stop.
 type Truth struct {
 	Frames []string
 	Limits []string
-	// Optional: a chain seldom sampled, not required to be seen.
-	Optional bool
 }
 
+// Optional reports whether t need not be seen in a run (its limits say
+// "?"): a chain of start-up code a sample catches now and then.
+func (t Truth) Optional() bool { return slices.Contains(t.Limits, "?") }
+
 // ParseTruth returns the true chains of prog from a table written as
-// KernelTruth is, in their order.
-func ParseTruth(table, prog string) ([]Truth, error) {
+// KernelTruth is, in their order: those of a static program (see
+// ParseTruthFor).
+func ParseTruth(table, prog string) ([]Truth, error) { return ParseTruthFor(table, prog, false) }
+
+// ParseTruthFor returns the true chains of prog, dynamically linked or
+// not, from a table written as KernelTruth is, in their order: the lines
+// of prog, and those of "prog:dynamic" or "prog:static".
+func ParseTruthFor(table, prog string, dynamic bool) ([]Truth, error) {
+	kind := prog + ":static"
+	if dynamic {
+		kind = prog + ":dynamic"
+	}
 	var ts []Truth
 	for _, l := range strings.Split(table, "\n") {
 		f := strings.Fields(l)
-		if len(f) == 0 || f[0] != prog {
+		if len(f) == 0 || f[0] != prog && f[0] != kind {
 			continue
 		}
 		var t Truth
@@ -65,8 +134,6 @@ func ParseTruth(table, prog string) ([]Truth, error) {
 			switch {
 			case w == ";":
 				lim = true
-			case lim && w == "?":
-				t.Optional = true
 			case lim:
 				t.Limits = append(t.Limits, w)
 			default:
@@ -132,20 +199,10 @@ type Verdict struct {
 // function: main in C, main.main in Go.
 func isMain(frame string) bool { return frame == "main" || frame == "main.main" }
 
-// objectRun reports whether a true chain's frame is "@OBJ+" (one or more
-// frames in the object named OBJ) and returns OBJ.
-func objectRun(frame string) (string, bool) {
-	if o, ok := strings.CutPrefix(frame, "@"); ok {
-		return strings.CutSuffix(o, "+")
-	}
-	return "", false
-}
-
 // Classify compares the chain ips (innermost first) with the true chains
-// truth, resolved through st. The true chains whose innermost frame the
-// chain's is are tried in turn: the first the chain equals decides, else
-// the first it stops at a limit of, else the first of them. Against one,
-// frames are compared in turn up to the first that
+// truth, resolved through st. Of the true chains whose innermost frame
+// the chain's is, the one that agrees with it over the most frames (the
+// first of those) decides: frames are compared in turn up to the first that
 // differs (Wrong), a true frame "@OBJ+" taking every frame in a row (at
 // least one) that lies in the object OBJ; a chain that ends with the true
 // one is Equal, a longer one Wrong; a shorter one is Limit if its last
@@ -156,67 +213,101 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	if len(ips) == 0 {
 		return Verdict{Class: Wrong, Why: "empty chain", Truth: -1}
 	}
-	top := st.find(ips[0])
-	var first, limit *Verdict
-	for ti, t := range truth {
-		if !st.is(top, t.Frames[0]) {
+	n := len(ips)
+	// The true chain with the chain's innermost frame that agrees with
+	// it longest (the first of those): a stub or a library function may
+	// be called from more than one place. i counts the chain's frames
+	// that agree, j the true chain's.
+	ti, i, j := -1, 0, 0
+	for k, t := range truth {
+		if !st.match(ips[0], strings.TrimSuffix(t.Frames[0], "^")) {
 			continue
 		}
-		v := classifyAgainst(st, t, ti, ips)
-		switch {
-		case v.Class == Equal:
-			return v
-		case v.Class == Limit && limit == nil:
-			limit = &v
-		}
-		if first == nil {
-			first = &v
+		ci, cj := agree(st, t, ips)
+		if ti < 0 || ci > i {
+			ti, i, j = k, ci, cj
 		}
 	}
-	if limit != nil {
-		return *limit
+	if ti < 0 {
+		return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
 	}
-	if first != nil {
-		return *first
+	t := truth[ti]
+	if j == 1 && n > 1 && strings.HasSuffix(t.Frames[0], "^") && st.find(ips[1]) != nil && !inTruth(st, truth, ips[1]) {
+		return Verdict{Class: Other, Why: "shared code called by " + st.Name(ips[1]), Truth: -1}
 	}
-	return Verdict{Class: Other, Why: "innermost frame " + st.Name(ips[0]), Truth: -1}
-}
-
-// classifyAgainst compares the chain ips with the true chain t, the
-// ti-th, whose innermost frame the chain's is (see Classify).
-func classifyAgainst(st *Symtab, t Truth, ti int, ips []uint64) Verdict {
-	n := len(ips)
 	v := Verdict{Truth: ti}
-	i, j := 0, 0 // the next frame of the chain, of the true chain
-	for i < n && j < len(t.Frames) {
-		if obj, ok := objectRun(t.Frames[j]); ok {
-			if !st.inObject(ips[i], obj) {
-				break
-			}
-			for i < n && st.inObject(ips[i], obj) {
-				i++
-			}
-		} else if !st.is(st.find(ips[i]), t.Frames[j]) {
-			break
-		} else {
-			i++
-		}
-		j++
-	}
 	if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && j > m {
 		v.ThroughMain = true
 	}
+	last := t.Frames[j-1]
 	switch {
+	case slices.Contains(t.Limits, last+"+") && i < n:
+		v.Class, v.Why = Limit, fmt.Sprintf("past %s (%d frames after it not judged)", last, n-i)
+	case i < n && j < len(t.Frames) && signed(ips[i]) && st.match(stripPAC(ips[i]), t.Frames[j]):
+		v.Class, v.Why = Limit, fmt.Sprintf("frame %d is a PAC-signed return address (%x, into %s)", i+1, ips[i], st.Name(stripPAC(ips[i])))
 	case i < n && j < len(t.Frames):
 		v.Class, v.Why = Wrong, fmt.Sprintf("frame %d is %s, want %s", i+1, st.Name(ips[i]), t.Frames[j])
 	case i == n && j == len(t.Frames):
 		v.Class = Equal
 	case i < n:
 		v.Class, v.Why = Wrong, fmt.Sprintf("%d frames after %s", n-i, t.Frames[len(t.Frames)-1])
-	case slices.Contains(t.Limits, t.Frames[j-1]):
-		v.Class, v.Why = Limit, "stops at "+t.Frames[j-1]
+	case slices.Contains(t.Limits, last) || slices.Contains(t.Limits, last+"+"):
+		v.Class, v.Why = Limit, "stops at "+last
 	default:
-		v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[j-1], j, len(t.Frames))
+		v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", last, j, len(t.Frames))
 	}
 	return v
 }
+
+// agree compares the chain ips with the true chain t, whose innermost
+// frame the chain's is, up to the first frame that differs: it returns how
+// many of the chain's frames agree and how many of t's ("@OBJ+" takes
+// every frame in a row that lies in OBJ).
+func agree(st *Symtab, t Truth, ips []uint64) (i, j int) {
+	i, j = 1, 1
+	for i < len(ips) && j < len(t.Frames) {
+		w := t.Frames[j]
+		if !st.match(ips[i], w) {
+			break
+		}
+		i++
+		if isObjectRun(w) {
+			for i < len(ips) && st.match(ips[i], w) {
+				i++
+			}
+		}
+		j++
+	}
+	return i, j
+}
+
+// isObjectRun reports whether a true chain's frame is "@OBJ+": one or
+// more frames in the object OBJ.
+func isObjectRun(frame string) bool {
+	return strings.HasPrefix(frame, "@") && strings.HasSuffix(frame, "+")
+}
+
+// inTruth reports whether ip is in a frame some true chain names.
+func inTruth(st *Symtab, truth []Truth, ip uint64) bool {
+	for _, t := range truth {
+		for _, f := range t.Frames {
+			if st.match(ip, strings.TrimSuffix(f, "^")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// userVABits is the width of the user addresses of the harness's guests
+// (48-bit virtual addresses, x86-64 and AArch64 alike).
+const userVABits = 48
+
+// signed reports whether ip has bits above the user address space set: on
+// AArch64, a return address signed with pointer authentication (PAC),
+// read from the stack as the function saved it, which the kernel's
+// walk does not strip (the series has no PAC support).
+func signed(ip uint64) bool { return ip>>userVABits != 0 }
+
+// stripPAC is ip without the bits above the user address space.
+func stripPAC(ip uint64) uint64 { return ip & (1<<userVABits - 1) }

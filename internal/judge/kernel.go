@@ -18,25 +18,18 @@ type Chain struct {
 // A Run is what the reader (e2e/testdata/kernel/reader.c) and the guest's
 // init wrote for one program: between "run LABEL" and "end LABEL" the
 // deferred chains (D lines), the ordinary samples' chains (S lines), the
-// program's executable file mappings (M lines) and the "stat" lines;
-// after it, up to the next run, what the run wrote to standard error (R
-// lines: the preloaded sfreg.so's registrations) and the kernel log of the
-// run (K lines).
+// program's executable mappings (M lines) and the "stat" lines; after it,
+// up to the next run, what the run wrote to standard error (R lines: the
+// preloaded sfreg.so's registrations) and the kernel log of the run (K
+// lines).
 type Run struct {
 	Label    string
 	Deferred []Chain
 	Samples  []Chain
-	Maps     []Mapping
 	Stats    map[string]string
 	Stderr   []string
 	KLog     []string
-}
-
-// A Mapping is one executable mapping of a file in the sampled process:
-// [Lo, Hi) maps the file at Path from file offset Off.
-type Mapping struct {
-	Lo, Hi, Off uint64
-	Path        string
+	Maps     []Mapping // the program's executable mappings (M lines)
 }
 
 // Guest is the data the kernel harness's guest wrote to its second serial
@@ -101,7 +94,7 @@ func ParseGuest(r io.Reader) (*Guest, error) {
 				in.Stats[f[1]] = f[2]
 			}
 		case "M":
-			m, err := parseMapping(f)
+			m, err := parseMapping(l)
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %v", ln, err)
 			}
@@ -121,9 +114,11 @@ func ParseGuest(r io.Reader) (*Guest, error) {
 	return g, sc.Err()
 }
 
-// parseMapping reads "M LO HI OFFSET PATH" (numbers in hex).
-func parseMapping(f []string) (Mapping, error) {
-	if len(f) != 5 {
+// parseMapping reads the line "M LO HI OFFSET PATH" (numbers in hex; the
+// path is the rest of the line, spaces and all).
+func parseMapping(l string) (Mapping, error) {
+	f := strings.SplitN(l, " ", 5)
+	if len(f) != 5 || f[4] == "" {
 		return Mapping{}, fmt.Errorf("mapping line with %d fields, want 5 (M LO HI OFFSET PATH)", len(f))
 	}
 	var v [3]uint64
@@ -230,7 +225,7 @@ func JudgeRun(st *Symtab, truth []Truth, run *Run) (Figures, string) {
 		}
 	}
 	for i, g := range good {
-		if !g && !truth[i].Optional {
+		if !g && !truth[i].Optional() {
 			fg.Missing++
 		}
 	}
@@ -250,9 +245,9 @@ func (fg Figures) report(run *Run, truth []Truth, examples []string) string {
 		fg.ThroughMain, share(fg.ThroughMain, fg.Spin), fg.Other)
 	for i, t := range truth {
 		p := fg.PerTruth[i]
-		if t.Optional {
+		if t.Optional() {
 			if p[0] > 0 {
-				fmt.Fprintf(&b, "  innermost %s, called from %s (seldom sampled): %d chains, %d equal, %d at a known limit, %d wrong\n", t.Frames[0], t.Frames[1], p[0], p[Equal], p[Limit], p[Wrong])
+				fmt.Fprintf(&b, "  innermost %s, called from %s (seldom sampled): %d chains, %d equal, %d at a known limit, %d wrong\n", t.Frames[0], calledFrom(t), p[0], p[Equal], p[Limit], p[Wrong])
 			}
 			continue
 		}
@@ -282,6 +277,15 @@ func (fg Figures) report(run *Run, truth []Truth, examples []string) string {
 		}
 	}
 	return b.String()
+}
+
+// calledFrom is the second frame of an optional true chain, its caller,
+// which tells it from the required one with the same innermost frame.
+func calledFrom(t Truth) string {
+	if len(t.Frames) > 1 {
+		return t.Frames[1]
+	}
+	return "nothing"
 }
 
 // share is 100*a/b, 0 when b is 0.

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"bufio"
+	"debug/elf"
 	"fmt"
 	"io"
 	"os"
@@ -60,27 +61,21 @@ func countMatching(lines []string, re *regexp.Regexp) int {
 }
 
 var (
-	sframeLine    = regexp.MustCompile(`(?i)sframe`)
-	removedLine   = regexp.MustCompile(`removing bad .sframe section`)
-	refusedLine   = regexp.MustCompile(`sframe: .*(safe_read_fre|safe_read_fde|not sorted)`)
-	kernelOurs    = []string{"chain.ours", "drap.ours", "plt.ours", "chain.for-kernel", "drap.for-kernel", "signal.for-kernel", "plt.for-kernel", "goprog.for-kernel", "signal.ours", "dyn.ours+pre", "dyn.for-kernel+pre"}
-	kernelAnchors = []string{"chain.gnu", "drap.gnu", "signal.gnu", "plt.gnu", "dyn.gnu+pre", "dyn.gnu"}
-	kernelPlain   = []string{"chain.plain", "drap.plain", "signal.plain", "plt.plain", "goprog.plain", "dyn.plain+pre", "dyn.plain"}
-	// kernelUnregistered are the runs of a dynamically linked program
-	// whose libraries have .sframe that nothing registers (no sfreg.so
-	// preloaded): their frames are walked by the frame pointer
-	// (docs/acceptance.md, limit 5).
-	kernelUnregistered = []string{"dyn.ours", "dyn.for-kernel"}
-	registeredLine     = regexp.MustCompile(`^sfreg: (\S+): sframe .*: registered$`)
+	sframeLine  = regexp.MustCompile(`(?i)sframe`)
+	removedLine = regexp.MustCompile(`removing bad .sframe section`)
+	refusedLine = regexp.MustCompile(`sframe: .*(safe_read_fre|safe_read_fde|not sorted)`)
+	// registeredLine is sfreg.so's line for an object whose .sframe
+	// sframe_register took.
+	registeredLine = regexp.MustCompile(`^sfreg: (\S+): sframe .*: registered$`)
 )
 
 // registered lists the objects the run's preloaded sfreg.so registered
 // with sframe_register, by file name.
 func registered(r *Run) []string {
-	var objs []string
 	if r == nil {
 		return nil
 	}
+	var objs []string
 	for _, l := range r.Stderr {
 		if m := registeredLine.FindStringSubmatch(l); m != nil {
 			objs = append(objs, filepath.Base(m[1]))
@@ -89,8 +84,28 @@ func registered(r *Run) []string {
 	return objs
 }
 
-// isPreloaded reports whether label is a run with sfreg.so preloaded.
+// isPreloaded reports whether label is a run with sfreg.so preloaded
+// (LABEL+pre).
 func isPreloaded(label string) bool { return strings.HasSuffix(label, "+pre") }
+
+// hasOwnLibraries reports whether label's program is dyn, which runs with
+// libraries of its variant (libchain.so and libc.so.6, converted for ours
+// and for-kernel), whose .sframe only sfreg.so registers: without it, the
+// libraries' frames are walked by the frame pointer (docs/acceptance.md,
+// limit 5).
+func hasOwnLibraries(label string) bool { return strings.HasPrefix(label, "dyn.") }
+
+// Variant is what a run's label says of its program, after its last dot:
+// "ours" (cfi2sframe's default output), "for-kernel", "gnu" (GNU as
+// --gsframe), "plain" (no .sframe), "damaged-lookup", "damaged-validate".
+// The labels are PROG.VARIANT (x86-64) or PROG.BUILD.VARIANT (AArch64,
+// BUILD saying the linker, static or dynamic, and PAC; see
+// scripts/kernel-acceptance.sh), and "+pre" after them for a run with
+// sfreg.so preloaded (dyn.ours+pre), whose variant is the same.
+func Variant(label string) string {
+	label = strings.TrimSuffix(label, "+pre")
+	return label[strings.LastIndex(label, ".")+1:]
+}
 
 // plainWhy says why a program without .sframe gives no right chain: the
 // kernel falls back to the frame pointer, which the C programs do not
@@ -109,11 +124,28 @@ func plainWhy(label string) string {
 // FDE), GNU as --gsframe's (reported), the programs without .sframe (no
 // chain right, none right through main) and the two damaged copies
 // (verify fails, the kernel removes or refuses the section, no chain
-// right). The dynamically linked program with sfreg.so preloaded is one of
-// ours, which also needs sfreg.so to have registered libchain.so's and
-// libc.so.6's sections; without it its libraries are not registered
+// right). The dynamically linked program dyn with sfreg.so preloaded is
+// one of ours, which also needs sfreg.so to have registered libchain.so's
+// and libc.so.6's sections; without it its libraries are not registered
 // (limit 5), and no chain may come out right.
-func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) []Check {
+func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string, labels []string) []Check {
+	var ours, unregistered, anchors, plain, damaged []string
+	for _, l := range labels {
+		switch Variant(l) {
+		case "ours", "for-kernel":
+			if hasOwnLibraries(l) && !isPreloaded(l) {
+				unregistered = append(unregistered, l)
+				continue
+			}
+			ours = append(ours, l)
+		case "gnu":
+			anchors = append(anchors, l)
+		case "plain":
+			plain = append(plain, l)
+		case "damaged-lookup", "damaged-validate":
+			damaged = append(damaged, l)
+		}
+	}
 	var cs []Check
 	klog := func(label string) []string {
 		if r := g.Runs[label]; r != nil {
@@ -121,13 +153,13 @@ func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) [
 		}
 		return nil
 	}
-	for _, label := range kernelOurs {
+	for _, label := range ours {
 		f := figs[label]
 		bad := countMatching(klog(label), sframeLine)
 		text := fmt.Sprintf("%d of %d deferred chains (%s) equal the true chain, %d (%s) stop at a known limit, %d wrong; %d true chains never seen; exit %s; %d kernel log lines about sframe; verify --for kernel: %s",
 			f.Equal, f.Spin, pct(f.Equal, f.Spin), f.Limit, pct(f.Limit, f.Spin), f.Wrong, f.Missing, f.Exit, bad, verify[label])
 		ok := f.Exit == "0" && f.Spin > 0 && f.Wrong == 0 && f.Missing == 0 && bad == 0 && verify[label] == "pass"
-		if isPreloaded(label) {
+		if hasOwnLibraries(label) {
 			// The libraries' sections were registered: libchain.so's
 			// and libc.so.6's.
 			objs := registered(g.Runs[label])
@@ -136,16 +168,16 @@ func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) [
 		}
 		cs = append(cs, Check{judged(ok), "ours " + label, text})
 	}
-	for _, label := range kernelUnregistered {
+	for _, label := range unregistered {
 		f := figs[label]
 		text := fmt.Sprintf("libraries not registered (no sframe_register: the frame-pointer fallback in their frames): %d of %d deferred chains equal the true chain, %d stop at a known limit, %d wrong; right through main %d; exit %s",
 			f.Equal, f.Spin, f.Limit, f.Wrong, f.ThroughMain, f.Exit)
 		cs = append(cs, Check{judged(f.Exit == "0" && f.Spin > 0 && f.Equal == 0), "unregistered " + label, text})
 	}
-	for _, label := range kernelAnchors {
+	for _, label := range anchors {
 		f := figs[label]
 		what := "libc.a's objects have no .sframe"
-		if strings.HasPrefix(label, "dyn.") {
+		if hasOwnLibraries(label) {
 			what = "libc.so.6 has no .sframe"
 			if isPreloaded(label) {
 				what += "; libchain.so's registered"
@@ -154,37 +186,30 @@ func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string) [
 		cs = append(cs, Check{"info", "anchor " + label, fmt.Sprintf("GNU as 2.47 --gsframe (%s): %d of %d deferred chains (%s) equal the true chain, %d (%s) stop at a known limit, %d wrong; right through main %d (%s); exit %s; verify --for kernel: %s",
 			what, f.Equal, f.Spin, pct(f.Equal, f.Spin), f.Limit, pct(f.Limit, f.Spin), f.Wrong, f.ThroughMain, pct(f.ThroughMain, f.Spin), f.Exit, verify[label])})
 	}
-	for _, label := range kernelPlain {
+	for _, label := range plain {
 		f := figs[label]
 		text := fmt.Sprintf("no .sframe: %d of %d deferred chains equal the true chain, %d right through main (%s); exit %s", f.Equal, f.Spin, f.ThroughMain, plainWhy(label), f.Exit)
 		cs = append(cs, Check{judged(f.Exit == "0" && f.Spin > 0 && f.Equal == 0 && f.ThroughMain == 0), "control " + label, text})
 	}
-	label := "chain.damaged-lookup"
-	f := figs[label]
-	removed := countMatching(klog(label), removedLine)
-	cs = append(cs, Check{judged(verify[label] == "fail" && removed >= 1 && f.Equal == 0), "control " + label,
-		fmt.Sprintf("verify --for kernel: %s; kernel: %d 'removing bad .sframe section'; %d of %d chains equal the true chain", verify[label], removed, f.Equal, f.Spin)})
-	label = "chain.damaged-validate"
-	f = figs[label]
-	refused := countMatching(klog(label), refusedLine)
-	cs = append(cs, Check{judged(verify[label] == "fail" && refused >= 1 && f.Equal == 0), "control " + label,
-		fmt.Sprintf("verify --for kernel: %s; kernel: %d validation failures at exec; %d of %d chains equal the true chain", verify[label], refused, f.Equal, f.Spin)})
-	return cs
-}
-
-// objectsMapped counts the files among a run's mappings.
-func objectsMapped(maps []Mapping) int {
-	seen := map[string]bool{}
-	for _, m := range maps {
-		seen[m.Path] = true
+	for _, label := range damaged {
+		f := figs[label]
+		if Variant(label) == "damaged-lookup" {
+			removed := countMatching(klog(label), removedLine)
+			cs = append(cs, Check{judged(verify[label] == "fail" && removed >= 1 && f.Equal == 0), "control " + label,
+				fmt.Sprintf("verify --for kernel: %s; kernel: %d 'removing bad .sframe section'; %d of %d chains equal the true chain", verify[label], removed, f.Equal, f.Spin)})
+			continue
+		}
+		refused := countMatching(klog(label), refusedLine)
+		cs = append(cs, Check{judged(verify[label] == "fail" && refused >= 1 && f.Equal == 0), "control " + label,
+			fmt.Sprintf("verify --for kernel: %s; kernel: %d validation failures at exec; %d of %d chains equal the true chain", verify[label], refused, f.Equal, f.Spin)})
 	}
-	return len(seen)
+	return cs
 }
 
 // Kernel judges the artefacts scripts/kernel-acceptance.sh leaves in dir:
 // runs (a label and the program's arguments per line), bin/LABEL (each
-// program run), root/ (the guest's files: a dynamically linked program's
-// objects, found through its run's mappings), data.txt (the guest's output, see ParseGuest) and
+// program run), root/ (the guest's files: the libraries a run's mappings
+// name), data.txt (the guest's output, see ParseGuest) and
 // verify.log (see ParseVerifyLog). It returns the report the harness
 // prints (the kernel, the boot log, verify's verdicts, each run's figures,
 // the checks) and the checks.
@@ -223,40 +248,82 @@ func Kernel(dir string) (string, []Check, error) {
 	}
 	b.WriteString("\n")
 	figs := map[string]Figures{}
+	var labels []string
 	for _, l := range strings.Split(string(runs), "\n") {
 		f := strings.Fields(l)
 		if len(f) == 0 {
 			continue
 		}
 		label := f[0]
+		labels = append(labels, label)
 		prog, _, _ := strings.Cut(label, ".")
-		truth, err := ParseTruth(KernelTruth, prog)
-		if err != nil {
-			return "", nil, err
-		}
 		run := g.Runs[label]
 		if run == nil {
 			run = &Run{Label: label, Stats: map[string]string{}}
 		}
-		var st *Symtab
-		if objectsMapped(run.Maps) > 1 {
-			// A dynamically linked program: its objects where the
-			// reader saw them, read from the guest's root.
-			st, err = LoadMapped(filepath.Join(dir, "root"), run.Maps)
-		} else {
-			st, err = LoadSymtab(filepath.Join(dir, "bin", label))
-		}
+		st, machine, dynamic, err := runSymtab(dir, label, run.Maps)
 		if err != nil {
-			return "", nil, fmt.Errorf("%s: %w", label, err)
+			return "", nil, err
+		}
+		truth, err := ParseTruthFor(KernelTruthFor(machine), prog, dynamic)
+		if err != nil {
+			return "", nil, err
 		}
 		fg, rep := JudgeRun(st, truth, run)
 		figs[label] = fg
 		b.WriteString(rep)
 	}
 	b.WriteString("\n")
-	cs := KernelChecks(g, figs, verify)
+	cs := KernelChecks(g, figs, verify, labels)
 	for _, c := range cs {
 		b.WriteString(c.String() + "\n")
 	}
 	return b.String(), cs, nil
+}
+
+// runSymtab resolves the chains of the run label in dir: the program's
+// symbols (dir/bin/LABEL), moved to where the run's mappings put it, and
+// the objects it had mapped: a library by the file the guest had at its
+// path, in dir/root (the initramfs's tree), the vDSO and anything else by
+// its range alone. It returns the program's machine too,
+// and whether it is dynamically linked (has a PT_INTERP).
+func runSymtab(dir, label string, maps []Mapping) (*Symtab, elf.Machine, bool, error) {
+	path := filepath.Join(dir, "bin", label)
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	machine := f.Machine
+	dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+	f.Close()
+	st, err := LoadSymtab(path)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	// The program first: RelocateProgram moves every name it has.
+	isProg := func(m Mapping) bool { return m.Path[strings.LastIndex(m.Path, "/")+1:] == label }
+	for _, m := range maps {
+		if isProg(m) {
+			if err := st.RelocateProgram(path, m); err != nil {
+				return nil, 0, false, err
+			}
+			break
+		}
+	}
+	for _, m := range maps {
+		if isProg(m) {
+			continue
+		}
+		lib := ""
+		if strings.HasPrefix(m.Path, "/") {
+			lib = filepath.Join(dir, "root", m.Path)
+			if fi, err := os.Stat(lib); err != nil || !fi.Mode().IsRegular() {
+				lib = ""
+			}
+		}
+		if err := st.AddMapping(m, lib); err != nil {
+			return nil, 0, false, err
+		}
+	}
+	return st, machine, dynamic, nil
 }

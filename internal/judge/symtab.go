@@ -4,7 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,35 +19,35 @@ import (
 type function struct {
 	addr, size uint64
 	names      []string
-	owner      *Symtab // the object the function is in
+	obj        int // the object it is in: an index into Symtab.objs
 }
 
 // Symtab resolves the addresses of a program's call chains to its
 // functions, as `nm -n -S --defined-only` and `readelf -lSW` show them: the
 // defined symbols nm types T, t, W or w (an IFUNC symbol, type i, is not
 // one), the .plt section as one function named PLT (its stubs have no
-// symbol), and the executable PT_LOAD segments, outside which no address
+// symbol; lld's .iplt, a static executable's IRELATIVE stubs, too), and the executable PT_LOAD segments, outside which no address
 // is in a function. A Go program without such symbols (linked with
 // -ldflags=-s) has its functions from its function table instead, as Go's
 // own tracebacks name them.
-//
-// A Symtab made by LoadMapped stands for a whole process instead: the
-// objects mapped into it, each with its own Symtab and load bias.
 type Symtab struct {
 	funcs  []function
-	plt    *function
-	exec   []acceptance.Range
+	plt    []*function // .plt, and lld's .iplt
+	exec   []objRange
 	byName map[string]uint64
-	name   string // the file's base name
-
-	objs []mappedObject // a process: its objects' executable mappings
+	// objs names the objects the functions and ranges are in: the
+	// program first ("" when it was loaded alone, by LoadSymtab), then
+	// those of a run's mappings (AddMapping): a library by its file name,
+	// the vDSO as "[vdso]".
+	objs []string
 }
 
-// A mappedObject is one executable mapping of an object in a process: the
-// addresses [lo, hi) are the object's plus bias.
-type mappedObject struct {
-	lo, hi, bias uint64
-	st           *Symtab
+// objRange is an executable range of an object, and the object's load
+// bias there (its addresses less those in its file; 0 where unknown).
+type objRange struct {
+	acceptance.Range
+	obj  int
+	bias uint64
 }
 
 // nmText reports whether nm would list s with type T, t, W or w, deciding
@@ -62,12 +62,22 @@ func nmText(f *elf.File, s elf.Symbol) bool {
 		return false
 	case typ == elf.STT_SECTION || typ == elf.STT_FILE || typ == elf.STT_GNU_IFUNC:
 		return false
+	case (f.Machine == elf.EM_AARCH64 || f.Machine == elf.EM_ARM) && armMappingSymbol(s.Name):
+		return false
 	case bind == elf.STB_WEAK:
 		return typ != elf.STT_OBJECT
 	case bind == stbGNUUnique, s.Section == elf.SHN_ABS, int(s.Section) >= len(f.Sections):
 		return false
 	}
 	return f.Sections[s.Section].Flags&elf.SHF_EXECINSTR != 0
+}
+
+// armMappingSymbol reports whether name is an Arm ELF mapping symbol
+// ($x, $d, $a, $t, $c, alone or followed by a dot and more), which mark
+// code and data in a section and which nm leaves out unless asked for
+// --special-syms.
+func armMappingSymbol(name string) bool {
+	return len(name) >= 2 && name[0] == '$' && strings.ContainsRune("xdatc", rune(name[1])) && (len(name) == 2 || name[2] == '.')
 }
 
 // LoadSymtab reads the symbol table, the executable segments and the
@@ -82,14 +92,6 @@ func LoadSymtab(path string) (*Symtab, error) {
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(syms) == 0 {
-		// A stripped shared object (Debian's libc.so.6): its dynamic
-		// symbols, the functions it exports, name what they can.
-		syms, err = f.DynamicSymbols()
-		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
 	var text []elf.Symbol
 	for _, s := range syms {
 		if s.Name != "" && nmText(f, s) {
@@ -103,7 +105,7 @@ func LoadSymtab(path string) (*Symtab, error) {
 		}
 		return text[i].Name < text[j].Name
 	})
-	st := &Symtab{byName: map[string]uint64{}, name: filepath.Base(path)}
+	st := &Symtab{byName: map[string]uint64{}, objs: []string{""}}
 	for _, s := range text {
 		if _, ok := st.byName[s.Name]; !ok {
 			st.byName[s.Name] = s.Value
@@ -123,90 +125,15 @@ func LoadSymtab(path string) (*Symtab, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	st.exec = acceptance.ExecRanges(f)
-	if s := f.Section(".plt"); s != nil && s.Type == elf.SHT_PROGBITS {
-		st.plt = &function{addr: s.Addr, size: s.Size, names: []string{"PLT"}}
+	for _, r := range acceptance.ExecRanges(f) {
+		st.exec = append(st.exec, objRange{r, 0, 0})
 	}
-	for i := range st.funcs {
-		st.funcs[i].owner = st
-	}
-	if st.plt != nil {
-		st.plt.owner = st
+	for _, name := range []string{".plt", ".iplt"} {
+		if s := f.Section(name); s != nil && s.Type == elf.SHT_PROGBITS {
+			st.plt = append(st.plt, &function{addr: s.Addr, size: s.Size, names: []string{"PLT"}})
+		}
 	}
 	return st, nil
-}
-
-// LoadMapped returns the Symtab of a process from its executable file
-// mappings (the reader's M lines), each file read from root joined with
-// its path in the guest. An object's load bias is where its mapping
-// starts less the page of the executable PT_LOAD segment whose file
-// offset the mapping has. Functions are then named as in their object,
-// with the object's file name before them for objects other than the
-// program (the first mapping's).
-func LoadMapped(root string, maps []Mapping) (*Symtab, error) {
-	if len(maps) == 0 {
-		return nil, errors.New("no mappings")
-	}
-	loaded := map[string]*Symtab{}
-	var biases = map[string]uint64{}
-	p := &Symtab{byName: map[string]uint64{}}
-	for _, m := range maps {
-		st := loaded[m.Path]
-		if st == nil {
-			var err error
-			st, err = LoadSymtab(filepath.Join(root, m.Path))
-			if err != nil {
-				return nil, err
-			}
-			loaded[m.Path] = st
-		}
-		bias, err := mappingBias(filepath.Join(root, m.Path), m)
-		if err != nil {
-			return nil, err
-		}
-		if b, ok := biases[m.Path]; ok && b != bias {
-			return nil, fmt.Errorf("%s mapped with two load biases (%#x, %#x)", m.Path, b, bias)
-		}
-		biases[m.Path] = bias
-		p.objs = append(p.objs, mappedObject{lo: m.Lo, hi: m.Hi, bias: bias, st: st})
-	}
-	p.name = p.objs[0].st.name
-	return p, nil
-}
-
-// mappingBias finds the executable PT_LOAD of the file at path whose
-// file offset, in pages, is the mapping's, and returns the mapping's
-// start less that segment's address, in pages.
-func mappingBias(path string, m Mapping) (uint64, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	const page = 4096
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Off&^(page-1) == m.Off {
-			return m.Lo - p.Vaddr&^(page-1), nil
-		}
-	}
-	return 0, fmt.Errorf("%s: no executable PT_LOAD at file offset %#x (mapped at %#x)", path, m.Off, m.Lo)
-}
-
-// object returns the mapped object holding ip, or nil.
-func (st *Symtab) object(ip uint64) *mappedObject {
-	for i := range st.objs {
-		if o := &st.objs[i]; ip >= o.lo && ip < o.hi {
-			return o
-		}
-	}
-	return nil
-}
-
-// inObject reports whether ip lies in an executable mapping of the
-// object whose file is named name (a process's Symtab only).
-func (st *Symtab) inObject(ip uint64, name string) bool {
-	o := st.object(ip)
-	return o != nil && o.st.name == name
 }
 
 // goFuncs fills st from the function table (.gopclntab) of the Go
@@ -238,22 +165,13 @@ func (st *Symtab) goFuncs(f *elf.File) error {
 // inside an executable segment, the last function starting at or below
 // ip, unless it has a size and ends at or below ip.
 func (st *Symtab) find(ip uint64) *function {
-	if st.objs != nil {
-		if o := st.object(ip); o != nil {
-			return o.st.find(ip - o.bias)
-		}
-		return nil
-	}
-	if p := st.plt; p != nil && ip >= p.addr && ip < p.addr+p.size {
-		return p
-	}
-	inx := false
-	for _, x := range st.exec {
-		if ip >= x.Lo && ip < x.Hi {
-			inx = true
+	for _, p := range st.plt {
+		if ip >= p.addr && ip < p.addr+p.size {
+			return p
 		}
 	}
-	if !inx {
+	obj := st.objAt(ip)
+	if obj < 0 {
 		return nil
 	}
 	i := sort.Search(len(st.funcs), func(i int) bool { return st.funcs[i].addr > ip }) - 1
@@ -261,26 +179,56 @@ func (st *Symtab) find(ip uint64) *function {
 		return nil
 	}
 	f := &st.funcs[i]
-	if f.size != 0 && ip >= f.addr+f.size {
+	if f.obj != obj || f.size != 0 && ip >= f.addr+f.size {
 		return nil
 	}
 	return f
 }
 
-// Name is the function holding ip, or "?" and ip in hex.
+// objAt is the object whose executable range holds ip, or -1.
+func (st *Symtab) objAt(ip uint64) int {
+	for _, x := range st.exec {
+		if ip >= x.Lo && ip < x.Hi {
+			return x.obj
+		}
+	}
+	return -1
+}
+
+// Name is the function holding ip, or "?" and ip in hex: in an object
+// other than the program (AddMapping), "OBJ:?" and ip's address in the
+// object's file.
 func (st *Symtab) Name(ip uint64) string {
 	if f := st.find(ip); f != nil {
-		if st.objs != nil && f.owner != st.objs[0].st {
-			return f.owner.name + ":" + f.names[0]
-		}
 		return f.names[0]
 	}
-	if st.objs != nil {
-		if o := st.object(ip); o != nil {
-			return fmt.Sprintf("%s:?%x", o.st.name, ip-o.bias)
+	for _, x := range st.exec {
+		if x.obj > 0 && ip >= x.Lo && ip < x.Hi {
+			return fmt.Sprintf("%s:?%x", st.objs[x.obj], ip-x.bias)
 		}
 	}
 	return fmt.Sprintf("?%x", ip)
+}
+
+// match reports whether ip is in the frame a true chain names: one of
+// the alternatives of "A|B"; "@OBJ" (and "@OBJ+", a run of such frames,
+// of which ip is one) is any address in an executable mapping of the
+// object OBJ ("@libc.so.6", "@[vdso]": see AddMapping), function or not;
+// else as is says.
+func (st *Symtab) match(ip uint64, want string) bool {
+	for _, w := range strings.Split(want, "|") {
+		if o, ok := strings.CutPrefix(w, "@"); ok {
+			o = strings.TrimSuffix(o, "+")
+			if i := st.objAt(ip); i >= 0 && st.objs[i] == o {
+				return true
+			}
+			continue
+		}
+		if st.is(st.find(ip), w) {
+			return true
+		}
+	}
+	return false
 }
 
 // is reports whether f is the frame a true chain names: "PLT" is the .plt
@@ -300,11 +248,136 @@ func (st *Symtab) is(f *function, want string) bool {
 		return false
 	}
 	if want == "PLT" {
-		return f == f.owner.plt
+		return slices.Contains(st.plt, f)
 	}
-	a, ok := f.owner.byName[want]
+	a, ok := st.byName[want]
 	return ok && f.addr == a
 }
 
 // stbGNUUnique is STB_GNU_UNIQUE, which debug/elf does not name.
 const stbGNUUnique elf.SymBind = 10
+
+// A Mapping is one executable mapping of a run's program, as the reader
+// wrote it ("M LO HI OFFSET PATH", from /proc/PID/maps): where a PIE
+// program, its libraries and the vDSO lay.
+type Mapping struct {
+	Lo, Hi, Off uint64
+	Path        string
+}
+
+// pageMask is the guests' page size less one (4 KiB pages).
+const pageMask = 0xfff
+
+// loadBias is the difference between the addresses of m and those f's
+// executable PT_LOAD at m's file offset has in the file (0 for a program
+// linked at a fixed address).
+func loadBias(f *elf.File, m Mapping) (uint64, error) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Off&^pageMask == m.Off {
+			return m.Lo - p.Vaddr&^pageMask, nil
+		}
+	}
+	return 0, fmt.Errorf("no executable PT_LOAD at offset %#x for the mapping %#x-%#x of %s", m.Off, m.Lo, m.Hi, m.Path)
+}
+
+// RelocateProgram moves the program's functions, ranges and .plt to where
+// the mapping m of the program file at path put them (a PIE's load
+// address; nothing moves for a program linked at a fixed address).
+func (st *Symtab) RelocateProgram(path string, m Mapping) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bias, err := loadBias(f, m)
+	if err != nil || bias == 0 {
+		return err
+	}
+	for i := range st.funcs {
+		if st.funcs[i].obj == 0 {
+			st.funcs[i].addr += bias
+		}
+	}
+	for i := range st.exec {
+		if st.exec[i].obj == 0 {
+			st.exec[i].Lo += bias
+			st.exec[i].Hi += bias
+		}
+	}
+	for _, p := range st.plt {
+		p.addr += bias
+	}
+	for n, a := range st.byName {
+		st.byName[n] = a + bias
+	}
+	sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+	return nil
+}
+
+// AddMapping adds an object the program had mapped, named by its file
+// name ("libc.so.6", "[vdso]"): the mapping's range, and the functions of
+// the file at path (its symbol table, else its dynamic symbols: a
+// distribution's stripped library names its exported functions only; an
+// address in between is the exported function below it) where path is
+// not "" and m maps one of its executable PT_LOADs, else one function
+// named as the object over the whole range.
+// Names the program has keep the program's address.
+func (st *Symtab) AddMapping(m Mapping, path string) error {
+	name := m.Path[strings.LastIndex(m.Path, "/")+1:]
+	obj := len(st.objs)
+	st.objs = append(st.objs, name)
+	st.exec = append(st.exec, objRange{acceptance.Range{Lo: m.Lo, Hi: m.Hi}, obj, 0})
+	if path == "" {
+		st.funcs = append(st.funcs, function{addr: m.Lo, size: m.Hi - m.Lo, names: []string{name}, obj: obj})
+		sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+		return nil
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bias, err := loadBias(f, m)
+	if err != nil {
+		// Not a code segment of the file (the reader saw the object
+		// while ld.so was still mapping it): its range alone.
+		st.funcs = append(st.funcs, function{addr: m.Lo, size: m.Hi - m.Lo, names: []string{name}, obj: obj})
+		sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+		return nil
+	}
+	st.exec[len(st.exec)-1].bias = bias
+	syms, err := f.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(syms) == 0 {
+		if syms, err = f.DynamicSymbols(); err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	byAddr := map[uint64]int{}
+	for _, s := range syms {
+		a := s.Value + bias
+		if s.Name == "" || !nmText(f, s) || a < m.Lo || a >= m.Hi {
+			continue
+		}
+		if _, ok := st.byName[s.Name]; !ok {
+			st.byName[s.Name] = a
+		}
+		if i, ok := byAddr[a]; ok {
+			g := &st.funcs[i]
+			if s.Size != 0 {
+				g.size = s.Size
+			}
+			if !slices.Contains(g.names, s.Name) {
+				g.names = append(g.names, s.Name)
+				sort.Strings(g.names)
+			}
+			continue
+		}
+		byAddr[a] = len(st.funcs)
+		st.funcs = append(st.funcs, function{addr: a, size: s.Size, names: []string{s.Name}, obj: obj})
+	}
+	sort.SliceStable(st.funcs, func(i, j int) bool { return st.funcs[i].addr < st.funcs[j].addr })
+	return nil
+}

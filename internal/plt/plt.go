@@ -16,6 +16,10 @@ func Sections(ef *elf.File) []translate.PLT {
 	for _, s := range ef.Sections {
 		switch s.Name {
 		case ".plt", ".plt.sec", ".plt.got":
+		case ".iplt": // lld's IRELATIVE stubs in a static executable
+			if ef.Machine != elf.EM_AARCH64 {
+				continue
+			}
 		default:
 			continue
 		}

@@ -63,6 +63,21 @@ func arm64Simulate(code []byte, entryCFA int32, _ bool) ([]Step, error) {
 	return steps, nil
 }
 
+// arm64LazyHeader reports whether code starts as PLT0 does: stp x16,
+// x30, [sp, #-16]!, after a bti c with BTI.
+func arm64LazyHeader(code []byte) bool {
+	for off := 0; off+4 <= len(code) && off <= 4; off += 4 {
+		switch binary.LittleEndian.Uint32(code[off:]) {
+		case a64StpX16X30PreSP:
+			return true
+		case a64BtiC:
+			continue
+		}
+		return false
+	}
+	return false
+}
+
 // a64IsADRP: adrp xd, label.
 func a64IsADRP(w uint32) bool { return w&0x9f000000 == 0x90000000 }
 

@@ -41,13 +41,17 @@ func Simulate(a *arch.Arch, code []byte, header bool) ([]Step, error) {
 }
 
 // HasHeader reports whether the code of a .plt section of a starts with
-// PLT0, the lazy binder's stub. GNU ld and lld always write one on AArch64
-// and s390x; on x86-64 a static executable's .plt has none, only the stubs
-// that IFUNCs are called through, bound by IRELATIVE relocations at
-// startup.
+// PLT0, the lazy binder's stub. A static executable's .plt has none, only
+// the stubs that IFUNCs are called through, bound by IRELATIVE relocations
+// at startup: GNU ld's on x86-64 and AArch64 (LLVM lld puts those in
+// .iplt). AArch64's PLT0 starts by pushing x16 and x30 (after a bti c
+// with BTI); an IRELATIVE stub with adrp. s390x's .plt always has one.
 func HasHeader(a *arch.Arch, code []byte) bool {
-	if a == arch.AMD64 {
+	switch a {
+	case arch.AMD64:
 		return amd64LazyHeader(code)
+	case arch.ARM64:
+		return arm64LazyHeader(code)
 	}
 	return true
 }

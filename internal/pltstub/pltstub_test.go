@@ -16,8 +16,24 @@ func TestHasHeader(t *testing.T) {
 	if !HasHeader(a, plt0) || !HasHeader(a, ibt) || HasHeader(a, static) {
 		t.Errorf("HasHeader(AMD64): %v %v %v, want true true false", HasHeader(a, plt0), HasHeader(a, ibt), HasHeader(a, static))
 	}
-	if !HasHeader(arch.ARM64, static) || !HasHeader(arch.S390X, static) {
-		t.Error("AArch64 and s390x .plt sections start with PLT0")
+	if !HasHeader(arch.S390X, static) {
+		t.Error("s390x .plt sections start with PLT0")
+	}
+	// AArch64: GNU ld's and lld's PLT0 (stp x16, x30, [sp, #-16]!; adrp
+	// x16, ...), with bti c first; a static executable's GNU ld .plt
+	// starts with an IRELATIVE stub (adrp x16; ldr x17; add x16; br x17).
+	le := func(ws ...uint32) []byte {
+		var b []byte
+		for _, w := range ws {
+			b = append(b, byte(w), byte(w>>8), byte(w>>16), byte(w>>24))
+		}
+		return b
+	}
+	a64plt0 := le(0xa9bf7bf0, 0x90000490)
+	a64bti := le(0xd503245f, 0xa9bf7bf0)
+	a64static := le(0x90000490, 0xf9400211, 0x91000210, 0xd61f0220)
+	if !HasHeader(arch.ARM64, a64plt0) || !HasHeader(arch.ARM64, a64bti) || HasHeader(arch.ARM64, a64static) || HasHeader(arch.ARM64, nil) {
+		t.Errorf("HasHeader(ARM64): %v %v %v, want true true false", HasHeader(arch.ARM64, a64plt0), HasHeader(arch.ARM64, a64bti), HasHeader(arch.ARM64, a64static))
 	}
 }
 

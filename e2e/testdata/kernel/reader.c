@@ -22,9 +22,10 @@
 //   run LABEL
 //   D COUNT NR IP...      deferred chains (PERF_RECORD_CALLCHAIN_DEFERRED)
 //   S COUNT NR IP...      ordinary samples' user chains
-//   M LO HI OFFSET PATH   the child's executable file mappings (hex), as
-//                         /proc/PID/maps last showed them while it ran: where
-//                         a dynamically linked program's objects were
+//   M LO HI OFFSET PATH   the program's executable mappings (hex), as
+//                         /proc/PID/maps last showed them while it ran:
+//                         where a PIE program, its libraries and the vDSO
+//                         lie, to resolve the chains' addresses
 //   stat KEY VALUE        samples, records, lost records, exit status
 //   end LABEL
 //
@@ -270,17 +271,12 @@ static void drain(struct ring *r, int deferred)
 	__atomic_store_n(&r->meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
-// The child's executable mappings of files, as /proc/PID/maps showed them
-// at the last read that found any (the maps of an exited child are empty).
+// The child's executable mappings, as /proc/PID/maps showed them at the
+// last read that found any (the maps of an exited child are empty; nothing
+// here maps code after its main): those of files and the kernel's named
+// ones ([vdso]), each path whole (it may hold spaces).
 static char maps[1 << 16];
 static size_t maps_len;
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static void read_maps(pid_t pid)
 {
@@ -298,7 +294,7 @@ static void read_maps(pid_t pid)
 			continue;
 		char *name = line + pos;
 		name[strcspn(name, "\n")] = 0;
-		if (perms[2] != 'x' || name[0] != '/')
+		if (perms[2] != 'x' || (name[0] != '/' && name[0] != '['))
 			continue;
 		int k = snprintf(out + n, sizeof(out) - n, "M %llx %llx %llx %s\n", lo, hi, off, name);
 		if (k < 0 || (size_t)k >= sizeof(out) - n)
@@ -371,18 +367,16 @@ int main(int argc, char **argv)
 	close(go[1]);
 
 	int status = 0;
-	double next_maps = now() + 0.1;
 	for (;;) {
 		struct pollfd p[2] = {{rd.fd, POLLIN, 0}, {rs.fd, POLLIN, 0}};
 		poll(p, 2, 20);
 		drain(&rd, 1);
 		drain(&rs, 0);
-		// The maps from 0.1 s on (the loader is done by then), every
-		// 0.2 s: the last read while the child lives is kept.
-		if (now() >= next_maps) {
+		// Every 20 ms once the program has been sampled: a short
+		// program's first sample may come while ld.so is still mapping
+		// its libraries.
+		if (dstat.samples + sstat.samples > 0)
 			read_maps(pid);
-			next_maps = now() + 0.2;
-		}
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
 			break;
