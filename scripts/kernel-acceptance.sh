@@ -136,8 +136,9 @@
 # made from chain.ld-static.ours; goprog is built with GOARCH=arm64. The
 # reader writes each program's executable mappings (M lines), with which
 # the judge resolves a PIE program, libc.so.6 and the vDSO (each library
-# read from OUT's root/, as the guest had it). dyn and sfreg.so are built
-# for x86-64 only.
+# read from OUT's root/, as the guest had it). dyn, libchain.so and
+# sfreg.so as on x86-64, with the cross libc.so.6 converted (a quarter of
+# the loop counts).
 # The Go test (e2e/kernel_test.go, with internal/judge) then resolves every
 # chain with the binary's symbols (as nm lists them; .plt stubs as PLT) and
 # compares it with the true chain of its innermost function (known by
@@ -294,6 +295,74 @@ fi
 # Build the programs.
 bin=$w/bin
 mkdir -p "$bin"
+# build_dyn LIBC: the dynamically linked program, dyn.c (PIE, with $CC)
+# with its own library libchain.c, run with ld.so and LIBC (the cross
+# libc.so.6 on arm64; "": the host's, which ldd finds, and the host's
+# ld.so, which the initramfs gets).
+# Per variant a directory of libraries the guest's LD_LIBRARY_PATH names
+# (/lib/v/VARIANT): plain (nothing has .sframe), gnu (dyn and libchain.so
+# built with GNU as --gsframe; libc.so.6 as Debian ships it, without
+# .sframe), ours and for-kernel (dyn, libchain.so and libc.so.6 converted
+# by cfi2sframe, default output and --for kernel). sfreg.so, preloaded in
+# the "+pre" runs, registers each library's .sframe with sframe_register()
+# (the kernel registers only the program's and ld.so's at exec); its
+# number is set here, in one place (KERNEL_ACCEPTANCE_SFRAME_REGISTER_NR,
+# 473 on both: arm64's table is scripts/syscall.tbl too; the guest's
+# SFRAME_REGISTER_NR overrides it at run time).
+build_dyn() {
+	local libc=$1 v vflag l
+	SFRAME_REGISTER_NR=${KERNEL_ACCEPTANCE_SFRAME_REGISTER_NR:-473}
+	dynflags="-O2 -fomit-frame-pointer"
+	dl=$w/dynlib
+	mkdir -p "$dl/plain" "$dl/gnu" "$dl/ours" "$dl/for-kernel"
+	# shellcheck disable=SC2086 # dynflags is a list of options
+	$CC $dynflags -fPIC -shared -o "$dl/plain/libchain.so" "$src/libchain.c" || die "cannot build libchain.so"
+	# shellcheck disable=SC2086
+	$CC $dynflags -o "$bin/dyn.plain" "$src/dyn.c" -L"$dl/plain" -lchain || die "cannot build dyn"
+	# shellcheck disable=SC2086
+	$CC $dynflags -B"$gnu_b" -Wa,--gsframe -fPIC -shared -o "$dl/gnu/libchain.so" "$src/libchain.c" || die "cannot build libchain.so with GNU as --gsframe"
+	# shellcheck disable=SC2086
+	$CC $dynflags -B"$gnu_b" -Wa,--gsframe -o "$bin/dyn.gnu" "$src/dyn.c" -L"$dl/gnu" -lchain || die "cannot build dyn with GNU as --gsframe"
+	$CC -O2 -Wall -fPIC -shared -DSFRAME_REGISTER_NR="$SFRAME_REGISTER_NR" -o "$bin/sfreg.so" "$src/sfreg.c" || die "cannot build sfreg.so"
+	interp=$(readelf -lW "$bin/dyn.plain" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
+	if [ -z "$libc" ]; then
+		libc=$(LD_LIBRARY_PATH="$dl/plain" ldd "$bin/dyn.plain" | awk '$1 == "libc.so.6" { print $3 }')
+		[ -n "$interp" ] && [ -f "$interp" ] || die "cannot find dyn's interpreter ($interp)"
+	fi
+	[ -n "$libc" ] && [ -f "$libc" ] || die "cannot find dyn's libc.so.6 ($libc)"
+	cp "$libc" "$dl/plain/libc.so.6"
+	cp "$libc" "$dl/gnu/libc.so.6"
+	"$c2s" -q "$bin/dyn.plain" -o "$bin/dyn.ours" || die "cfi2sframe dyn failed"
+	"$c2s" -q --for kernel "$bin/dyn.plain" -o "$bin/dyn.for-kernel" || die "cfi2sframe --for kernel dyn failed"
+	for v in ours for-kernel; do
+		vflag=
+		[ $v = ours ] || vflag="--for kernel"
+		# shellcheck disable=SC2086 # vflag is empty or two words
+		"$c2s" -q $vflag "$dl/plain/libchain.so" -o "$dl/$v/libchain.so" || die "cfi2sframe $vflag libchain.so failed"
+		# shellcheck disable=SC2086
+		"$c2s" -q $vflag "$libc" -o "$dl/$v/libc.so.6" || die "cfi2sframe $vflag $libc failed"
+	done
+	for v in plain gnu ours for-kernel; do
+		cp "$bin/dyn.$v" "$bin/dyn.$v+pre"
+		for l in libchain.so libc.so.6; do cp "$dl/$v/$l" "$bin/$l.$v"; done
+	done
+}
+
+# verify_dyn: verify --for kernel on dyn's variants, a line per run
+# covering the program and the libraries it runs with.
+verify_dyn() {
+	local v label
+	for v in ours for-kernel gnu; do
+		for label in "dyn.$v" "dyn.$v+pre"; do
+			if "$c2s" verify --for kernel "$bin/dyn.$v" "$dl/$v/libchain.so" "$dl/$v/libc.so.6" >"$w/v.out" 2>&1; then
+				printf 'verify %s pass %s\n' "$label" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
+			else
+				printf 'verify %s fail %s\n' "$label" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
+			fi
+		done
+	done
+}
+
 # damage FILE SYMBOL MODE: rewrite the start offset of the one FRE of
 # SYMBOL's FDE in FILE's .sframe (V3, through PT_GNU_SFRAME). MODE lookup:
 # func_size-1, which the kernel's validation accepts (below func_size,
@@ -328,66 +397,15 @@ x86_64)
 	(cd "$src" && CGO_ENABLED=0 go build -ldflags='-s -w' -o "$bin/goprog.plain" goprog.go) || die "cannot build goprog"
 	"$c2s" -q --for kernel "$bin/goprog.plain" -o "$bin/goprog.for-kernel" || die "cfi2sframe --for kernel goprog failed"
 
-	# The dynamically linked program: dyn.c (PIE) with its own library
-	# libchain.c, run with the host's ld.so and libc.so.6. Per variant a
-	# directory of libraries the guest's LD_LIBRARY_PATH names: plain (nothing
-	# has .sframe), gnu (dyn and libchain.so built with GNU as --gsframe;
-	# libc.so.6 as Debian ships it, without .sframe), ours and for-kernel (dyn,
-	# libchain.so and libc.so.6 converted by cfi2sframe, default output and
-	# --for kernel). sfreg.so, preloaded in the "+pre" runs, registers each
-	# library's .sframe with sframe_register() (the kernel registers only the
-	# program's and ld.so's at exec); its number is set here, in one place
-	# (KERNEL_ACCEPTANCE_SFRAME_REGISTER_NR; the guest's SFRAME_REGISTER_NR
-	# overrides it at run time).
-	SFRAME_REGISTER_NR=${KERNEL_ACCEPTANCE_SFRAME_REGISTER_NR:-473}
-	dynflags="-O2 -fomit-frame-pointer"
-	dl=$w/dynlib
-	mkdir -p "$dl/plain" "$dl/gnu" "$dl/ours" "$dl/for-kernel"
-	# shellcheck disable=SC2086 # dynflags is a list of options
-	gcc $dynflags -fPIC -shared -o "$dl/plain/libchain.so" "$src/libchain.c" || die "cannot build libchain.so"
-	# shellcheck disable=SC2086
-	gcc $dynflags -o "$bin/dyn.plain" "$src/dyn.c" -L"$dl/plain" -lchain || die "cannot build dyn"
-	# shellcheck disable=SC2086
-	gcc $dynflags -B"$gnu_b" -Wa,--gsframe -fPIC -shared -o "$dl/gnu/libchain.so" "$src/libchain.c" || die "cannot build libchain.so with GNU as --gsframe"
-	# shellcheck disable=SC2086
-	gcc $dynflags -B"$gnu_b" -Wa,--gsframe -o "$bin/dyn.gnu" "$src/dyn.c" -L"$dl/gnu" -lchain || die "cannot build dyn with GNU as --gsframe"
-	gcc -O2 -Wall -fPIC -shared -DSFRAME_REGISTER_NR="$SFRAME_REGISTER_NR" -o "$bin/sfreg.so" "$src/sfreg.c" || die "cannot build sfreg.so"
-	interp=$(readelf -lW "$bin/dyn.plain" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
-	hostlibc=$(LD_LIBRARY_PATH="$dl/plain" ldd "$bin/dyn.plain" | awk '$1 == "libc.so.6" { print $3 }')
-	[ -n "$interp" ] && [ -f "$interp" ] && [ -n "$hostlibc" ] && [ -f "$hostlibc" ] || die "cannot find dyn's interpreter ($interp) and libc.so.6 ($hostlibc)"
-	cp "$hostlibc" "$dl/plain/libc.so.6"
-	cp "$hostlibc" "$dl/gnu/libc.so.6"
-	"$c2s" -q "$bin/dyn.plain" -o "$bin/dyn.ours" || die "cfi2sframe dyn failed"
-	"$c2s" -q --for kernel "$bin/dyn.plain" -o "$bin/dyn.for-kernel" || die "cfi2sframe --for kernel dyn failed"
-	for v in ours for-kernel; do
-		vflag=
-		[ $v = ours ] || vflag="--for kernel"
-		# shellcheck disable=SC2086 # vflag is empty or two words
-		"$c2s" -q $vflag "$dl/plain/libchain.so" -o "$dl/$v/libchain.so" || die "cfi2sframe $vflag libchain.so failed"
-		# shellcheck disable=SC2086
-		"$c2s" -q $vflag "$hostlibc" -o "$dl/$v/libc.so.6" || die "cfi2sframe $vflag $hostlibc failed"
-	done
-	for v in plain gnu ours for-kernel; do
-		cp "$bin/dyn.$v" "$bin/dyn.$v+pre"
-		for l in libchain.so libc.so.6; do cp "$dl/$v/$l" "$bin/$l.$v"; done
-	done
+	build_dyn ""
 
 	for mode in lookup validate; do
 		cp "$bin/chain.ours" "$bin/chain.damaged-$mode"
 		damage "$bin/chain.damaged-$mode" leaf "$mode" >>"$verify_log" || die "cannot damage chain.ours"
 	done
 
-	# verify --for kernel: ours must pass, the damaged copies must not. A
-	# dynamic program's line covers it and the libraries it runs with.
-	for v in ours for-kernel gnu; do
-		for label in "dyn.$v" "dyn.$v+pre"; do
-			if "$c2s" verify --for kernel "$bin/dyn.$v" "$dl/$v/libchain.so" "$dl/$v/libc.so.6" >"$w/v.out" 2>&1; then
-				printf 'verify %s pass %s\n' "$label" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
-			else
-				printf 'verify %s fail %s\n' "$label" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
-			fi
-		done
-	done
+	# verify --for kernel: ours must pass, the damaged copies must not.
+	verify_dyn
 	for f in chain.ours drap.ours signal.ours plt.ours chain.for-kernel drap.for-kernel signal.for-kernel plt.for-kernel goprog.for-kernel chain.gnu drap.gnu signal.gnu plt.gnu chain.damaged-lookup chain.damaged-validate; do
 		if "$c2s" verify --for kernel "$bin/$f" >"$w/v.out" 2>&1; then
 			printf 'verify %s pass %s\n' "$f" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
@@ -462,7 +480,7 @@ arm64)
 	for p in chain drap signal plt; do
 		extra=
 		[ $p != plt ] || extra=-fno-builtin # calls, not folded or inlined string functions
-		# A quarter of x86-64's loop counts, plt's excepted: 132 runs under
+		# A quarter of x86-64's loop counts, plt's excepted: 140 runs under
 		# TCG, sharing the host's cores (the first full run, at x86-64's
 		# counts, gave about 8000 chains a run; plt at a quarter, as few
 		# as 10 on a quiet host).
@@ -492,14 +510,20 @@ arm64)
 	printf '%s\n' "goprog.for-kernel 75000000" "goprog.plain 75000000" >>"$w/runs"
 	mkdir -p "$bin/lib"
 	cp "$sysroot/lib/ld-linux-aarch64.so.1" "$sysroot/lib/libc.so.6" "$bin/lib/" || die "no $sysroot/lib/ld-linux-aarch64.so.1 or libc.so.6 (apt-get install libc6-dev-arm64-cross)"
+	# dyn, as on x86-64, with the cross libc.so.6 (a quarter of the loop
+	# counts).
+	build_dyn "$sysroot/lib/libc.so.6"
+	for v in ours for-kernel gnu plain; do echo "dyn.$v+pre 75000000 200000"; done >>"$w/runs"
+	for v in ours for-kernel gnu plain; do echo "dyn.$v 75000000 200000"; done >>"$w/runs"
 	for mode in lookup validate; do
 		cp "$bin/chain.ld-static.ours" "$bin/chain.ld-static.damaged-$mode"
 		damage "$bin/chain.ld-static.damaged-$mode" leaf "$mode" >>"$verify_log" || die "cannot damage chain.ld-static.ours"
 		echo "chain.ld-static.damaged-$mode 75000000" >>"$w/runs"
 	done
 	# verify --for kernel: ours must pass, the damaged copies must not.
+	verify_dyn
 	while read -r f _; do
-		case $f in *.plain) continue ;; esac
+		case $f in *.plain | dyn.*) continue ;; esac
 		if "$c2s" verify --for kernel "$bin/$f" >"$w/v.out" 2>&1; then
 			printf 'verify %s pass %s\n' "$f" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
 		else
@@ -513,13 +537,15 @@ esac
 root=$w/root
 mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tests"
 cp "$BUSYBOX" "$root/bin/busybox"
+# dyn's interpreter (x86-64: the host's; arm64's comes from bin/lib),
+# sfreg.so and the libraries per variant.
 if [ "$arch" = x86_64 ]; then
-	# dyn's interpreter, sfreg.so and the libraries per variant.
-	mkdir -p "$root$(dirname "$interp")" "$root/lib/v"
+	mkdir -p "$root$(dirname "$interp")"
 	cp "$interp" "$root$interp"
-	cp "$bin/sfreg.so" "$root/lib/sfreg.so"
-	for v in plain gnu ours for-kernel; do cp -r "$dl/$v" "$root/lib/v/$v"; done
 fi
+mkdir -p "$root/lib/v"
+cp "$bin/sfreg.so" "$root/lib/sfreg.so"
+for v in plain gnu ours for-kernel; do cp -r "$dl/$v" "$root/lib/v/$v"; done
 cp "$bin/reader" "$root/bin/reader"
 while read -r label _; do cp "$bin/$label" "$root/tests/$label"; done <"$w/runs"
 cp "$w/runs" "$root/tests/runs"
@@ -622,7 +648,7 @@ qemu=$!
 # than RUN_TIMEOUT.
 boot_timeout=${KERNEL_ACCEPTANCE_BOOT_TIMEOUT:-180} run_timeout=${KERNEL_ACCEPTANCE_RUN_TIMEOUT:-}
 if [ -z "$run_timeout" ]; then
-	# arm64: 132 runs, x86-64: 20.
+	# arm64: 140 runs, x86-64: 28.
 	case $arch in x86_64) run_timeout=900 ;; arm64) run_timeout=3600 ;; esac
 fi
 start=$SECONDS

@@ -74,7 +74,7 @@ dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
 // or Other and the true chain never seen. A true chain whose limits say
 // "?" need not be seen: the .plt stubs of __libc_start_main called by a
 // PIE's _start and of strtoul called by main, start-up chains whose
-// callers are in the true chains.
+// callers are in the true chains. dyn's chains are x86-64's.
 const KernelTruthARM64 = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ;
@@ -88,6 +88,8 @@ plt:dynamic @libc.so.6 p2 p1 main @libc.so.6 __libc_start_main _start ; @libc.so
 plt:dynamic PLT _start ; ?
 plt PLT main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; ?
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
+dyn lib_leaf lib_l2 p2 lib_l1 p1 main @libc.so.6+ _start ;
+dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
 `
 
 // KernelTruthFor is the table of true chains for programs of machine m.
