@@ -29,6 +29,10 @@ var kernelChecks = []string{
 	"ours goprog.for-kernel",
 	"ours dyn.ours+pre",
 	"ours dyn.for-kernel+pre",
+	"ours noreturn.ours",
+	"ours noreturn.for-kernel",
+	"noreturn noreturn.ours",
+	"noreturn noreturn.for-kernel",
 	"unregistered dyn.ours",
 	"unregistered dyn.for-kernel",
 	"control chain.plain",
@@ -38,6 +42,7 @@ var kernelChecks = []string{
 	"control goprog.plain",
 	"control dyn.plain+pre",
 	"control dyn.plain",
+	"control noreturn.plain",
 	"control chain.damaged-lookup",
 	"control chain.damaged-validate",
 }

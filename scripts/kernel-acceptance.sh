@@ -374,10 +374,6 @@ plt.ours 6000000
 plt.for-kernel 6000000
 plt.gnu 6000000
 plt.plain 6000000
-noreturn.ours 150000000
-noreturn.for-kernel 150000000
-noreturn.gnu 150000000
-noreturn.plain 150000000
 goprog.for-kernel 300000000
 goprog.plain 300000000
 dyn.ours+pre 300000000 800000
@@ -388,6 +384,10 @@ dyn.ours 300000000 800000
 dyn.for-kernel 300000000 800000
 dyn.gnu 300000000 800000
 dyn.plain 300000000 800000
+noreturn.ours 150000000
+noreturn.for-kernel 150000000
+noreturn.gnu 150000000
+noreturn.plain 150000000
 EOF
 
 # The initramfs.

@@ -23,7 +23,14 @@ import (
 // libchain.so and libc.so.6; "@OBJ+" is one or more frames in the object
 // whose file is named OBJ (Debian's libc.so.6 is stripped, so its internal
 // functions have no name, and qsort's merge sort recurses to a depth that
-// varies).
+// varies). noreturn's callers end with a call of a function that does not
+// return (limit 4): the return address is the caller's end, which a frame
+// matches as the caller (as for any true frame past the innermost); after
+// pad_caller's end comes padding, after next_caller's directly the next
+// function, whose rule the kernel applies to next_caller's frame, so that
+// "next_caller@end" makes a chain right through spin_next and next_caller's
+// return address a chain at a known limit, whatever follows (Kernel keeps
+// it only where verify --for kernel noted return-at-end there).
 const KernelTruth = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ; drapfn
@@ -39,6 +46,8 @@ plt PLT __libc_setup_tls __libc_start_main _start ; ?
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 dyn lib_leaf lib_l2 p2 lib_l1 p1 main @libc.so.6+ _start ;
 dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
+noreturn spin_pad pad_caller pa1 main __libc_start_call_main __libc_start_main _start ;
+noreturn spin_next next_caller na1 main __libc_start_call_main __libc_start_main _start ; next_caller@end
 `
 
 // A Truth is one true chain: its frames, innermost first, and the frames
@@ -48,6 +57,12 @@ type Truth struct {
 	Limits []string
 	// Optional: a chain seldom sampled, not required to be seen.
 	Optional bool
+	// AtEnd are the frames (written "NAME@end" among the limits) whose
+	// function ends with a call and is followed directly by another
+	// function: the kernel looks the return address up in that one
+	// (docs/acceptance.md, limit 4), so a chain right up to such a frame's
+	// return address is at a known limit, whatever follows.
+	AtEnd []string
 }
 
 // ParseTruth returns the true chains of prog from a table written as
@@ -67,6 +82,8 @@ func ParseTruth(table, prog string) ([]Truth, error) {
 				lim = true
 			case lim && w == "?":
 				t.Optional = true
+			case lim && strings.HasSuffix(w, "@end"):
+				t.AtEnd = append(t.AtEnd, strings.TrimSuffix(w, "@end"))
 			case lim:
 				t.Limits = append(t.Limits, w)
 			default:
@@ -149,7 +166,11 @@ func objectRun(frame string) (string, bool) {
 // differs (Wrong), a true frame "@OBJ+" taking every frame in a row (at
 // least one) that lies in the object OBJ; a chain that ends with the true
 // one is Equal, a longer one Wrong; a shorter one is Limit if its last
-// frame is one of the true chain's limits and Wrong otherwise. An empty
+// frame is one of the true chain's limits and Wrong otherwise. A frame
+// past the innermost is also its true frame when it is that function's
+// end (the return address of a call that ends the function); when that
+// frame is one of the true chain's AtEnd, a chain that is not Equal is
+// Limit (the kernel unwound the caller by the next function's rule). An empty
 // chain is Wrong; a chain whose innermost frame is in none of the true
 // chains' is Other.
 func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
@@ -188,6 +209,7 @@ func classifyAgainst(st *Symtab, t Truth, ti int, ips []uint64) Verdict {
 	n := len(ips)
 	v := Verdict{Truth: ti}
 	i, j := 0, 0 // the next frame of the chain, of the true chain
+	atEnd := ""  // an AtEnd frame the chain passed at its function's end
 	for i < n && j < len(t.Frames) {
 		if obj, ok := objectRun(t.Frames[j]); ok {
 			if !st.inObject(ips[i], obj) {
@@ -196,15 +218,24 @@ func classifyAgainst(st *Symtab, t Truth, ti int, ips []uint64) Verdict {
 			for i < n && st.inObject(ips[i], obj) {
 				i++
 			}
-		} else if !st.is(st.find(ips[i]), t.Frames[j]) {
-			break
-		} else {
+		} else if st.is(st.find(ips[i]), t.Frames[j]) {
 			i++
+		} else if i > 0 && st.endOf(ips[i], t.Frames[j]) {
+			if atEnd == "" && slices.Contains(t.AtEnd, t.Frames[j]) {
+				atEnd = t.Frames[j]
+			}
+			i++
+		} else {
+			break
 		}
 		j++
 	}
 	if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && j > m {
 		v.ThroughMain = true
+	}
+	if atEnd != "" && (i < n || j < len(t.Frames)) {
+		v.Class, v.Why = Limit, "return address at "+atEnd+"'s end (limit 4), then "+rest(st, ips[i:])
+		return v
 	}
 	switch {
 	case i < n && j < len(t.Frames):
@@ -219,4 +250,16 @@ func classifyAgainst(st *Symtab, t Truth, ti int, ips []uint64) Verdict {
 		v.Class, v.Why = Wrong, fmt.Sprintf("stops after %s (frame %d of %d)", t.Frames[j-1], j, len(t.Frames))
 	}
 	return v
+}
+
+// rest names the frames ips for a report: "nothing" when there are none.
+func rest(st *Symtab, ips []uint64) string {
+	if len(ips) == 0 {
+		return "nothing"
+	}
+	names := make([]string, len(ips))
+	for i, ip := range ips {
+		names[i] = st.Name(ip)
+	}
+	return strings.Join(names, " ")
 }

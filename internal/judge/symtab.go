@@ -306,5 +306,35 @@ func (st *Symtab) is(f *function, want string) bool {
 	return ok && f.addr == a
 }
 
+// endOf reports whether ip is the end of the function a true chain names
+// want (the return address of a call that is that function's last
+// instruction): the function holding ip-1 is want, has a size and ends
+// at ip.
+func (st *Symtab) endOf(ip uint64, want string) bool {
+	if ip == 0 {
+		return false
+	}
+	f := st.find(ip - 1)
+	return f != nil && f.size != 0 && f.addr+f.size == ip && st.is(f, want)
+}
+
+// End is the end of the function named name in a program's symbols (not
+// a process's), and whether it has one: the symbol's address plus the
+// size of its function.
+func (st *Symtab) End(name string) (uint64, bool) {
+	if st.objs != nil {
+		return 0, false
+	}
+	a, ok := st.byName[name]
+	if !ok {
+		return 0, false
+	}
+	f := st.find(a)
+	if f == nil || f.addr != a || f.size == 0 {
+		return 0, false
+	}
+	return a + f.size, true
+}
+
 // stbGNUUnique is STB_GNU_UNIQUE, which debug/elf does not name.
 const stbGNUUnique elf.SymBind = 10
