@@ -121,7 +121,9 @@
 # deferred chains, the share equal to the true chain, the share that stops
 # at a known kernel limit (the signal trampoline, which it does not cross;
 # a caller frame whose rule names a register, which it reads only in the
-# interrupted frame), the rest, the share right through main, the ordinary
+# interrupted frame; a return address at the end of a caller that the
+# next function follows directly, where verify --for kernel noted
+# return-at-end), the rest, the share right through main, the ordinary
 # samples for comparison, and the kernel's log lines about sframe; then one
 # "ok"/"FAIL"/"info" line per check.
 #
