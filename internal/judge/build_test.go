@@ -14,7 +14,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
 )
 
-// The programs the tests judge chains of: e2e/testdata/kernel's four C
+// The programs the tests judge chains of: e2e/testdata/kernel's five C
 // programs, built as scripts/kernel-acceptance.sh builds them (static, -O2
 // -fomit-frame-pointer; plt also -fno-builtin) with the host's gcc, in
 // the variants it runs: .plain, .ours and .for-kernel (cfi2sframe's
@@ -32,7 +32,7 @@ var (
 	gnuBuilt  bool
 )
 
-var kernelProgs = []string{"chain", "drap", "signal", "plt"}
+var kernelProgs = []string{"chain", "drap", "signal", "plt", "noreturn"}
 
 // goVariants are the variants of goprog the harness runs.
 var goVariants = []string{"plain", "for-kernel"}
@@ -288,6 +288,8 @@ func gdbRun(t *testing.T, prog string) map[string][][]uint64 {
 	case "plt":
 		lo, hi := pltRange(t, prog)
 		return gdbChains(t, prog, "break p2", "run", "python chain('p2')", fmt.Sprintf("python plt_walk(%d, %d, 3)", lo, hi))
+	case "noreturn":
+		return gdbChains(t, prog, "break spin_pad", "break spin_next", "run", "python chain('spin_pad')", "continue", "python chain('spin_next')")
 	case "goprog":
 		// The stripped variants have no symbols to break at: gdb runs
 		// their twin, whose code is theirs (TestGoSymtab).

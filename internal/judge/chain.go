@@ -17,7 +17,10 @@ import (
 // and the kernel applies register rules only in the interrupted frame.
 // A true chain whose limits say "?" need not be seen (Optional): a static
 // program's .plt stubs are called from glibc's start-up code too
-// (__libc_setup_tls calls memcpy through one), rarely sampled.
+// (__libc_setup_tls calls memcpy through one), rarely sampled. The string
+// functions are shared code ("NAME^", see KernelTruthARM64): glibc's
+// start-up code calls them too (getenv calls strlen), so a chain from one
+// whose second frame is a function no true chain names is Other.
 // goprog is a Go program: its chain ends at runtime.goexit, the first
 // frame of every goroutine, which its SFrame marks outermost. dyn is
 // dynamically linked: its frames lie in the program, its library
@@ -25,6 +28,15 @@ import (
 // object OBJ the program had mapped (see KernelTruthARM64 for "@OBJ", one
 // frame): Debian's libc.so.6 is stripped, so its internal functions have
 // no name, and qsort's merge sort recurses to a depth that varies.
+// noreturn's callers end with a call of a function that does not return
+// (limit 4): the return address is the caller's end, which a frame
+// matches as the caller (as for any true frame past the innermost); after
+// pad_caller's end comes padding, after next_caller's directly the next
+// function, whose rule the kernel applies to next_caller's frame, so that
+// "next_caller@end" makes a chain right through spin_next and
+// next_caller's return address a chain at a known limit, whatever follows
+// (Kernel keeps it only where verify --for kernel noted return-at-end
+// there).
 const KernelTruth = `
 chain leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main __libc_start_main _start ;
 drap leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ; drapfn
@@ -33,13 +45,15 @@ signal s3 s2 s1 main __libc_start_call_main __libc_start_main _start ;
 signal hleaf h1 handler __restore_rt __kill s3 s2 s1 main __libc_start_call_main __libc_start_main _start ; __restore_rt
 plt p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt PLT p2 p1 main __libc_start_call_main __libc_start_main _start ;
-plt __strlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
-plt __strnlen_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
-plt __strcpy_* p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt __strlen_*^ p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt __strnlen_*^ p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt __strcpy_*^ p2 p1 main __libc_start_call_main __libc_start_main _start ;
 plt PLT __libc_setup_tls __libc_start_main _start ; ?
 goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
 dyn lib_leaf lib_l2 p2 lib_l1 p1 main @libc.so.6+ _start ;
 dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
+noreturn spin_pad pad_caller pa1 main __libc_start_call_main __libc_start_main _start ;
+noreturn spin_next next_caller na1 main __libc_start_call_main __libc_start_main _start ; next_caller@end
 `
 
 // KernelTruthARM64 is KernelTruth for the AArch64 programs, static and
@@ -105,6 +119,12 @@ func KernelTruthFor(m elf.Machine) string {
 type Truth struct {
 	Frames []string
 	Limits []string
+	// AtEnd are the frames (written "NAME@end" among the limits) whose
+	// function ends with a call and is followed directly by another
+	// function: the kernel looks the return address up in that one
+	// (docs/acceptance.md, limit 4), so a chain right up to such a frame's
+	// return address is at a known limit, whatever follows.
+	AtEnd []string
 }
 
 // Optional reports whether t need not be seen in a run (its limits say
@@ -136,6 +156,8 @@ func ParseTruthFor(table, prog string, dynamic bool) ([]Truth, error) {
 			switch {
 			case w == ";":
 				lim = true
+			case lim && strings.HasSuffix(w, "@end"):
+				t.AtEnd = append(t.AtEnd, strings.TrimSuffix(w, "@end"))
 			case lim:
 				t.Limits = append(t.Limits, w)
 			default:
@@ -206,11 +228,15 @@ func isMain(frame string) bool { return frame == "main" || frame == "main.main" 
 // the chain's is, the one that agrees with it over the most frames (the
 // first of those) decides: frames are compared in turn up to the first that
 // differs (Wrong), a true frame "@OBJ+" taking every frame in a row (at
-// least one) that lies in the object OBJ; a chain that ends with the true
-// one is Equal, a longer one Wrong; a shorter one is Limit if its last
-// frame is one of the true chain's limits and Wrong otherwise. An empty
-// chain is Wrong; a chain whose innermost frame is in none of the true
-// chains' is Other.
+// least one) that lies in the object OBJ, and a frame past the innermost
+// being its true frame also when it is that function's end (the return
+// address of a call that ends the function); a chain that ends with the
+// true one is Equal, a longer one Wrong; a shorter one is Limit if its
+// last frame is one of the true chain's limits and Wrong otherwise. When
+// a frame at its function's end is one of the true chain's AtEnd, a chain
+// that is not Equal is Limit (the kernel unwound the caller by the next
+// function's rule). An empty chain is Wrong; a chain whose innermost
+// frame is in none of the true chains' is Other.
 func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	if len(ips) == 0 {
 		return Verdict{Class: Wrong, Why: "empty chain", Truth: -1}
@@ -220,14 +246,14 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	// it longest (the first of those): a stub or a library function may
 	// be called from more than one place. i counts the chain's frames
 	// that agree, j the true chain's.
-	ti, i, j := -1, 0, 0
+	ti, i, j, atEnd := -1, 0, 0, ""
 	for k, t := range truth {
 		if !st.match(ips[0], strings.TrimSuffix(t.Frames[0], "^")) {
 			continue
 		}
-		ci, cj := agree(st, t, ips)
+		ci, cj, ce := agree(st, t, ips)
 		if ti < 0 || ci > i {
-			ti, i, j = k, ci, cj
+			ti, i, j, atEnd = k, ci, cj, ce
 		}
 	}
 	if ti < 0 {
@@ -240,6 +266,10 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 	v := Verdict{Truth: ti}
 	if m := slices.IndexFunc(t.Frames, isMain); m >= 0 && j > m {
 		v.ThroughMain = true
+	}
+	if atEnd != "" && (i < n || j < len(t.Frames)) {
+		v.Class, v.Why = Limit, "return address at "+atEnd+"'s end (limit 4), then "+rest(st, ips[i:])
+		return v
 	}
 	last := t.Frames[j-1]
 	switch {
@@ -264,13 +294,21 @@ func Classify(st *Symtab, truth []Truth, ips []uint64) Verdict {
 // agree compares the chain ips with the true chain t, whose innermost
 // frame the chain's is, up to the first frame that differs: it returns how
 // many of the chain's frames agree and how many of t's ("@OBJ+" takes
-// every frame in a row that lies in OBJ).
-func agree(st *Symtab, t Truth, ips []uint64) (i, j int) {
+// every frame in a row that lies in OBJ; a frame at the end of its true
+// function agrees), and the first of t's AtEnd the chain passed at its
+// function's end, or "".
+func agree(st *Symtab, t Truth, ips []uint64) (i, j int, atEnd string) {
 	i, j = 1, 1
 	for i < len(ips) && j < len(t.Frames) {
 		w := t.Frames[j]
-		if !st.match(ips[i], w) {
-			break
+		switch {
+		case st.match(ips[i], w):
+		case st.matchEnd(ips[i], w):
+			if atEnd == "" && slices.Contains(t.AtEnd, w) {
+				atEnd = w
+			}
+		default:
+			return i, j, atEnd
 		}
 		i++
 		if isObjectRun(w) {
@@ -280,7 +318,19 @@ func agree(st *Symtab, t Truth, ips []uint64) (i, j int) {
 		}
 		j++
 	}
-	return i, j
+	return i, j, atEnd
+}
+
+// rest names the frames ips for a report: "nothing" when there are none.
+func rest(st *Symtab, ips []uint64) string {
+	if len(ips) == 0 {
+		return "nothing"
+	}
+	names := make([]string, len(ips))
+	for i, ip := range ips {
+		names[i] = st.Name(ip)
+	}
+	return strings.Join(names, " ")
 }
 
 // isObjectRun reports whether a true chain's frame is "@OBJ+": one or

@@ -171,6 +171,9 @@ type Figures struct {
 	SamplesSpin  int      // of which in the spinning functions
 	SamplesEqual int      // of which equal to the true chain
 	KernelLog    []string // the run's kernel log lines about sframe or unwind
+	// EndNoted are the true chains' frames at whose function's end
+	// verify --for kernel noted return-at-end (limit 4).
+	EndNoted []string
 }
 
 var sframeOrUnwind = regexp.MustCompile(`(?i)sframe|unwind`)

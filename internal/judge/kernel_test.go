@@ -32,12 +32,16 @@ func TestParseTruth(t *testing.T) {
 		!slices.Equal(ts[0].Limits, []string{"drapfn"}) || len(ts[1].Limits) != 0 || ts[1].Frames[0] != "drapfn" {
 		t.Errorf("drap: %+v", ts)
 	}
-	if ts := truthOf(t, "plt"); len(ts) != 6 || ts[1].Frames[0] != "PLT" || ts[4].Frames[0] != "__strcpy_*" ||
+	if ts := truthOf(t, "plt"); len(ts) != 6 || ts[1].Frames[0] != "PLT" || ts[4].Frames[0] != "__strcpy_*^" ||
 		ts[5].Frames[0] != "PLT" || !ts[5].Optional() || ts[1].Optional() {
 		t.Errorf("plt: %+v", ts)
 	}
 	if ts := truthOf(t, "signal"); len(ts) != 2 || !slices.Equal(ts[1].Limits, []string{"__restore_rt"}) {
 		t.Errorf("signal: %+v", ts)
+	}
+	if ts := truthOf(t, "noreturn"); len(ts) != 2 || len(ts[0].AtEnd) != 0 || !slices.Equal(ts[1].AtEnd, []string{"next_caller"}) ||
+		len(ts[1].Limits) != 0 || ts[1].Frames[1] != "next_caller" {
+		t.Errorf("noreturn: %+v", ts)
 	}
 	if _, err := ParseTruth(KernelTruth, "nosuch"); err == nil {
 		t.Error("a program without true chains has some")
@@ -106,6 +110,26 @@ func realCases(t *testing.T, prog string) []classifyCase {
 			{"hleaf to handler", hleaf[:3], Verdict{Class: Wrong, Why: "stops after handler (frame 3 of 12)", Truth: 1}},
 			{"from __kill", hleaf[4:], Verdict{Class: Other, Why: "innermost frame __kill", Truth: -1}},
 		}
+	case "noreturn":
+		// gdb's chains have the callers' return addresses at
+		// pad_caller's and next_caller's ends; the kernel's walks end
+		// after pad_caller's (GNU: no FDE there, the frame pointer) or
+		// go on from next_caller's with after_next's rule.
+		pad, next := one("spin_pad"), one("spin_next")
+		cs = []classifyCase{
+			{"spin_pad true", pad, Verdict{Class: Equal, ThroughMain: true}},
+			{"spin_pad to pad_caller's end", pad[:2], Verdict{Class: Wrong, Why: "stops after pad_caller (frame 2 of 7)"}},
+			{"spin_pad, pad_caller's end, a stack address", append(slices.Clone(pad[:2]), stackAddr), Verdict{Class: Wrong, Why: "frame 3 is ?7ffd12345678, want pa1"}},
+			{"spin_pad, pad_caller's end less one", with(pad, 1, pad[1]-1), Verdict{Class: Equal, ThroughMain: true}},
+			{"spin_pad, pad_caller's end plus one", with(pad, 1, pad[1]+1), Verdict{Class: Wrong, Why: fmt.Sprintf("frame 2 is ?%x, want pad_caller", pad[1]+1)}},
+			{"spin_next true", next, Verdict{Class: Equal, Truth: 1, ThroughMain: true}},
+			{"spin_next, next_caller's end, a stack address", append(slices.Clone(next[:2]), stackAddr), Verdict{Class: Limit, Why: "return address at next_caller's end (limit 4), then ?7ffd12345678", Truth: 1}},
+			{"spin_next to next_caller's end", next[:2], Verdict{Class: Limit, Why: "return address at next_caller's end (limit 4), then nothing", Truth: 1}},
+			{"spin_next, next_caller's end, na1, a stack address", append(slices.Clone(next[:3]), stackAddr), Verdict{Class: Limit, Why: "return address at next_caller's end (limit 4), then ?7ffd12345678", Truth: 1}},
+			{"spin_next, in after_next", append(with(next[:2], 1, next[1]+1), stackAddr), Verdict{Class: Wrong, Why: "frame 2 is after_next, want next_caller", Truth: 1}},
+			{"spin_next alone", next[:1], Verdict{Class: Wrong, Why: "stops after spin_next (frame 1 of 7)", Truth: 1}},
+			{"from pad_caller's end", pad[1:], Verdict{Class: Other, Why: "innermost frame " + fmt.Sprintf("?%x", pad[1]), Truth: -1}},
+		}
 	case "goprog":
 		leaf := one("leaf")
 		cs = []classifyCase{
@@ -152,6 +176,15 @@ func realCases(t *testing.T, prog string) []classifyCase {
 			tls := []uint64{c[0][0], addr["__libc_setup_tls"], addr["__libc_start_main"], addr["_start"]}
 			cs = append(cs, classifyCase{"PLT from __libc_setup_tls", tls, Verdict{Class: Equal, Truth: 5}},
 				classifyCase{"PLT from __libc_setup_tls, cut", tls[:2], Verdict{Class: Wrong, Why: "stops after __libc_setup_tls (frame 2 of 4)", Truth: 5}})
+			// A string function called from glibc's start-up code, as
+			// the kernel walked __strlen_sse2 from getenv on 2026-12-07:
+			// shared code, outside the spinning functions; from a
+			// frame of a true chain it is still judged.
+			if impl := chains["impl"]; len(impl) > 0 {
+				env := []uint64{impl[0][0], addr["getenv"], addr["_dl_non_dynamic_init"], addr["__libc_init_first"], addr["__libc_start_main"], addr["_start"]}
+				cs = append(cs, classifyCase{"impl from getenv", env, Verdict{Class: Other, Why: "shared code called by getenv", Truth: -1}},
+					classifyCase{"impl from __libc_start_main", []uint64{impl[0][0], addr["__libc_start_main"], addr["_start"]}, Verdict{Class: Wrong, Why: "frame 2 is __libc_start_main, want p2", Truth: 2}})
+			}
 		}
 		if len(chains["PLT"]) != 3 || len(chains["impl"]) != 3 {
 			t.Errorf("%s: %d chains in .plt, %d in what it calls, want 3 of each", prog, len(chains["PLT"]), len(chains["impl"]))
@@ -302,6 +335,14 @@ func kernelRecords(t *testing.T, dir, bad string) {
 					ips = ips[:2]
 				case variant == "plain" || strings.HasPrefix(variant, "damaged-"):
 					ips = ips[:1]
+				case prog == "noreturn" && variant == "gnu" && tag == "spin_pad":
+					// pad_caller's return address in padding no
+					// FDE covers: the frame pointer, which ends it
+					ips = ips[:2]
+				case prog == "noreturn" && tag == "spin_next":
+					// next_caller's frame unwound by after_next's
+					// rule: a word of its locals
+					ips = append(slices.Clone(ips[:2]), stackAddr)
 				case variant == "gnu":
 					m := slices.IndexFunc(ips, func(ip uint64) bool { return st.Name(ip) == "main" })
 					ips = append(slices.Clone(ips[:m+1]), stackAddr)
@@ -332,6 +373,13 @@ func kernelRecords(t *testing.T, dir, bad string) {
 			status = "fail"
 		}
 		fmt.Fprintf(&verify, "verify %s %s chain: 17 functions checked\n", label, status)
+		if prog == "noreturn" && variant != "plain" {
+			js := "[]" // no GNU build: no notes
+			if variant != "gnu" || gnuBuilt {
+				js = verifyJSON(t, progs, src)
+			}
+			fmt.Fprintf(&verify, "limits %s %s\n", label, js)
+		}
 	}
 	data.WriteString("all done\r\n")
 	for name, s := range map[string]string{"runs": runs.String(), "verify.log": verify.String(),
@@ -340,6 +388,17 @@ func kernelRecords(t *testing.T, dir, bad string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// verifyJSON is `cfi2sframe verify --for kernel --json` on prog (built in
+// progs) on one line, as the script writes it into verify.log.
+func verifyJSON(t *testing.T, progs, prog string) string {
+	t.Helper()
+	out, _ := exec.Command(filepath.Join(progs, "cfi2sframe"), "verify", "--for", "kernel", "--json", prog).Output()
+	if len(out) == 0 {
+		t.Fatalf("verify --for kernel --json %s: no output", prog)
+	}
+	return strings.ReplaceAll(string(out), "\n", "")
 }
 
 // The load addresses of dyn's objects in the records kernelRecords writes.
@@ -508,7 +567,7 @@ func TestKernel(t *testing.T) {
 			t.Errorf("%s", c)
 		}
 	}
-	if len(checks) != 28 || strings.Join(info, ", ") != "anchor chain.gnu, anchor drap.gnu, anchor signal.gnu, anchor plt.gnu, anchor dyn.gnu+pre, anchor dyn.gnu" {
+	if len(checks) != 35 || strings.Join(info, ", ") != "anchor chain.gnu, anchor drap.gnu, anchor signal.gnu, anchor plt.gnu, anchor dyn.gnu+pre, anchor dyn.gnu, anchor noreturn.gnu, noreturn noreturn.gnu" {
 		t.Errorf("%d checks, info: %v", len(checks), info)
 	}
 	for _, want := range []string{
@@ -538,6 +597,12 @@ drap.for-kernel: `,
 		"        64 x wrong  frame 2 is ?7ffd12345678, want lib_l2: lib_leaf ?7ffd12345678\n",
 		"ok unregistered dyn.ours | libraries not registered (no sframe_register: the frame-pointer fallback in their frames): 0 of 135 deferred chains equal the true chain, 0 stop at a known limit, 135 wrong; right through main 0; exit 0\n",
 		"        62 x wrong  frame 7 is ?7ffd12345678, want @libc.so.6+: lib_leaf lib_l2 p2 lib_l1 p1 main ?7ffd12345678\n",
+		`noreturn.ours: exit 0; 160 deferred chains (318 samples marked deferred, 0 lost): in the spinning functions 157, equal to the true chain 82 (52.2%), stopped at a known limit 75 (47.8%), wrong 0; right through main 82 (52.2%); outside the spinning functions 3
+  innermost spin_pad: 82 chains, 82 equal, 0 at a known limit, 0 wrong
+  innermost spin_next: 75 chains, 0 equal, 75 at a known limit, 0 wrong
+`,
+		"        75 x limit  return address at next_caller's end (limit 4), then ?7ffd12345678: spin_next after_next ?7ffd12345678\n",
+		"ok noreturn noreturn.ours | spin_pad (pad_caller ends with the call, padding follows): 82 chains, 82 equal, 0 at a known limit, 0 wrong; spin_next (next_caller ends with the call, after_next follows): 75 chains, 0 equal, 75 at a known limit (return-at-end), 0 wrong; verify --for kernel noted return-at-end at the end of: next_caller\n",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks\n%s\nreport:\n%s", want, report)
@@ -620,6 +685,75 @@ func TestKernelFails(t *testing.T) {
 			}
 			if k.Status != want && k.Status != "info" {
 				t.Errorf("%s failing: %s", c.check, k)
+			}
+		}
+	}
+}
+
+// noreturn's checks tie the judge to verify: without verify's note at
+// next_caller's end, spin_next's chains that go on from there with
+// after_next's rule are wrong, and both checks of the run fail; a
+// spin_pad chain that stops at pad_caller's end (GNU's, the frame-pointer
+// fallback in the padding) fails them too. Every other check stays ok.
+func TestKernelNoreturn(t *testing.T) {
+	for _, c := range []struct {
+		label string
+		edit  func(t *testing.T, data, verify string) (string, string)
+		want  []string // the failing checks' texts, "ours" then "noreturn"
+	}{
+		{"noreturn.ours", func(t *testing.T, data, verify string) (string, string) {
+			i := strings.Index(verify, "limits noreturn.ours ")
+			j := strings.Index(verify[i:], "\n")
+			return data, verify[:i] + "limits noreturn.ours []" + verify[i+j:]
+		}, []string{
+			"82 of 157 deferred chains (52.2%) equal the true chain, 0 (0.0%) stop at a known limit, 75 wrong; 1 true chains never seen",
+			"spin_next (next_caller ends with the call, after_next follows): 75 chains, 0 equal, 0 at a known limit (return-at-end), 75 wrong; verify --for kernel noted return-at-end at the end of: \x00",
+		}},
+		{"noreturn.for-kernel", func(t *testing.T, data, verify string) (string, string) {
+			// GNU's spin_pad chains in place of ours
+			b := runBlock(t, data, "noreturn.for-kernel")
+			var out []string
+			for _, l := range strings.Split(b, "\n") {
+				if f := strings.Fields(l); len(f) > 5 && f[0] == "D" && f[2] == "7" {
+					l = strings.Join(append([]string{"D", f[1], "2"}, f[3:5]...), " ")
+				}
+				out = append(out, l)
+			}
+			return strings.Replace(data, b, strings.Join(out, "\n"), 1), verify
+		}, []string{
+			"0 of 159 deferred chains (0.0%) equal the true chain, 76 (47.8%) stop at a known limit, 83 wrong; 1 true chains never seen",
+			"spin_pad (pad_caller ends with the call, padding follows): 83 chains, 0 equal, 0 at a known limit, 83 wrong;",
+		}},
+	} {
+		dir := t.TempDir()
+		kernelRecords(t, dir, "")
+		data, err1 := os.ReadFile(filepath.Join(dir, "data.txt"))
+		verify, err2 := os.ReadFile(filepath.Join(dir, "verify.log"))
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		d, v := c.edit(t, string(data), string(verify))
+		if os.WriteFile(filepath.Join(dir, "data.txt"), []byte(d), 0o644) != nil || os.WriteFile(filepath.Join(dir, "verify.log"), []byte(v), 0o644) != nil {
+			t.Fatal("cannot write the records")
+		}
+		_, checks, err := Kernel(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range checks {
+			want := "ok"
+			for i, name := range []string{"ours " + c.label, "noreturn " + c.label} {
+				if k.Name != name {
+					continue
+				}
+				want = "FAIL"
+				w, end := strings.CutSuffix(c.want[i], "\x00")
+				if !strings.Contains(k.Text, w) || end && !strings.HasSuffix(k.Text, w) {
+					t.Errorf("%s: %s, want it to contain %s", k.Name, k.Text, w)
+				}
+			}
+			if k.Status != want && k.Status != "info" {
+				t.Errorf("%s edited: %s", c.label, k)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package judge
 import (
 	"bufio"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -50,6 +51,70 @@ func ParseVerifyLog(r io.Reader) (map[string]string, error) {
 	return m, sc.Err()
 }
 
+// ParseVerifyLimits reads the "limits FILE JSON" lines of the kernel
+// harness's verify.log: `cfi2sframe verify --for kernel --json` on FILE,
+// on one line. It returns by file the addresses at which verify noted the
+// limit rule (return-at-end: the return address of a call that ends a
+// function, which the kernel looks up as it is; its PC is that address).
+func ParseVerifyLimits(r io.Reader, rule string) (map[string]map[uint64]bool, error) {
+	m := map[string]map[uint64]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<26)
+	for ln := 1; sc.Scan(); ln++ {
+		l := sc.Text()
+		if !strings.HasPrefix(l, "limits ") {
+			continue
+		}
+		file, js, ok := strings.Cut(strings.TrimPrefix(l, "limits "), " ")
+		if !ok {
+			return nil, fmt.Errorf("verify.log line %d: limits line without JSON", ln)
+		}
+		var rs []struct {
+			Limits []struct {
+				Rule string `json:"rule"`
+				PC   uint64 `json:"pc"`
+			} `json:"limits"`
+		}
+		if err := json.Unmarshal([]byte(js), &rs); err != nil {
+			return nil, fmt.Errorf("verify.log line %d (%s): %v", ln, file, err)
+		}
+		pcs := map[uint64]bool{}
+		for _, r := range rs {
+			for _, v := range r.Limits {
+				if v.Rule == rule {
+					pcs[v.PC] = true
+				}
+			}
+		}
+		m[file] = pcs
+	}
+	return m, sc.Err()
+}
+
+// noted keeps of the true chains' AtEnd frames those at whose end verify
+// --for kernel noted return-at-end (pcs, the file's notes; nil: none), so
+// that the model of the kernel and what it did are tied: a chain that
+// goes wrong after a return address verify did not predict is wrong. It
+// returns the truth so edited and the names of the true chains' frames
+// (AtEnd or not) whose end verify noted.
+func noted(st *Symtab, truth []Truth, pcs map[uint64]bool) ([]Truth, []string) {
+	var names []string
+	out := make([]Truth, len(truth))
+	for i, t := range truth {
+		t.AtEnd = slices.DeleteFunc(slices.Clone(t.AtEnd), func(n string) bool {
+			e, ok := st.End(n)
+			return !ok || !pcs[e]
+		})
+		out[i] = t
+		for _, n := range t.Frames {
+			if e, ok := st.End(n); ok && pcs[e] && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	return out, names
+}
+
 func countMatching(lines []string, re *regexp.Regexp) int {
 	n := 0
 	for _, l := range lines {
@@ -95,6 +160,11 @@ func isPreloaded(label string) bool { return strings.HasSuffix(label, "+pre") }
 // limit 5).
 func hasOwnLibraries(label string) bool { return strings.HasPrefix(label, "dyn.") }
 
+// endsWithCalls reports whether label's program is noreturn, whose callers
+// end with a call (limit 4): its ours, for-kernel and gnu runs get a check
+// of their own, of the callers' ends.
+func endsWithCalls(label string) bool { return strings.HasPrefix(label, "noreturn.") }
+
 // Variant is what a run's label says of its program, after its last dot:
 // "ours" (cfi2sframe's default output), "for-kernel", "gnu" (GNU as
 // --gsframe), "plain" (no .sframe), "damaged-lookup", "damaged-validate".
@@ -127,7 +197,11 @@ func plainWhy(label string) string {
 // right). The dynamically linked program dyn with sfreg.so preloaded is
 // one of ours, which also needs sfreg.so to have registered libchain.so's
 // and libc.so.6's sections; without it its libraries are not registered
-// (limit 5), and no chain may come out right.
+// (limit 5), and no chain may come out right. noreturn's converted
+// variants must also walk every spin_pad chain right through pad_caller's
+// end (the FDE extended over it: verify notes nothing there) and no
+// spin_next chain wrong, verify having noted return-at-end at
+// next_caller's end (limit 4); GNU's are reported.
 func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string, labels []string) []Check {
 	var ours, unregistered, anchors, plain, damaged []string
 	for _, l := range labels {
@@ -191,6 +265,25 @@ func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string, l
 		text := fmt.Sprintf("no .sframe: %d of %d deferred chains equal the true chain, %d right through main (%s); exit %s", f.Equal, f.Spin, f.ThroughMain, plainWhy(label), f.Exit)
 		cs = append(cs, Check{judged(f.Exit == "0" && f.Spin > 0 && f.Equal == 0 && f.ThroughMain == 0), "control " + label, text})
 	}
+	for _, label := range labels {
+		if !endsWithCalls(label) || !slices.Contains([]string{"ours", "for-kernel", "gnu"}, Variant(label)) {
+			continue
+		}
+		f := figs[label]
+		var pad, next [4]int
+		if len(f.PerTruth) == 2 {
+			pad, next = f.PerTruth[0], f.PerTruth[1]
+		}
+		text := fmt.Sprintf("spin_pad (pad_caller ends with the call, padding follows): %d chains, %d equal, %d at a known limit, %d wrong; spin_next (next_caller ends with the call, after_next follows): %d chains, %d equal, %d at a known limit (return-at-end), %d wrong; verify --for kernel noted return-at-end at the end of: %s",
+			pad[0], pad[Equal], pad[Limit], pad[Wrong], next[0], next[Equal], next[Limit], next[Wrong], strings.Join(f.EndNoted, " "))
+		if Variant(label) == "gnu" {
+			cs = append(cs, Check{"info", "noreturn " + label, "GNU as 2.47 --gsframe: " + text})
+			continue
+		}
+		ok := pad[0] > 0 && pad[Equal] == pad[0] && next[0] > 0 && next[Wrong] == 0 &&
+			slices.Contains(f.EndNoted, "next_caller") && !slices.Contains(f.EndNoted, "pad_caller")
+		cs = append(cs, Check{judged(ok), "noreturn " + label, text})
+	}
 	for _, label := range damaged {
 		f := figs[label]
 		if Variant(label) == "damaged-lookup" {
@@ -232,6 +325,10 @@ func Kernel(dir string) (string, []Check, error) {
 		return "", nil, err
 	}
 	verify, _ := ParseVerifyLog(strings.NewReader(string(vf)))
+	limits, err := ParseVerifyLimits(strings.NewReader(string(vf)), "return-at-end")
+	if err != nil {
+		return "", nil, err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nkernel: %s\n", g.Boot)
 	if g.Dyndbg != "" {
@@ -243,6 +340,9 @@ func Kernel(dir string) (string, []Check, error) {
 	b.WriteString("\nverify --for kernel:\n")
 	if len(vf) > 0 {
 		for _, l := range strings.Split(strings.TrimSuffix(string(vf), "\n"), "\n") {
+			if strings.HasPrefix(l, "limits ") {
+				continue // verify --json's notes: see the runs'
+			}
 			b.WriteString("  " + l + "\n")
 		}
 	}
@@ -269,7 +369,9 @@ func Kernel(dir string) (string, []Check, error) {
 		if err != nil {
 			return "", nil, err
 		}
+		truth, names := noted(st, truth, limits[label])
 		fg, rep := JudgeRun(st, truth, run)
+		fg.EndNoted = names
 		figs[label] = fg
 		b.WriteString(rep)
 	}

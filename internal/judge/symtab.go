@@ -254,6 +254,46 @@ func (st *Symtab) is(f *function, want string) bool {
 	return ok && f.addr == a
 }
 
+// matchEnd reports whether ip is the end of a function a true chain's
+// frame want names (one of the alternatives of "A|B", "@OBJ" aside): see
+// endOf.
+func (st *Symtab) matchEnd(ip uint64, want string) bool {
+	for _, w := range strings.Split(want, "|") {
+		if !strings.HasPrefix(w, "@") && st.endOf(ip, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// endOf reports whether ip is the end of the function a true chain names
+// want (the return address of a call that is that function's last
+// instruction): the function holding ip-1 is want, has a size and ends
+// at ip.
+func (st *Symtab) endOf(ip uint64, want string) bool {
+	if ip == 0 {
+		return false
+	}
+	f := st.find(ip - 1)
+	return f != nil && f.size != 0 && f.addr+f.size == ip && st.is(f, want)
+}
+
+// End is the end of the program's function named name (not a library's),
+// and whether it has one: the symbol's address plus the size of its
+// function, where the run had it (a static program's own address, which
+// verify --for kernel names).
+func (st *Symtab) End(name string) (uint64, bool) {
+	a, ok := st.byName[name]
+	if !ok {
+		return 0, false
+	}
+	f := st.find(a)
+	if f == nil || f.obj != 0 || f.addr != a || f.size == 0 {
+		return 0, false
+	}
+	return a + f.size, true
+}
+
 // stbGNUUnique is STB_GNU_UNIQUE, which debug/elf does not name.
 const stbGNUUnique elf.SymBind = 10
 
