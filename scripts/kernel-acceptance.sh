@@ -510,9 +510,9 @@ arm64)
 	# The builds: linker (GNU ld, lld), static or dynamic (PIE, the cross
 	# gcc's default), and with PAC and BTI (-mbranch-protection=standard) or
 	# without. The dynamic programs run with the cross libc's ld.so and
-	# libc.so.6, which the initramfs has in /lib and OUT in bin/lib (for the
-	# judge); neither has .sframe, and the kernel registers only the
-	# program's and ld.so's.
+	# libc.so.6, which the initramfs has in /lib (staged in OUT's bin/lib;
+	# the judge reads them from OUT's root/lib); neither has .sframe, and
+	# the kernel registers only the program's and ld.so's.
 	builds="ld-static ld-dyn lld-static lld-dyn ld-static-pac ld-dyn-pac lld-static-pac lld-dyn-pac"
 	# convert OPTS IN OUT: cfi2sframe, with --fragile-layout where no safe
 	# layout exists (GNU ld's static AArch64 programs: .rela.plt right after
