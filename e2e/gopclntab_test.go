@@ -26,17 +26,21 @@ import (
 // (report's all-code share), where the input read 0% or was refused.
 func TestGoPrograms(t *testing.T) {
 	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
-		t.Skip("builds x86-64 and AArch64 Linux programs")
+		t.Skip("builds x86-64, AArch64 and s390x Linux programs")
 	}
 	tmp := t.TempDir()
 	c2s := buildCommand(t, tmp)
 	qemu := need(t, "qemu-aarch64-static")
+	qemuS390X := need(t, "qemu-s390x-static")
 	for _, c := range []gobuild.Config{
 		{GOARCH: "amd64", Strip: true},
 		{GOARCH: "amd64", Strip: true, Cgo: true},
 		{GOARCH: "amd64", Strip: true, PIE: true},
 		{GOARCH: "arm64", Strip: true},
 		{GOARCH: "arm64", Strip: true, Cgo: true},
+		// s390x: Go's frames put the caller's SP at the CFA, the ABI's
+		// SFrame 160 below it; the CFA is moved (translate's rebase).
+		{GOARCH: "s390x", Strip: true},
 		{GOARCH: "amd64"}, // with DWARF: the table's FDEs win over Go's .debug_frame
 	} {
 		t.Run(c.String(), func(t *testing.T) {
@@ -49,8 +53,11 @@ func TestGoPrograms(t *testing.T) {
 			}
 			runIt := func(p string) string {
 				cmd := exec.Command(p, "a", "b")
-				if c.GOARCH == "arm64" {
+				switch c.GOARCH {
+				case "arm64":
 					cmd = exec.Command(qemu, "-L", "/usr/aarch64-linux-gnu", p, "a", "b")
+				case "s390x":
+					cmd = exec.Command(qemuS390X, p, "a", "b")
 				}
 				o, err := cmd.CombinedOutput()
 				if err != nil {

@@ -63,13 +63,17 @@ var programChecks = map[string][]string{
 }
 
 // wantChecks is the checks required of the records in dir, of a kernel of
-// arch arm64 or x86_64: kernelChecks or kernelChecksARM64, and those of
+// arch x86_64, arm64 or s390x: kernelChecks, kernelChecksARM64 or
+// kernelChecksS390X, and those of
 // programChecks, each program's only where the records have a run of it
 // unless fresh (the records of a run just made).
 func wantChecks(t *testing.T, dir, arch string, fresh bool) []string {
 	want := slices.Clone(kernelChecks)
-	if arch == "arm64" {
+	switch arch {
+	case "arm64":
 		want = kernelChecksARM64()
+	case "s390x":
+		want = kernelChecksS390X()
 	}
 	runs, err := os.ReadFile(filepath.Join(dir, "runs"))
 	if err != nil {
@@ -105,10 +109,26 @@ func kernelChecksARM64() []string {
 		"control chain.ld-static.damaged-lookup", "control chain.ld-static.damaged-validate")
 }
 
+// kernelChecksS390X are the checks of an s390x kernel's run: every
+// program static and dynamic in our two outputs and plain, the Go
+// program, and the two damaged copies of chain.static.ours.
+func kernelChecksS390X() []string {
+	var cs []string
+	for _, p := range []string{"chain", "drap", "signal", "plt"} {
+		for _, b := range []string{"static", "dyn"} {
+			cs = append(cs, "ours "+p+"."+b+".ours", "ours "+p+"."+b+".for-kernel", "control "+p+"."+b+".plain")
+		}
+	}
+	return append(cs, "ours goprog.for-kernel", "control goprog.plain",
+		"control chain.static.damaged-lookup", "control chain.static.damaged-validate")
+}
+
 // kernelArch is the architecture of the kernel CFI2SFRAME_KERNEL names, as
 // scripts/kernel-acceptance.sh decides it: KERNEL_ACCEPTANCE_ARCH, else
-// arm64 for a tree with arch/arm64/boot/Image and no x86 bzImage or an
-// arm64 Image file (its magic "ARM\x64" at 56), else x86_64.
+// for a tree the one of arch/arm64/boot/Image or arch/s390/boot/bzImage
+// it has (and no x86 bzImage), for a file arm64 for an arm64 Image (its
+// magic "ARM\x64" at 56) and s390x for an s390 bzImage ("S390EP" at
+// 0x10008), else x86_64.
 func kernelArch(kernel string) string {
 	if a := os.Getenv("KERNEL_ACCEPTANCE_ARCH"); a != "" {
 		return a
@@ -116,16 +136,24 @@ func kernelArch(kernel string) string {
 	if fi, err := os.Stat(kernel); err == nil && fi.IsDir() {
 		_, errX := os.Stat(filepath.Join(kernel, "arch/x86/boot/bzImage"))
 		_, errA := os.Stat(filepath.Join(kernel, "arch/arm64/boot/Image"))
-		if errA == nil && errX != nil {
+		_, errS := os.Stat(filepath.Join(kernel, "arch/s390/boot/bzImage"))
+		switch {
+		case errX == nil:
+		case errA == nil:
 			return "arm64"
+		case errS == nil:
+			return "s390x"
 		}
 		return "x86_64"
 	}
 	if f, err := os.Open(kernel); err == nil {
 		defer f.Close()
-		b := make([]byte, 4)
-		if n, _ := f.ReadAt(b, 56); n == 4 && string(b) == "ARMd" {
+		b := make([]byte, 6)
+		if n, _ := f.ReadAt(b[:4], 56); n == 4 && string(b[:4]) == "ARMd" {
 			return "arm64"
+		}
+		if n, _ := f.ReadAt(b, 0x10008); n == 6 && string(b) == "S390EP" {
+			return "s390x"
 		}
 	}
 	return "x86_64"
@@ -155,8 +183,11 @@ func TestKernelAcceptance(t *testing.T) {
 			t.Skip("-short: the kernel checks boot a virtual machine")
 		}
 		tool := "x86_64-as"
-		if kernelArch(kernel) == "arm64" {
+		switch kernelArch(kernel) {
+		case "arm64":
 			tool = "aarch64-as"
+		case "s390x":
+			tool = "s390x-as"
 		}
 		toolchain.Tool(t, "sid", tool)
 		dir := t.TempDir()
@@ -176,8 +207,11 @@ func TestKernelAcceptance(t *testing.T) {
 	}
 	t.Logf("the runs in %s:\n%s", run, report)
 	arch := "x86_64"
-	if a, err := os.ReadFile(filepath.Join(run, "arch")); err == nil && strings.TrimSpace(string(a)) == "arm64" {
-		arch = "arm64"
+	if a, err := os.ReadFile(filepath.Join(run, "arch")); err == nil {
+		switch a := strings.TrimSpace(string(a)); a {
+		case "arm64", "s390x":
+			arch = a
+		}
 	}
 	want := wantChecks(t, run, arch, fresh)
 	got := requireChecks(t, checks, want)

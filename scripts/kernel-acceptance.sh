@@ -6,11 +6,12 @@
 # test judges what it recorded (internal/judge).
 #
 # Usage: scripts/kernel-acceptance.sh KDIR|BZIMAGE|IMAGE [OUT]
-#   KDIR     a built kernel tree (its arch/x86/boot/bzImage or
-#            arch/arm64/boot/Image is booted, and the perf_event_attr bits
-#            the reader sets are checked against its
-#            include/uapi/linux/perf_event.h)
-#   BZIMAGE  a built x86-64 kernel image
+#   KDIR     a built kernel tree (its arch/x86/boot/bzImage,
+#            arch/arm64/boot/Image or arch/s390/boot/bzImage is booted, and
+#            the perf_event_attr bits the reader sets are checked against
+#            its include/uapi/linux/perf_event.h)
+#   BZIMAGE  a built x86-64 kernel image, or an s390 one
+#            (arch/s390/boot/bzImage; told apart by "S390EP" at 0x10008)
 #   IMAGE    a built arm64 kernel image (arch/arm64/boot/Image; told from a
 #            bzImage by its header's magic)
 #   OUT      the directory for the artefacts (created; must be empty);
@@ -24,15 +25,15 @@
 # ./cmd/cfi2sframe), CFI2SFRAME_TOOLCHAIN (as for reference-toolchain.sh,
 # whose sid binutils build the GNU `as --gsframe` anchor), BUSYBOX (a static
 # busybox of the kernel's architecture; default /bin/busybox from Debian's
-# busybox-static, on arm64 Debian's busybox-static arm64 package of the
-# host's version, downloaded from the archive's pool into
-# ~/.cache/cfi2sframe/busybox-arm64 once), KERNEL_ACCEPTANCE_ARCH (x86_64
-# or arm64; default: from the tree or image), KERNEL_ACCEPTANCE_CPU (arm64:
-# qemu's -cpu, default max,pauth-impdef=on),
+# busybox-static, on arm64 and s390x Debian's busybox-static arm64 or s390x
+# package of the host's version, downloaded from the archive's pool into
+# ~/.cache/cfi2sframe/busybox-ARCH once), KERNEL_ACCEPTANCE_ARCH (x86_64,
+# arm64 or s390x; default: from the tree or image), KERNEL_ACCEPTANCE_CPU
+# (arm64: qemu's -cpu, default max,pauth-impdef=on),
 # KERNEL_ACCEPTANCE_ACCEL (kvm or tcg; default kvm, tcg where KVM is
 # kvm_pvm, see below), KERNEL_ACCEPTANCE_PERIOD (sampling period in ns,
 # default 100000), KERNEL_ACCEPTANCE_BOOT_TIMEOUT and _RUN_TIMEOUT (seconds,
-# default 180 and 900, on arm64 180 and 3600).
+# default 180 and 900, on arm64 and s390x 180 and 3600).
 #
 # The kernel the figures in docs/acceptance.md come from (no kernel code is in this
 # repository; the tree was assembled by hand):
@@ -142,6 +143,18 @@
 # read from OUT's root/, as the guest had it). dyn, libchain.so and
 # sfreg.so as on x86-64, with the cross libc.so.6 converted (a quarter of
 # the loop counts).
+#
+# s390x (a tree with arch/s390/boot/bzImage, or such a bzImage): the same,
+# built with Debian's cross toolchain (gcc-s390x-linux-gnu,
+# libc6-dev-s390x-cross) and booted with qemu-system-s390x -M
+# s390-ccw-virtio -cpu max (TCG; the SCLP VT220 console on ttysclp0, the
+# data on a virtio console on the CCW bus, hvc0). Every C program in two
+# builds with GNU ld, static and dynamic (PIE; the cross libc's ld64.so.1
+# and libc.so.6 in /lib and in bin/lib), each with the four variants;
+# labels PROG.BUILD.VARIANT, e.g. chain.dyn.for-kernel; the static ones are
+# converted with --fragile-layout, as on arm64. The damaged copies are made
+# from chain.static.ours; goprog is built with GOARCH=s390x. The reader
+# sets the two perf bits in the big-endian bit-field order (reader.c).
 # The Go test (e2e/kernel_test.go, with internal/judge) then resolves every
 # chain with the binary's symbols (as nm lists them; .plt stubs as PLT) and
 # compares it with the true chain of its innermost function (known by
@@ -179,27 +192,36 @@ fi
 [ $# -le 2 ] || die "usage: $prog KDIR|BZIMAGE|IMAGE [OUT]"
 
 # image_arch FILE: x86_64 for a bzImage (the setup header's "HdrS" at
-# 0x202), arm64 for an arm64 Image (its header's magic "ARM\x64" at 56).
+# 0x202), arm64 for an arm64 Image (its header's magic "ARM\x64" at 56),
+# s390x for an s390 bzImage (its entry's "S390EP" at 0x10008).
 image_arch() {
 	if [ "$(dd if="$1" bs=1 skip=56 count=4 2>/dev/null)" = "ARMd" ]; then
 		echo arm64
+	elif [ "$(dd if="$1" bs=1 skip=65544 count=6 2>/dev/null)" = "S390EP" ]; then
+		echo s390x
 	elif [ "$(dd if="$1" bs=1 skip=514 count=4 2>/dev/null)" = "HdrS" ]; then
 		echo x86_64
 	fi
 }
 arch=${KERNEL_ACCEPTANCE_ARCH:-}
 case $arch in
-"" | x86_64 | arm64) ;;
-*) die "KERNEL_ACCEPTANCE_ARCH=$arch: want x86_64 or arm64" ;;
+"" | x86_64 | arm64 | s390x) ;;
+*) die "KERNEL_ACCEPTANCE_ARCH=$arch: want x86_64, arm64 or s390x" ;;
 esac
 kdir=
 if [ -d "$1" ]; then
 	kdir=$(cd "$1" && pwd)
 	if [ -z "$arch" ]; then
-		if [ -f "$kdir/arch/x86/boot/bzImage" ] && [ -f "$kdir/arch/arm64/boot/Image" ]; then
-			die "$1 has both arch/x86/boot/bzImage and arch/arm64/boot/Image: say which with KERNEL_ACCEPTANCE_ARCH=x86_64 or arm64"
+		n=0
+		for i in arch/x86/boot/bzImage arch/arm64/boot/Image arch/s390/boot/bzImage; do
+			[ ! -f "$kdir/$i" ] || n=$((n + 1))
+		done
+		if [ $n -gt 1 ]; then
+			die "$1 has more than one of arch/x86/boot/bzImage, arch/arm64/boot/Image and arch/s390/boot/bzImage: say which with KERNEL_ACCEPTANCE_ARCH=x86_64, arm64 or s390x"
 		elif [ -f "$kdir/arch/arm64/boot/Image" ]; then
 			arch=arm64
+		elif [ -f "$kdir/arch/s390/boot/bzImage" ]; then
+			arch=s390x
 		else
 			arch=x86_64
 		fi
@@ -207,12 +229,13 @@ if [ -d "$1" ]; then
 	case $arch in
 	x86_64) image=$kdir/arch/x86/boot/bzImage build="make -j2 bzImage" ;;
 	arm64) image=$kdir/arch/arm64/boot/Image build="make -j2 ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- Image" ;;
+	s390x) image=$kdir/arch/s390/boot/bzImage build="make -j2 ARCH=s390 CROSS_COMPILE=s390x-linux-gnu- bzImage" ;;
 	esac
 	[ -f "$image" ] || die "$1 has no ${image#"$kdir"/}: build the kernel first ($build)"
 elif [ -f "$1" ]; then
 	image=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 	got=$(image_arch "$image")
-	[ -n "$got" ] || die "$1 is neither an x86 bzImage nor an arm64 Image"
+	[ -n "$got" ] || die "$1 is not an x86 bzImage, an arm64 Image or an s390 bzImage"
 	[ -z "$arch" ] || [ "$arch" = "$got" ] || die "$1 is an $got kernel image, KERNEL_ACCEPTANCE_ARCH says $arch"
 	arch=$got
 else
@@ -234,6 +257,13 @@ arm64)
 	busybox_default=${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/busybox-arm64/bin/busybox
 	sysroot=/usr/aarch64-linux-gnu
 	;;
+s390x)
+	CC=s390x-linux-gnu-gcc NM=s390x-linux-gnu-nm qemu_bin=qemu-system-s390x gnu_arch=s390x datadev=/dev/hvc0
+	tools="qemu-system-s390x s390x-linux-gnu-gcc s390x-linux-gnu-nm gcc cpio gzip go curl dpkg-deb"
+	install="apt-get install qemu-system-misc gcc-s390x-linux-gnu libc6-dev-s390x-cross gcc cpio gzip curl"
+	busybox_default=${XDG_CACHE_HOME:-$HOME/.cache}/cfi2sframe/busybox-s390x/bin/busybox
+	sysroot=/usr/s390x-linux-gnu
+	;;
 esac
 
 # Everything else is required: a missing piece is an error, not a skip.
@@ -241,16 +271,16 @@ for t in $tools; do
 	command -v "$t" >/dev/null || die "$t is not installed ($install; Go 1.25 or later: see README)"
 done
 BUSYBOX=${BUSYBOX:-$busybox_default}
-if [ "$arch" = arm64 ] && [ ! -e "$BUSYBOX" ] && [ "$BUSYBOX" = "$busybox_default" ]; then
-	# Debian's busybox-static for arm64, the host's version, from the
-	# archive's pool (the host's apt knows only amd64).
+if [ "$arch" != x86_64 ] && [ ! -e "$BUSYBOX" ] && [ "$BUSYBOX" = "$busybox_default" ]; then
+	# Debian's busybox-static for arm64 or s390x, the host's version, from
+	# the archive's pool (the host's apt knows only amd64).
 	v=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || apt-cache show busybox-static 2>/dev/null | awk '/^Version:/ { print $2; exit }')
-	[ -n "$v" ] || die "cannot tell busybox-static's version (apt-get install busybox-static, or BUSYBOX=a static arm64 busybox)"
-	deb=busybox-static_${v#*:}_arm64.deb
+	[ -n "$v" ] || die "cannot tell busybox-static's version (apt-get install busybox-static, or BUSYBOX=a static $arch busybox)"
+	deb=busybox-static_${v#*:}_$arch.deb
 	note "fetching $deb"
 	d=$(dirname "$(dirname "$busybox_default")")
 	mkdir -p "$d"
-	curl -sSfo "$d/$deb" "${CFI2SFRAME_DEBIAN_MIRROR:-http://deb.debian.org/debian}/pool/main/b/busybox/$deb" || die "cannot download $deb (BUSYBOX=a static arm64 busybox)"
+	curl -sSfo "$d/$deb" "${CFI2SFRAME_DEBIAN_MIRROR:-http://deb.debian.org/debian}/pool/main/b/busybox/$deb" || die "cannot download $deb (BUSYBOX=a static $arch busybox)"
 	dpkg-deb -x "$d/$deb" "$d" || die "cannot unpack $deb"
 fi
 [ -x "$BUSYBOX" ] || die "no busybox at $BUSYBOX (apt-get install busybox-static)"
@@ -380,6 +410,34 @@ damage() {
 	addr=$("$NM" "$f" | awk -v s="$sym" '$3 == s { print $1; exit }')
 	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
 	(cd "$repo" && go run ./internal/cmd/sframe-damage "$f" "$addr" "$mode")
+}
+# convert OPTS IN OUT: cfi2sframe, with --fragile-layout where no safe
+# layout exists (GNU ld's static AArch64 and s390x programs: .rela.plt
+# right after the program headers; see docs/layout.md), noted in
+# verify.log.
+convert() {
+	local in=$2 out=$3
+	# shellcheck disable=SC2086 # OPTS is a list of options
+	if ! "$c2s" -q $1 "$in" -o "$out" 2>"$w/c.err"; then
+		grep -q 'no layout that' "$w/c.err" || die "cfi2sframe $1 $(basename "$in") failed: $(cat "$w/c.err")"
+		# shellcheck disable=SC2086
+		"$c2s" -q $1 --fragile-layout "$in" -o "$out" 2>/dev/null || die "cfi2sframe $1 --fragile-layout $(basename "$in") failed"
+		printf 'layout %s fragile %s\n' "$(basename "$out")" "$(tr '\n' ' ' <"$w/c.err")" >>"$verify_log"
+	fi
+}
+# verify_runs: verify --for kernel on every run's program but the plain
+# ones and dyn's (verify_dyn), into verify.log: ours must pass, the
+# damaged copies must not.
+verify_runs() {
+	local f
+	while read -r f _; do
+		case $f in *.plain | dyn.*) continue ;; esac
+		if "$c2s" verify --for kernel "$bin/$f" >"$w/v.out" 2>&1; then
+			printf 'verify %s pass %s\n' "$f" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
+		else
+			printf 'verify %s fail %s\n' "$f" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
+		fi
+	done <"$w/runs"
 }
 case $arch in
 x86_64)
@@ -514,19 +572,6 @@ arm64)
 	# the judge reads them from OUT's root/lib); neither has .sframe, and
 	# the kernel registers only the program's and ld.so's.
 	builds="ld-static ld-dyn lld-static lld-dyn ld-static-pac ld-dyn-pac lld-static-pac lld-dyn-pac"
-	# convert OPTS IN OUT: cfi2sframe, with --fragile-layout where no safe
-	# layout exists (GNU ld's static AArch64 programs: .rela.plt right after
-	# the program headers; see docs/layout.md), noted in verify.log.
-	convert() {
-		local in=$2 out=$3
-		# shellcheck disable=SC2086 # OPTS is a list of options
-		if ! "$c2s" -q $1 "$in" -o "$out" 2>"$w/c.err"; then
-			grep -q 'no layout that' "$w/c.err" || die "cfi2sframe $1 $(basename "$in") failed: $(cat "$w/c.err")"
-			# shellcheck disable=SC2086
-			"$c2s" -q $1 --fragile-layout "$in" -o "$out" 2>/dev/null || die "cfi2sframe $1 --fragile-layout $(basename "$in") failed"
-			printf 'layout %s fragile %s\n' "$(basename "$out")" "$(tr '\n' ' ' <"$w/c.err")" >>"$verify_log"
-		fi
-	}
 	: >"$w/runs"
 	for p in chain drap signal plt; do
 		extra=
@@ -573,14 +618,51 @@ arm64)
 	done
 	# verify --for kernel: ours must pass, the damaged copies must not.
 	verify_dyn
-	while read -r f _; do
-		case $f in *.plain | dyn.*) continue ;; esac
-		if "$c2s" verify --for kernel "$bin/$f" >"$w/v.out" 2>&1; then
-			printf 'verify %s pass %s\n' "$f" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
-		else
-			printf 'verify %s fail %s\n' "$f" "$(tr '\n' ' ' <"$w/v.out")" >>"$verify_log"
-		fi
-	done <"$w/runs"
+	verify_runs
+	;;
+s390x)
+	# Debian's cross gcc and GNU ld, static and dynamic (PIE, the cross
+	# gcc's default; the initramfs has the cross libc's ld64.so.1 and
+	# libc.so.6 in /lib, and OUT too, in bin/lib); labels PROG.BUILD.VARIANT
+	# as on arm64, BUILD static or dyn.
+	cflags="-O2 -fomit-frame-pointer"
+	$CC -static -O2 -Wall -o "$bin/reader" "$src/reader.c" || die "cannot build the reader"
+	verify_log=$w/verify.log
+	: >"$verify_log"
+	: >"$w/runs"
+	for p in chain drap signal plt; do
+		extra=
+		[ $p != plt ] || extra=-fno-builtin # calls, not folded or inlined string functions
+		# Twice arm64's counts: under TCG a run here gave about a
+		# hundred deferred chains at arm64's (the whole guest: 173 s).
+		case $p in
+		chain) n=150000000 ;;
+		plt) n=6000000 ;;
+		*) n=75000000 ;;
+		esac
+		for b in static dyn; do
+			opts="$cflags $extra"
+			[ $b != static ] || opts="$opts -static"
+			# shellcheck disable=SC2086 # opts is a list of options
+			$CC $opts -o "$bin/$p.$b.plain" "$src/$p.c" || die "cannot build $p.$b"
+			# shellcheck disable=SC2086
+			$CC $opts -B"$gnu_b" -Wa,--gsframe -o "$bin/$p.$b.gnu" "$src/$p.c" || die "cannot build $p.$b with GNU as --gsframe"
+			convert "" "$bin/$p.$b.plain" "$bin/$p.$b.ours"
+			convert "--for kernel" "$bin/$p.$b.plain" "$bin/$p.$b.for-kernel"
+			for v in ours for-kernel gnu plain; do echo "$p.$b.$v $n"; done >>"$w/runs"
+		done
+	done
+	(cd "$src" && GOARCH=s390x CGO_ENABLED=0 go build -ldflags='-s -w' -o "$bin/goprog.plain" goprog.go) || die "cannot build goprog"
+	"$c2s" -q --for kernel "$bin/goprog.plain" -o "$bin/goprog.for-kernel" || die "cfi2sframe --for kernel goprog failed"
+	printf '%s\n' "goprog.for-kernel 150000000" "goprog.plain 150000000" >>"$w/runs"
+	mkdir -p "$bin/lib"
+	cp "$sysroot/lib/ld64.so.1" "$sysroot/lib/libc.so.6" "$bin/lib/" || die "no $sysroot/lib/ld64.so.1 or libc.so.6 (apt-get install libc6-dev-s390x-cross)"
+	for mode in lookup validate; do
+		cp "$bin/chain.static.ours" "$bin/chain.static.damaged-$mode"
+		damage "$bin/chain.static.damaged-$mode" leaf "$mode" >>"$verify_log" || die "cannot damage chain.static.ours"
+		echo "chain.static.damaged-$mode 150000000" >>"$w/runs"
+	done
+	verify_runs
 	;;
 esac
 
@@ -594,9 +676,11 @@ if [ "$arch" = x86_64 ]; then
 	mkdir -p "$root$(dirname "$interp")"
 	cp "$interp" "$root$interp"
 fi
-mkdir -p "$root/lib/v"
-cp "$bin/sfreg.so" "$root/lib/sfreg.so"
-for v in plain gnu ours for-kernel; do cp -r "$dl/$v" "$root/lib/v/$v"; done
+if [ -f "$bin/sfreg.so" ]; then # dyn is built (x86-64, arm64)
+	mkdir -p "$root/lib/v"
+	cp "$bin/sfreg.so" "$root/lib/sfreg.so"
+	for v in plain gnu ours for-kernel; do cp -r "$dl/$v" "$root/lib/v/$v"; done
+fi
 cp "$bin/reader" "$root/bin/reader"
 while read -r label _; do cp "$bin/$label" "$root/tests/$label"; done <"$w/runs"
 cp "$w/runs" "$root/tests/runs"
@@ -646,8 +730,8 @@ chmod +x "$root/init"
 # qemu's TCG runs the same kernel (the unwinder's code is the same; only
 # the clock the cpu-clock event samples is emulated).
 accel=${KERNEL_ACCEPTANCE_ACCEL:-}
-if [ "$arch" = arm64 ]; then
-	[ -z "$accel" ] || [ "$accel" = tcg ] || die "KERNEL_ACCEPTANCE_ACCEL=$accel: an arm64 kernel runs under TCG only here"
+if [ "$arch" != x86_64 ]; then
+	[ -z "$accel" ] || [ "$accel" = tcg ] || die "KERNEL_ACCEPTANCE_ACCEL=$accel: an $arch kernel runs under TCG only here"
 	accel=tcg
 elif [ -z "$accel" ]; then
 	if [ -d /sys/module/kvm_pvm ]; then
@@ -692,6 +776,18 @@ arm64)
 		-device virtio-serial-device -chardev "file,id=data,path=$data" -device virtconsole,chardev=data \
 		>"$w/qemu.log" 2>&1 &
 	;;
+s390x)
+	# The s390-ccw-virtio machine: the first -serial is the SCLP VT220
+	# console (ttysclp0), the data go out on a virtio console (hvc0) on
+	# the CCW bus. -cpu max: what TCG emulates.
+	qemu-system-s390x -M s390-ccw-virtio -cpu max -accel tcg \
+		-m 512M -smp 1 -nographic -no-reboot -monitor none \
+		-kernel "$image" -initrd "$w/initrd.gz" \
+		-append 'console=ttysclp0 loglevel=4 panic=-1 dyndbg="file kernel/unwind/* +p"' \
+		-serial "file:$console" \
+		-device virtio-serial-ccw -chardev "file,id=data,path=$data" -device virtconsole,chardev=data \
+		>"$w/qemu.log" 2>&1 &
+	;;
 esac
 qemu=$!
 # The guest writes "boot" first and "all done" last; give up when the
@@ -699,8 +795,8 @@ qemu=$!
 # than RUN_TIMEOUT.
 boot_timeout=${KERNEL_ACCEPTANCE_BOOT_TIMEOUT:-180} run_timeout=${KERNEL_ACCEPTANCE_RUN_TIMEOUT:-}
 if [ -z "$run_timeout" ]; then
-	# arm64: 140 runs, x86-64: 32.
-	case $arch in x86_64) run_timeout=900 ;; arm64) run_timeout=3600 ;; esac
+	# x86-64: 32 runs, arm64: 140, s390x: 38.
+	case $arch in x86_64) run_timeout=900 ;; *) run_timeout=3600 ;; esac
 fi
 start=$SECONDS
 while kill -0 "$qemu" 2>/dev/null; do

@@ -47,11 +47,15 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 	// 160), so that the caller's SP is known whatever else says where it
 	// was saved: s390x code saves r15 with the other registers (stmg) or in
 	// a floating-point register, and GNU as passes over both rules.
+	cfa := cr.CFA
 	switch sp.Kind {
 	case cfi.SameValue:
 	case cfi.ValOffset:
 		if sp.Offset != a.spValOffset() {
-			return nil, skip(pc, SPRule, "%s = CFA%+d", a.arch.RegName(a.sp), sp.Offset)
+			var ok bool
+			if cfa, raRule, fpRule, ok = a.rebase(cr.CFA, sp.Offset, raRule, fpRule); !ok {
+				return nil, skip(pc, SPRule, "%s = CFA%+d", a.arch.RegName(a.sp), sp.Offset)
+			}
 		}
 	case cfi.Undefined:
 		return nil, skip(pc, UndefinedFPOrSP, "%s undefined", a.arch.RegName(a.sp))
@@ -64,25 +68,25 @@ func (a *abi) row(cr *cfi.Row, argsSet bool, r *sframe.Row) (flexWhy, d *Diagnos
 	}
 
 	// CFA.
-	switch cr.CFA.Kind {
+	switch cfa.Kind {
 	case cfi.CFARegOffset:
-		if !fitsInt32(cr.CFA.Offset) {
-			return nil, skip(pc, OffsetRange, "CFA offset %d", cr.CFA.Offset)
+		if !fitsInt32(cfa.Offset) {
+			return nil, skip(pc, OffsetRange, "CFA offset %d", cfa.Offset)
 		}
-		if d := a.checkCFAOffset(pc, cr.CFA.Offset); d != nil {
+		if d := a.checkCFAOffset(pc, cfa.Offset); d != nil {
 			return nil, d
 		}
-		r.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: uint32(cr.CFA.Reg), Offset: int32(cr.CFA.Offset)}
-		if cr.CFA.Reg != a.sp && cr.CFA.Reg != a.fp {
-			if !a.flexABI || cr.CFA.Reg > maxFlexReg {
-				return nil, skip(pc, CFARegister, "CFA = %s%+d", a.arch.RegName(cr.CFA.Reg), cr.CFA.Offset)
+		r.CFA = sframe.Loc{Kind: sframe.LocReg, Reg: uint32(cfa.Reg), Offset: int32(cfa.Offset)}
+		if cfa.Reg != a.sp && cfa.Reg != a.fp {
+			if !a.flexABI || cfa.Reg > maxFlexReg {
+				return nil, skip(pc, CFARegister, "CFA = %s%+d", a.arch.RegName(cfa.Reg), cfa.Offset)
 			}
-			flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.arch.RegName(cr.CFA.Reg), cr.CFA.Offset)
+			flexWhy = skip(pc, CFARegister, "CFA = %s%+d", a.arch.RegName(cfa.Reg), cfa.Offset)
 		}
 	case cfi.CFAExpression:
-		e, ok := cfiexpr.ParseSimpleExpr(cr.CFA.Expr)
+		e, ok := cfiexpr.ParseSimpleExpr(cfa.Expr)
 		if !ok || !a.flexABI || e.Reg > maxFlexReg {
-			return nil, skip(pc, CFAExpression, "CFA = expression % x", cr.CFA.Expr)
+			return nil, skip(pc, CFAExpression, "CFA = expression % x", cfa.Expr)
 		}
 		if !fitsInt32(e.Offset) {
 			return nil, skip(pc, OffsetRange, "CFA offset %d", e.Offset)
@@ -216,6 +220,36 @@ func (a *abi) fpLoc(pc uint64, rule *cfi.Rule) (l sframe.Loc, flexWhy, d *Diagno
 
 // spValOffset is the caller's SP relative to the CFA.
 func (a *abi) spValOffset() int64 { return a.arch.CallerSPOffset() }
+
+// rebase moves the CFA of a row whose SP rule is val_offset(spOff) rather
+// than the ABI's (SFrame has no SP rule: it takes the caller's SP to be
+// CFA+spValOffset) to where the ABI puts it, spOff-spValOffset higher,
+// and the RA and FP slots with it, so that every register recovers as
+// before. Only on s390x, whose ABI puts the CFA 160 above the caller's
+// SP where Go's linker (and its pcsp tables) put it at the caller's SP;
+// only a register+offset CFA and RA and FP rules that are not
+// expressions. ok is false when it cannot.
+func (a *abi) rebase(c cfi.CFA, spOff int64, ra, fp *cfi.Rule) (_ cfi.CFA, _, _ *cfi.Rule, ok bool) {
+	if a.arch != arch.S390X || c.Kind != cfi.CFARegOffset {
+		return c, ra, fp, false
+	}
+	shift := spOff - a.spValOffset()
+	move := func(r *cfi.Rule) (*cfi.Rule, bool) {
+		switch r.Kind {
+		case cfi.SameValue, cfi.Undefined, cfi.Register:
+			return r, true
+		case cfi.Offset:
+			m := *r
+			m.Offset -= shift
+			return &m, true
+		}
+		return r, false
+	}
+	ra, okRA := move(ra)
+	fp, okFP := move(fp)
+	c.Offset += shift
+	return c, ra, fp, okRA && okFP
+}
 
 // checkCFAOffset says when a CFA offset has no SFrame encoding: on s390x
 // it is stored as (offset-160)/8, which needs an 8-byte aligned offset

@@ -212,8 +212,19 @@ func TestTranslateFunctions(t *testing.T) {
 		{"s390x SP = CFA-160 (val_offset), as the ABI defines it", elf.EM_S390, binary.BigEndian, 3,
 			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(15, cfi.ValOffset, -160)}}),
 			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: s390SP(160)}}}, ""},
-		{"s390x SP = CFA+0 (val_offset) contradicts the ABI", elf.EM_S390, binary.BigEndian, 3,
-			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(15, cfi.ValOffset, 0)}}), nil, SPRule},
+		// The ABI's SFrame puts the caller's SP at CFA-160: a row saying
+		// SP = CFA+0 (Go's linker's rows, gas's sp_val0) is written with
+		// the CFA moved 160 up, and the RA and FP slots with it.
+		{"s390x SP = CFA+0 (val_offset): the CFA moves 160 up", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(15, cfi.ValOffset, 0)}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: s390SP(320)}}}, ""},
+		{"s390x Go frame: SP = CFA+0, LR at CFA-16", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfaReg(15, 16), Regs: []cfi.RegRule{reg(15, cfi.ValOffset, 0), reg(14, cfi.Offset, -16)}}),
+			&sframe.Function{Start: 0x1000, Size: 0x10, Rows: []sframe.Row{{CFA: s390SP(176), RA: cfaAt(-176)}}}, ""},
+		{"s390x SP = CFA+0 with a CFA expression: not moved", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: cfi.CFA{Kind: cfi.CFAExpression, Expr: []byte{0x7f, 0x10}}, Regs: []cfi.RegRule{reg(15, cfi.ValOffset, 0)}}), nil, SPRule},
+		{"s390x SP = CFA+8 with RA val_offset: not moved", elf.EM_S390, binary.BigEndian, 3,
+			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(15, cfi.ValOffset, 8), reg(14, cfi.ValOffset, -48)}}), nil, SPRule},
 		{"s390x SP undefined", elf.EM_S390, binary.BigEndian, 3,
 			table(s390CIE, 0x1000, 0x10, cfi.Row{Loc: 0x1000, CFA: s390CFA, Regs: []cfi.RegRule{reg(15, cfi.Undefined, 0)}}), nil, UndefinedFPOrSP},
 		{"s390x RA undefined: outermost frame (_start)", elf.EM_S390, binary.BigEndian, 3,

@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 
+	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -39,6 +40,30 @@ func (a loc) equal(b loc) bool {
 		return false
 	}
 	return a.kind == b.kind && a.base == b.base && a.off == b.off
+}
+
+// moved is a location relative to the CFA as it is when the CFA moves up
+// by shift; other locations are unchanged.
+func (a loc) moved(shift int64) loc {
+	if shift != 0 && a.base == cfaBase && (a.kind == kMem || a.kind == kVal) {
+		a.off -= shift
+	}
+	return a
+}
+
+// cfaShift is how far translate moves the CFA of row (0: not at all): on
+// s390x, when the caller's SP is val_offset(N) from a register-based CFA
+// with N not the ABI's -160 (Go's linker's rows), the CFA goes N+160 up,
+// where the ABI has it.
+func (c *checker) cfaShift(row *cfi.Row) int64 {
+	if c.arch != arch.S390X || row.CFA.Kind != cfi.CFARegOffset {
+		return 0
+	}
+	sp := row.Rule(c.sp)
+	if sp.Kind != cfi.ValOffset || sp.Offset == c.arch.CallerSPOffset() {
+		return 0
+	}
+	return sp.Offset - c.arch.CallerSPOffset()
 }
 
 func (c *checker) regName(r uint64) string {

@@ -692,14 +692,22 @@ func (c *checker) checkPC(d *sframe.FDE, pc, next uint64) {
 			c.note(d, pc, next, Disagree, what, s.String(c), f.String(c))
 		}
 	}
-	raS, raF := c.sframeRA(rule), c.cfiReg(row, t, c.ra)
+	// A row whose caller's SP is not where the ABI puts it relative to
+	// the CFA is written with the CFA moved (translate's rebase): compare
+	// it moved.
+	shift := c.cfaShift(row)
+	raS, raF := c.sframeRA(rule), c.cfiReg(row, t, c.ra).moved(shift)
 	cmp("RA", raS, raF)
 	if rule.RAUndefined {
 		// An outermost-frame FRE carries no CFA or FP.
 		return
 	}
-	cmp("CFA", c.sframeLoc(rule.CFA, true, false), c.cfiCFA(row, pc))
-	cmp("FP", c.sframeLoc(rule.FP, false, false), c.cfiReg(row, t, c.fp))
+	cfa := c.cfiCFA(row, pc)
+	if shift != 0 {
+		cfa.off += shift
+	}
+	cmp("CFA", c.sframeLoc(rule.CFA, true, false), cfa)
+	cmp("FP", c.sframeLoc(rule.FP, false, false), c.cfiReg(row, t, c.fp).moved(shift))
 	if c.arch.PointerAuth() && rule.MangledRA != row.MangledRA {
 		c.note(d, pc, next, Disagree, "mangled-RA", fmt.Sprint(rule.MangledRA), fmt.Sprint(row.MangledRA))
 	}

@@ -106,10 +106,45 @@ dyn lib_leaf lib_l2 p2 lib_l1 p1 main @libc.so.6+ _start ;
 dyn lib_cmp @libc.so.6+ lib_sort p3 main @libc.so.6+ _start ;
 `
 
+// KernelTruthS390X is KernelTruth for the s390x programs, static and
+// dynamic, written as KernelTruthARM64 is. As on AArch64, a handler
+// returns to the vDSO's __kernel_rt_sigreturn ("@[vdso]"), which has no
+// .sframe; s390x has no frame-pointer fallback (no HAVE_UNWIND_USER_FP:
+// its ABI fixes neither a frame pointer nor where a frame saves it), so a
+// walk ends at the first address without .sframe: the vDSO, and in a
+// dynamic program libc.so.6 (binfmt_elf registers only the program and
+// ld64.so.1), whose __libc_start_call_main is then the last frame of every
+// chain through main and a string function the only one of its chain.
+// glibc 2.36's static s390x string functions are the z196 baseline's
+// (__strlen_c, __strnlen_c, __strcpy_default), reached through .plt.
+const KernelTruthS390X = `
+chain:static leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main __libc_start_main _start ;
+chain:dynamic leaf c8 c7 c6 c5 c4 c3 c2 c1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; __libc_start_call_main|@libc.so.6
+drap:static leaf d3 drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ;
+drap:dynamic leaf d3 drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; __libc_start_call_main|@libc.so.6
+drap:static drapfn d2 d1 main __libc_start_call_main __libc_start_main _start ;
+drap:dynamic drapfn d2 d1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; __libc_start_call_main|@libc.so.6
+signal:static s3 s2 s1 main __libc_start_call_main __libc_start_main _start ;
+signal:dynamic s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; __libc_start_call_main|@libc.so.6
+signal hleaf h1 handler @[vdso] __kill|@libc.so.6 s3 s2 s1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; @[vdso]
+plt:static p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt:dynamic p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; __libc_start_call_main|@libc.so.6
+plt:static PLT^ p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt:dynamic PLT^ p2 p1 main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; __libc_start_call_main|@libc.so.6
+plt:static __strlen_c|__strnlen_c|__strcpy_default^ p2 p1 main __libc_start_call_main __libc_start_main _start ;
+plt:dynamic @libc.so.6 p2 p1 main @libc.so.6 __libc_start_main _start ; @libc.so.6
+plt:dynamic PLT _start ; ?
+plt PLT main __libc_start_call_main|@libc.so.6 __libc_start_main _start ; ? __libc_start_call_main|@libc.so.6
+goprog main.leaf main.c main.b main.a main.main runtime.main runtime.goexit ;
+`
+
 // KernelTruthFor is the table of true chains for programs of machine m.
 func KernelTruthFor(m elf.Machine) string {
-	if m == elf.EM_AARCH64 {
+	switch m {
+	case elf.EM_AARCH64:
 		return KernelTruthARM64
+	case elf.EM_S390:
+		return KernelTruthS390X
 	}
 	return KernelTruth
 }

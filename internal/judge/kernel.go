@@ -2,6 +2,7 @@ package judge
 
 import (
 	"bufio"
+	"debug/elf"
 	"fmt"
 	"io"
 	"regexp"
@@ -165,12 +166,13 @@ type Figures struct {
 	Equal, Limit int
 	Wrong, Other int
 	ThroughMain  int
-	Missing      int      // true chains never seen right (Equal or Limit)
-	PerTruth     [][4]int // per true chain: chains, equal, limit, wrong
-	Samples      int      // ordinary samples
-	SamplesSpin  int      // of which in the spinning functions
-	SamplesEqual int      // of which equal to the true chain
-	KernelLog    []string // the run's kernel log lines about sframe or unwind
+	Missing      int         // true chains never seen right (Equal or Limit)
+	PerTruth     [][4]int    // per true chain: chains, equal, limit, wrong
+	Samples      int         // ordinary samples
+	SamplesSpin  int         // of which in the spinning functions
+	SamplesEqual int         // of which equal to the true chain
+	KernelLog    []string    // the run's kernel log lines about sframe or unwind
+	Machine      elf.Machine // the program's (set by Kernel)
 	// EndNoted are the true chains' frames at whose function's end
 	// verify --for kernel noted return-at-end (limit 4).
 	EndNoted []string

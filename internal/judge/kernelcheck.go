@@ -179,8 +179,12 @@ func Variant(label string) string {
 
 // plainWhy says why a program without .sframe gives no right chain: the
 // kernel falls back to the frame pointer, which the C programs do not
-// keep and which goprog's leaf does not save (its caller is skipped).
-func plainWhy(label string) string {
+// keep and which goprog's leaf does not save (its caller is skipped); on
+// s390x it has no fallback and stops after the first frame.
+func plainWhy(label string, m elf.Machine) string {
+	if m == elf.EM_S390 {
+		return "no frame-pointer fallback on s390x: one frame"
+	}
 	if strings.HasPrefix(label, "goprog.") {
 		return "the frame-pointer fallback, which skips the caller of a leaf without a frame"
 	}
@@ -262,7 +266,7 @@ func KernelChecks(g *Guest, figs map[string]Figures, verify map[string]string, l
 	}
 	for _, label := range plain {
 		f := figs[label]
-		text := fmt.Sprintf("no .sframe: %d of %d deferred chains equal the true chain, %d right through main (%s); exit %s", f.Equal, f.Spin, f.ThroughMain, plainWhy(label), f.Exit)
+		text := fmt.Sprintf("no .sframe: %d of %d deferred chains equal the true chain, %d right through main (%s); exit %s", f.Equal, f.Spin, f.ThroughMain, plainWhy(label, f.Machine), f.Exit)
 		cs = append(cs, Check{judged(f.Exit == "0" && f.Spin > 0 && f.Equal == 0 && f.ThroughMain == 0), "control " + label, text})
 	}
 	for _, label := range labels {
@@ -372,6 +376,7 @@ func Kernel(dir string) (string, []Check, error) {
 		truth, names := noted(st, truth, limits[label])
 		fg, rep := JudgeRun(st, truth, run)
 		fg.EndNoted = names
+		fg.Machine = machine
 		figs[label] = fg
 		b.WriteString(rep)
 	}

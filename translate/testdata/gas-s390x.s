@@ -114,7 +114,8 @@ _start:
 	nop
 	.cfi_endproc
 	.size _start,.-_start
-# SP = CFA+0: contradicts the ABI's CFA; gas and we skip it.
+# SP = CFA+0: contradicts the ABI's CFA; gas skips it, we move the CFA
+# 160 up (CFA = r15+320, RA in r14).
 	.globl sp_val0
 	.type sp_val0,@function
 sp_val0:

@@ -31,8 +31,11 @@
 //
 // The header of a system with an older <linux/perf_event.h> has no names
 // for the two bits, so they are set by position in the flags word (bits 38
-// and 39, after sigtrap); the harness checks the positions against the UAPI
-// header of the kernel tree it is given.
+// and 39, after sigtrap, counted as a little-endian compiler allocates
+// bit-fields: from the least significant bit; a big-endian one, s390x's,
+// allocates them from the most significant, so there they are bits 25 and
+// 24); the harness checks the positions against the UAPI header of the
+// kernel tree it is given.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +55,17 @@
 
 #define BIT_DEFER_CALLCHAIN 38
 #define BIT_DEFER_OUTPUT 39
+
+// flagbit is the mask of bit-field position pos (from the first bit-field
+// of the flags word on) in the target's allocation order.
+static uint64_t flagbit(int pos)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	return (uint64_t)1 << (63 - pos);
+#else
+	return (uint64_t)1 << pos;
+#endif
+}
 #define RECORD_CALLCHAIN_DEFERRED 22
 #define CONTEXT_USER_DEFERRED ((uint64_t)-640)
 #define CONTEXT_USER ((uint64_t)-512)
@@ -162,7 +176,7 @@ static int open_event(pid_t pid, uint64_t period, int deferred)
 		// defer_callchain and defer_output: the two bits after sigtrap
 		// in the attribute's flags word (the u64 after read_format).
 		uint64_t *flags = (uint64_t *)((char *)&a.read_format + sizeof(a.read_format));
-		*flags |= (uint64_t)1 << BIT_DEFER_CALLCHAIN | (uint64_t)1 << BIT_DEFER_OUTPUT;
+		*flags |= flagbit(BIT_DEFER_CALLCHAIN) | flagbit(BIT_DEFER_OUTPUT);
 	}
 	int fd = syscall(SYS_perf_event_open, &a, pid, inherit ? 0 : -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
