@@ -425,6 +425,70 @@ convert() {
 		printf 'layout %s fragile %s\n' "$(basename "$out")" "$(tr '\n' ' ' <"$w/c.err")" >>"$verify_log"
 	fi
 }
+# cross_setup: the C flags and the static reader for arm64 or s390x
+# ($CC), and empty verify.log and runs.
+cross_setup() {
+	cflags="-O2 -fomit-frame-pointer"
+	$CC -static -O2 -Wall -o "$bin/reader" "$src/reader.c" || die "cannot build the reader"
+	verify_log=$w/verify.log
+	: >"$verify_log"
+	: >"$w/runs"
+}
+# build_cross SCALE BUILD...: the four C programs for arm64 or s390x with
+# $CC, each in every BUILD (LINKER-LINKING[-pac], as ld-static or
+# lld-dyn-pac, or only static or dyn, with GNU ld) and the four variants
+# (labels PROG.BUILD.VARIANT), appended to runs with loop counts SCALE
+# times arm64's: a quarter of x86-64's, plt's excepted (140 runs under
+# TCG, sharing the host's cores: the first full arm64 run, at x86-64's
+# counts, gave about 8000 chains a run; plt at a quarter, as few as 10 on
+# a quiet host).
+build_cross() {
+	local scale=$1 p b n opts lld extra
+	shift
+	for p in chain drap signal plt; do
+		extra=
+		[ $p != plt ] || extra=-fno-builtin # calls, not folded or inlined string functions
+		case $p in
+		chain) n=75000000 ;;
+		plt) n=3000000 ;;
+		*) n=37500000 ;;
+		esac
+		n=$((n * scale))
+		for b in "$@"; do
+			opts="$cflags $extra"
+			case $b in *static*) opts="$opts -static" ;; esac
+			case $b in *-pac) opts="$opts -mbranch-protection=standard" ;; esac
+			lld=
+			case $b in lld-*) lld="-B$w/lld/ -fuse-ld=lld" ;; esac
+			# shellcheck disable=SC2086 # opts and lld are lists of options
+			$CC $opts $lld -o "$bin/$p.$b.plain" "$src/$p.c" || die "cannot build $p.$b"
+			# shellcheck disable=SC2086
+			$CC $opts $lld -B"$gnu_b" -Wa,--gsframe -o "$bin/$p.$b.gnu" "$src/$p.c" || die "cannot build $p.$b with GNU as --gsframe"
+			convert "" "$bin/$p.$b.plain" "$bin/$p.$b.ours"
+			convert "--for kernel" "$bin/$p.$b.plain" "$bin/$p.$b.for-kernel"
+			for v in ours for-kernel gnu plain; do echo "$p.$b.$v $n"; done >>"$w/runs"
+		done
+	done
+}
+# cross_go_libs GOARCH N LDSO PKG: goprog for GOARCH (plain and --for
+# kernel, N loops), and the cross libc's LDSO and libc.so.6 staged in
+# bin/lib for the dynamic programs (PKG installs them).
+cross_go_libs() {
+	(cd "$src" && GOARCH=$1 CGO_ENABLED=0 go build -ldflags='-s -w' -o "$bin/goprog.plain" goprog.go) || die "cannot build goprog"
+	"$c2s" -q --for kernel "$bin/goprog.plain" -o "$bin/goprog.for-kernel" || die "cfi2sframe --for kernel goprog failed"
+	printf '%s\n' "goprog.for-kernel $2" "goprog.plain $2" >>"$w/runs"
+	mkdir -p "$bin/lib"
+	cp "$sysroot/lib/$3" "$sysroot/lib/libc.so.6" "$bin/lib/" || die "no $sysroot/lib/$3 or libc.so.6 (apt-get install $4)"
+}
+# cross_damaged BASE N: the two damaged copies of BASE.ours, N loops.
+cross_damaged() {
+	local mode
+	for mode in lookup validate; do
+		cp "$bin/$1.ours" "$bin/$1.damaged-$mode"
+		damage "$bin/$1.damaged-$mode" leaf "$mode" >>"$verify_log" || die "cannot damage $1.ours"
+		echo "$1.damaged-$mode $2" >>"$w/runs"
+	done
+}
 # verify_runs: verify --for kernel on every run's program but the plain
 # ones and dyn's (verify_dyn), into verify.log: ours must pass, the
 # damaged copies must not.
@@ -558,10 +622,7 @@ noreturn.plain 150000000
 EOF
 	;;
 arm64)
-	cflags="-O2 -fomit-frame-pointer"
-	$CC -static -O2 -Wall -o "$bin/reader" "$src/reader.c" || die "cannot build the reader"
-	verify_log=$w/verify.log
-	: >"$verify_log"
+	cross_setup
 	# lld through gcc: the cross gcc looks for ld.lld next to its -B paths.
 	mkdir -p "$w/lld"
 	ln -sf "$(command -v ld.lld)" "$w/lld/ld.lld"
@@ -571,51 +632,15 @@ arm64)
 	# libc.so.6, which the initramfs has in /lib (staged in OUT's bin/lib;
 	# the judge reads them from OUT's root/lib); neither has .sframe, and
 	# the kernel registers only the program's and ld.so's.
-	builds="ld-static ld-dyn lld-static lld-dyn ld-static-pac ld-dyn-pac lld-static-pac lld-dyn-pac"
-	: >"$w/runs"
-	for p in chain drap signal plt; do
-		extra=
-		[ $p != plt ] || extra=-fno-builtin # calls, not folded or inlined string functions
-		# A quarter of x86-64's loop counts, plt's excepted: 140 runs under
-		# TCG, sharing the host's cores (the first full run, at x86-64's
-		# counts, gave about 8000 chains a run; plt at a quarter, as few
-		# as 10 on a quiet host).
-		case $p in
-		chain) n=75000000 ;;
-		plt) n=3000000 ;;
-		*) n=37500000 ;;
-		esac
-		for b in $builds; do
-			opts="$cflags $extra"
-			case $b in *-static*) opts="$opts -static" ;; esac
-			case $b in *-pac) opts="$opts -mbranch-protection=standard" ;; esac
-			lld=
-			case $b in lld-*) lld="-B$w/lld/ -fuse-ld=lld" ;; esac
-			# shellcheck disable=SC2086 # opts and lld are lists of options
-			$CC $opts $lld -o "$bin/$p.$b.plain" "$src/$p.c" || die "cannot build $p.$b"
-			# shellcheck disable=SC2086
-			$CC $opts $lld -B"$gnu_b" -Wa,--gsframe -o "$bin/$p.$b.gnu" "$src/$p.c" || die "cannot build $p.$b with GNU as --gsframe"
-			convert "" "$bin/$p.$b.plain" "$bin/$p.$b.ours"
-			convert "--for kernel" "$bin/$p.$b.plain" "$bin/$p.$b.for-kernel"
-			for v in ours for-kernel gnu plain; do echo "$p.$b.$v $n"; done >>"$w/runs"
-		done
-	done
+	build_cross 1 ld-static ld-dyn lld-static lld-dyn ld-static-pac ld-dyn-pac lld-static-pac lld-dyn-pac
 	# The Go program, as on x86-64.
-	(cd "$src" && GOARCH=arm64 CGO_ENABLED=0 go build -ldflags='-s -w' -o "$bin/goprog.plain" goprog.go) || die "cannot build goprog"
-	"$c2s" -q --for kernel "$bin/goprog.plain" -o "$bin/goprog.for-kernel" || die "cfi2sframe --for kernel goprog failed"
-	printf '%s\n' "goprog.for-kernel 75000000" "goprog.plain 75000000" >>"$w/runs"
-	mkdir -p "$bin/lib"
-	cp "$sysroot/lib/ld-linux-aarch64.so.1" "$sysroot/lib/libc.so.6" "$bin/lib/" || die "no $sysroot/lib/ld-linux-aarch64.so.1 or libc.so.6 (apt-get install libc6-dev-arm64-cross)"
+	cross_go_libs arm64 75000000 ld-linux-aarch64.so.1 libc6-dev-arm64-cross
 	# dyn, as on x86-64, with the cross libc.so.6 (a quarter of the loop
 	# counts).
 	build_dyn "$sysroot/lib/libc.so.6"
 	for v in ours for-kernel gnu plain; do echo "dyn.$v+pre 75000000 200000"; done >>"$w/runs"
 	for v in ours for-kernel gnu plain; do echo "dyn.$v 75000000 200000"; done >>"$w/runs"
-	for mode in lookup validate; do
-		cp "$bin/chain.ld-static.ours" "$bin/chain.ld-static.damaged-$mode"
-		damage "$bin/chain.ld-static.damaged-$mode" leaf "$mode" >>"$verify_log" || die "cannot damage chain.ld-static.ours"
-		echo "chain.ld-static.damaged-$mode 75000000" >>"$w/runs"
-	done
+	cross_damaged chain.ld-static 75000000
 	# verify --for kernel: ours must pass, the damaged copies must not.
 	verify_dyn
 	verify_runs
@@ -625,43 +650,12 @@ s390x)
 	# gcc's default; the initramfs has the cross libc's ld64.so.1 and
 	# libc.so.6 in /lib, and OUT too, in bin/lib); labels PROG.BUILD.VARIANT
 	# as on arm64, BUILD static or dyn.
-	cflags="-O2 -fomit-frame-pointer"
-	$CC -static -O2 -Wall -o "$bin/reader" "$src/reader.c" || die "cannot build the reader"
-	verify_log=$w/verify.log
-	: >"$verify_log"
-	: >"$w/runs"
-	for p in chain drap signal plt; do
-		extra=
-		[ $p != plt ] || extra=-fno-builtin # calls, not folded or inlined string functions
-		# Twice arm64's counts: under TCG a run here gave about a
-		# hundred deferred chains at arm64's (the whole guest: 173 s).
-		case $p in
-		chain) n=150000000 ;;
-		plt) n=6000000 ;;
-		*) n=75000000 ;;
-		esac
-		for b in static dyn; do
-			opts="$cflags $extra"
-			[ $b != static ] || opts="$opts -static"
-			# shellcheck disable=SC2086 # opts is a list of options
-			$CC $opts -o "$bin/$p.$b.plain" "$src/$p.c" || die "cannot build $p.$b"
-			# shellcheck disable=SC2086
-			$CC $opts -B"$gnu_b" -Wa,--gsframe -o "$bin/$p.$b.gnu" "$src/$p.c" || die "cannot build $p.$b with GNU as --gsframe"
-			convert "" "$bin/$p.$b.plain" "$bin/$p.$b.ours"
-			convert "--for kernel" "$bin/$p.$b.plain" "$bin/$p.$b.for-kernel"
-			for v in ours for-kernel gnu plain; do echo "$p.$b.$v $n"; done >>"$w/runs"
-		done
-	done
-	(cd "$src" && GOARCH=s390x CGO_ENABLED=0 go build -ldflags='-s -w' -o "$bin/goprog.plain" goprog.go) || die "cannot build goprog"
-	"$c2s" -q --for kernel "$bin/goprog.plain" -o "$bin/goprog.for-kernel" || die "cfi2sframe --for kernel goprog failed"
-	printf '%s\n' "goprog.for-kernel 150000000" "goprog.plain 150000000" >>"$w/runs"
-	mkdir -p "$bin/lib"
-	cp "$sysroot/lib/ld64.so.1" "$sysroot/lib/libc.so.6" "$bin/lib/" || die "no $sysroot/lib/ld64.so.1 or libc.so.6 (apt-get install libc6-dev-s390x-cross)"
-	for mode in lookup validate; do
-		cp "$bin/chain.static.ours" "$bin/chain.static.damaged-$mode"
-		damage "$bin/chain.static.damaged-$mode" leaf "$mode" >>"$verify_log" || die "cannot damage chain.static.ours"
-		echo "chain.static.damaged-$mode 150000000" >>"$w/runs"
-	done
+	cross_setup
+	# Twice arm64's counts: under TCG a run here gave about a hundred
+	# deferred chains at arm64's (the whole guest: 173 s).
+	build_cross 2 static dyn
+	cross_go_libs s390x 150000000 ld64.so.1 libc6-dev-s390x-cross
+	cross_damaged chain.static 150000000
 	verify_runs
 	;;
 esac

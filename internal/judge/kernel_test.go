@@ -661,15 +661,7 @@ func TestKernelFails(t *testing.T) {
 		dir := t.TempDir()
 		kernelRecords(t, dir, c.bad)
 		if c.edit != nil {
-			data, err1 := os.ReadFile(filepath.Join(dir, "data.txt"))
-			verify, err2 := os.ReadFile(filepath.Join(dir, "verify.log"))
-			if err1 != nil || err2 != nil {
-				t.Fatal(err1, err2)
-			}
-			d, v := c.edit(t, string(data), string(verify))
-			if os.WriteFile(filepath.Join(dir, "data.txt"), []byte(d), 0o644) != nil || os.WriteFile(filepath.Join(dir, "verify.log"), []byte(v), 0o644) != nil {
-				t.Fatal("cannot write the records")
-			}
+			editRecords(t, dir, c.edit)
 		}
 		_, checks, err := Kernel(dir)
 		if err != nil {
@@ -727,15 +719,7 @@ func TestKernelNoreturn(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		kernelRecords(t, dir, "")
-		data, err1 := os.ReadFile(filepath.Join(dir, "data.txt"))
-		verify, err2 := os.ReadFile(filepath.Join(dir, "verify.log"))
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		d, v := c.edit(t, string(data), string(verify))
-		if os.WriteFile(filepath.Join(dir, "data.txt"), []byte(d), 0o644) != nil || os.WriteFile(filepath.Join(dir, "verify.log"), []byte(v), 0o644) != nil {
-			t.Fatal("cannot write the records")
-		}
+		editRecords(t, dir, c.edit)
 		_, checks, err := Kernel(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -840,5 +824,20 @@ func TestClassifyObjectRun(t *testing.T) {
 	}
 	if n := st.Name(cmp[5]); n != "p3" {
 		t.Errorf("p3 is named %q", n)
+	}
+}
+
+// editRecords rewrites the records in dir (data.txt and verify.log) with
+// edit.
+func editRecords(t *testing.T, dir string, edit func(t *testing.T, data, verify string) (string, string)) {
+	t.Helper()
+	data, err1 := os.ReadFile(filepath.Join(dir, "data.txt"))
+	verify, err2 := os.ReadFile(filepath.Join(dir, "verify.log"))
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	d, v := edit(t, string(data), string(verify))
+	if os.WriteFile(filepath.Join(dir, "data.txt"), []byte(d), 0o644) != nil || os.WriteFile(filepath.Join(dir, "verify.log"), []byte(v), 0o644) != nil {
+		t.Fatal("cannot write the records")
 	}
 }
