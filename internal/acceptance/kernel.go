@@ -127,8 +127,8 @@ func (c *checker) kernel(in Input) {
 // __run_exit_handlers, and the chain ended at exit's end.
 func (c *checker) kernelCallEnd(i int, d *sframe.FDE, callEnds func(lo, hi, from uint64) bool) {
 	end := d.Start + uint64(d.Size)
-	if d.Size == 0 || d.PCType != sframe.PCInc || len(d.FREs) == 0 {
-		return
+	if d.Size == 0 || end < d.Start || d.PCType != sframe.PCInc || len(d.FREs) == 0 {
+		return // no PC, past the address space ("text" says more), or no rows
 	}
 	at := d.FREAt(end - 1)
 	if at < 0 || !callEnds(d.Start, end, d.Start+uint64(d.FREs[at].Start)) {
