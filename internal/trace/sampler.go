@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -93,7 +94,9 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 }
 
 func run(ctx context.Context, opt Options) (*Result, error) {
-	s := &sampler{opt: opt, threads: map[int]*thread{}}
+	// res is there from the start: detaching after a failed attach
+	// counts threads too.
+	s := &sampler{opt: opt, threads: map[int]*thread{}, res: &Result{}}
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
@@ -111,7 +114,7 @@ func run(ctx context.Context, opt Options) (*Result, error) {
 	}
 	s.col = NewCollector(s.pid, opt.Dwarf)
 	s.col.Convert, s.col.ConvertFiles = opt.Convert, opt.ConvertFiles
-	s.res = &Result{Collector: s.col, PID: s.pid}
+	s.res.Collector, s.res.PID = s.col, s.pid
 	if err := s.col.Refresh(); err != nil && !s.gone() {
 		s.detachAll()
 		return nil, fmt.Errorf("process %d: %v", s.pid, err)
@@ -171,6 +174,22 @@ func seize(tid int) error {
 	return nil
 }
 
+// tracedByUs says whether thread tid of process pid is traced by this
+// process (its TracerPid in /proc).
+func tracedByUs(pid, tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			return err == nil && n == os.Getpid()
+		}
+	}
+	return false
+}
+
 func ptraceSig(req, tid, sig int) error {
 	_, _, e := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(tid), 0, uintptr(sig), 0, 0)
 	if e != 0 {
@@ -203,6 +222,14 @@ func (s *sampler) attach() error {
 			}
 			if err := seize(tid); err != nil {
 				if err == unix.ESRCH {
+					continue
+				}
+				if err == unix.EPERM && tracedByUs(s.pid, tid) {
+					// Started by a seized thread since the listing:
+					// PTRACE_O_TRACECLONE attached it, and its clone
+					// event is still to come.
+					s.threads[tid] = &thread{tid: tid}
+					added++
 					continue
 				}
 				if len(s.threads) == 0 {
