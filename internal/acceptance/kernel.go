@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
@@ -134,41 +135,20 @@ func (c *checker) kernelCallEnd(i int, d *sframe.FDE, callEnds func(lo, hi, from
 	if at < 0 || !callEnds(d.Start, end, d.Start+uint64(d.FREs[at].Start)) {
 		return // "first-fre", or no call at the end
 	}
-	j := c.fdeAt(end)
-	if j < 0 {
+	// The kernel's __find_fde and __find_fre, as Table.Lookup does them:
+	// starts strictly increase in any section it takes ("fde-order").
+	next, err := c.sec.Lookup(end)
+	switch {
+	case errors.Is(err, sframe.ErrNoFDE):
 		c.limitKind(CallerLookup, "return-at-end", i, at, end,
 			"the call that ends the function returns to %#x, which no function covers: the kernel looks the return address up as it is and unwinds the caller by the frame pointer", end)
-		return
+	case err != nil:
+		c.limitKind(CallerLookup, "return-at-end", i, at, end,
+			"the call that ends the function returns to %#x, where another function has no row: the kernel looks the return address up as it is and does not unwind the caller with this function's rule", end)
+	case !sameRule(c.sec.Interpret(d, &d.FREs[at]), next):
+		c.limitKind(CallerLookup, "return-at-end", i, at, end,
+			"the call that ends the function returns to %#x, in function %#x: the kernel looks the return address up as it is and unwinds the caller with that function's rule, not this one's (a wrong caller)", end, next.FuncStart)
 	}
-	n := &c.sec.FDEs[j]
-	k := n.FREAt(end)
-	if k >= 0 && sameRule(c.sec.Interpret(d, &d.FREs[at]), c.sec.Interpret(n, &n.FREs[k])) {
-		return // the next function's rule there is the caller's
-	}
-	c.limitKind(CallerLookup, "return-at-end", i, at, end,
-		"the call that ends the function returns to %#x, the start of function %#x: the kernel looks the return address up as it is and unwinds the caller with that function's rule, not this one's (a wrong caller)", end, n.Start)
-}
-
-// fdeAt returns the index of the function covering pc, as the kernel's
-// __find_fde finds it (the last start at or below pc, pc inside it), or -1.
-func (c *checker) fdeAt(pc uint64) int {
-	fdes := c.sec.FDEs
-	i, _ := slices.BinarySearchFunc(fdes, pc, func(d sframe.FDE, pc uint64) int {
-		switch {
-		case d.Start < pc:
-			return -1
-		case d.Start > pc:
-			return 1
-		}
-		return 0
-	})
-	if i < len(fdes) && fdes[i].Start == pc {
-		return i
-	}
-	if i == 0 || pc-fdes[i-1].Start >= uint64(fdes[i-1].Size) {
-		return -1
-	}
-	return i - 1
 }
 
 // sameRule says whether two rules recover the caller's CFA, return
