@@ -175,3 +175,26 @@ func TestWriteFileAtomicRefusesSpecial(t *testing.T) {
 		t.Errorf("directory holds %d entries, want the 3 created (temporary file left?)", len(ents))
 	}
 }
+
+func TestScratchHasNoName(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Scratch(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("spooled"); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 0 {
+		t.Errorf("Scratch left %d names in %s; want none", len(ents), dir)
+	}
+	b := make([]byte, 7)
+	if _, err := f.ReadAt(b, 0); err != nil || string(b) != "spooled" {
+		t.Errorf("read back %q, %v", b, err)
+	}
+}
