@@ -58,10 +58,14 @@ type Section struct {
 	// Segment says that the contents are a PT_GNU_SFRAME segment's, read
 	// through the PT_LOAD that maps it (LoaderSFrame).
 	Segment bool
-	Data    []byte
-	Order   binary.ByteOrder
-	Machine elf.Machine
-	Class   elf.Class
+	// Fallback, when a linked file has a PT_GNU_SFRAME a loader cannot
+	// read SFrame data through, is a note saying why and what was read
+	// instead, which a loader would not find (LoaderSFrame); "" otherwise.
+	Fallback string
+	Data     []byte
+	Order    binary.ByteOrder
+	Machine  elf.Machine
+	Class    elf.Class
 }
 
 // Where names the section for an error: the PT_GNU_SFRAME segment or the
@@ -75,6 +79,11 @@ func (s *Section) Where() string {
 
 // ErrNotFound is wrapped by errors for a missing section.
 var ErrNotFound = errors.New("section not found")
+
+// ErrNoLoaderSFrame is wrapped by LoaderSFrame's error for a linked file
+// whose PT_GNU_SFRAME a loader cannot read SFrame data through and which
+// has no .sframe section to read instead.
+var ErrNoLoaderSFrame = errors.New("no SFrame data a loader can read")
 
 // ErrInflateLimit is wrapped by the error for a compressed section that
 // claims to inflate to more than MaxInflate or MaxInflateRatio allow.
@@ -356,54 +365,108 @@ func (f *File) SFrame() (*Section, error) {
 // LoaderSFrame returns the SFrame data a loader reads: in a linked file,
 // the bytes of the PT_GNU_SFRAME segment, read where the PT_LOAD covering
 // its address maps them from (Segment is then true); otherwise (a
-// relocatable object, a file whose PT_GNU_SFRAME is empty or outside
-// every PT_LOAD's file-backed part) what SFrame returns. The
-// segment's bytes are a slice of the file's when it is held in memory
-// (NewFileBytes), else a copy.
+// relocatable object, a file without PT_GNU_SFRAME) what SFrame returns.
+// When a linked file's PT_GNU_SFRAME cannot be read so (LoaderSegment
+// says why) it is what SFrame returns too, with Fallback saying so; when
+// that would be nothing (no .sframe section, and the segment's own bytes
+// at its file offset not in the file), an error wrapping
+// ErrNoLoaderSFrame. The segment's bytes are a slice of the file's when
+// it is held in memory (NewFileBytes), else a copy.
 func (f *File) LoaderSFrame() (*Section, error) {
-	if f.ELF.Type != elf.ET_REL {
-		for _, p := range f.ELF.Progs {
-			if p.Type != elf.ProgType(PTGNUSFrame) {
-				continue
-			}
-			if s, err := f.mapped(p); s != nil || err != nil {
-				return s, err
-			}
+	if f.ELF.Type == elf.ET_REL {
+		return f.SFrame()
+	}
+	var p *elf.Prog
+	for _, q := range f.ELF.Progs {
+		if q.Type == elf.ProgType(PTGNUSFrame) {
+			p = q
 			break
 		}
 	}
-	return f.SFrame()
+	if p == nil {
+		return f.SFrame()
+	}
+	s, problem, err := f.mapped(p)
+	if s != nil || err != nil {
+		return s, err
+	}
+	sec := f.sframeHeader()
+	if sec == nil && f.InFile("", p.Off, p.Filesz) != nil {
+		return nil, errorf(ErrNoLoaderSFrame, "%s, and there is no .sframe section to read instead", problem)
+	}
+	if s, err = f.SFrame(); err != nil {
+		return nil, err
+	}
+	if sec == nil {
+		s.Fallback = fmt.Sprintf("%s; read the bytes at its file offset %#x instead (there is no .sframe section), which the kernel would not find", problem, p.Off)
+	} else {
+		s.Fallback = fmt.Sprintf("%s; read section %s instead, which the kernel would not find", problem, sec.Name)
+	}
+	return s, nil
 }
 
-// mapped reads segment p's bytes from the PT_LOAD whose file-backed part
-// covers its address range, or returns nil when none does or p is empty.
-func (f *File) mapped(p *elf.Prog) (*Section, error) {
-	if p.Filesz == 0 {
-		return nil, nil
+// sframeHeader is the section header SFrame finds .sframe by, or nil.
+func (f *File) sframeHeader() *elf.Section {
+	for _, s := range f.ELF.Sections {
+		if s.Type == SHTGNUSFrame {
+			return s
+		}
 	}
-	for _, l := range f.ELF.Progs {
+	return f.ELF.Section(".sframe")
+}
+
+// LoaderSegment finds where a loader reads PT_GNU_SFRAME segment p of ef,
+// a file of size bytes (-1 when unknown), from: the PT_LOAD whose
+// file-backed part covers p's address range, and the file offset it maps
+// p from. When there is none, problem says why, for a message: p holds no
+// bytes, lies past the end of the file, or lies outside every PT_LOAD's
+// file-backed part.
+func LoaderSegment(ef *elf.File, p *elf.Prog, size int64) (load *elf.Prog, off uint64, problem string) {
+	past := func(off uint64) bool {
+		return size >= 0 && (off > uint64(size) || p.Filesz > uint64(size)-off)
+	}
+	if p.Filesz == 0 {
+		return nil, 0, fmt.Sprintf("PT_GNU_SFRAME (offset %#x, size 0) holds no bytes", p.Off)
+	}
+	for _, l := range ef.Progs {
 		if l.Type != elf.PT_LOAD || p.Vaddr < l.Vaddr || p.Vaddr-l.Vaddr > l.Filesz || p.Filesz > l.Filesz-(p.Vaddr-l.Vaddr) {
 			continue
 		}
 		off := l.Off + (p.Vaddr - l.Vaddr)
-		if f.Size >= 0 && (off > uint64(f.Size) || p.Filesz > uint64(f.Size)-off) {
-			return nil, nil // the PT_LOAD runs past the file: not mapped here
+		switch {
+		case !past(off):
+			return l, off, ""
+		case off == p.Off:
+			return nil, 0, fmt.Sprintf("PT_GNU_SFRAME (offset %#x, size %#x) lies past the end of the file (%#x bytes)", p.Off, p.Filesz, size)
 		}
-		s := &Section{Name: ".sframe", Addr: p.Vaddr, Offset: off, Segment: true, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}
-		if f.mem != nil {
-			s.Data = f.mem[off : off+p.Filesz : off+p.Filesz]
-			return s, nil
-		}
-		if err := f.InFile("PT_GNU_SFRAME", off, p.Filesz); err != nil {
-			return nil, err
-		}
-		s.Data = make([]byte, p.Filesz)
-		if _, err := l.ReadAt(s.Data, int64(p.Vaddr-l.Vaddr)); err != nil {
-			return nil, errorAt("PT_GNU_SFRAME", off, err, "reading: %v", err)
-		}
-		return s, nil
+		return nil, 0, fmt.Sprintf("PT_GNU_SFRAME (offset %#x, size %#x) is mapped by a PT_LOAD from file offset %#x, past the end of the file (%#x bytes)", p.Off, p.Filesz, off, size)
 	}
-	return nil, nil
+	if past(p.Off) {
+		return nil, 0, fmt.Sprintf("PT_GNU_SFRAME (offset %#x, size %#x) lies past the end of the file (%#x bytes)", p.Off, p.Filesz, size)
+	}
+	return nil, 0, fmt.Sprintf("PT_GNU_SFRAME (offset %#x, size %#x) at address %#x lies outside every PT_LOAD's file-backed part", p.Off, p.Filesz, p.Vaddr)
+}
+
+// mapped reads segment p's bytes where a loader reads them from, or
+// returns nil and why it cannot (LoaderSegment).
+func (f *File) mapped(p *elf.Prog) (*Section, string, error) {
+	l, off, problem := LoaderSegment(f.ELF, p, f.Size)
+	if l == nil {
+		return nil, problem, nil
+	}
+	s := &Section{Name: ".sframe", Addr: p.Vaddr, Offset: off, Segment: true, Order: f.ELF.ByteOrder, Machine: f.ELF.Machine, Class: f.ELF.Class}
+	if f.mem != nil {
+		s.Data = f.mem[off : off+p.Filesz : off+p.Filesz]
+		return s, "", nil
+	}
+	if err := f.InFile("PT_GNU_SFRAME", off, p.Filesz); err != nil {
+		return nil, "", err
+	}
+	s.Data = make([]byte, p.Filesz)
+	if _, err := l.ReadAt(s.Data, int64(p.Vaddr-l.Vaddr)); err != nil {
+		return nil, "", errorAt("PT_GNU_SFRAME", off, err, "reading: %v", err)
+	}
+	return s, "", nil
 }
 
 func (f *File) load(s *elf.Section) (*Section, error) {

@@ -262,3 +262,72 @@ func TestFromELF(t *testing.T) {
 		t.Errorf("FromELF named prog, no .sframe: %v (Name %q): want the name kept, not in errors", err, f.Name)
 	}
 }
+
+// TestLoaderSFrameFallback: a linked file whose PT_GNU_SFRAME a loader
+// cannot read SFrame data through gives the .sframe section (or the
+// segment's bytes at its file offset, without section headers) with a
+// Fallback note saying why, or, when nothing stands in for it, an error
+// wrapping ErrNoLoaderSFrame; a sound one or one a loader reads (even
+// too short) gives the segment and no note. Read from memory and from a
+// file alike.
+func TestLoaderSFrameFallback(t *testing.T) {
+	tests := []struct {
+		name    string
+		how     hostile.SFrameBreak
+		segment bool
+		problem string // the note's (or error's) first part, with {size} and {past} for hex numbers
+		instead string // the rest of the note; "" for an error
+	}{
+		{"sound", hostile.SFrameSound, true, "", ""},
+		{"too short for the section", hostile.SFrameShort, true, "", ""},
+		{"past the end", hostile.SFramePastEnd, false, "PT_GNU_SFRAME (offset {past}, size 0x34) lies past the end of the file ({size} bytes)", "; read section .sframe instead, which the kernel would not find"},
+		{"2 GiB", hostile.SFrameHuge, false, "PT_GNU_SFRAME (offset 0x170, size 0x80000000) lies past the end of the file ({size} bytes)", "; read section .sframe instead, which the kernel would not find"},
+		{"empty", hostile.SFrameEmpty, false, "PT_GNU_SFRAME (offset 0x170, size 0) holds no bytes", "; read section .sframe instead, which the kernel would not find"},
+		{"in no PT_LOAD", hostile.SFrameUnmapped, false, "PT_GNU_SFRAME (offset 0x170, size 0x34) at address 0x900000 lies outside every PT_LOAD's file-backed part", "; read section .sframe instead, which the kernel would not find"},
+		{"in no PT_LOAD, no sections", hostile.SFrameUnmappedNoSection, false, "PT_GNU_SFRAME (offset 0x170, size 0x34) at address 0x900000 lies outside every PT_LOAD's file-backed part", "; read the bytes at its file offset 0x170 instead (there is no .sframe section), which the kernel would not find"},
+		{"past the end, no sections", hostile.SFrameNoSection, false, "PT_GNU_SFRAME (offset {past}, size 0x34) lies past the end of the file ({size} bytes)", ""},
+	}
+	dir := t.TempDir()
+	for _, tt := range tests {
+		b := hostile.SFrameLayout(tt.how)
+		// {past}: where the generator moves the segment, 0x1000 past the
+		// file's end.
+		problem := strings.NewReplacer("{size}", fmt.Sprintf("%#x", len(b)), "{past}", fmt.Sprintf("%#x", len(b)+0x1000)).Replace(tt.problem)
+		path := filepath.Join(dir, tt.name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, from := range []string{"memory", "file"} {
+			t.Run(tt.name+"/"+from, func(t *testing.T) {
+				var f *elfread.File
+				var err error
+				if from == "memory" {
+					f, err = elfread.NewFileBytes(b, path)
+				} else {
+					f, err = elfread.Open(path)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				s, err := f.LoaderSFrame()
+				if tt.problem != "" && tt.instead == "" {
+					want := problem + ", and there is no .sframe section to read instead"
+					if !errors.Is(err, elfread.ErrNoLoaderSFrame) || err.Error() != want {
+						t.Errorf("error %v, want %q wrapping ErrNoLoaderSFrame", err, want)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Segment != tt.segment || len(s.Data) == 0 {
+					t.Errorf("Segment %v (%d bytes), want %v", s.Segment, len(s.Data), tt.segment)
+				}
+				if want := problem + tt.instead; s.Fallback != want {
+					t.Errorf("Fallback %q, want %q", s.Fallback, want)
+				}
+			})
+		}
+	}
+}

@@ -393,3 +393,101 @@ func NoShstrtab() []byte {
 		{Name: ".eh_frame", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Data: EHFrame(0, 16, nil)},
 	}}).Bytes()
 }
+
+// SFrameBreak is a way in which an executable's PT_GNU_SFRAME is unusable
+// to the kernel, which reads SFrame data through it only.
+type SFrameBreak int
+
+const (
+	// SFrameSound breaks nothing: PT_GNU_SFRAME and .sframe describe the
+	// same bytes inside a PT_LOAD.
+	SFrameSound SFrameBreak = iota
+	// SFramePastEnd moves PT_GNU_SFRAME and the PT_LOAD that maps it to a
+	// file offset past the end of the file (as in a file cut short).
+	SFramePastEnd
+	// SFrameHuge gives PT_GNU_SFRAME a p_filesz of 2 GiB, which runs past
+	// its PT_LOAD and the end of the file.
+	SFrameHuge
+	// SFrameEmpty gives PT_GNU_SFRAME a p_filesz and p_memsz of 0.
+	SFrameEmpty
+	// SFrameShort gives PT_GNU_SFRAME a p_filesz 8 bytes shorter than the
+	// .sframe section's sh_size (p_memsz too).
+	SFrameShort
+	// SFrameUnmapped moves PT_GNU_SFRAME's p_vaddr to an address no
+	// PT_LOAD maps; its p_offset still points at the section's bytes.
+	SFrameUnmapped
+	// SFrameNoSection is SFramePastEnd without section headers: there is
+	// no .sframe section to read instead.
+	SFrameNoSection
+	// SFrameUnmappedNoSection is SFrameUnmapped without section headers:
+	// only the segment's own bytes, at its p_offset, hold the SFrame data.
+	SFrameUnmappedNoSection
+)
+
+// SFrameLayout is an executable with one 16-byte function that .eh_frame
+// and .sframe describe alike (CFA rsp+8 throughout), whose PT_GNU_SFRAME
+// is broken as how says. Every other header is sound.
+func SFrameLayout(how SFrameBreak) []byte {
+	sp := arch.AMD64.SP()
+	fn := sframe.Function{Start: textAddr, Size: 16, Rows: []sframe.Row{
+		{Start: 0, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: sp, Offset: 8}, RA: sframe.Loc{Kind: sframe.LocFixed}},
+	}}
+	const sfAddr = 0x500000
+	sf := sframeSection([]sframe.Function{fn}, sfAddr)
+	b := exec(text(16),
+		Section{Name: ".eh_frame", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Addr: 0x600000, Data: EHFrame(textAddr, 16, nil)},
+		Section{Name: ".sframe", Type: elf.SectionType(0x6ffffff4), Flags: elf.SHF_ALLOC, Addr: sfAddr, Data: sf})
+	n := uint64(len(sf))
+	past := uint64(len(b)) + 0x1000
+	switch how {
+	case SFramePastEnd, SFrameNoSection:
+		setProg(b, func(p *Prog) {
+			if p.Vaddr == sfAddr {
+				p.Off = past
+			}
+		})
+	case SFrameHuge:
+		setSFrameProg(b, func(p *Prog) { p.Filesz, p.Memsz = 2<<30, 2<<30 })
+	case SFrameEmpty:
+		setSFrameProg(b, func(p *Prog) { p.Filesz, p.Memsz = 0, 0 })
+	case SFrameShort:
+		setSFrameProg(b, func(p *Prog) { p.Filesz, p.Memsz = n-8, n-8 })
+	case SFrameUnmapped, SFrameUnmappedNoSection:
+		setSFrameProg(b, func(p *Prog) { p.Vaddr = 0x900000 })
+	}
+	if how == SFrameNoSection || how == SFrameUnmappedNoSection {
+		le.PutUint64(b[40:], 0) // e_shoff
+		le.PutUint16(b[60:], 0) // e_shnum
+		le.PutUint16(b[62:], 0) // e_shstrndx
+	}
+	return b
+}
+
+// setProg rewrites, in a file Bytes laid out, each program header as
+// edit leaves it.
+func setProg(b []byte, edit func(*Prog)) {
+	phoff, phnum := le.Uint64(b[32:]), int(le.Uint16(b[56:]))
+	for i := 0; i < phnum; i++ {
+		h := b[phoff+uint64(i)*56:]
+		p := Prog{Type: elf.ProgType(le.Uint32(h)), Flags: elf.ProgFlag(le.Uint32(h[4:])), Off: le.Uint64(h[8:]), Vaddr: le.Uint64(h[16:]),
+			Filesz: le.Uint64(h[32:]), Memsz: le.Uint64(h[40:]), Align: le.Uint64(h[48:])}
+		edit(&p)
+		le.PutUint32(h, uint32(p.Type))
+		le.PutUint32(h[4:], uint32(p.Flags))
+		le.PutUint64(h[8:], p.Off)
+		le.PutUint64(h[16:], p.Vaddr)
+		le.PutUint64(h[24:], p.Vaddr)
+		le.PutUint64(h[32:], p.Filesz)
+		le.PutUint64(h[40:], p.Memsz)
+		le.PutUint64(h[48:], p.Align)
+	}
+}
+
+// setSFrameProg is setProg on the PT_GNU_SFRAME program headers only.
+func setSFrameProg(b []byte, edit func(*Prog)) {
+	setProg(b, func(p *Prog) {
+		if p.Type == elf.ProgType(0x6474e554) {
+			edit(p)
+		}
+	})
+}
