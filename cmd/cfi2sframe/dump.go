@@ -24,13 +24,19 @@ or as JSON with --json. FILE is an ELF file with a .sframe section (or
 PT_GNU_SFRAME segment), or a raw SFrame section such as objcopy -O binary
 --only-section=.sframe extracts. SFrame versions 1, 2 and 3 are read, in
 either byte order. The whole section is checked first: a malformed one is
-an error and prints nothing.`,
+an error and prints nothing.
+
+In a linked file the section dumped is the one a loader reads, through
+PT_GNU_SFRAME. When that cannot be followed (it holds no bytes, lies past
+the end of the file or outside every PT_LOAD) the .sframe section is
+dumped instead, after a warning line on stderr saying why: the kernel
+reads SFrame data only through PT_GNU_SFRAME and would find none.`,
 		Example: `  cfi2sframe dump /usr/lib/x86_64-linux-gnu/libc.so.6 | less
   cfi2sframe dump --json prog > prog-sframe.json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, name := range args {
-				if err := dumpFile(cmd.OutOrStdout(), name, asJSON); err != nil {
+				if err := dumpFile(cmd.OutOrStdout(), cmd.ErrOrStderr(), name, asJSON); err != nil {
 					return err
 				}
 			}
@@ -41,42 +47,53 @@ an error and prints nothing.`,
 	return cmd
 }
 
+// dumped is an SFrame section loadSFrame read for dump.
+type dumped struct {
+	t       *sframe.Table // reads the file's bytes: call done when finished with it
+	secName string
+	format  string // objdump's name for the file's format
+	// note, when the file's PT_GNU_SFRAME could not be followed, says why
+	// and what was read instead (elfread.Section.Fallback).
+	note string
+	done func()
+}
+
 // loadSFrame reads FILE as a raw SFrame section or an ELF file and checks
-// its SFrame section; format is objdump's name for the file's format. The
-// Table reads the file's bytes: call done when finished with it.
-func loadSFrame(name string) (t *sframe.Table, secName, format string, done func(), err error) {
+// its SFrame section.
+func loadSFrame(name string) (d *dumped, err error) {
 	in, err := openMapped(name)
 	if err != nil {
-		return nil, "", "", nil, err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			in.Close()
 		}
 	}()
-	done = func() { in.Close() }
+	done := func() { in.Close() }
 	data := in.Data
 	if len(data) >= 2 && (binary.LittleEndian.Uint16(data) == sframe.Magic || binary.BigEndian.Uint16(data) == sframe.Magic) {
 		t, err := checkedTable(data, 0)
 		if err != nil {
-			return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		return t, ".sframe", "binary", done, nil
+		return &dumped{t: t, secName: ".sframe", format: "binary", done: done}, nil
 	}
 	// The bytes a loader reads (as sframe.OpenELF finds them), in place,
 	// from the mapping.
 	f, err := elfread.NewFileBytes(data, name)
 	if err != nil {
-		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	es, err := f.LoaderSFrame()
 	if err != nil {
-		return nil, "", "", nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if t, err = checkedTable(es.Data, es.Addr); err != nil {
-		return nil, "", "", nil, fmt.Errorf("%s: %s: %w", name, es.Where(), err)
+	t, err := checkedTable(es.Data, es.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", name, es.Where(), err)
 	}
-	return t, es.Name, elfFormat(f.ELF), done, nil
+	return &dumped{t: t, secName: es.Name, format: elfFormat(f.ELF), note: es.Fallback, done: done}, nil
 }
 
 // checkedTable opens an SFrame section and checks all of it, as dump and
@@ -114,17 +131,24 @@ func elfFormat(f *elf.File) string {
 	return bits + "-little"
 }
 
-func dumpFile(w io.Writer, name string, asJSON bool) error {
-	t, secName, format, done, err := loadSFrame(name)
+// dumpFile dumps name's SFrame section to w. When the file's
+// PT_GNU_SFRAME could not be followed and another copy was dumped (the
+// kernel would find none), it says so on stderr first, in one line (the
+// JSON has no place for it).
+func dumpFile(w, stderr io.Writer, name string, asJSON bool) error {
+	d, err := loadSFrame(name)
 	if err != nil {
 		return err
 	}
-	defer done()
-	if asJSON {
-		return t.DumpJSON(w)
+	defer d.done()
+	if d.note != "" {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", name, d.note)
 	}
-	if _, err := fmt.Fprintf(w, "\n%s:     file format %s\n\nContents of the SFrame section %s:\n", name, format, secName); err != nil {
+	if asJSON {
+		return d.t.DumpJSON(w)
+	}
+	if _, err := fmt.Fprintf(w, "\n%s:     file format %s\n\nContents of the SFrame section %s:\n", name, d.format, d.secName); err != nil {
 		return err
 	}
-	return t.Dump(w)
+	return d.t.Dump(w)
 }

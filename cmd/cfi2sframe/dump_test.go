@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"debug/elf"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,12 +60,15 @@ func TestDumpMatchesGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var buf bytes.Buffer
-			if err := dumpFile(&buf, name, false); err != nil {
+			var buf, stderr bytes.Buffer
+			if err := dumpFile(&buf, &stderr, name, false); err != nil {
 				t.Fatal(err)
 			}
 			if got, w := normalize(buf.String()), normalize(string(want)); got != w {
 				t.Errorf("dump differs from golden\n--- got\n%s\n--- want\n%s", got, w)
+			}
+			if stderr.Len() > 0 {
+				t.Errorf("GNU's layout, yet dump says: %s", stderr.String())
 			}
 		})
 	}
@@ -111,7 +115,7 @@ func TestDumpMatchesLiveObjdump(t *testing.T) {
 				t.Fatalf("%s --sframe %s: %v", objdump, name, err)
 			}
 			var buf bytes.Buffer
-			if err := dumpFile(&buf, name, false); err != nil {
+			if err := dumpFile(&buf, io.Discard, name, false); err != nil {
 				t.Fatal(err)
 			}
 			if got, w := normalize(buf.String()), normalize(string(want)); got != w {
@@ -146,7 +150,7 @@ func TestDumpErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := dumpFile(&buf, tt.path, false)
+			err := dumpFile(&buf, io.Discard, tt.path, false)
 			if err == nil {
 				t.Fatalf("no error, output:\n%s", buf.String())
 			}
