@@ -12,6 +12,12 @@
 // Options.InMemory bytes is converted in memory, a larger one through two
 // unlinked temporary files (its input and its output), which are read
 // and written with read and write, never mapped whole.
+//
+// Packages and images read their compressed streams through NewReader,
+// which decompresses gzip, xz, zstd or bzip2 within bounds (an xz
+// dictionary or zstd window of at most MaxWindow, output of at most
+// Bounds, at most MaxTail bytes after the tar's end) and stops when its
+// context is done.
 package layer
 
 import (
