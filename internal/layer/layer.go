@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/internal/tree"
@@ -448,7 +449,7 @@ func (c *converter) written(it *item) error {
 	if c.o.Sums {
 		dst = io.MultiWriter(c.tw, sum)
 	}
-	if err := out.copyTo(dst); err != nil {
+	if err := out.copyTo(c.ctx, dst); err != nil {
 		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
 	copy(f.MD5[:], sum.Sum(nil))
@@ -470,17 +471,31 @@ func (c *converter) copy(hdr *tar.Header, head []byte, rest io.Reader) error {
 	if _, err := c.tw.Write(head); err != nil {
 		return c.streamErr(err)
 	}
-	if _, err := io.Copy(c.tw, rest); err != nil {
+	if _, err := io.Copy(c.tw, &ctxReader{c.ctx, rest}); err != nil {
 		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
 	return nil
+}
+
+// ctxReader reads r until ctx is done: a large entry copied, or spooled,
+// is not read to its end once the run is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r *ctxReader) Read(p []byte) (int, error) {
+	if r.ctx.Err() != nil {
+		return 0, context.Cause(r.ctx)
+	}
+	return r.r.Read(p)
 }
 
 func (c *converter) copyFrom(hdr *tar.Header, in *blob) error {
 	if err := c.tw.WriteHeader(hdr); err != nil {
 		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
-	if err := in.copyTo(c.tw); err != nil {
+	if err := in.copyTo(c.ctx, c.tw); err != nil {
 		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
 	return nil
@@ -511,11 +526,10 @@ func (c *converter) convert(in *blob) (out *blob, res *convert.Result, err error
 		}
 		return &blob{name: in.name, data: buf.Bytes(), size: int64(buf.Len())}, res, nil
 	}
-	f, err := os.CreateTemp(c.o.TempDir, "cfi2sframe-out-*")
+	f, err := elfwrite.Scratch(c.o.TempDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	os.Remove(f.Name())
 	out = &blob{name: in.name, file: f}
 	if err := res.Write(f); err != nil {
 		out.close()
@@ -544,14 +558,15 @@ func (b *blob) close() {
 	}
 }
 
-func (b *blob) copyTo(w io.Writer) error {
+// copyTo writes the blob to w, until ctx is done.
+func (b *blob) copyTo(ctx context.Context, w io.Writer) error {
 	if b.file == nil {
 		_, err := w.Write(b.data)
 		return err
 	}
 	// Read with read(2), not a mapping, so that the file's pages do not
 	// count against the process.
-	_, err := io.Copy(w, io.NewSectionReader(b.file, 0, b.size))
+	_, err := io.Copy(w, &ctxReader{ctx, io.NewSectionReader(b.file, 0, b.size)})
 	return err
 }
 
@@ -568,17 +583,16 @@ func (c *converter) spool(hdr *tar.Header, head []byte, r io.Reader) (*blob, err
 		}
 		return b, nil
 	}
-	f, err := os.CreateTemp(c.o.TempDir, "cfi2sframe-in-*")
+	f, err := elfwrite.Scratch(c.o.TempDir)
 	if err != nil {
 		return nil, err
 	}
-	os.Remove(f.Name())
 	b.file = f
 	if _, err := f.Write(head); err != nil {
 		b.close()
 		return nil, err
 	}
-	n, err := io.Copy(f, r)
+	n, err := io.Copy(f, &ctxReader{c.ctx, r})
 	if err == nil && n != hdr.Size-int64(len(head)) {
 		err = io.ErrUnexpectedEOF
 	}

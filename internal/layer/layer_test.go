@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,6 +259,55 @@ func TestCancel(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		t.Errorf("%d goroutines before, %d after", before, n)
 	}
+}
+
+// TestCancelLargeEntry: a large entry passed through (4 GiB of a file
+// that is not ELF), or spooled to a temporary file (an ELF file larger
+// than InMemory), stops being read once the run is cancelled.
+func TestCancelLargeEntry(t *testing.T) {
+	for _, head := range []string{"not ELF", "\x7fELF"} {
+		t.Run(head, func(t *testing.T) {
+			const size = 4 << 30
+			var hdr bytes.Buffer
+			tw := tar.NewWriter(&hdr)
+			tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "big", Size: size, Mode: 0o644})
+			tw.Flush()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			in := &cancelAfterRead{n: 64 << 20, cancel: cancel,
+				r: io.MultiReader(&hdr, strings.NewReader(head), io.LimitReader(zeroReader{}, size-int64(len(head))), bytes.NewReader(make([]byte, 1024)))}
+			_, err := Convert(ctx, in, io.Discard, Options{Jobs: 1, InMemory: 1 << 20, TempDir: t.TempDir()})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("want the context's error, got %v", err)
+			}
+			if in.read > 128<<20 {
+				t.Errorf("%d MiB of the 4 GiB entry read, the run cancelled after 64", in.read>>20)
+			}
+		})
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// cancelAfterRead cancels once n bytes have been read.
+type cancelAfterRead struct {
+	r       io.Reader
+	n, read int64
+	cancel  func()
+}
+
+func (c *cancelAfterRead) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += int64(n)
+	if c.read > c.n {
+		c.cancel()
+	}
+	return n, err
 }
 
 // cancelAfter cancels once n bytes have been written.
