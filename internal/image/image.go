@@ -45,6 +45,8 @@ type Options struct {
 	KeepGoing   bool   // pass failing files through unchanged (layer.Options.KeepGoing)
 	Jobs        int    // layers converted at once (0: runtime.NumCPU())
 	TempDir     string // for converted layers and large files ("": os.TempDir())
+	// Bounds limits what a layer's stream may expand to.
+	Bounds layer.Bounds
 	// CreatedBy is the history entry's created_by and the annotation's
 	// value: the command and its options.
 	CreatedBy string
@@ -121,16 +123,10 @@ func (c *converter) Close() {
 }
 
 // image converts one image: its layers in parallel, then the config and
-// the manifest. platform names it in errors and records.
-func (c *converter) image(ctx context.Context, img v1.Image, platform string) (v1.Image, error) {
-	rawManifest, err := img.RawManifest()
-	if err != nil {
-		return nil, fmt.Errorf("%smanifest: %w", prefix(platform), err)
-	}
-	manifest, err := img.Manifest()
-	if err != nil {
-		return nil, fmt.Errorf("%smanifest: %w", prefix(platform), err)
-	}
+// the manifest. platform names it in errors and records. changed is
+// false when no layer changed: the image is then img, as it was.
+func (c *converter) image(ctx context.Context, img *checkedImage, platform string) (_ v1.Image, changed bool, _ error) {
+	manifest := img.manifest
 	oci := manifest.MediaType == types.OCIManifestSchema1 || (manifest.MediaType == "" && manifest.Config.MediaType == types.OCIConfigJSON)
 	c.rec.Lock()
 	c.total += len(manifest.Layers)
@@ -164,9 +160,9 @@ func (c *converter) image(ctx context.Context, img v1.Image, platform string) (v
 	}
 	wg.Wait()
 	if err := firstError(errs); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return c.rebuild(img, rawManifest, manifest, results, platform)
+	return c.rebuild(img, results, platform)
 }
 
 // firstError is the first error that is not the cancellation the first
@@ -195,8 +191,8 @@ func prefix(platform string) string {
 }
 
 // layer converts layer i of img (described by d).
-func (c *converter) layer(ctx context.Context, img v1.Image, i int, d v1.Descriptor, platform string, oci bool) (*spooled, error) {
-	name := fmt.Sprintf("%slayer %d (%s)", prefix(platform), i+1, short(d.Digest))
+func (c *converter) layer(ctx context.Context, img *checkedImage, i int, d v1.Descriptor, platform string, oci bool) (*spooled, error) {
+	name := layerName(platform, i, d.Digest)
 	rec := LayerRecord{Platform: platform, Index: i + 1, Digest: d.Digest.String(), MediaType: d.MediaType, Size: d.Size}
 	defer func() {
 		c.stats.add(rec)
@@ -215,13 +211,9 @@ func (c *converter) layer(ctx context.Context, img v1.Image, i int, d v1.Descrip
 	if c.o.Compression != "" {
 		comp = c.o.Compression
 	}
-	l, err := img.LayerByDigest(d.Digest)
-	if err != nil {
-		rec.Error = err.Error()
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
+	src, _ := compressionOf(d.MediaType)
 	lo := layer.Options{Convert: c.o.Convert, Name: name, KeepGoing: c.o.KeepGoing, TempDir: c.o.TempDir, Limits: c.limits}
-	s, st, err := convertLayer(ctx, l, comp, layerType(comp, oci || comp == Zstd), lo)
+	s, st, err := convertLayer(ctx, img.layers[d.Digest], img.diffIDs[i], src, comp, layerType(comp, oci || comp == Zstd), lo, c.o.Bounds)
 	if st != nil {
 		rec.Entries = st.Entries
 		rec.Counts = map[string]int{}
@@ -254,22 +246,20 @@ func short(h v1.Hash) string {
 // rebuild writes the new config and manifest of img: converted layers'
 // descriptors and diff_ids replaced, one history entry and one
 // annotation added, every other field as it was.
-func (c *converter) rebuild(img v1.Image, rawManifest []byte, manifest *v1.Manifest, results []*spooled, platform string) (v1.Image, error) {
+func (c *converter) rebuild(img *checkedImage, results []*spooled, platform string) (v1.Image, bool, error) {
 	changed := false
 	for _, s := range results {
 		changed = changed || s != nil
 	}
 	if !changed {
-		return img, nil
+		out, err := img.image()
+		return out, false, err
 	}
-	fail := func(what string, err error) (v1.Image, error) {
-		return nil, fmt.Errorf("%s%s: %w", prefix(platform), what, err)
+	rawManifest, manifest := img.raw, img.manifest
+	fail := func(what string, err error) (v1.Image, bool, error) {
+		return nil, false, fmt.Errorf("%s%s: %w", prefix(platform), what, err)
 	}
-	rawConfig, err := img.RawConfigFile()
-	if err != nil {
-		return fail("config", err)
-	}
-	newConfig, err := editConfig(rawConfig, manifest, results, c.o.CreatedBy)
+	newConfig, err := editConfig(img.config, manifest, results, c.o.CreatedBy)
 	if err != nil {
 		return fail("config", err)
 	}
@@ -331,7 +321,7 @@ func (c *converter) rebuild(img v1.Image, rawManifest []byte, manifest *v1.Manif
 	if mt == "" {
 		// An OCI manifest may leave mediaType out (umoci and skopeo 1.9
 		// do): its descriptor or Content-Type says what it is.
-		if mt, err = img.MediaType(); err != nil {
+		if mt, err = img.orig.MediaType(); err != nil {
 			return fail("manifest", err)
 		}
 	}
@@ -344,7 +334,8 @@ func (c *converter) rebuild(img v1.Image, rawManifest []byte, manifest *v1.Manif
 			core.layers[s.digest] = s
 		}
 	}
-	return partial.CompressedToImage(core)
+	out, err := partial.CompressedToImage(core)
+	return out, true, err
 }
 
 // ociType is the OCI media type of a Docker layer's.
@@ -406,7 +397,7 @@ func editConfig(raw []byte, manifest *v1.Manifest, results []*spooled, createdBy
 // and its layers (new ones from their temporary files, the others from
 // the source image).
 type converted struct {
-	orig     v1.Image
+	orig     *checkedImage
 	manifest []byte
 	config   []byte
 	mt       types.MediaType
@@ -434,12 +425,12 @@ func Run(ctx context.Context, src, dst Ref, a Access, o Options) (*Stats, error)
 	if err != nil {
 		return st, fmt.Errorf("%s: %w", src, err)
 	}
-	var out source
+	var out output
 	if s.idx != nil {
 		out.idx, err = c.index(ctx, s.idx)
 	} else {
 		st.Images = 1
-		out.img, err = c.image(ctx, s.img, "")
+		out.img, _, err = c.image(ctx, s.img, "")
 	}
 	if err != nil {
 		return st, fmt.Errorf("%s: %w", src, err)

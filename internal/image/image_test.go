@@ -108,7 +108,7 @@ func testImageFor(t *testing.T, elfData []byte, mt types.MediaType, arch string)
 	return img
 }
 
-func writeLayout(t *testing.T, dir string, img v1.Image, tag string) {
+func writeTestLayout(t *testing.T, dir string, img v1.Image, tag string) {
 	t.Helper()
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
@@ -125,11 +125,19 @@ func readLayout(t *testing.T, dir, tag string) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := fromLayout(idx, tag)
+	root, err := checkIndex(context.Background(), idx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fromLayout(root, tag)
 	if err != nil || s.img == nil {
 		t.Fatalf("%s:%s: %v", dir, tag, err)
 	}
-	return s.img
+	img, err := s.img.image()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
 }
 
 func ref(t *testing.T, s string) Ref {
@@ -173,7 +181,7 @@ func TestOCIRoundTrip(t *testing.T) {
 		t.Run(string(mt), func(t *testing.T) {
 			dir := t.TempDir()
 			src := testImage(t, hello(t), mt)
-			writeLayout(t, filepath.Join(dir, "src"), src, "v1")
+			writeTestLayout(t, filepath.Join(dir, "src"), src, "v1")
 			o := Options{CreatedBy: "cfi2sframe image (test)", TempDir: dir}
 			var recs []LayerRecord
 			o.Layer = func(r LayerRecord, _, _ int) { recs = append(recs, r) }
@@ -244,7 +252,7 @@ func TestOCIRoundTrip(t *testing.T) {
 func TestFailureWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	bad := hello(t)[:300]
-	writeLayout(t, filepath.Join(dir, "src"), testImage(t, bad, types.OCILayer), "v1")
+	writeTestLayout(t, filepath.Join(dir, "src"), testImage(t, bad, types.OCILayer), "v1")
 	_, err := Run(context.Background(), ref(t, "oci:"+dir+"/src:v1"), ref(t, "oci:"+dir+"/out:v1"), Access{}, Options{TempDir: dir})
 	var le *layer.Error
 	if !errors.As(err, &le) || le.File != "usr/bin/hello" || !strings.Contains(err.Error(), "layer 1 (sha256:") {
@@ -281,7 +289,11 @@ func TestIndexPassesOtherPlatforms(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	outIdx, _ := layout.ImageIndexFromPath(filepath.Join(dir, "out"))
-	s, err := fromLayout(outIdx, "multi")
+	root, err := checkIndex(context.Background(), outIdx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fromLayout(root, "multi")
 	if err != nil || s.idx == nil {
 		t.Fatal(err)
 	}

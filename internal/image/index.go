@@ -17,15 +17,9 @@ var supported = map[string]bool{"amd64": true, "arm64": true, "s390x": true}
 // supported; others pass through, with a note in Stats.Passed.
 // Attestation manifests about a converted image are dropped, since
 // they would attest to an image that is no longer there.
-func (c *converter) index(ctx context.Context, idx v1.ImageIndex) (v1.ImageIndex, error) {
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, fmt.Errorf("index: %w", err)
-	}
-	raw, err := idx.RawManifest()
-	if err != nil {
-		return nil, fmt.Errorf("index: %w", err)
-	}
+func (c *converter) index(ctx context.Context, idx *checkedIndex) (v1.ImageIndex, error) {
+	im, raw := idx.im, idx.raw
+	var err error
 	var m map[string]json.RawMessage
 	var rawDescs struct {
 		Manifests []map[string]json.RawMessage `json:"manifests"`
@@ -48,11 +42,11 @@ func (c *converter) index(ctx context.Context, idx v1.ImageIndex) (v1.ImageIndex
 			keep = append(keep, rawDescs.Manifests[i])
 			continue
 		}
-		img, err := idx.Image(d.Digest)
+		img, err := idx.checkedImage(d.Digest, plat)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", plat, err)
+			return nil, err
 		}
-		conv, err := c.image(ctx, img, plat)
+		conv, changed, err := c.image(ctx, img, plat)
 		if err != nil {
 			return nil, err
 		}
@@ -60,7 +54,7 @@ func (c *converter) index(ctx context.Context, idx v1.ImageIndex) (v1.ImageIndex
 		c.stats.Images++
 		c.stats.mu.Unlock()
 		desc := rawDescs.Manifests[i]
-		if conv != img {
+		if changed {
 			h, err := conv.Digest()
 			if err != nil {
 				return nil, err

@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 )
 
@@ -63,10 +65,12 @@ func layerType(c Compression, oci bool) types.MediaType {
 	return types.DockerLayer
 }
 
-// spooled is a converted layer: its compressed bytes in an unlinked
-// temporary file (so that a killed run leaves nothing), with the digests
-// computed while it was written.
+// spooled is a converted layer: its compressed bytes in an unnamed
+// temporary file (elfwrite.Scratch, so that a killed run leaves
+// nothing), with the digests computed while it was written. Reading it
+// stops when ctx is done.
 type spooled struct {
+	ctx    context.Context
 	f      *os.File
 	size   int64
 	digest v1.Hash
@@ -81,7 +85,20 @@ func (s *spooled) MediaType() (types.MediaType, error) {
 	return s.mt, nil
 }
 func (s *spooled) Compressed() (io.ReadCloser, error) {
-	return io.NopCloser(io.NewSectionReader(s.f, 0, s.size)), nil
+	return io.NopCloser(ctxReader{s.ctx, io.NewSectionReader(s.f, 0, s.size)}), nil
+}
+
+// ctxReader reads r until ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if c.ctx.Err() != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	return c.r.Read(p)
 }
 func (s *spooled) close() { s.f.Close() }
 
@@ -123,46 +140,88 @@ func compressor(w io.Writer, c Compression) (io.Writer, func() error, error) {
 	return w, func() error { return nil }, nil
 }
 
-// convertLayer converts one layer: its tar stream through layer.Convert,
-// compressed with c into a temporary file. The result is nil when no
-// file changed (the source layer is then kept as it is).
-func convertLayer(ctx context.Context, l v1.Layer, c Compression, mt types.MediaType, lo layer.Options) (*spooled, *layer.Stats, error) {
-	rc, err := l.Uncompressed()
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", lo.Name, err)
-	}
-	defer rc.Close()
-	f, err := os.CreateTemp(lo.TempDir, "cfi2sframe-layer-*")
+// convertLayer converts one layer, whose bytes are compressed with src:
+// its tar stream through layer.Convert, compressed with dst into a
+// temporary file. The layer is checked whole as it is read: what
+// follows the tar's end (at most layer.MaxTail bytes) too, the
+// uncompressed stream against the config's diffID, and the compressed
+// blob, to its end, against its descriptor's digest and size. The
+// result is nil when no file changed (the source layer is then kept as
+// it is).
+func convertLayer(ctx context.Context, l *checkedLayer, diffID v1.Hash, src, dst Compression, mt types.MediaType, lo layer.Options, b layer.Bounds) (_ *spooled, _ *layer.Stats, err error) {
+	rc, err := l.open()
 	if err != nil {
 		return nil, nil, err
 	}
-	os.Remove(f.Name())
-	out := &spooled{f: f, mt: mt}
-	ok := false
+	defer rc.Close()
 	defer func() {
-		if !ok {
+		// A blob that is not what its descriptor says is the cause of
+		// whatever else went wrong in reading it: a decoder's error, a
+		// tar's, a file's.
+		var be *BlobError
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.As(err, &be) || errors.As(rc.finish(), &be) {
+			err = be
+		}
+	}()
+	dec, err := layer.NewReader(ctx, codec(src), rc, l.d.Size, b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", lo.Name, err)
+	}
+	defer dec.Close()
+	f, err := elfwrite.Scratch(lo.TempDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
 			f.Close()
 		}
 	}()
 	digest := newCounter()
-	zw, closeZ, err := compressor(io.MultiWriter(f, digest), c)
+	zw, closeZ, err := compressor(io.MultiWriter(f, digest), dst)
 	if err != nil {
 		return nil, nil, err
 	}
-	diffID := newCounter()
-	st, err := layer.Convert(ctx, rc, io.MultiWriter(zw, diffID), lo)
+	in, newDiffID := newCounter(), newCounter()
+	st, err := layer.Convert(ctx, io.TeeReader(dec, in), io.MultiWriter(zw, newDiffID), lo)
 	if err != nil {
 		return nil, st, err
 	}
+	if n, err := io.Copy(in, io.LimitReader(dec, layer.MaxTail+1)); err != nil {
+		return nil, st, fmt.Errorf("%s: after the tar's end: %w", lo.Name, err)
+	} else if n > layer.MaxTail {
+		return nil, st, fmt.Errorf("%s: more than %d KiB after the tar's end", lo.Name, layer.MaxTail>>10)
+	}
+	if got := in.hash(); got != diffID {
+		return nil, st, &BlobError{lo.Name, l.d.Digest, fmt.Errorf("its tar stream hashes to %s, but the config's diff_id is %s", got, diffID)}
+	}
+	if err := rc.finish(); err != nil {
+		return nil, st, err
+	}
 	if !st.Changed() {
+		f.Close()
 		return nil, st, nil
 	}
 	if err := closeZ(); err != nil {
 		return nil, st, fmt.Errorf("%s: compressing: %w", lo.Name, err)
 	}
-	out.size, out.digest, out.diffID = digest.n, digest.hash(), diffID.hash()
-	ok = true
+	// Read when the image is written, after the image's own ctx ends: the run's ctx.
+	out := &spooled{ctx: l.ctx, f: f, mt: mt, size: digest.n, digest: digest.hash(), diffID: newDiffID.hash()}
 	return out, st, nil
+}
+
+// codec is the layer package's name for c.
+func codec(c Compression) layer.Codec {
+	switch c {
+	case Gzip:
+		return layer.Gzip
+	case Zstd:
+		return layer.Zstd
+	}
+	return layer.Uncompressed
 }
 
 var _ partial.CompressedLayer = (*spooled)(nil)

@@ -1,24 +1,26 @@
 package image
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/match"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 )
@@ -98,9 +100,9 @@ func (a Access) remoteOpts(ctx context.Context) []remote.Option {
 	t := remote.DefaultTransport.(*http.Transport).Clone()
 	if a.Insecure {
 		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for with --tls-verify=false
-		opts = append(opts, remote.WithTransport(t))
+		opts = append(opts, remote.WithTransport(checkManifests{t}))
 	} else {
-		opts = append(opts, remote.WithTransport(httpsOnly{t}))
+		opts = append(opts, remote.WithTransport(checkManifests{httpsOnly{t}}))
 	}
 	if a.Jobs > 0 {
 		opts = append(opts, remote.WithJobs(a.Jobs))
@@ -108,13 +110,15 @@ func (a Access) remoteOpts(ctx context.Context) []remote.Option {
 	return opts
 }
 
-// source is what a reference names: an image or an index.
+// source is what a reference names: an image or an index, checked
+// (checkImage, checkIndex).
 type source struct {
-	img v1.Image
-	idx v1.ImageIndex
+	img *checkedImage
+	idx *checkedIndex
 }
 
-// open reads the reference's manifest (not its layers).
+// open reads the reference's manifest (not its layers) and checks it
+// against the digest it was reached by.
 func open(ctx context.Context, r Ref, a Access) (source, error) {
 	switch r.Transport {
 	case Docker:
@@ -122,22 +126,41 @@ func open(ctx context.Context, r Ref, a Access) (source, error) {
 		if err != nil {
 			return source{}, err
 		}
+		// The transport checked the manifest against the reference's
+		// digest or the registry's Docker-Content-Digest (checkManifests).
 		desc, err := remote.Get(ref, a.remoteOpts(ctx)...)
 		if err != nil {
 			return source{}, err
 		}
 		if desc.MediaType.IsIndex() {
 			idx, err := desc.ImageIndex()
-			return source{idx: idx}, err
+			if err != nil {
+				return source{}, err
+			}
+			ci, err := checkIndex(ctx, idx, &desc.Descriptor, []v1.Hash{desc.Digest})
+			return source{idx: ci}, err
 		}
 		img, err := desc.Image()
-		return source{img: img}, err
+		if err != nil {
+			return source{}, err
+		}
+		ci, err := checkImage(ctx, img, &desc.Descriptor, "")
+		return source{img: ci}, err
 	case OCI:
+		// index.json is read whole by the layout's reader: bound it
+		// first.
+		if st, err := os.Stat(filepath.Join(r.Name, "index.json")); err == nil && st.Size() > MaxDocument {
+			return source{}, fmt.Errorf("index.json: %d bytes, over the %d MiB limit on manifests, indexes and configs", st.Size(), MaxDocument>>20)
+		}
 		idx, err := layout.ImageIndexFromPath(r.Name)
 		if err != nil {
 			return source{}, err
 		}
-		return fromLayout(idx, r.Tag)
+		root, err := checkIndex(ctx, idx, nil, nil)
+		if err != nil {
+			return source{}, fmt.Errorf("index.json: %w", err)
+		}
+		return fromLayout(root, r.Tag)
 	case DockerArchive:
 		var tag *name.Tag
 		if r.Tag != "" {
@@ -153,7 +176,14 @@ func open(ctx context.Context, r Ref, a Access) (source, error) {
 			return source{}, errors.New("not a regular file")
 		}
 		img, err := tarball.ImageFromPath(r.Name, tag)
-		return source{img: img}, err
+		if err != nil {
+			return source{}, err
+		}
+		// The archive's manifest is made from its files, so there is
+		// no digest to hold it to; its layers are held to the config's
+		// diff_ids as they are converted.
+		ci, err := checkImage(ctx, img, nil, "")
+		return source{img: ci}, err
 	}
 	return source{}, fmt.Errorf("unknown transport %q", r.Transport)
 }
@@ -162,13 +192,9 @@ const refName = "org.opencontainers.image.ref.name"
 
 // fromLayout picks the manifest tagged tag in a layout's index.json, or
 // its only one when tag is "".
-func fromLayout(idx v1.ImageIndex, tag string) (source, error) {
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return source{}, err
-	}
+func fromLayout(idx *checkedIndex, tag string) (source, error) {
 	var found []v1.Descriptor
-	for _, d := range im.Manifests {
+	for _, d := range idx.im.Manifests {
 		if tag == "" || d.Annotations[refName] == tag {
 			found = append(found, d)
 		}
@@ -184,16 +210,26 @@ func fromLayout(idx v1.ImageIndex, tag string) (source, error) {
 	d := found[0]
 	if d.MediaType.IsIndex() {
 		ii, err := idx.ImageIndex(d.Digest)
-		return source{idx: ii}, err
+		if err != nil {
+			return source{}, err
+		}
+		return source{idx: ii.(*checkedIndex)}, nil
 	}
-	img, err := idx.Image(d.Digest)
-	return source{img: img}, err
+	ci, err := idx.checkedImage(d.Digest, "")
+	return source{img: ci}, err
+}
+
+// output is what is written: the converted image or index.
+type output struct {
+	img v1.Image
+	idx v1.ImageIndex
 }
 
 // write writes the converted image or index to r. A registry's tag is
 // pushed last, after every blob, so an interrupted push leaves it as it
-// was; an archive is written to a temporary name and renamed.
-func write(ctx context.Context, r Ref, a Access, s source, srcRef Ref) error {
+// was; an archive is written to a temporary name and renamed; a layout
+// is written as writeLayout says.
+func write(ctx context.Context, r Ref, a Access, s output, srcRef Ref) error {
 	switch r.Transport {
 	case Docker:
 		ref, err := name.ParseReference(r.Name, a.nameOpts()...)
@@ -205,25 +241,7 @@ func write(ctx context.Context, r Ref, a Access, s source, srcRef Ref) error {
 		}
 		return remote.Write(ref, s.img, a.remoteOpts(ctx)...)
 	case OCI:
-		p, err := layout.FromPath(r.Name)
-		if err != nil {
-			if _, serr := os.Stat(filepath.Join(r.Name, "index.json")); !errors.Is(serr, os.ErrNotExist) {
-				return err
-			}
-			if p, err = layout.Write(r.Name, empty.Index); err != nil {
-				return err
-			}
-		}
-		var opts []layout.Option
-		matcher := func(v1.Descriptor) bool { return false }
-		if r.Tag != "" {
-			opts = append(opts, layout.WithAnnotations(map[string]string{refName: r.Tag}))
-			matcher = match.Annotation(refName, r.Tag)
-		}
-		if s.idx != nil {
-			return p.ReplaceIndex(s.idx, matcher, opts...)
-		}
-		return p.ReplaceImage(s.img, matcher, opts...)
+		return writeLayout(ctx, r, s)
 	case DockerArchive:
 		if s.idx != nil {
 			return errors.New("a docker archive holds one image, and the source is a multi-platform index")
@@ -276,4 +294,48 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// checkManifests holds every manifest a registry serves to the digest
+// it was asked for, or to the registry's Docker-Content-Digest when it
+// was asked for by tag, and to MaxDocument. go-containerregistry checks
+// the first only: a tag's manifest that is not the one the registry
+// names would be converted and published under a fresh digest.
+type checkManifests struct{ next http.RoundTripper }
+
+func (t checkManifests) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	dir, ref := path.Split(r.URL.Path)
+	if err != nil || r.Method != http.MethodGet || resp.StatusCode != http.StatusOK || !strings.HasSuffix(dir, "/manifests/") {
+		return resp, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocument+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > MaxDocument {
+		return nil, fmt.Errorf("manifest %s: over the %d MiB limit on manifests, indexes and configs", ref, MaxDocument>>20)
+	}
+	want := resp.Header.Get("Docker-Content-Digest")
+	what := "the registry's Docker-Content-Digest"
+	if strings.Contains(ref, ":") {
+		want, what = ref, "the digest it was asked for"
+	}
+	if types.MediaType(resp.Header.Get("Content-Type")) == types.DockerManifestSchema1Signed {
+		want = "" // its digest is of the payload without the signatures
+	}
+	if want != "" {
+		h, err := v1.NewHash(want)
+		if err != nil {
+			return nil, fmt.Errorf("manifest %s: %s %q: %w", ref, what, want, err)
+		}
+		d := v1.Descriptor{Digest: h, Size: int64(len(body))}
+		if err := checkDocument("manifest "+ref, body, &d); err != nil {
+			return nil, fmt.Errorf("%w (%s)", err, what)
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
 }
