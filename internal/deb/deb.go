@@ -16,7 +16,9 @@
 // The package is read through an io.ReaderAt, member by member, and never
 // held in memory: data.tar is converted as a stream into a temporary file,
 // since its new size must precede it. A package with nothing to convert
-// is written back byte for byte.
+// is written back byte for byte. Each member is decoded once, through
+// layer.NewReader, within Options.Bounds; what follows data.tar's end is
+// read (for the compression's checksums) up to layer.MaxTail bytes.
 //
 // The ar member headers are read by relobj.ParseArHeader, the reader of
 // static archives' headers; relobj's archive reader itself takes a whole
@@ -56,6 +58,8 @@ type Options struct {
 	// Name names the package in errors (its path).
 	Name    string
 	TempDir string // temporary files; "" is os.TempDir()
+	// Bounds limits what each member may expand to.
+	Bounds layer.Bounds
 }
 
 // Error is a package that could not be converted: Member (and the file
@@ -162,6 +166,7 @@ type Result struct {
 	Stats     *layer.Stats // what became of data.tar's files
 	Sums      int          // md5sums lines given a new sum
 
+	ctx           context.Context // Convert's, which Write heeds too
 	in            io.ReaderAt
 	size          int64
 	members       []member
@@ -173,9 +178,10 @@ type Result struct {
 // Convert converts the ELF files of the Debian package r of size bytes.
 // A package with nothing to convert is no error: Unchanged says why, and
 // Write then writes it as it is. The error (an *Error) names the package,
-// the member and the file inside. Close the result.
+// the member and the file inside. Once ctx is done, Convert and the
+// result's Write stop with an error. Close the result.
 func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Result, err error) {
-	res := &Result{in: r, size: size}
+	res := &Result{ctx: ctx, in: r, size: size}
 	wrap := func(member string, err error) error {
 		if err == nil {
 			return nil
@@ -197,7 +203,7 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 	if err != nil {
 		return nil, wrap(dm.name, err)
 	}
-	res.Member, res.NewMember = dm.name, strings.TrimSuffix(dm.name, string(dc))+string(dc.written())
+	res.Member, res.NewMember = dm.name, strings.TrimSuffix(dm.name, suffix(dc))+suffix(written(dc))
 	defer func() {
 		if err != nil {
 			res.Close()
@@ -212,7 +218,7 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 		res.newData = nil
 		return res, nil
 	}
-	if res.newControl, res.Sums, err = updateSums(r, cm, cc, newSums(res.Stats), o.TempDir); err != nil {
+	if res.newControl, res.Sums, err = updateSums(ctx, r, cm, cc, newSums(res.Stats), o); err != nil {
 		return nil, wrap(cm.name, err)
 	}
 	return res, nil
@@ -220,12 +226,12 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 
 // convertData converts the data member m of compression c into a
 // temporary file, compressed as c is written.
-func convertData(ctx context.Context, r io.ReaderAt, m member, c codec, o Options) (_ *spool, _ *layer.Stats, err error) {
-	dec, err := newDecoder(c, io.NewSectionReader(r, m.off, m.size))
+func convertData(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, o Options) (_ *spool, _ *layer.Stats, err error) {
+	dec, err := layer.NewReader(ctx, c, io.NewSectionReader(r, m.off, m.size), m.size, o.Bounds)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer dec.close()
+	defer dec.Close()
 	out, err := newSpool(o.TempDir)
 	if err != nil {
 		return nil, nil, err
@@ -235,7 +241,7 @@ func convertData(ctx context.Context, r io.ReaderAt, m member, c codec, o Option
 			out.close()
 		}
 	}()
-	enc, err := newEncoder(c, out, dec, 0)
+	enc, err := newEncoder(c, out, dec.GzipHeader(), 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -245,7 +251,7 @@ func convertData(ctx context.Context, r io.ReaderAt, m member, c codec, o Option
 	}
 	// The rest of the stream (the tar's padding) is read to its end, so
 	// that the compression's checksums are checked.
-	if _, err := io.Copy(io.Discard, dec); err != nil {
+	if err := dec.Tail(); err != nil {
 		return nil, nil, err
 	}
 	if err := enc.Close(); err != nil {
@@ -286,10 +292,11 @@ func (r *Result) SFrameBytes() int {
 }
 
 // Write writes the package: the input itself when Unchanged, else the
-// members in their order with the new control and data members.
+// members in their order with the new control and data members. It stops
+// once the context given to Convert is done.
 func (r *Result) Write(w io.Writer) error {
 	if r.newData == nil {
-		_, err := io.Copy(w, io.NewSectionReader(r.in, 0, r.size))
+		_, err := io.Copy(w, &ctxReader{r.ctx, io.NewSectionReader(r.in, 0, r.size)})
 		return err
 	}
 	if _, err := io.WriteString(w, relobj.ArchiveMagic); err != nil {
@@ -314,8 +321,12 @@ func (r *Result) Write(w io.Writer) error {
 		if _, err := w.Write(h[:]); err != nil {
 			return err
 		}
-		if n, err := io.Copy(w, body); err != nil || n != size {
-			return fmt.Errorf("%s: %d of %d bytes written: %v", m.name, n, size, err)
+		n, err := io.Copy(w, &ctxReader{r.ctx, body})
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		if n != size {
+			return fmt.Errorf("%s: %d of %d bytes written", m.name, n, size)
 		}
 		if size%2 == 1 {
 			if _, err := w.Write([]byte{'\n'}); err != nil {
@@ -348,7 +359,8 @@ func (r *Result) Close() error {
 
 // Packages converts the Debian packages of a tree (tree.Packager).
 type Packages struct {
-	TempDir string // temporary files; "" is os.TempDir()
+	TempDir string       // temporary files; "" is os.TempDir()
+	Bounds  layer.Bounds // what each member may expand to
 }
 
 // Is says whether a file whose bytes start with head is a Debian package.
@@ -356,7 +368,7 @@ func (Packages) Is(head []byte) bool { return Is(head) }
 
 // Convert converts the package name (Convert).
 func (p Packages) Convert(ctx context.Context, name string, r io.ReaderAt, size int64, o convert.Options) (tree.Package, error) {
-	res, err := Convert(ctx, r, size, Options{Convert: o, Name: name, TempDir: p.TempDir})
+	res, err := Convert(ctx, r, size, Options{Convert: o, Name: name, TempDir: p.TempDir, Bounds: p.Bounds})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 )
 
@@ -15,7 +16,14 @@ import (
 // dpkg-deb): control.tar with control and md5sums, data.tar with the
 // files given and a hard link to the first, the members compressed as
 // comp.
-func seedDeb(t testing.TB, comp codec, files map[string][]byte) []byte {
+func seedDeb(t testing.TB, comp layer.Codec, files map[string][]byte) []byte {
+	t.Helper()
+	control, data := seedTars(t, files)
+	return debOf(comp, compressed(t, comp, control), comp, compressed(t, comp, data))
+}
+
+// seedTars are seedDeb's control and data tar streams.
+func seedTars(t testing.TB, files map[string][]byte) (control, data []byte) {
 	t.Helper()
 	tarOf := func(entries ...entry) []byte {
 		var b bytes.Buffer
@@ -31,25 +39,15 @@ func seedDeb(t testing.TB, comp codec, files map[string][]byte) []byte {
 		tw.Close()
 		return b.Bytes()
 	}
-	compress := func(b []byte) []byte {
-		var out bytes.Buffer
-		enc, err := newEncoder(comp, &out, &decoder{}, int64(len(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc.Write(b)
-		enc.Close()
-		return out.Bytes()
-	}
 	reg := func(name string, data []byte) entry {
 		return entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755}, data}
 	}
-	var data []entry
+	var es []entry
 	sums := ""
 	first := ""
 	for _, name := range []string{"usr/bin/hello", "usr/share/doc/t/notes"} {
 		if b, ok := files[name]; ok {
-			data = append(data, reg("./"+name, b))
+			es = append(es, reg("./"+name, b))
 			sums += "00000000000000000000000000000000  " + name + "\n"
 			if first == "" {
 				first = name
@@ -57,14 +55,32 @@ func seedDeb(t testing.TB, comp codec, files map[string][]byte) []byte {
 		}
 	}
 	if first != "" {
-		data = append(data, entry{tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/again", Linkname: "./" + first}, nil})
+		es = append(es, entry{tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/again", Linkname: "./" + first}, nil})
 		sums += "00000000000000000000000000000000  usr/bin/again\n"
 	}
-	control := tarOf(reg("./control", []byte("Package: t\n")), reg("./md5sums", []byte(sums)))
+	return tarOf(reg("./control", []byte("Package: t\n")), reg("./md5sums", []byte(sums))), tarOf(es...)
+}
+
+// compressed is b compressed with c as members are written.
+func compressed(t testing.TB, c layer.Codec, b []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	enc, err := newEncoder(c, &out, nil, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.Write(b)
+	enc.Close()
+	return out.Bytes()
+}
+
+// debOf is a package of the control and data members given, compressed
+// with cc and dc.
+func debOf(cc layer.Codec, control []byte, dc layer.Codec, data []byte) []byte {
 	b := []byte(relobj.ArchiveMagic)
 	b = append(b, hostile.ArMember("debian-binary", []byte("2.0\n"))...)
-	b = append(b, hostile.ArMember("control.tar"+string(comp), compress(control))...)
-	return append(b, hostile.ArMember("data.tar"+string(comp), compress(tarOf(data...)))...)
+	b = append(b, hostile.ArMember("control.tar"+suffix(cc), control)...)
+	return append(b, hostile.ArMember("data.tar"+suffix(dc), data)...)
 }
 
 // FuzzDeb converts arbitrary bytes as a package: no panic; a package
@@ -77,12 +93,12 @@ func FuzzDeb(f *testing.F) {
 	o := Options{Convert: convert.Options{FragileLayout: true}}
 	notes := map[string][]byte{"usr/share/doc/t/notes": []byte("notes\n")}
 	both := map[string][]byte{"usr/bin/hello": tiny, "usr/share/doc/t/notes": []byte("notes\n")}
-	f.Add(seedDeb(f, none, notes))
-	f.Add(seedDeb(f, none, both))
-	f.Add(seedDeb(f, gz, both))
-	f.Add(seedDeb(f, xzc, both))
-	f.Add(seedDeb(f, zst, both))
-	f.Add(seedDeb(f, zst, notes))
+	f.Add(seedDeb(f, layer.Uncompressed, notes))
+	f.Add(seedDeb(f, layer.Uncompressed, both))
+	f.Add(seedDeb(f, layer.Gzip, both))
+	f.Add(seedDeb(f, layer.Xz, both))
+	f.Add(seedDeb(f, layer.Zstd, both))
+	f.Add(seedDeb(f, layer.Zstd, notes))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		ctx := context.Background()
 		res, err := Convert(ctx, bytes.NewReader(in), int64(len(in)), o)

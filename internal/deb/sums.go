@@ -3,8 +3,8 @@ package deb
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -86,41 +86,36 @@ func (c *counter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// findSums reads the control member m of compression c: its md5sums,
-// where its bytes start in the tar stream (nil if it has none), and the
-// stream's size.
-func findSums(r io.ReaderAt, m member, c codec) (off int64, sums []byte, size int64, err error) {
-	dec, err := newDecoder(c, io.NewSectionReader(r, m.off, m.size))
-	if err != nil {
-		return 0, nil, 0, err
-	}
-	defer dec.close()
-	cr := &counter{r: dec}
+// findSums reads the control tar stream r: where the bytes of its
+// md5sums start, and them; then r to its end. Without an md5sums (sums
+// nil) r is read to the tar's end only.
+func findSums(r io.Reader) (off int64, sums []byte, err error) {
+	cr := &counter{r: r}
 	tr := tar.NewReader(cr)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return 0, nil, 0, nil
+			return 0, nil, nil
 		}
 		if err != nil {
-			return 0, nil, 0, err
+			return 0, nil, err
 		}
 		if hdr.Typeflag != tar.TypeReg || sumName(hdr.Name) != "md5sums" {
 			continue
 		}
 		if hdr.Size > maxSums {
-			return 0, nil, 0, fmt.Errorf("%s: %d bytes, more than the %d read", hdr.Name, hdr.Size, maxSums)
+			return 0, nil, fmt.Errorf("%s: %d bytes, more than the %d read", hdr.Name, hdr.Size, maxSums)
 		}
 		// archive/tar reads no further than the header: the file's
 		// bytes start here.
 		off = cr.n
 		if sums, err = io.ReadAll(tr); err != nil {
-			return 0, nil, 0, fmt.Errorf("%s: %w", hdr.Name, err)
+			return 0, nil, fmt.Errorf("%s: %w", hdr.Name, err)
 		}
 		if _, err := io.Copy(io.Discard, cr); err != nil {
-			return 0, nil, 0, err
+			return 0, nil, err
 		}
-		return off, sums, cr.n, nil
+		return off, sums, nil
 	}
 }
 
@@ -129,8 +124,23 @@ func findSums(r io.ReaderAt, m member, c codec) (off int64, sums []byte, size in
 // sum: a new member compressed as m is, every other byte of the tar
 // stream kept (a sum keeps its length), and the number of lines changed.
 // It returns nil when no line changes (or there is no md5sums).
-func updateSums(r io.ReaderAt, m member, c codec, sums map[string][16]byte, tempDir string) (_ *spool, changed int, err error) {
-	off, old, size, err := findSums(r, m, c)
+//
+// The member is decoded once: its tar stream is kept in a temporary file
+// as md5sums is looked for, and compressed from there with the new
+// md5sums (the encoder is sized by the stream's size, known only at its
+// end).
+func updateSums(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, sums map[string][16]byte, o Options) (_ *spool, changed int, err error) {
+	dec, err := layer.NewReader(ctx, c, io.NewSectionReader(r, m.off, m.size), m.size, o.Bounds)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer dec.Close()
+	stream, err := newSpool(o.TempDir)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer stream.close()
+	off, old, err := findSums(io.TeeReader(dec, stream))
 	if err != nil || old == nil {
 		return nil, 0, err
 	}
@@ -138,12 +148,10 @@ func updateSums(r io.ReaderAt, m member, c codec, sums map[string][16]byte, temp
 	if changed == 0 {
 		return nil, 0, nil
 	}
-	dec, err := newDecoder(c, io.NewSectionReader(r, m.off, m.size))
-	if err != nil {
+	if err := stream.finish(); err != nil {
 		return nil, 0, err
 	}
-	defer dec.close()
-	out, err := newSpool(tempDir)
+	out, err := newSpool(o.TempDir)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -152,24 +160,25 @@ func updateSums(r io.ReaderAt, m member, c codec, sums map[string][16]byte, temp
 			out.close()
 		}
 	}()
-	enc, err := newEncoder(c, out, dec, size)
+	enc, err := newEncoder(c, out, dec.GzipHeader(), stream.size)
 	if err != nil {
 		return nil, 0, err
 	}
-	if _, err := io.CopyN(enc, dec, off); err != nil {
+	// Written in three parts, the bytes before md5sums, the new md5sums,
+	// the rest: zstd's encoder ends a block where a part starts, which
+	// shows in its output, and an output keeps its bytes from one version
+	// to the next.
+	src := &ctxReader{ctx, stream.reader()}
+	if _, err := io.CopyN(enc, src, off); err != nil {
 		return nil, 0, err
-	}
-	again := make([]byte, len(old))
-	if _, err := io.ReadFull(dec, again); err != nil {
-		return nil, 0, err
-	}
-	if !bytes.Equal(again, old) {
-		return nil, 0, errors.New("md5sums read differently the second time")
 	}
 	if _, err := enc.Write(patched); err != nil {
 		return nil, 0, err
 	}
-	if _, err := io.Copy(enc, dec); err != nil {
+	if _, err := io.CopyN(io.Discard, src, int64(len(patched))); err != nil {
+		return nil, 0, err
+	}
+	if _, err := io.Copy(enc, src); err != nil {
 		return nil, 0, err
 	}
 	if err := enc.Close(); err != nil {
