@@ -5,10 +5,13 @@ import (
 	"context"
 	"io"
 	"os"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 )
 
 // spool is a member written before its size is known (its ar header
-// comes first): an unlinked temporary file.
+// comes first), or a control tar stream being patched: a temporary file
+// with no name (elfwrite.Scratch), which no kill leaves behind.
 type spool struct {
 	f    *os.File
 	w    *bufio.Writer
@@ -16,11 +19,10 @@ type spool struct {
 }
 
 func newSpool(dir string) (*spool, error) {
-	f, err := os.CreateTemp(dir, "cfi2sframe-deb-*")
+	f, err := elfwrite.Scratch(dir)
 	if err != nil {
 		return nil, err
 	}
-	os.Remove(f.Name())
 	return &spool{f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
 }
 
