@@ -38,24 +38,13 @@ func CheckFile(name string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	// The bytes a loader reads, as sframe.OpenELF finds them: through
-	// PT_GNU_SFRAME when it can be followed, the section otherwise; the
-	// layout check reports where the two disagree. No bytes (an empty or
-	// SHT_NOBITS .sframe): no function is described, and every CFI
-	// function is checked for being missing.
 	layout := checkLayout(f.ELF, in.Data)
-	var sec *sframe.Table
-	es, err := f.LoaderSFrame()
-	switch {
-	case err != nil && !(es == nil && noSFrameData(f.ELF)):
+	sec, problem, err := loaderTable(f, len(layout) > 0)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
-	case err == nil && len(es.Data) > 0:
-		if sec, err = sframe.Open(es.Data, es.Addr); err == nil {
-			err = sec.Check()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", name, es.Where(), err)
-		}
+	}
+	if problem != nil {
+		layout = append(layout, *problem)
 	}
 	// The CFI is executed one FDE at a time as the check reaches its code.
 	st, err := cfi.OpenBytes(in.Data)
@@ -75,6 +64,56 @@ func CheckFile(name string) (*Result, error) {
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
 	return res, nil
+}
+
+// loaderTable opens and checks the SFrame data a loader reads, as
+// sframe.OpenELF finds them: through PT_GNU_SFRAME when it can be
+// followed, the section otherwise (checkLayout reports why, and where the
+// two disagree). No bytes (an empty or SHT_NOBITS .sframe, or, when
+// laidOut says that checkLayout reported a problem, a PT_GNU_SFRAME a
+// loader cannot follow and nothing to read instead): nil, no function is
+// described, and every CFI function is checked for being missing. When
+// PT_GNU_SFRAME's bytes are no sound SFrame section and the .sframe
+// section's are, the section is checked and problem says so. Errors do not
+// name the file.
+func loaderTable(f *elfread.File, laidOut bool) (sec *sframe.Table, problem *LayoutProblem, err error) {
+	es, err := f.LoaderSFrame()
+	switch {
+	case err != nil && es == nil && noSFrameData(f.ELF),
+		errors.Is(err, elfread.ErrNoLoaderSFrame) && laidOut:
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, err
+	case len(es.Data) == 0:
+		return nil, nil, nil
+	}
+	if sec, err = checkedTable(es); err == nil || !es.Segment {
+		if err != nil {
+			err = fmt.Errorf("%s: %w", es.Where(), err)
+		}
+		return sec, nil, err
+	}
+	// The kernel would refuse what PT_GNU_SFRAME holds: the layout check
+	// has said how it differs from the section, which may still be sound.
+	s, serr := f.SFrame()
+	if serr == nil && len(s.Data) > 0 {
+		if sec, serr = checkedTable(s); serr == nil {
+			return sec, &LayoutProblem{What: "sframe-segment", Detail: fmt.Sprintf("%s: %v; checked section %s instead", es.Where(), err, s.Name)}, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("%s: %w", es.Where(), err)
+}
+
+// checkedTable opens and checks all of s.
+func checkedTable(s *elfread.Section) (*sframe.Table, error) {
+	t, err := sframe.Open(s.Data, s.Addr)
+	if err == nil {
+		err = t.Check()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // noSFrameData says whether the file's .sframe section holds no bytes:

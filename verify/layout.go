@@ -35,10 +35,11 @@ func (p LayoutProblem) String() string { return "layout: " + p.Detail }
 //
 //   - PT_LOADs sorted by address and not sharing a page;
 //   - PT_PHDR inside the first PT_LOAD and at e_phoff, of the table's size;
-//   - PT_GNU_SFRAME inside a PT_LOAD and, when a .sframe section header
-//     exists, describing the same bytes at the same address; a .sframe
-//     section without PT_GNU_SFRAME, which no loader finds; another
-//     section sharing file bytes with .sframe;
+//   - PT_GNU_SFRAME a loader can read (elfread.LoaderSegment: holding
+//     bytes, inside a PT_LOAD and the file) and, when a .sframe section
+//     header exists, describing the same bytes at the same address; a
+//     .sframe section without PT_GNU_SFRAME, which no loader finds;
+//     another section sharing file bytes with .sframe;
 //   - every allocated section with contents inside a PT_LOAD at the
 //     offset that segment maps it from (or running on into PT_LOADs that
 //     follow it back to back in the file and in memory).
@@ -170,8 +171,14 @@ func checkSFrame(ef *elf.File, data []byte, mapped func(addr, size, off uint64) 
 	}
 	for _, p := range sfSegs {
 		load, sameOff := mapped(p.Vaddr, p.Filesz, p.Off)
+		// Why a loader cannot read it, as dump and the check against the
+		// CFI find it.
+		_, _, problem := elfread.LoaderSegment(ef, p, int64(len(data)))
 		switch {
-		case load == nil:
+		case problem != "":
+			load = nil
+			add("sframe-segment", "%s: the kernel reads SFrame data only through PT_GNU_SFRAME and would find none", problem)
+		case load == nil: // in a PT_LOAD of no memory size
 			add("sframe-segment", "PT_GNU_SFRAME [%#x,%#x) lies outside every PT_LOAD's file-backed part", p.Vaddr, p.Vaddr+p.Filesz)
 		case !sameOff:
 			add("sframe-segment", "PT_GNU_SFRAME at %#x says file offset %#x, the PT_LOAD mapping it says %#x", p.Vaddr, p.Off, load.Off+(p.Vaddr-load.Vaddr))
@@ -192,7 +199,9 @@ func checkSFrame(ef *elf.File, data []byte, mapped func(addr, size, off uint64) 
 		if load != nil && sfSec.Type != elf.SHT_NOBITS {
 			seg := fileRange(data, load.Off+(p.Vaddr-load.Vaddr), p.Filesz)
 			sec := fileRange(data, sfSec.Offset, sfSec.Size)
-			if seg != nil && sec != nil && (!bytes.HasPrefix(seg, sec) || !zero(seg[min(len(sec), len(seg)):])) {
+			// A segment shorter than the section is reported above.
+			n := min(len(sec), len(seg))
+			if seg != nil && sec != nil && (!bytes.Equal(seg[:n], sec[:n]) || !zero(seg[n:])) {
 				add("sframe-bytes", "the bytes of section %s differ from the ones PT_GNU_SFRAME maps at %#x", sfSec.Name, p.Vaddr)
 			}
 		}

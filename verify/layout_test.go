@@ -105,6 +105,10 @@ func TestCheckLayoutBroken(t *testing.T) {
 			phdrField(t, b, ptGNUSFrame, 32, sec.Size-8)
 			phdrField(t, b, ptGNUSFrame, 40, sec.Size-8)
 		}, "sframe-section"},
+		{"sframe segment empty", func(b []byte) {
+			phdrField(t, b, ptGNUSFrame, 32, 0)
+			phdrField(t, b, ptGNUSFrame, 40, 0)
+		}, "sframe-segment"},
 		{"no PT_GNU_SFRAME (eu-strip's PT_NULL)", func(b []byte) { phdrField(t, b, ptGNUSFrame, 0, 0) }, "sframe-segment"},
 		{"sframe section bytes elsewhere", func(b []byte) {
 			// Section header moved to other bytes; the segment is right.

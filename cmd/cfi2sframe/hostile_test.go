@@ -286,7 +286,10 @@ func TestHostileInputs(t *testing.T) {
 	// 9. Sizes from headers checked against the file.
 	all("ehhdr-2g", 1, "segment of type 0x6474e550 at file offset 0xe8: 2147483648 bytes run past the end of the file", "convert", "report")
 	all("load-2g", 1, "(PT_LOAD) at file offset 0x100: 2147483392 bytes run past the end of the file", "convert", "report")
-	all("sframe-2g", 1, "PT_GNU_SFRAME (offset 0xe8, size 0x80000000) lies past the end of the file (0xf0 bytes), and there is no .sframe section to read instead", "dump", "verify")
+	all("sframe-2g", 1, "PT_GNU_SFRAME (offset 0xe8, size 0x80000000) lies past the end of the file (0xf0 bytes), and there is no .sframe section to read instead", "dump")
+	// verify reports it as a layout problem, on stdout; stderr has the
+	// summary line, then the failure.
+	cases = append(cases, tc{args: []string{"verify", "sframe-2g"}, code: 1, want: "0 functions, 0 bytes checked: 0 disagreements, 0 ranges without CFI, 0 CFI functions missing from .sframe, 0 skipped as cfi2sframe skips them, 1 layout problems", name: "sframe-2g", lines: 2})
 	all("truncated-elf", 1, "section header table (31 entries of 64 bytes) at file offset 0x36e8", "convert", "dump", "verify", "report")
 	// 10. Messages.
 	all("empty-eh", 1, "the call-frame sections hold no FDE", "convert")

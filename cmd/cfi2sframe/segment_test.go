@@ -112,3 +112,78 @@ func TestDumpBrokenSFrameSegment(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyBrokenSFrameSegment: verify fails a file whose PT_GNU_SFRAME
+// the kernel cannot read SFrame data through, with a layout line saying
+// why (the CFI is checked against the .sframe section instead, when there
+// is one), and passes a sound file, converted or GNU-linked, with none.
+func TestVerifyBrokenSFrameSegment(t *testing.T) {
+	dir, nums := segmentDir(t)
+	const none = ": the kernel reads SFrame data only through PT_GNU_SFRAME and would find none"
+	tests := []struct {
+		file    string
+		layout  []string // the file's layout lines, exactly, after "FILE: layout: "
+		summary string   // in the summary line
+	}{
+		{file: "sound", summary: "1 functions, 16 bytes checked: 0 disagreements, 0 ranges without CFI, 0 CFI functions missing from .sframe, 0 skipped as cfi2sframe skips them, 0 layout problems"},
+		{file: "hello.v3", summary: "0 disagreements, 0 ranges without CFI, 0 CFI functions missing from .sframe, 0 skipped as cfi2sframe skips them, 0 layout problems"},
+		{file: "gnu", summary: "0 disagreements, 0 ranges without CFI, 1 signal frames marked as such, 0 CFI functions missing from .sframe, 0 skipped as cfi2sframe skips them, 0 layout problems"},
+		{file: "past-end", summary: "1 functions, 16 bytes checked: 0 disagreements", layout: []string{
+			"PT_GNU_SFRAME (offset {past}, size 0x34) lies past the end of the file ({size} bytes)" + none,
+			"section .sframe [0x500000,+0x34) at file offset 0x170 and PT_GNU_SFRAME [0x500000,+0x34) at file offset {past} differ",
+			"section .sframe at 0x500000 has file offset 0x170, the PT_LOAD mapping it reads it from {past}",
+		}},
+		{file: "huge", summary: "1 functions, 16 bytes checked: 0 disagreements", layout: []string{
+			"PT_GNU_SFRAME (offset 0x170, size 0x80000000) lies past the end of the file ({size} bytes)" + none,
+		}},
+		{file: "empty", summary: "1 functions, 16 bytes checked: 0 disagreements", layout: []string{
+			"PT_GNU_SFRAME (offset 0x170, size 0) holds no bytes" + none,
+			"section .sframe [0x500000,+0x34) at file offset 0x170 and PT_GNU_SFRAME [0x500000,+0x0) at file offset 0x170 differ",
+		}},
+		// p_filesz short of the section: the kernel reads a cut section.
+		{file: "short", summary: "1 functions, 16 bytes checked: 0 disagreements", layout: []string{
+			"section .sframe [0x500000,+0x34) at file offset 0x170 and PT_GNU_SFRAME [0x500000,+0x2c) at file offset 0x170 differ",
+			"PT_GNU_SFRAME at file offset 0x170: FRE sub-section (offset 0x10, length 0x8) does not fit in the 0x10 bytes after the header at offset 0x10; checked section .sframe instead",
+		}},
+		{file: "unmapped", summary: "1 functions, 16 bytes checked: 0 disagreements", layout: []string{
+			"PT_GNU_SFRAME (offset 0x170, size 0x34) at address 0x900000 lies outside every PT_LOAD's file-backed part" + none,
+			"section .sframe [0x500000,+0x34) at file offset 0x170 and PT_GNU_SFRAME [0x900000,+0x34) at file offset 0x170 differ",
+		}},
+		// No section headers: nothing to read instead, and no CFI found.
+		{file: "nosections", summary: "0 functions, 0 bytes checked: 0 disagreements, 0 ranges without CFI, 0 CFI functions missing from .sframe, 0 skipped as cfi2sframe skips them, 1 layout problems", layout: []string{
+			"PT_GNU_SFRAME (offset {past}, size 0x34) lies past the end of the file ({size} bytes)" + none,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			r := runChild(t, dir, "verify", tt.file)
+			var layout []string
+			for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+				if rest, ok := strings.CutPrefix(l, tt.file+": layout: "); ok {
+					layout = append(layout, rest)
+				}
+			}
+			var want []string
+			for _, l := range tt.layout {
+				want = append(want, nums.Replace(l))
+			}
+			if strings.Join(layout, "\n") != strings.Join(want, "\n") {
+				t.Errorf("layout lines:\n%s\nwant:\n%s\nstdout:\n%s", strings.Join(layout, "\n"), strings.Join(want, "\n"), r.stdout)
+			}
+			stderr := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			if !strings.HasPrefix(stderr[0], tt.file+": ") || !strings.Contains(stderr[0], tt.summary) {
+				t.Errorf("summary %q, want %q", stderr[0], tt.summary)
+			}
+			code, lines := 0, 1
+			if len(want) > 0 {
+				code, lines = 1, 2
+				if last := stderr[len(stderr)-1]; last != "cfi2sframe: 1 of 1 files disagree with their CFI, lack functions it describes or have a broken layout" {
+					t.Errorf("last line %q", last)
+				}
+			}
+			if r.code != code || len(stderr) != lines {
+				t.Errorf("exit %d, %d stderr lines; want %d, %d:\n%s", r.code, len(stderr), code, lines, r.stderr)
+			}
+		})
+	}
+}

@@ -51,12 +51,15 @@ not count against the file.
 
 A linked file's layout is checked too, and a problem with it makes the
 exit status non-zero: PT_LOADs that overlap or are out of order, a
-PT_PHDR not at e_phoff inside the first PT_LOAD, a PT_GNU_SFRAME outside
-every PT_LOAD or describing other bytes than the .sframe section, a
-.sframe without PT_GNU_SFRAME, an allocated section no PT_LOAD maps.
-These are what strip, objcopy, eu-strip and patchelf leave when they
-break a file. The .sframe compared with the CFI is the one a loader
-reads, through PT_GNU_SFRAME.
+PT_PHDR not at e_phoff inside the first PT_LOAD, a PT_GNU_SFRAME that
+holds no bytes, lies past the end of the file or outside every PT_LOAD,
+or describes other bytes than the .sframe section, a .sframe without
+PT_GNU_SFRAME, an allocated section no PT_LOAD maps. These are what
+strip, objcopy, eu-strip and patchelf leave when they break a file. The
+.sframe compared with the CFI is the one a loader reads, through
+PT_GNU_SFRAME; when the kernel would find none there (or a section it
+would refuse), the .sframe section is compared instead and the layout
+problem says so.
 
 With --for READER, verify instead checks the section against the rules
 by which that reader accepts a section and looks PCs up in it: kernel
