@@ -9,7 +9,6 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
-	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 )
 
 // seedDeb makes a package in Go (the fuzz seeds cannot count on
@@ -77,10 +76,7 @@ func compressed(t testing.TB, c layer.Codec, b []byte) []byte {
 // debOf is a package of the control and data members given, compressed
 // with cc and dc.
 func debOf(cc layer.Codec, control []byte, dc layer.Codec, data []byte) []byte {
-	b := []byte(relobj.ArchiveMagic)
-	b = append(b, hostile.ArMember("debian-binary", []byte("2.0\n"))...)
-	b = append(b, hostile.ArMember("control.tar"+suffix(cc), control)...)
-	return append(b, hostile.ArMember("data.tar"+suffix(dc), data)...)
+	return hostile.Deb("control.tar"+suffix(cc), control, "data.tar"+suffix(dc), data)
 }
 
 // FuzzDeb converts arbitrary bytes as a package: no panic; a package

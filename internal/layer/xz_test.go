@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/ulikunitz/xz"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 )
 
 // xzOf compresses data with ulikunitz's writer as cfg says.
@@ -51,26 +53,6 @@ func xzBlocks(t testing.TB, b []byte) []int {
 		off += int(unpadded+3) &^ 3
 	}
 	return offs
-}
-
-// setDict makes the block header at off of b declare the LZMA2
-// dictionary size code, and makes its CRC32 right again.
-func setDict(t testing.TB, b []byte, off int, code byte) {
-	t.Helper()
-	size := (int(b[off]) + 1) * 4
-	h := b[off : off+size]
-	p := 2
-	for _, bit := range []byte{0x40, 0x80} {
-		if h[1]&bit != 0 {
-			_, n := binary.Uvarint(h[p:])
-			p += n
-		}
-	}
-	if h[p] != lzma2Filter || h[p+1] != 1 {
-		t.Fatalf("block header at %d: filter flags % x, want LZMA2's", off, h[p:p+2])
-	}
-	h[p+2] = code
-	binary.LittleEndian.PutUint32(h[size-4:], crc32.ChecksumIEEE(h[:size-4]))
 }
 
 // allocated is the heap f allocates, in all.
@@ -119,7 +101,7 @@ func TestXzDictionary(t *testing.T) {
 	}
 	patched := func(b []byte, block int, code byte) []byte {
 		b = bytes.Clone(b)
-		setDict(t, b, xzBlocks(t, b)[block], code)
+		hostile.SetXzDict(b, xzBlocks(t, b)[block], code)
 		return b
 	}
 	cases := []struct {
