@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/deb"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
+	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
 	"github.com/cfi2sframe/cfi2sframe/internal/tree"
 )
@@ -35,6 +37,9 @@ type convertFlags struct {
 	json        bool
 	forReader   string
 	dates       bool
+	// maxExpansion bounds a compressed package member or image layer
+	// (layer.Bounds.Expansion; 0: no limit).
+	maxExpansion int64
 }
 
 func addConvertFlags(cmd *cobra.Command, fl *convertFlags) {
@@ -60,6 +65,26 @@ func addConversionFlags(cmd *cobra.Command, fl *convertFlags, what string) {
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
 	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
 	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` "+what+" at once (default: all CPUs)")
+	fl.maxExpansion = layer.DefaultMaxExpansion
+	f.Var(countFlag{&fl.maxExpansion}, "max-expansion", "let a Debian package's compressed member or an image's layer expand to at most 64 MiB + `N` times its compressed size (0: no limit); an xz dictionary or zstd window over 128 MiB, or more than 1 MiB after a tar's end, is refused whatever N")
+}
+
+// bounds is what --max-expansion allows a compressed stream.
+func (fl *convertFlags) bounds() layer.Bounds { return layer.Bounds{Expansion: fl.maxExpansion} }
+
+// countFlag is an int64 flag that is not negative.
+type countFlag struct{ p *int64 }
+
+func (f countFlag) String() string { return strconv.FormatInt(*f.p, 10) }
+func (f countFlag) Type() string   { return "int" }
+
+func (f countFlag) Set(s string) error {
+	v, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || v < 0 {
+		return errors.New("want 0 or more")
+	}
+	*f.p = v
+	return nil
 }
 
 // conversionOptions are the convert.Options the flags ask for.
@@ -165,7 +190,7 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	// A Debian package is an ar archive too: it is told apart first.
 	if deb.Is(in.Data) {
 		if err := runDeb(ctx, cmd, in, meta, out, fl, opts); err != nil {
-			return interrupted(err)
+			return interrupted(withHint(err))
 		}
 		return nil
 	}
@@ -304,7 +329,7 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 	// that every output can be written (no two inputs to one path, no
 	// output that is an input, ...), and removes it again if nothing
 	// succeeds: a refused run creates nothing.
-	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output, PreserveDates: fl.dates, Packages: deb.Packages{}}
+	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output, PreserveDates: fl.dates, Packages: deb.Packages{Bounds: fl.bounds()}}
 	enc := json.NewEncoder(stdout)
 	tty := false
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {

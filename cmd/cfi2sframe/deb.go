@@ -34,7 +34,7 @@ func runDeb(ctx context.Context, cmd *cobra.Command, in *mapped.File, meta *fsme
 		return err
 	}
 	defer d.Dir.Close()
-	res, err := deb.Convert(ctx, in.File(), in.Size, deb.Options{Convert: opts, Name: in.Name})
+	res, err := deb.Convert(ctx, in.File(), in.Size, deb.Options{Convert: opts, Name: in.Name, Bounds: fl.bounds()})
 	if err != nil {
 		return err
 	}

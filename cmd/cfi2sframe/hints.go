@@ -6,6 +6,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 )
 
 // The convert package's errors say what is wrong with a file or with the
@@ -23,6 +24,10 @@ func hint(err error) string {
 		return " (--fragile-layout writes one that strip, eu-strip and patchelf may break)"
 	case errors.Is(err, elfread.ErrInflateLimit):
 		return "; see --max-inflate"
+	}
+	var le *layer.LimitError
+	if errors.As(err, &le) && le.What == "expansion" {
+		return " (--max-expansion)"
 	}
 	return ""
 }

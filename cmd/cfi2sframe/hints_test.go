@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,8 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 )
 
 // TestHints: the command's words for convert's typed errors: the flag
@@ -20,6 +25,12 @@ func TestHints(t *testing.T) {
 	has := &convert.Error{File: "f", Err: convert.ErrHasSFrame}
 	layout := &convert.Error{File: "f", Err: fmt.Errorf("%w: no room", convert.ErrLayout)}
 	other := &convert.Error{File: "f", Err: errors.New("bad")}
+	bomb := hostile.ZstdZeros(128 << 20)
+	r, err := layer.NewReader(context.Background(), layer.Zstd, bytes.NewReader(bomb), int64(len(bomb)), layer.Bounds{Expansion: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, expansion := io.Copy(io.Discard, r)
 	tests := []struct {
 		name string
 		err  error
@@ -34,6 +45,8 @@ func TestHints(t *testing.T) {
 			"f: section .debug_frame at file offset 0x40: compressed contents claim 8 bytes; see --max-inflate"},
 		{"unsupported", &convert.Error{File: "f", Err: fmt.Errorf("%w machine EM_S390 (x86-64 and AArch64 are supported)", convert.ErrUnsupported)},
 			"f: unsupported machine EM_S390 (x86-64 and AArch64 are supported)"},
+		{"expansion", fmt.Errorf("p.deb: data.tar.zst: %w", expansion), "p.deb: data.tar.zst: zstd: expands past 64 MiB + 1 × its 4 KiB (--max-expansion)"},
+		{"dictionary", &layer.LimitError{What: "dictionary", Got: 3 << 30, Limit: layer.MaxWindow}, "the block declares a 3 GiB dictionary, over the 128 MiB limit"},
 	}
 	for _, tc := range tests {
 		got := withHint(tc.err)
