@@ -187,3 +187,41 @@ func TestVerifyBrokenSFrameSegment(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyForBrokenSFrameSegment: the readers that find SFrame data
+// through PT_GNU_SFRAME (the kernel, glibc) reject a file whose segment
+// cannot be followed, whatever its .sframe section holds, and say why;
+// libsframe, which reads the section, takes it. A sound file passes.
+func TestVerifyForBrokenSFrameSegment(t *testing.T) {
+	dir, nums := segmentDir(t)
+	if r := runChild(t, dir, "verify", "--for", "kernel", "hello.v3"); r.code != 0 {
+		t.Errorf("a converted program: exit %d: %s", r.code, r.stdout)
+	}
+	for _, reader := range []string{"kernel", "glibc", "libsframe"} {
+		for _, tt := range []struct{ file, why string }{
+			{"sound", ""},
+			{"hello.v3", ""},
+			{"past-end", "PT_GNU_SFRAME (offset {past}, size 0x34) lies past the end of the file ({size} bytes)"},
+			{"empty", "PT_GNU_SFRAME (offset 0x170, size 0) holds no bytes"},
+			{"unmapped", "PT_GNU_SFRAME (offset 0x170, size 0x34) at address 0x900000 lies outside every PT_LOAD's file-backed part"},
+		} {
+			t.Run(reader+"/"+tt.file, func(t *testing.T) {
+				r := runChild(t, dir, "verify", "--for", reader, tt.file)
+				rejected := tt.why != "" && reader != "libsframe"
+				if !rejected {
+					// The generated files break other rules of some
+					// readers (a V3 section for glibc, a text range for
+					// the kernel); never this one.
+					if strings.Contains(r.stdout, "pt-gnu-sframe") {
+						t.Errorf("stdout %q", r.stdout)
+					}
+					return
+				}
+				want := tt.file + ": " + reader + ": header: pt-gnu-sframe: " + nums.Replace(tt.why) + "; read section .sframe instead, which the kernel would not find; " + reader + " finds SFrame data only through PT_GNU_SFRAME (reject)"
+				if r.code != 1 || strings.TrimSpace(r.stdout) != want {
+					t.Errorf("exit %d, stdout:\n%s\nwant:\n%s", r.code, r.stdout, want)
+				}
+			})
+		}
+	}
+}

@@ -262,7 +262,7 @@ func readerInput(name string) (in acceptance.Input, release func(), err error) {
 		var es *elfread.Section
 		if es, err = f.LoaderSFrame(); err == nil {
 			// A copy: the section outlives the mapping in the result.
-			in = acceptance.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr}
+			in = acceptance.Input{Section: append([]byte(nil), es.Data...), Addr: es.Addr, Unfollowed: es.Fallback}
 		}
 	}
 	if err != nil {

@@ -138,6 +138,11 @@ type Input struct {
 	// the kernel: CallerLookup); from is an address in it known to start
 	// an instruction (its last FRE's). Nil skips that rule.
 	CallEnds func(lo, hi, from uint64) bool
+	// Unfollowed, when not "", says why the file's PT_GNU_SFRAME cannot
+	// be followed (elfread.Section.Fallback): Section is then the .sframe
+	// section, which the readers that find SFrame through the program
+	// headers (the kernel, glibc) never see.
+	Unfollowed string
 }
 
 // How the kernel comes to read a section (Result.Registration).
@@ -256,6 +261,10 @@ func (c *checker) limitKind(k Kind, rule string, fde, fre int, pc uint64, format
 // Check applies reader r's rules to a section.
 func Check(r Reader, in Input) *Result {
 	c := &checker{res: &Result{Reader: r}}
+	if in.Unfollowed != "" && (r == Kernel || r == Glibc) {
+		c.add("pt-gnu-sframe", Reject, -1, -1, 0, "%s; %s finds SFrame data only through PT_GNU_SFRAME", in.Unfollowed, r)
+		return c.res
+	}
 	b := in.Section
 	if len(b) < sframe.HeaderSize {
 		c.add("header-size", Reject, -1, -1, 0, "section of %d bytes is shorter than the %d-byte header", len(b), sframe.HeaderSize)
