@@ -251,7 +251,7 @@ func convertData(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, o 
 	}
 	// The rest of the stream (the tar's padding) is read to its end, so
 	// that the compression's checksums are checked.
-	if err := dec.Tail(); err != nil {
+	if err := dec.Tail(io.Discard); err != nil {
 		return nil, nil, err
 	}
 	if err := enc.Close(); err != nil {

@@ -2,9 +2,9 @@ package image
 
 import (
 	"context"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -190,10 +190,8 @@ func convertLayer(ctx context.Context, l *checkedLayer, diffID v1.Hash, src, dst
 	if err != nil {
 		return nil, st, err
 	}
-	if n, err := io.Copy(in, io.LimitReader(dec, layer.MaxTail+1)); err != nil {
-		return nil, st, fmt.Errorf("%s: after the tar's end: %w", lo.Name, err)
-	} else if n > layer.MaxTail {
-		return nil, st, fmt.Errorf("%s: more than %d KiB after the tar's end", lo.Name, layer.MaxTail>>10)
+	if err := dec.Tail(in); err != nil {
+		return nil, st, fmt.Errorf("%s: %w", lo.Name, err)
 	}
 	if got := in.hash(); got != diffID {
 		return nil, st, &BlobError{lo.Name, l.d.Digest, fmt.Errorf("its tar stream hashes to %s, but the config's diff_id is %s", got, diffID)}

@@ -147,9 +147,10 @@ func (d *Reader) Read(p []byte) (int, error) {
 }
 
 // Tail reads what follows a tar archive's end, at most MaxTail
-// decompressed bytes, so that the codec's checksums are checked; more is
+// decompressed bytes, so that the codec's checksums are checked, and
+// writes it to w (an image's layer hashes it into its diff_id); more is
 // a *LimitError.
-func (d *Reader) Tail() error {
+func (d *Reader) Tail(w io.Writer) error {
 	buf := make([]byte, 32<<10)
 	var n int64
 	for {
@@ -157,6 +158,9 @@ func (d *Reader) Tail() error {
 		n += int64(k)
 		if n > MaxTail {
 			return &LimitError{What: "tail", Got: n, Limit: MaxTail, codec: d.codec}
+		}
+		if _, werr := w.Write(buf[:k]); werr != nil {
+			return werr
 		}
 		switch {
 		case err == io.EOF:

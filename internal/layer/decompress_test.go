@@ -99,7 +99,7 @@ func readTar(r *Reader) error {
 	for {
 		_, err := tr.Next()
 		if err == io.EOF {
-			return r.Tail()
+			return r.Tail(io.Discard)
 		}
 		if err != nil {
 			return err
