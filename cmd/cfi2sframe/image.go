@@ -71,6 +71,19 @@ a converted image are dropped. -j N layers are converted at once; --json
 prints one record per layer on stdout. The same input and options give
 the same digests.
 
+Nothing is used on the image's word before it is checked: every manifest
+and index against the digest it was reached by (from a registry by tag,
+against Docker-Content-Digest), the config against the manifest, every
+layer that is read against its descriptor's digest and size (to the
+blob's end, past the tar's end too) and its tar stream against the
+config's diff_id. Manifests, indexes and configs over 4 MiB, more than
+1000 layers or manifests, indexes nested more than 8 deep or in a cycle,
+an xz dictionary or zstd window over 128 MiB, a layer expanding past
+--max-expansion, or more than 1 MiB after a tar's end are refused. A
+mismatch or a limit is an error naming the reference and the blob, and
+nothing is written; a new oci: layout is written beside its name and
+renamed into place whole.
+
 By default an image in which a file fails is not written, and one line
 names the layer, the file and the reason (exit status 1). --keep-going
 passes such files through unchanged, lists them, writes the image and
@@ -117,7 +130,7 @@ func runImage(cmd *cobra.Command, args []string, fl *imageFlags) error {
 	if err != nil {
 		return err
 	}
-	iopts := image.Options{Convert: opts, KeepGoing: fl.keepGoing, Jobs: fl.jobs, TempDir: fl.tmpdir}
+	iopts := image.Options{Convert: opts, KeepGoing: fl.keepGoing, Jobs: fl.jobs, TempDir: fl.tmpdir, Bounds: fl.bounds()}
 	switch fl.compress {
 	case "":
 	case "gzip", "zstd":
