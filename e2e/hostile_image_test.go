@@ -440,6 +440,7 @@ func (h *hiHarness) judge(t *testing.T, name string, o hiOut, ck hiCheck) hiRow 
 	stderr := strings.TrimRight(o.stderr, "\n")
 	lines := strings.Split(stderr, "\n")
 	row := hiRow{name: name, exit: o.code, secs: o.took.Seconds(), rssMB: float64(o.rssKiB) / 1024, msg: lines[0]}
+	t.Logf("exit %d, %.2f s, %.1f MB: %s", o.code, row.secs, row.rssMB, lines[0])
 	crashLine, crashed := hiCrash(o.stderr + "\n" + o.stdout)
 	switch {
 	case o.hung:
@@ -452,6 +453,8 @@ func (h *hiHarness) judge(t *testing.T, name string, o hiOut, ck hiCheck) hiRow 
 		row.outcome = "accepted"
 	case o.code == 130:
 		row.outcome = "interrupted"
+	case ck.want.code == hiFails && o.code > 0:
+		row.outcome = fmt.Sprintf("failed, %d lines", len(lines))
 	case o.code == 1 && len(lines) == 1 && stderr != "":
 		row.outcome = "rejected"
 	case o.code == 1:
@@ -819,11 +822,12 @@ func (g *hiGood) evilELF(t *testing.T, name string) []byte {
 }
 
 // hiMismatch is what a digest mismatch must say: the reference, the
-// blob, and that they do not match (size: or that the size is wrong).
+// blob, and that its bytes are not those it names, in some words (size:
+// or that the size is wrong).
 func hiMismatch(dir, blob string, size bool) hiWant {
-	words := []string{"digest", "checksum", "match"}
+	words := []string{"digest", "checksum", "match", "hashes to"}
 	if size {
-		words = append(words, "size")
+		words = append(words, "size", "bytes", "descriptor")
 	}
 	return hiWant{code: 1, blob: blob, refs: []string{dir}, words: words}
 }
@@ -990,16 +994,17 @@ func hiLimitCases() []hiImageCaseT {
 		g := hiNewGood(t, src(c), filepath.Base(c.dir))
 		return g, g.lay.image("amd64", false, g.elfLayer, g.textLay)
 	}
-	limit := hiWant{code: 1}
+	// A refusal names the source, where the fault is.
+	limit := func(c hiCase) hiWant { return hiWant{code: 1, refs: []string{src(c)}} }
 	return []hiImageCaseT{
 		{"manifest-100MB", func(t *testing.T, c hiCase) hiSrc {
 			g, m := good(t, c)
 			b, _ := os.ReadFile(hiBlobPath(g.dir, m.Digest))
-			return hiSrc{ref: g.write(g.lay.blob(mediaTypeManifest, hiPadded(b, 100<<20))), want: limit}
+			return hiSrc{ref: g.write(g.lay.blob(mediaTypeManifest, hiPadded(b, 100<<20))), want: limit(c)}
 		}},
 		{"index-100MB", func(t *testing.T, c hiCase) hiSrc {
 			g, m := good(t, c)
-			return hiSrc{ref: g.write(g.lay.blob(mediaTypeIndex, hiPadded(hiIndexJSON(t, m), 100<<20))), want: limit}
+			return hiSrc{ref: g.write(g.lay.blob(mediaTypeIndex, hiPadded(hiIndexJSON(t, m), 100<<20))), want: limit(c)}
 		}},
 		{"index-lists-itself", func(t *testing.T, c hiCase) hiSrc {
 			g, _ := good(t, c)
@@ -1019,19 +1024,19 @@ func hiLimitCases() []hiImageCaseT {
 			for i := 0; i < 20; i++ {
 				d = g.lay.index(d)
 			}
-			return hiSrc{ref: g.write(d), want: limit}
+			return hiSrc{ref: g.write(d), want: limit(c)}
 		}},
 		{"layers-10000", hiManyLayers},
 		{"gzip-bomb-4GiB", func(t *testing.T, c hiCase) hiSrc {
 			g, _ := good(t, c)
 			bomb := ociLayer{desc: g.lay.blob(mediaTypeLayerGzip, hiGzipBomb(t)), diffID: hiBombDiffID()}
-			return hiSrc{ref: g.write(g.lay.image("amd64", false, g.elfLayer, bomb)), want: limit}
+			return hiSrc{ref: g.write(g.lay.image("amd64", false, g.elfLayer, bomb)), want: limit(c)}
 		}},
 		{"zstd-bomb-4GiB", func(t *testing.T, c hiCase) hiSrc {
 			g, _ := good(t, c)
 			z := hiZstd(hiZstdWindow128K, hiBombHeader(), hiBombSize+1024)
 			bomb := ociLayer{desc: g.lay.blob(mediaTypeLayerZstd, z), diffID: hiBombDiffID()}
-			return hiSrc{ref: g.write(g.lay.image("amd64", false, g.elfLayer, bomb)), want: limit}
+			return hiSrc{ref: g.write(g.lay.image("amd64", false, g.elfLayer, bomb)), want: limit(c)}
 		}},
 		{"zstd-window-256MiB", hiZstdWindow(0x90)},
 		{"zstd-window-2GiB", hiZstdWindow(0xa8)},
@@ -1079,7 +1084,7 @@ func hiManyLayers(t *testing.T, c hiCase) hiSrc {
 		zw.Close()
 		layers = append(layers, hiLayer(g.lay, bytes.Clone(buf.Bytes()), raw))
 	}
-	return hiSrc{ref: g.write(g.lay.image("amd64", false, layers...)), want: hiWant{code: 1}, noSkopeo: "not run: copying 10,000 blobs takes it over a minute"}
+	return hiSrc{ref: g.write(g.lay.image("amd64", false, layers...)), want: hiWant{code: 1, refs: []string{g.dir}}, noSkopeo: "not run: copying 10,000 blobs takes it over a minute"}
 }
 
 // hiZstdWindow is a case whose program layer is one zstd frame declaring
@@ -1090,7 +1095,7 @@ func hiZstdWindow(w byte) func(*testing.T, hiCase) hiSrc {
 		g := hiNewGood(t, filepath.Join(c.dir, "src"), filepath.Base(c.dir))
 		sum := sha256.Sum256(g.elfTar)
 		l := ociLayer{desc: g.lay.blob(mediaTypeLayerZstd, hiZstd(w, g.elfTar, 0)), diffID: "sha256:" + hex.EncodeToString(sum[:])}
-		return hiSrc{ref: g.write(g.lay.image("amd64", false, l, g.textLay)), want: hiWant{code: 1}}
+		return hiSrc{ref: g.write(g.lay.image("amd64", false, l, g.textLay)), want: hiWant{code: 1, refs: []string{g.dir}}}
 	}
 }
 
