@@ -66,7 +66,7 @@ func checkDocument(what string, b []byte, d *v1.Descriptor) error {
 		return nil
 	}
 	if int64(len(b)) != d.Size {
-		return &BlobError{what, d.Digest, fmt.Errorf("%d bytes, but its descriptor says %d", len(b), d.Size)}
+		return &BlobError{what, d.Digest, fmt.Errorf("%d bytes, but its descriptor's size is %d", len(b), d.Size)}
 	}
 	h, err := v1.Hasher(d.Digest.Algorithm)
 	if err != nil {
@@ -74,7 +74,7 @@ func checkDocument(what string, b []byte, d *v1.Descriptor) error {
 	}
 	h.Write(b)
 	if got := sum(h, d.Digest.Algorithm); got != d.Digest {
-		return &BlobError{what, d.Digest, fmt.Errorf("content hashes to %s", got)}
+		return &BlobError{what, d.Digest, fmt.Errorf("does not match its digest: the content hashes to %s", got)}
 	}
 	return nil
 }
@@ -128,12 +128,12 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	switch {
 	case c.n > c.d.Size:
-		return 0, c.fail("more than the %d bytes its descriptor says", c.d.Size)
+		return 0, c.fail("runs past its descriptor's size of %d bytes", c.d.Size)
 	case err == io.EOF && c.n < c.d.Size:
-		return n, c.fail("ends after %d bytes, but its descriptor says %d", c.n, c.d.Size)
+		return n, c.fail("ends after %d bytes, short of its descriptor's size of %d", c.n, c.d.Size)
 	case err == io.EOF:
 		if got := sum(c.h, c.d.Digest.Algorithm); got != c.d.Digest {
-			return n, c.fail("content hashes to %s", got)
+			return n, c.fail("does not match its digest: the content hashes to %s", got)
 		}
 	case err != nil:
 		c.err = err

@@ -139,7 +139,7 @@ func TestLiesRefused(t *testing.T) {
 	}{
 		{"layer with an ELF file edited", func(l *lab) { l.edit(l.layer(l.manifest(), 0)["digest"], 40) }, "layer 1 (sha256:"},
 		{"layer with nothing to convert edited", func(l *lab) { l.edit(l.layer(l.manifest(), 1)["digest"], 40) }, "layer 2 (sha256:"},
-		{"layer edited after the tar's end", func(l *lab) { l.appendTo(l.layer(l.manifest(), 0)["digest"], []byte("trailing")) }, "more than the"},
+		{"layer edited after the tar's end", func(l *lab) { l.appendTo(l.layer(l.manifest(), 0)["digest"], []byte("trailing")) }, "runs past its descriptor's size"},
 		{"config edited", func(l *lab) { l.edit(l.manifest()["config"].(map[string]any)["digest"], 10) }, "config: blob sha256:"},
 		{"manifest edited", func(l *lab) { l.edit(l.manifestDesc(l.index())["digest"], 5) }, "manifest: blob sha256:"},
 		{"manifest size lies", func(l *lab) {
@@ -149,19 +149,19 @@ func TestLiesRefused(t *testing.T) {
 			l.manifestDesc(idx)["size"] = len(b) - 1
 			out, _ := json.Marshal(idx)
 			os.WriteFile(filepath.Join(l.dir, "index.json"), out, 0o644)
-		}, "but its descriptor says"},
+		}, "descriptor's size"},
 		{"layer size bigger", func(l *lab) {
 			m := l.manifest()
 			l.layer(m, 0)["size"] = l.layer(m, 0)["size"].(float64) + 1
 			l.setManifest(m)
-		}, "but its descriptor says"},
+		}, "descriptor's size"},
 		{"layer size smaller", func(l *lab) {
 			m := l.manifest()
 			l.layer(m, 1)["size"] = l.layer(m, 1)["size"].(float64) - 1
 			l.setManifest(m)
-		}, "more than the"},
+		}, "runs past its descriptor's size"},
 		{"layer size negative", func(l *lab) { m := l.manifest(); l.layer(m, 0)["size"] = -5; l.setManifest(m) }, "negative size"},
-		{"layer size huge", func(l *lab) { m := l.manifest(); l.layer(m, 1)["size"] = int64(1) << 62; l.setManifest(m) }, "but its descriptor says"},
+		{"layer size huge", func(l *lab) { m := l.manifest(); l.layer(m, 1)["size"] = int64(1) << 62; l.setManifest(m) }, "descriptor's size"},
 		{"diff_id lies", func(l *lab) {
 			m := l.manifest()
 			c := m["config"].(map[string]any)
@@ -172,7 +172,7 @@ func TestLiesRefused(t *testing.T) {
 			b, _ := json.Marshal(cfg)
 			c["digest"], c["size"] = l.put(b), len(b)
 			l.setManifest(m)
-		}, "diff_id is sha256:abab"},
+		}, "diff_id sha256:abab"},
 		{"too many layers", func(l *lab) {
 			m := l.manifest()
 			ls := m["layers"].([]any)
@@ -248,8 +248,8 @@ func TestNestedIndexes(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), "nested more than 8 deep") {
-				t.Fatalf("got %v", err)
+			if err == nil || !strings.Contains(err.Error(), "nested more than 8 deep") || !strings.HasPrefix(err.Error(), "oci:"+l.dir+":v1: ") {
+				t.Fatalf("got %v, want an error naming the source", err)
 			}
 			if _, serr := os.Stat(dst); !errors.Is(serr, os.ErrNotExist) {
 				t.Errorf("a failed run left %s", dst)
@@ -364,9 +364,9 @@ func TestCheckManifests(t *testing.T) {
 	}{
 		{"/v2/app/manifests/v1", good, body, ""},
 		{"/v2/app/manifests/v1", "", body, ""},
-		{"/v2/app/manifests/v1", other, body, "content hashes to " + good + " (the registry's Docker-Content-Digest)"},
+		{"/v2/app/manifests/v1", other, body, "the content hashes to " + good + " (the registry's Docker-Content-Digest)"},
 		{"/v2/app/manifests/" + good, other, body, ""},
-		{"/v2/app/manifests/" + other, good, body, "content hashes to " + good + " (the digest it was asked for)"},
+		{"/v2/app/manifests/" + other, good, body, "the content hashes to " + good + " (the digest it was asked for)"},
 		{"/v2/app/manifests/v1", "sha256:zz", body, "Docker-Content-Digest \"sha256:zz\""},
 		{"/v2/app/manifests/v1", "", big, "over the 4 MiB limit"},
 		{"/v2/app/blobs/" + other, good, body, ""},

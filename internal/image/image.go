@@ -436,6 +436,12 @@ func Run(ctx context.Context, src, dst Ref, a Access, o Options) (*Stats, error)
 		return st, fmt.Errorf("%s: %w", src, err)
 	}
 	if err := write(ctx, dst, a, out, src); err != nil {
+		// A source blob found wrong only as it is copied (an index
+		// below the one converted, a layer kept) is the source's fault.
+		var be *BlobError
+		if errors.As(err, &be) {
+			return st, fmt.Errorf("%s: %w", src, be)
+		}
 		return st, fmt.Errorf("%s: %w", dst, err)
 	}
 	return st, nil

@@ -194,7 +194,7 @@ func convertLayer(ctx context.Context, l *checkedLayer, diffID v1.Hash, src, dst
 		return nil, st, fmt.Errorf("%s: %w", lo.Name, err)
 	}
 	if got := in.hash(); got != diffID {
-		return nil, st, &BlobError{lo.Name, l.d.Digest, fmt.Errorf("its tar stream hashes to %s, but the config's diff_id is %s", got, diffID)}
+		return nil, st, &BlobError{lo.Name, l.d.Digest, fmt.Errorf("its tar stream hashes to %s, which does not match the config's diff_id %s", got, diffID)}
 	}
 	if err := rc.finish(); err != nil {
 		return nil, st, err
