@@ -676,30 +676,6 @@ func hiPad(seed string, n int) []byte {
 	return out[:n]
 }
 
-// hiTar writes files as a tar stream (PAX headers, as layers are).
-func hiTar(t *testing.T, files []tarFile) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		hdr := f.hdr
-		if hdr.Typeflag == tar.TypeReg {
-			hdr.Size = int64(len(f.body))
-		}
-		hdr.Format = tar.FormatPAX
-		if err := tw.WriteHeader(&hdr); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(f.body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 func hiDir(name string) tarFile {
 	return tarFile{hdr: tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: 0o755, ModTime: hiTime}}
 }
@@ -716,7 +692,7 @@ func hiELFTar(t *testing.T, hello []byte, name string, pad bool) []byte {
 	if pad {
 		files = append(files, hiFile("etc/pad", 0o644, hiPad(name, 800)))
 	}
-	return hiTar(t, files)
+	return tarStream(t, files)
 }
 
 // hiTextTar is the text-only layer.
@@ -725,7 +701,7 @@ func hiTextTar(t *testing.T, name string, pad bool, greeting string) []byte {
 	if pad {
 		files = append(files, hiFile("etc/pad2", 0o644, hiPad(name+"2", 800)))
 	}
-	return hiTar(t, files)
+	return tarStream(t, files)
 }
 
 // hiGzip compresses b as one gzip member, with pad bytes of extra field
@@ -1077,7 +1053,7 @@ func hiManyLayers(t *testing.T, c hiCase) hiSrc {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	for i := 1; i < 10000; i++ {
-		raw := hiTar(t, []tarFile{hiFile(fmt.Sprintf("layers/%05d", i), 0o644, []byte(strconv.Itoa(i)+"\n"))})
+		raw := tarStream(t, []tarFile{hiFile(fmt.Sprintf("layers/%05d", i), 0o644, []byte(strconv.Itoa(i)+"\n"))})
 		buf.Reset()
 		zw.Reset(&buf)
 		zw.Write(raw)
@@ -1225,7 +1201,7 @@ func hiDockerArchive(t *testing.T, c hiCase) hiSrc {
 	mb, _ := json.Marshal([]map[string]any{{"Config": cfgName, "RepoTags": []string{"hostile:v1"}, "Layers": names}})
 	files = append(files, hiFile(cfgName, 0o644, cb), hiFile("manifest.json", 0o644, mb))
 	path := filepath.Join(c.dir, "src.tar")
-	if err := os.WriteFile(path, hiTar(t, files), 0o644); err != nil {
+	if err := os.WriteFile(path, tarStream(t, files), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return hiSrc{ref: "docker-archive:" + path, want: hiMismatch(path, cfg.RootFS.DiffIDs[0], false)}

@@ -90,7 +90,7 @@ func hpControlFiles(hello []byte) []tarFile {
 
 // hpControlTar is control.tar.
 func hpControlTar(t *testing.T, hello []byte) []byte {
-	return hiTar(t, append([]tarFile{hiDir("./")}, hpControlFiles(hello)...))
+	return tarStream(t, append([]tarFile{hiDir("./")}, hpControlFiles(hello)...))
 }
 
 // hpDataFiles are the last files of data.tar: ./usr/bin/hello.
@@ -101,7 +101,7 @@ func hpDataFiles(hello []byte) []tarFile {
 // hpDataTar is data.tar: the files extra, then ./usr/bin/hello.
 func hpDataTar(t *testing.T, hello []byte, extra ...tarFile) []byte {
 	files := append([]tarFile{hiDir("./"), hiDir("./usr/"), hiDir("./usr/share/")}, extra...)
-	return hiTar(t, append(files, hpDataFiles(hello)...))
+	return tarStream(t, append(files, hpDataFiles(hello)...))
 }
 
 // hpXZ is an xz stream (CRC32 check) of data in LZMA2 uncompressed
@@ -273,13 +273,13 @@ func hpCases(t *testing.T) []hpCase {
 			ctl = c
 		}
 		cases = append(cases, hpCase{"data-" + c + "-bomb-4GiB", "data.tar." + c, false, func(t *testing.T, hello []byte) []byte {
-			data := hpBomb(t, c, hiTar(t, hpDataFiles(hello))) // the program after the bomb
+			data := hpBomb(t, c, tarStream(t, hpDataFiles(hello))) // the program after the bomb
 			return hpDeb(hpMember{"control.tar." + ctl, hpCompress(t, ctl, hpControlTar(t, hello))}, hpMember{"data.tar." + c, data})
 		}})
 	}
 	cases = append(cases,
 		hpCase{"control-gz-bomb-4GiB", "control.tar.gz", false, func(t *testing.T, hello []byte) []byte {
-			return hpDeb(hpMember{"control.tar.gz", hpBomb(t, "gz", hiTar(t, hpControlFiles(hello)))}, hpMember{"data.tar.gz", hiGzip(t, hpDataTar(t, hello), 0)})
+			return hpDeb(hpMember{"control.tar.gz", hpBomb(t, "gz", tarStream(t, hpControlFiles(hello)))}, hpMember{"data.tar.gz", hiGzip(t, hpDataTar(t, hello), 0)})
 		}},
 		hpCase{"data-gz-4GiB-after-tar-end", "data.tar.gz", false, func(t *testing.T, hello []byte) []byte {
 			data := hiGzip(t, hpDataTar(t, hello), 0)
@@ -351,7 +351,7 @@ func (h *hiHarness) debTree(t *testing.T, root string) {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{
-		"bomb.deb": hpDeb(hpMember{"control.tar.gz", hiGzip(t, hpControlTar(t, hello), 0)}, hpMember{"data.tar.gz", hpBomb(t, "gz", hiTar(t, hpDataFiles(hello)))}),
+		"bomb.deb": hpDeb(hpMember{"control.tar.gz", hiGzip(t, hpControlTar(t, hello), 0)}, hpMember{"data.tar.gz", hpBomb(t, "gz", tarStream(t, hpDataFiles(hello)))}),
 		"dict.deb": hpDeb(hpMember{"control.tar.xz", hpXZ(hpControlTar(t, hello), hpDict1M)}, hpMember{"data.tar.xz", hpXZ(hpDataTar(t, hello), 40)}),
 		"hello":    hello,
 	}

@@ -938,27 +938,33 @@ func (l *ociLayout) layerFromFile(path string) ociLayer {
 	return l.gzipLayer(f)
 }
 
-// layer writes files as a tar stream and stores it as a gzip layer.
-func (l *ociLayout) layer(files []tarFile) ociLayer {
+// tarStream writes files as a tar stream (PAX headers, as layers are).
+func tarStream(t *testing.T, files []tarFile) []byte {
+	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
-		h := f.hdr
-		if h.Typeflag == tar.TypeReg {
-			h.Size = int64(len(f.body))
+		hdr := f.hdr
+		if hdr.Typeflag == tar.TypeReg {
+			hdr.Size = int64(len(f.body))
 		}
-		h.Format = tar.FormatPAX
-		if err := tw.WriteHeader(&h); err != nil {
-			l.t.Fatal(err)
+		hdr.Format = tar.FormatPAX
+		if err := tw.WriteHeader(&hdr); err != nil {
+			t.Fatal(err)
 		}
 		if _, err := tw.Write(f.body); err != nil {
-			l.t.Fatal(err)
+			t.Fatal(err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return l.gzipLayer(&buf)
+	return buf.Bytes()
+}
+
+// layer writes files as a tar stream and stores it as a gzip layer.
+func (l *ociLayout) layer(files []tarFile) ociLayer {
+	return l.gzipLayer(bytes.NewReader(tarStream(l.t, files)))
 }
 
 func (l *ociLayout) gzipLayer(r io.Reader) ociLayer {
