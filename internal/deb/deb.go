@@ -296,7 +296,7 @@ func (r *Result) SFrameBytes() int {
 // once the context given to Convert is done.
 func (r *Result) Write(w io.Writer) error {
 	if r.newData == nil {
-		_, err := io.Copy(w, &ctxReader{r.ctx, io.NewSectionReader(r.in, 0, r.size)})
+		_, err := io.Copy(w, layer.Cancellable(r.ctx, io.NewSectionReader(r.in, 0, r.size)))
 		return err
 	}
 	if _, err := io.WriteString(w, relobj.ArchiveMagic); err != nil {
@@ -321,7 +321,7 @@ func (r *Result) Write(w io.Writer) error {
 		if _, err := w.Write(h[:]); err != nil {
 			return err
 		}
-		n, err := io.Copy(w, &ctxReader{r.ctx, body})
+		n, err := io.Copy(w, layer.Cancellable(r.ctx, body))
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}

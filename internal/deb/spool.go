@@ -2,7 +2,6 @@ package deb
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"os"
 
@@ -38,16 +37,3 @@ func (s *spool) finish() error { return s.w.Flush() }
 func (s *spool) reader() io.Reader { return io.NewSectionReader(s.f, 0, s.size) }
 
 func (s *spool) close() { s.f.Close() }
-
-// ctxReader reads r until ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (r *ctxReader) Read(p []byte) (int, error) {
-	if r.ctx.Err() != nil {
-		return 0, context.Cause(r.ctx)
-	}
-	return r.r.Read(p)
-}

@@ -168,7 +168,7 @@ func updateSums(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, sum
 	// the rest: zstd's encoder ends a block where a part starts, which
 	// shows in its output, and an output keeps its bytes from one version
 	// to the next.
-	src := &ctxReader{ctx, stream.reader()}
+	src := layer.Cancellable(ctx, stream.reader())
 	if _, err := io.CopyN(enc, src, off); err != nil {
 		return nil, 0, err
 	}

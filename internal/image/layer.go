@@ -85,20 +85,7 @@ func (s *spooled) MediaType() (types.MediaType, error) {
 	return s.mt, nil
 }
 func (s *spooled) Compressed() (io.ReadCloser, error) {
-	return io.NopCloser(ctxReader{s.ctx, io.NewSectionReader(s.f, 0, s.size)}), nil
-}
-
-// ctxReader reads r until ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if c.ctx.Err() != nil {
-		return 0, context.Cause(c.ctx)
-	}
-	return c.r.Read(p)
+	return io.NopCloser(layer.Cancellable(s.ctx, io.NewSectionReader(s.f, 0, s.size))), nil
 }
 func (s *spooled) close() { s.f.Close() }
 

@@ -477,8 +477,11 @@ func (c *converter) copy(hdr *tar.Header, head []byte, rest io.Reader) error {
 	return nil
 }
 
-// ctxReader reads r until ctx is done: a large entry copied, or spooled,
-// is not read to its end once the run is cancelled.
+// Cancellable reads r until ctx is done, then fails with its cause: a
+// large entry copied or spooled, a package member or a converted layer
+// written, is not read to its end once the run is cancelled.
+func Cancellable(ctx context.Context, r io.Reader) io.Reader { return &ctxReader{ctx, r} }
+
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader
