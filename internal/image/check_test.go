@@ -364,9 +364,9 @@ func TestCheckManifests(t *testing.T) {
 	}{
 		{"/v2/app/manifests/v1", good, body, ""},
 		{"/v2/app/manifests/v1", "", body, ""},
-		{"/v2/app/manifests/v1", other, body, "the content hashes to " + good + " (the registry's Docker-Content-Digest)"},
+		{"/v2/app/manifests/v1", other, body, "the registry's Docker-Content-Digest is " + other + ", but the body the registry served hashes to " + good},
 		{"/v2/app/manifests/" + good, other, body, ""},
-		{"/v2/app/manifests/" + other, good, body, "the content hashes to " + good + " (the digest it was asked for)"},
+		{"/v2/app/manifests/" + other, good, body, "the digest it was asked for is " + other + ", but the body the registry served hashes to " + good},
 		{"/v2/app/manifests/v1", "sha256:zz", body, "Docker-Content-Digest \"sha256:zz\""},
 		{"/v2/app/manifests/v1", "", big, "over the 4 MiB limit"},
 		{"/v2/app/blobs/" + other, good, body, ""},
