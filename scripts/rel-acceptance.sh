@@ -6,7 +6,7 @@
 #     program twice with the reference toolchain (-Wa,--gsframe and
 #     without), convert each plain object with cfi2sframe, link both sets
 #     with GNU ld, and compare the final .sframe at every PC
-#     (internal/sfcompare); run both programs (AArch64 and s390x under
+#     (internal/testing/sfcompare); run both programs (AArch64 and s390x under
 #     qemu).
 #  2. clang (Debian's clang-14, integrated assembler, no SFrame support):
 #     compile the same objects, convert, link with GNU ld; `cfi2sframe

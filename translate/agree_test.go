@@ -12,8 +12,8 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
-	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 

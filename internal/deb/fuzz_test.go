@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 // seedDeb makes a package in Go (the fuzz seeds cannot count on

@@ -10,8 +10,8 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
 )
 
 // synthesize builds t's image and parses it back with cfi, through an ELF

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
 // pairs are the builds of TestBinaries, each made with and without

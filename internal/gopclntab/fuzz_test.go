@@ -8,7 +8,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
-	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab/pclntest"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/pclntest"
 )
 
 // section is one section of a hand-made ELF file.
