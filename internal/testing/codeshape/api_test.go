@@ -24,7 +24,7 @@ import (
 // 512 once cfi opened files and ran FDEs through one File and Context and
 // translate took one kind of Source.
 // 479 with sframe's encoder arena, lookups and raw fields cut; 466 with
-// the PLT simulators in internal/pltstub, unwind's registers behind Reg
+// the PLT simulators in internal/pltsim, unwind's registers behind Reg
 // and SetReg, and ForReader the one way to name a reader in convert.
 // 440 with sframe's Table the one decoded model (whole-section decoding
 // for tests and tools in internal/sfsection) and its FDEs without raw

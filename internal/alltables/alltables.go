@@ -1,9 +1,12 @@
-// Package cfiload executes every FDE of a cfi.File and keeps every table,
-// for the callers that need them all at once: the conversion of a
-// relocatable object, which places the tables by their relocations before
-// translating them, and the tests that hold the one-FDE-at-a-time paths
-// to it.
-package cfiload
+// Package alltables executes every FDE of a cfi.File and keeps every
+// table (CFI rows, not yet translated: internal/allfuncs goes on to SFrame
+// functions), for the callers that need them all at once: the conversion
+// of a relocatable object (convert), which places the tables by their
+// relocations before translating them, and the tests that hold the
+// one-FDE-at-a-time paths to it. It is not folded into convert, its one
+// importer outside tests, because translate's own tests (package
+// translate) import it, and convert imports translate.
+package alltables
 
 import (
 	"cmp"
@@ -13,10 +16,10 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 )
 
-// All executes each of f's entries, in f's order (.eh_frame first), into
+// Execute executes each of f's entries, in f's order (.eh_frame first), into
 // a table of its own. errs are f's errors followed by those of the FDEs
 // that could not be executed, which are left out.
-func All(f *cfi.File) (tables []*cfi.Table, errs []error) {
+func Execute(f *cfi.File) (tables []*cfi.Table, errs []error) {
 	errs = append(errs, f.Errors()...)
 	ctx := f.Context(nil)
 	for _, e := range f.Entries() {
@@ -35,10 +38,10 @@ func All(f *cfi.File) (tables []*cfi.Table, errs []error) {
 	return tables, errs
 }
 
-// Tables is a translate.Source over tables already executed, in any
+// Sorted is a translate.Source over tables already executed, in any
 // order: it gives them by start address, keeping the order of tables
 // with the same start. Nil tables and tables without an FDE are left out.
-func Tables(ts []*cfi.Table) *Source {
+func Sorted(ts []*cfi.Table) *Source {
 	s := &Source{ts: make([]*cfi.Table, 0, len(ts))}
 	for _, t := range ts {
 		if t != nil && t.FDE != nil {
@@ -49,7 +52,7 @@ func Tables(ts []*cfi.Table) *Source {
 	return s
 }
 
-// Source gives the tables Tables was given, one at a time.
+// Source gives the tables Sorted was given, one at a time.
 type Source struct {
 	ts  []*cfi.Table
 	cur *cfi.Table

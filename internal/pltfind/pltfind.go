@@ -1,7 +1,9 @@
-// Package plt finds a linked file's PLT sections, which translate
-// describes from their instructions, for the conversion (convert) and the
-// check against the CFI (verify) alike.
-package plt
+// Package pltfind finds a linked file's PLT sections, which translate
+// describes from their instructions (internal/pltsim simulates them), for
+// the conversion (convert), the check against the CFI (verify) and the
+// report alike. It is not in translate, whose API takes the sections
+// (translate.PLT) and not a debug/elf file.
+package pltfind
 
 import (
 	"debug/elf"

@@ -1,8 +1,9 @@
-// Package pltstub derives the frames of the PLT stubs GNU ld and LLVM lld
-// emit from their instructions, for translate's PLT rows. It knows only
+// Package pltsim simulates the instructions of the PLT stubs GNU ld and
+// LLVM lld emit to derive their frames, for translate's PLT rows (the
+// sections come from internal/pltfind). It knows only
 // what the linkers' stubs contain and refuses anything else, so that an
 // unfamiliar stub is never described by a guess.
-package pltstub
+package pltsim
 
 import (
 	"errors"

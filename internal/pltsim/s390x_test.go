@@ -1,4 +1,4 @@
-package pltstub
+package pltsim
 
 import (
 	"encoding/hex"
