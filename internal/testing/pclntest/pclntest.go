@@ -2,7 +2,8 @@
 // gopclntab reads, for tests: any version, byte order and pointer size,
 // with the functions, flags and pcsp tables a test asks for. debug/gosym
 // reads what it writes (names, entries, ends), which ties the layout to
-// Go's own reader.
+// Go's own reader. ELF makes the small files that hold such a table, or
+// the .debug_frame internal/gocfi makes from one.
 package pclntest
 
 import (
