@@ -168,13 +168,7 @@ func sameRegs(a, b *cfi.Row, ra uint64) bool {
 // of every function, the same FDEs, and, as ours follows the linker's
 // encoding, the same bytes: every FDE program and the whole section.
 func TestAgreement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds Go programs")
-	}
-	gos := append([]string{""}, gobuild.OldGos()...)
-	if len(gos) == 1 {
-		gobuild.Skip(t, "no older Go installed (apt-get install golang-1.19-go): only %s tested", gobuild.Version(""))
-	}
+	gos := gobuild.AllGos(t)
 	dir := t.TempDir()
 	for i, goCmd := range gos {
 		version := gobuild.Version(goCmd)

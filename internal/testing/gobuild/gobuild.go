@@ -169,6 +169,21 @@ func writeFiles(tb testing.TB, dir string, files map[string]string) {
 	}
 }
 
+// AllGos returns "" (the Go running the tests) followed by OldGos, for a
+// test that builds with every Go it can. It skips tb in -short mode, and
+// where no older Go is installed (Skip: in CI that fails it).
+func AllGos(tb testing.TB) []string {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("builds Go programs")
+	}
+	gos := append([]string{""}, OldGos()...)
+	if len(gos) == 1 {
+		Skip(tb, "no older Go installed (apt-get install golang-1.19-go): only %s tested", Version(""))
+	}
+	return gos
+}
+
 // OldGos returns the go commands of the Go releases installed as Debian
 // packages (/usr/lib/go-1.N/bin/go) older than the running one, oldest
 // first.
