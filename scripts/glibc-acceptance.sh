@@ -355,7 +355,7 @@ damage_fre() {
 	local f=$1 sym=$2 addr
 	addr=$(nm "$f" | awk -v s="$sym" '$3 == s { print $1 }')
 	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
-	(cd "$repo" && go run ./internal/cmd/sframe-damage "$f" "$addr" cfa+64)
+	(cd "$repo" && go run ./internal/testing/cmd/sframe-damage "$f" "$addr" cfa+64)
 }
 
 # run_prog LIBDIR PROG MODE SCENARIO SIZE: run PROG under the built loader

@@ -409,7 +409,7 @@ damage() {
 	local f=$1 sym=$2 mode=$3 addr
 	addr=$("$NM" "$f" | awk -v s="$sym" '$3 == s { print $1; exit }')
 	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
-	(cd "$repo" && go run ./internal/cmd/sframe-damage "$f" "$addr" "$mode")
+	(cd "$repo" && go run ./internal/testing/cmd/sframe-damage "$f" "$addr" "$mode")
 }
 # convert OPTS IN OUT: cfi2sframe, with --fragile-layout where no safe
 # layout exists (GNU ld's static AArch64 and s390x programs: .rela.plt

@@ -25,7 +25,7 @@ bash scripts/reference-toolchain.sh >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/cfi2sframe" ./cmd/cfi2sframe
-go build -o "$work/sfcompare" ./internal/sfcompare/cmd/sfcompare
+go build -o "$work/sfcompare" ./internal/testing/sfcompare/cmd/sfcompare
 c2s="$work/cfi2sframe"
 
 src=$(bash scripts/debian-source.sh zlib)

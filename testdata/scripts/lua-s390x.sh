@@ -32,7 +32,7 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/cfi2sframe" ./cmd/cfi2sframe
-go build -o "$work/sfcompare" ./internal/sfcompare/cmd/sfcompare
+go build -o "$work/sfcompare" ./internal/testing/sfcompare/cmd/sfcompare
 c2s="$work/cfi2sframe"
 
 src=$(bash scripts/debian-source.sh lua5.4)/src

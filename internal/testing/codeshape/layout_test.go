@@ -4,7 +4,9 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,5 +101,37 @@ func TestLayout(t *testing.T) {
 	}
 	if !shipped["cmd/cfi2sframe"] || !shipped["internal/elfwrite"] {
 		t.Fatalf("the walk found no command: %d packages", len(deps))
+	}
+}
+
+// TestDocPaths: every internal/ path the documents, the scripts and CI
+// name (internal/testing/judge, ./internal/testing/cmd/sframe-damage,
+// internal/elfwrite/layout.go) exists, so that moving a package cannot
+// leave them pointing at nothing.
+func TestDocPaths(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	var files []string
+	for _, pat := range []string{"*.md", "docs/*.md", "scripts/*.sh", "bench/*.sh", "testdata/scripts/*.sh", ".ci/run"} {
+		m, err := filepath.Glob(filepath.Join(root, pat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 10 {
+		t.Fatalf("only %d files", len(files))
+	}
+	path := regexp.MustCompile(`(?:^|[^A-Za-z0-9_/.-])(?:\./)?(internal/[a-z0-9_-]+(?:/[a-z0-9_.-]*[a-z0-9_])*)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range path.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(root, m[1])); err != nil {
+				rel, _ := filepath.Rel(root, f)
+				t.Errorf("%s names %s, which does not exist", rel, m[1])
+			}
+		}
 	}
 }

@@ -4,7 +4,7 @@
 // found through PT_GNU_SFRAME, as a loader finds it, the function by its
 // start address.
 //
-//	go run ./internal/cmd/sframe-damage FILE ADDR MODE
+//	go run ./internal/testing/cmd/sframe-damage FILE ADDR MODE
 //
 // ADDR is hexadecimal (as nm prints it). MODE (the file is rewritten in
 // place):
