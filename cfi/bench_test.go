@@ -3,8 +3,8 @@ package cfi
 import (
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/benchfile"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/benchfile"
 )
 
 // BenchmarkParseExecute parses and executes every FDE of a large library:

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 // TestContext: SortEntries orders entries by start, keeping the order of

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 	"github.com/cfi2sframe/cfi2sframe/internal/goprologue"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
 )
 
 // TestOutermostNote: which Go functions are marked outermost, with which

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/benchfile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/benchfile"
 )
 
 // BenchmarkSFrame converts a large library in memory (NewFile, Convert),

@@ -37,7 +37,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
-	"github.com/cfi2sframe/cfi2sframe/internal/plt"
+	"github.com/cfi2sframe/cfi2sframe/internal/pltfind"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -345,7 +345,7 @@ func (res *Result) place(in []byte, enc *sframe.Encoder, o Options, early *early
 // that could not be executed, in the order of the functions.
 func translateLinked(f *elfread.File, in []byte, st *cfi.File, o Options, copying <-chan struct{}) (res *translate.Result, enc *sframe.Encoder, cfiErrs []error, err error) {
 	ef := f.ELF
-	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: lazySymbolizer(f)},
+	t, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: pltfind.Sections(ef), Symbol: lazySymbolizer(f)},
 		o.translateOptions())
 	if err != nil {
 		return nil, nil, nil, err

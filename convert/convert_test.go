@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
-	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/sfcompare"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 // FuzzArchive converts arbitrary archives the way convert does (every

@@ -7,8 +7,8 @@ import (
 	"sort"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
-	"github.com/cfi2sframe/cfi2sframe/internal/collect"
+	"github.com/cfi2sframe/cfi2sframe/internal/allfuncs"
+	"github.com/cfi2sframe/cfi2sframe/internal/alltables"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -41,7 +41,7 @@ func convertRelocatable(in []byte, f *elfread.File, o Options) (*Result, error) 
 	if err := noFDE(cf.Parsed(), cf.Errors()); err != nil {
 		return nil, err
 	}
-	loaded, cfiErrs := cfiload.All(cf)
+	loaded, cfiErrs := alltables.Execute(cf)
 	targets, err := relobj.FDETargets(f.ELF)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func translateRel(ef *elf.File, tables []*cfi.Table, o Options) ([]sframe.Functi
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	funcs, tr, err := collect.Functions(t, tables, nil)
+	funcs, tr, err := allfuncs.Translate(t, tables, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}

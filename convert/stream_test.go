@@ -13,18 +13,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/allfuncs"
+	"github.com/cfi2sframe/cfi2sframe/internal/alltables"
 	"github.com/cfi2sframe/cfi2sframe/internal/callsite"
-	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
-	"github.com/cfi2sframe/cfi2sframe/internal/collect"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/plt"
+	"github.com/cfi2sframe/cfi2sframe/internal/pltfind"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
 
 // TestStreamingMatchesTables: Convert executes one FDE at a time; the
 // section and the diagnostics must be those of translating every table
-// of the file at once (cfiload.All), byte for byte.
+// of the file at once (alltables.Execute), byte for byte.
 func TestStreamingMatchesTables(t *testing.T) {
 	files := linkedInputs(filepath.Join("..", "testdata", "example", "hello"), "/usr/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6")
 	n := 0
@@ -48,16 +48,16 @@ func TestStreamingMatchesTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tables, cfiErrs := cfiload.All(cf)
+			tables, cfiErrs := alltables.Execute(cf)
 			entries := cf.Entries()
 			cfi.SortEntries(entries)
 			ef := f.ELF
-			tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: plt.Sections(ef), Symbol: f.Symbolizer()},
+			tl, err := translate.New(translate.Input{Machine: ef.Machine, Order: ef.ByteOrder, PLTs: pltfind.Sections(ef), Symbol: f.Symbolizer()},
 				o.translateOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, tr, err := collect.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true, Addr: res.Addr},
+			b, tr, err := allfuncs.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true, Addr: res.Addr},
 				callsite.NewReturnPad(ef, in, entries))
 			if err != nil {
 				t.Fatal(err)

@@ -19,10 +19,10 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/libsframecheck"
-	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/libsframecheck"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/sfcompare"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -121,7 +121,7 @@ func TestConvertedProgramsAgreeWithGNU(t *testing.T) {
 	totals := map[string]*counts{}
 	gnuFindings := 0
 	// libsframe 2.47.50, a reader of its own, must read our V3 output as
-	// we do at every PC (internal/libsframecheck).
+	// we do at every PC (internal/testing/libsframecheck).
 	var libsframe *libsframecheck.Reader
 	if m := libsframecheck.Missing(toolchain.Root()); len(m) == 0 {
 		rs, err := libsframecheck.Build(need(t, "gcc"), toolchain.Root(), t.TempDir())

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/judge"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/judge"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
 // TestGlibcAcceptance runs scripts/glibc-acceptance.sh check and judges its
-// runs (internal/judge): glibc's SFrame backtrace() (glibc built with
+// runs (internal/testing/judge): glibc's SFrame backtrace() (glibc built with
 // --enable-sframe, libgcc_s out of reach) on our V2 output gives the same
 // full-depth traces as the DWARF unwinder, with the built libc and with a
 // libc we converted, plus the controls (no .sframe: 0 frames; GNU as 2.44

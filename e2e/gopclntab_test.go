@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/arch"
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
 	"github.com/cfi2sframe/cfi2sframe/unwind"
 )
 

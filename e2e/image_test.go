@@ -25,8 +25,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
-	"github.com/cfi2sframe/cfi2sframe/internal/treediff"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/treediff"
 )
 
 // The registry's one user, and the tag every test image has.
@@ -71,7 +71,7 @@ echo ok`},
 //
 // The result, copied back with skopeo and unpacked with umoci as the
 // source is, must have every entry of the source with the same metadata
-// (internal/treediff: type, mode, owner, extended attributes, links,
+// (internal/testing/treediff: type, mode, owner, extended attributes, links,
 // hard-link groups, times; ELF files' bytes may differ), every ELF file
 // with an FDE converted and passing cfi2sframe verify and verify --for
 // kernel (every other one byte-identical), programs printing the same in

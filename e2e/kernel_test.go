@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/judge"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/judge"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
-// kernelChecks are the checks internal/judge makes of the kernel
+// kernelChecks are the checks internal/testing/judge makes of the kernel
 // harness's runs that must say ok: a run that skipped or lost one fails
 // rather than passing with fewer. The "info" checks (GNU as --gsframe's
 // figures) are logged, not judged.
@@ -168,7 +168,7 @@ func kernelArch(kernel string) string {
 // whose rule names a register), a dynamically linked program's too when a
 // preloaded library registers its libraries with sframe_register (without
 // it their frames must not come out right: limit 5); the controls (no
-// .sframe, two damaged sections) must fail as predicted. The script records; internal/judge
+// .sframe, two damaged sections) must fail as predicted. The script records; internal/testing/judge
 // judges the records, and CFI2SFRAME_KERNEL_RUN names the records of an
 // earlier run to judge instead. No kernel is built here: without either
 // variable the test skips, also in CI.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
 // TestRelocatableObjects compiles objects with and without as --gsframe,

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
 // A retrofitted file goes on to be stripped, split for debug info and

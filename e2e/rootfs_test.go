@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
-	"github.com/cfi2sframe/cfi2sframe/internal/treediff"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/treediff"
 )
 
 // rootfsConverted are files of the root file system that the tree form
@@ -85,7 +85,7 @@ echo ok`},
 // TestRootfs converts a whole Debian root file system, the tarball
 // scripts/rootfs.sh makes ($CFI2SFRAME_ROOTFS), with the tree form
 // twice, and requires each result to be what cp -a would have made, but
-// for the converted files' bytes (internal/treediff): every entry kept
+// for the converted files' bytes (internal/testing/treediff): every entry kept
 // (symbolic links, devices, empty directories), its type, mode bits
 // (setuid, setgid, sticky), owner, group, extended attributes (file
 // capabilities, ACLs), hard links and, with -o, times:

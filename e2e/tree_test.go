@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
 // TestTree converts a small installed tree in one command (--in-place on

@@ -23,7 +23,7 @@ bash scripts/reference-toolchain.sh >/dev/null
 readelf="$root/sid/bin/x86_64-readelf"
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-go build -o "$bin/cficheck" ./internal/cficheck/cmd/cficheck
+go build -o "$bin/cficheck" ./internal/testing/cficheck/cmd/cficheck
 
 paths=("$@")
 if [ "${1:-}" = "--arm64-pac" ]; then

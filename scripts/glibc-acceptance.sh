@@ -34,7 +34,7 @@
 #            (--for glibc; --sframe-version 2; --sframe-version 2 --pcrel)
 #            and the built libc.so.6 (--for glibc --force), runs it under
 #            the built ld.so and writes every run's output into a directory
-#            (see run_checks). The Go test judges them (internal/judge;
+#            (see run_checks). The Go test judges them (internal/testing/judge;
 #            `go test ./e2e -run Glibc` runs check, CFI2SFRAME_GLIBC_RUN=OUT
 #            judges the outputs of an earlier one) and reports one
 #            "ok"/"FAIL" line per check: SFrame-only traces equal to the
@@ -321,7 +321,7 @@ build_glibc() {
 }
 
 # ---------------------------------------------------------------------------
-# The checks' runs. This script builds and runs; internal/judge compares the
+# The checks' runs. This script builds and runs; internal/testing/judge compares the
 # outputs (go test ./e2e -run Glibc).
 #
 # One test program (e2e/testdata/glibc: main.c, fp.c, nofp.c and lib.c, the
@@ -355,7 +355,7 @@ damage_fre() {
 	local f=$1 sym=$2 addr
 	addr=$(nm "$f" | awk -v s="$sym" '$3 == s { print $1 }')
 	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
-	(cd "$repo" && go run ./internal/cmd/sframe-damage "$f" "$addr" cfa+64)
+	(cd "$repo" && go run ./internal/testing/cmd/sframe-damage "$f" "$addr" cfa+64)
 }
 
 # run_prog LIBDIR PROG MODE SCENARIO SIZE: run PROG under the built loader

@@ -3,7 +3,7 @@
 # unwinder under qemu (KVM, or TCG where KVM cannot run it) and check the
 # user call chains it records from cfi2sframe's output against the true
 # chains of test programs. This script builds, boots and records; the Go
-# test judges what it recorded (internal/judge).
+# test judges what it recorded (internal/testing/judge).
 #
 # Usage: scripts/kernel-acceptance.sh KDIR|BZIMAGE|IMAGE [OUT]
 #   KDIR     a built kernel tree (its arch/x86/boot/bzImage,
@@ -155,10 +155,10 @@
 # converted with --fragile-layout, as on arm64. The damaged copies are made
 # from chain.static.ours; goprog is built with GOARCH=s390x. The reader
 # sets the two perf bits in the big-endian bit-field order (reader.c).
-# The Go test (e2e/kernel_test.go, with internal/judge) then resolves every
+# The Go test (e2e/kernel_test.go, with internal/testing/judge) then resolves every
 # chain with the binary's symbols (as nm lists them; .plt stubs as PLT) and
 # compares it with the true chain of its innermost function (known by
-# construction, internal/judge.KernelTruth), and prints per variant: the
+# construction, internal/testing/judge.KernelTruth), and prints per variant: the
 # deferred chains, the share equal to the true chain, the share that stops
 # at a known kernel limit (the signal trampoline, which it does not cross;
 # a caller frame whose rule names a register, which it reads only in the
@@ -409,7 +409,7 @@ damage() {
 	local f=$1 sym=$2 mode=$3 addr
 	addr=$("$NM" "$f" | awk -v s="$sym" '$3 == s { print $1; exit }')
 	[ -n "$addr" ] || die "damage: no symbol $sym in $f"
-	(cd "$repo" && go run ./internal/cmd/sframe-damage "$f" "$addr" "$mode")
+	(cd "$repo" && go run ./internal/testing/cmd/sframe-damage "$f" "$addr" "$mode")
 }
 # convert OPTS IN OUT: cfi2sframe, with --fragile-layout where no safe
 # layout exists (GNU ld's static AArch64 and s390x programs: .rela.plt

@@ -2,7 +2,7 @@
 # libsframe as a second reader on big inputs: converts each FILE to SFrame
 # V3, V2 and V2+PCREL and compares libsframe 2.47.50's and 2.44's
 # sframe_find_fre with our Table.Lookup at every PC of every function
-# (go test ./internal/libsframecheck -run TestLibsframeAgreesOnFiles).
+# (go test ./internal/testing/libsframecheck -run TestLibsframeAgreesOnFiles).
 # Prints per file and in total, per libsframe version and format: PCs,
 # agreements and each known libsframe mistake's count; exit status 1 on
 # any other difference.
@@ -23,5 +23,5 @@ bash scripts/reference-toolchain.sh >/dev/null
 CFI2SFRAME_TOOLCHAIN="$(bash scripts/reference-toolchain.sh --print)"
 export CFI2SFRAME_TOOLCHAIN CFI2SFRAME_REQUIRE_TOOLCHAIN=1
 CFI2SFRAME_LIBSFRAME_FILES="${files[*]}" go test -count=1 -timeout 0 -v \
-	-run '^TestLibsframeAgreesOnFiles$' ./internal/libsframecheck |
+	-run '^TestLibsframeAgreesOnFiles$' ./internal/testing/libsframecheck |
 	grep -E 'libsframecheck_test|^(---|FAIL|ok|PASS)' | grep -v -- '--- PASS'

@@ -6,7 +6,7 @@
 #     program twice with the reference toolchain (-Wa,--gsframe and
 #     without), convert each plain object with cfi2sframe, link both sets
 #     with GNU ld, and compare the final .sframe at every PC
-#     (internal/sfcompare); run both programs (AArch64 and s390x under
+#     (internal/testing/sfcompare); run both programs (AArch64 and s390x under
 #     qemu).
 #  2. clang (Debian's clang-14, integrated assembler, no SFrame support):
 #     compile the same objects, convert, link with GNU ld; `cfi2sframe
@@ -25,7 +25,7 @@ bash scripts/reference-toolchain.sh >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/cfi2sframe" ./cmd/cfi2sframe
-go build -o "$work/sfcompare" ./internal/sfcompare/cmd/sfcompare
+go build -o "$work/sfcompare" ./internal/testing/sfcompare/cmd/sfcompare
 c2s="$work/cfi2sframe"
 
 src=$(bash scripts/debian-source.sh zlib)

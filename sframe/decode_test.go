@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/race"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/race"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 

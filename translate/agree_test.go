@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
+	"github.com/cfi2sframe/cfi2sframe/internal/alltables"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
-	"github.com/cfi2sframe/cfi2sframe/internal/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/sfcompare"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -229,7 +229,7 @@ func agree(t *testing.T, path string) *agreeStats {
 	if err != nil {
 		t.Fatalf("GNU .sframe: %v", err)
 	}
-	loadedTables, loadedErrs := cfiload.All(openCFI(t, f))
+	loadedTables, loadedErrs := alltables.Execute(openCFI(t, f))
 	if len(loadedErrs) > 0 {
 		t.Errorf("CFI errors: %v", loadedErrs)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
+	"github.com/cfi2sframe/cfi2sframe/internal/alltables"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -59,7 +59,7 @@ type translated struct {
 	CFAFixedFP, CFAFixedRA int8
 }
 
-// translateAll translates tables (in any order: cfiload.Tables sorts them) and
+// translateAll translates tables (in any order: alltables.Sorted sorts them) and
 // keeps every function.
 func translateAll(in Input, tables []*cfi.Table, o Options) (*translated, error) {
 	var funcs []sframe.Function
@@ -67,7 +67,7 @@ func translateAll(in Input, tables []*cfi.Table, o Options) (*translated, error)
 	if err != nil {
 		return nil, err
 	}
-	res, err := translateAllOf(t, cfiload.Tables(tables), collect(&funcs))
+	res, err := translateAllOf(t, alltables.Sorted(tables), collect(&funcs))
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
+	"github.com/cfi2sframe/cfi2sframe/internal/alltables"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
@@ -88,7 +88,7 @@ func FuzzTranslate(f *testing.F) {
 			in.PLTs = []PLT{{Name: names[int(m>>5)%3], Addr: 0x1000, Data: data[1:], EntSize: uint64(m >> 5)}}
 		}
 		var all []sframe.Function
-		res, err := translateFile(in, cfiload.Tables(tables), o, collect(&all))
+		res, err := translateFile(in, alltables.Sorted(tables), o, collect(&all))
 		if err != nil {
 			t.Fatal(err)
 		}

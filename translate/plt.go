@@ -7,7 +7,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
-	"github.com/cfi2sframe/cfi2sframe/internal/pltstub"
+	"github.com/cfi2sframe/cfi2sframe/internal/pltsim"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -20,7 +20,7 @@ type pltLayout struct {
 func (a *abi) layout(p PLT) (pltLayout, bool) {
 	var l pltLayout
 	switch {
-	case a.arch == arch.AMD64 && p.Name == ".plt" && !pltstub.HasHeader(a.arch, p.Data):
+	case a.arch == arch.AMD64 && p.Name == ".plt" && !pltsim.HasHeader(a.arch, p.Data):
 		// A static executable's: no PLT0; GNU ld's entries are 8 bytes
 		// (jmp *GOT(%rip); xchg %ax,%ax), 16 with IBT (plt tries both).
 		l = pltLayout{entry: 16}
@@ -33,7 +33,7 @@ func (a *abi) layout(p PLT) (pltLayout, bool) {
 		if len(p.Data)%16 != 0 {
 			l.entry = 8 // non-IBT .plt.got: jmp *got(%rip); xchg %ax,%ax
 		}
-	case a.arch == arch.ARM64 && p.Name == ".plt" && pltstub.HasHeader(a.arch, p.Data):
+	case a.arch == arch.ARM64 && p.Name == ".plt" && pltsim.HasHeader(a.arch, p.Data):
 		l = pltLayout{header: 32, entry: 16}
 	case a.arch == arch.ARM64 && (p.Name == ".plt" || p.Name == ".iplt"):
 		// A static executable's IRELATIVE stubs without PLT0: GNU ld's
@@ -154,7 +154,7 @@ func sameRows(a, b []sframe.Row) bool {
 
 // stub simulates one stub and returns its rows (offsets from its start).
 func (a *abi) stub(code []byte, header bool) ([]sframe.Row, error) {
-	steps, err := pltstub.Simulate(a.arch, code, header)
+	steps, err := pltsim.Simulate(a.arch, code, header)
 	if err != nil {
 		return nil, err
 	}

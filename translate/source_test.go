@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
+	"github.com/cfi2sframe/cfi2sframe/internal/alltables"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
@@ -33,17 +33,17 @@ func translateCursor(t *testing.T, f *elfread.File, o Options) (*Result, []sfram
 // when reached, into one reused table; the functions' rows reused from
 // call to call) emits the same functions in the same order, with the
 // same counts and diagnostics, as translating every table executed at
-// once (cfiload.All, Tables), for every linked GNU fixture and two system
+// once (alltables.Execute, Tables), for every linked GNU fixture and two system
 // files, both versions and both outermost forms.
 func TestCursorMatchesTables(t *testing.T) {
 	n := eachLinked(t, true, func(name string, f *elfread.File) {
 		for _, v := range []uint8{sframe.Version2, sframe.Version3} {
 			for _, gap := range []bool{false, true} {
 				o := Options{Version: v, OutermostGap: gap, SignalOutermost: true}
-				tables, lerrs := cfiload.All(openCFI(t, f))
+				tables, lerrs := alltables.Execute(openCFI(t, f))
 				var want []sframe.Function
 				wantRes, err := translateFile(Input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, PLTs: pltSections(t, f.ELF), Symbol: f.Symbolizer()},
-					cfiload.Tables(tables), o, collect(&want))
+					alltables.Sorted(tables), o, collect(&want))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -55,7 +55,7 @@ func TestCursorMatchesTables(t *testing.T) {
 					t.Errorf("%s V%d gap=%v: results (-tables +cursor)\n%s", name, v, gap, diff)
 				}
 				if errs != len(lerrs) {
-					t.Errorf("%s V%d gap=%v: %d CFI errors from the cursor, %d from cfiload.All", name, v, gap, errs, len(lerrs))
+					t.Errorf("%s V%d gap=%v: %d CFI errors from the cursor, %d from alltables.Execute", name, v, gap, errs, len(lerrs))
 				}
 			}
 		}

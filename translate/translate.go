@@ -10,7 +10,7 @@
 // register or behind a dereference; on s390x V2, RA or FP in a register
 // take the V2 register-number form instead). PLT stubs, which have no CFI
 // of their own or a PC-dependent expression, are described from their
-// instructions (internal/pltstub).
+// instructions (internal/pltsim).
 //
 // It has one entry point: New makes a Translator from the file's Input
 // and the Options; its PLTs hands the PLT stubs' functions to an emit

@@ -2,7 +2,7 @@ package verify
 
 import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
-	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
+	"github.com/cfi2sframe/cfi2sframe/internal/alltables"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
 
@@ -19,6 +19,6 @@ func loadCFI(f *elfread.File) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	tables, _ := cfiload.All(cf)
+	tables, _ := alltables.Execute(cf)
 	return &loaded{File: cf, Tables: tables}, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
-	"github.com/cfi2sframe/cfi2sframe/internal/plt"
+	"github.com/cfi2sframe/cfi2sframe/internal/pltfind"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 
@@ -60,7 +60,7 @@ func CheckFile(name string) (*Result, error) {
 		return sym(addr)
 	}
 	res := check(input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, SFrame: sec, Stream: st, Symbol: symbol,
-		PLTs: plt.Sections(f.ELF)})
+		PLTs: pltfind.Sections(f.ELF)})
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
 	return res, nil

@@ -10,8 +10,8 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 

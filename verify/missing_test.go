@@ -11,7 +11,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/plt"
+	"github.com/cfi2sframe/cfi2sframe/internal/pltfind"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
@@ -86,7 +86,7 @@ func (c converted) check(t *testing.T, data []byte, list int) *Result {
 		t.Fatal(err)
 	}
 	return check(input{Machine: c.f.ELF.Machine, Order: c.f.ELF.ByteOrder, SFrame: tb, Stream: st, Symbol: c.f.Symbolizer(),
-		PLTs: plt.Sections(c.f.ELF), List: list})
+		PLTs: pltfind.Sections(c.f.ELF), List: list})
 }
 
 // TestMissingFunctions: a CFI function missing from .sframe fails the
@@ -195,7 +195,7 @@ func TestMissingFunctions(t *testing.T) {
 					t.Fatal(err)
 				}
 				r2 := check(input{Machine: tt.file.f.ELF.Machine, Order: tt.file.f.ELF.ByteOrder, SFrame: tb, Tables: l.Tables,
-					Symbol: tt.file.f.Symbolizer(), PLTs: plt.Sections(tt.file.f.ELF), List: tt.list})
+					Symbol: tt.file.f.Symbolizer(), PLTs: pltfind.Sections(tt.file.f.ELF), List: tt.list})
 				if diff := cmp.Diff(r, r2); diff != "" {
 					t.Errorf("(-Stream +Tables):\n%s", diff)
 				}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
 )
 
 // TestShared: where a Go program's function table and another CFI

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 // xzOf is b compressed with xz.

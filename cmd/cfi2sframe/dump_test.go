@@ -13,7 +13,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 // TestHints: the command's words for convert's typed errors: the flag

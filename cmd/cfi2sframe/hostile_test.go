@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
-	"github.com/cfi2sframe/cfi2sframe/internal/race"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/race"
 )
 
 // The hostile tests run the command (this test binary, re-executed with

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 // zeros is n zero bytes (a multiple of 8 MiB) compressed with c.

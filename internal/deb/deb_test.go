@@ -8,7 +8,6 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/tartest"
 )
 
 func hello(t testing.TB) []byte {
@@ -134,31 +134,6 @@ func dpkgTar(t *testing.T, b []byte, what string) []byte {
 	return out.Bytes()
 }
 
-type entry struct {
-	hdr  tar.Header
-	data []byte
-}
-
-func readTar(t *testing.T, b []byte) []entry {
-	t.Helper()
-	var es []entry
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return es
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		es = append(es, entry{*h, data})
-	}
-}
-
 func convertBytes(t *testing.T, in []byte, o Options) (*Result, []byte, error) {
 	t.Helper()
 	if o.TempDir == "" {
@@ -237,40 +212,40 @@ func checkConverted(t *testing.T, in, out []byte, changed []string) {
 	}
 	// control.tar: every header and file as it was but the sums of the
 	// converted files in md5sums.
-	ci, co := readTar(t, dpkgTar(t, in, "--ctrl-tarfile")), readTar(t, dpkgTar(t, out, "--ctrl-tarfile"))
-	if diff := cmp.Diff(headers(ci), headers(co)); diff != "" {
+	ci, co := tartest.Read(t, dpkgTar(t, in, "--ctrl-tarfile")), tartest.Read(t, dpkgTar(t, out, "--ctrl-tarfile"))
+	if diff := cmp.Diff(tartest.Headers(ci), tartest.Headers(co)); diff != "" {
 		t.Errorf("control.tar headers (-in +out):\n%s", diff)
 	}
 	var oldSums, newSums []byte
 	for i := range ci {
-		if ci[i].hdr.Name == "./md5sums" {
-			oldSums, newSums = ci[i].data, co[i].data
-		} else if !bytes.Equal(ci[i].data, co[i].data) {
-			t.Errorf("control file %s changed", ci[i].hdr.Name)
+		if ci[i].Hdr.Name == "./md5sums" {
+			oldSums, newSums = ci[i].Data, co[i].Data
+		} else if !bytes.Equal(ci[i].Data, co[i].Data) {
+			t.Errorf("control file %s changed", ci[i].Hdr.Name)
 		}
 	}
 	// data.tar: every header as it was but the size.
-	di, do := readTar(t, dpkgTar(t, in, "--fsys-tarfile")), readTar(t, dpkgTar(t, out, "--fsys-tarfile"))
-	if diff := cmp.Diff(headers(di), headers(do), cmpopts.IgnoreFields(tar.Header{}, "Size")); diff != "" {
+	di, do := tartest.Read(t, dpkgTar(t, in, "--fsys-tarfile")), tartest.Read(t, dpkgTar(t, out, "--fsys-tarfile"))
+	if diff := cmp.Diff(tartest.Headers(di), tartest.Headers(do), cmpopts.IgnoreFields(tar.Header{}, "Size")); diff != "" {
 		t.Errorf("data.tar headers (-in +out):\n%s", diff)
 	}
 	content := map[string][]byte{}
 	for i, e := range do {
-		name := sumName(e.hdr.Name)
-		if e.hdr.Typeflag == tar.TypeLink {
-			content[name] = content[sumName(e.hdr.Linkname)]
+		name := sumName(e.Hdr.Name)
+		if e.Hdr.Typeflag == tar.TypeLink {
+			content[name] = content[sumName(e.Hdr.Linkname)]
 			continue
 		}
-		content[name] = e.data
+		content[name] = e.Data
 		wantChanged := false
 		for _, c := range changed {
 			wantChanged = wantChanged || c == name
 		}
-		if got := !bytes.Equal(e.data, di[i].data); got != wantChanged {
+		if got := !bytes.Equal(e.Data, di[i].Data); got != wantChanged {
 			t.Errorf("%s: changed %v, want %v", name, got, wantChanged)
 		}
 		if wantChanged {
-			ef, err := elf.NewFile(bytes.NewReader(e.data))
+			ef, err := elf.NewFile(bytes.NewReader(e.Data))
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -302,14 +277,6 @@ func checkConverted(t *testing.T, in, out []byte, changed []string) {
 			t.Errorf("md5sums line %q became %q", ol[i], nl[i])
 		}
 	}
-}
-
-func headers(es []entry) []tar.Header {
-	out := make([]tar.Header, len(es))
-	for i, e := range es {
-		out[i] = e.hdr
-	}
-	return out
 }
 
 func TestNothingToConvert(t *testing.T) {
@@ -374,8 +341,8 @@ func TestBzip2(t *testing.T) {
 		t.Fatalf("members %q: want the third data.tar.xz, xz-compressed", names)
 	}
 	// dpkg reads both, and they hold the same but the converted files.
-	di, do := readTar(t, dpkgTar(t, in, "--fsys-tarfile")), readTar(t, dpkgTar(t, out, "--fsys-tarfile"))
-	if diff := cmp.Diff(headers(di), headers(do), cmpopts.IgnoreFields(tar.Header{}, "Size")); diff != "" {
+	di, do := tartest.Read(t, dpkgTar(t, in, "--fsys-tarfile")), tartest.Read(t, dpkgTar(t, out, "--fsys-tarfile"))
+	if diff := cmp.Diff(tartest.Headers(di), tartest.Headers(do), cmpopts.IgnoreFields(tar.Header{}, "Size")); diff != "" {
 		t.Errorf("data.tar headers (-in +out):\n%s", diff)
 	}
 }

@@ -7,8 +7,9 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/tartest"
 )
 
 // seedDeb makes a package in Go (the fuzz seeds cannot count on
@@ -24,24 +25,10 @@ func seedDeb(t testing.TB, comp layer.Codec, files map[string][]byte) []byte {
 // seedTars are seedDeb's control and data tar streams.
 func seedTars(t testing.TB, files map[string][]byte) (control, data []byte) {
 	t.Helper()
-	tarOf := func(entries ...entry) []byte {
-		var b bytes.Buffer
-		tw := tar.NewWriter(&b)
-		for _, e := range entries {
-			h := e.hdr
-			h.Size = int64(len(e.data))
-			if err := tw.WriteHeader(&h); err != nil {
-				t.Fatal(err)
-			}
-			tw.Write(e.data)
-		}
-		tw.Close()
-		return b.Bytes()
+	reg := func(name string, data []byte) tartest.Entry {
+		return tartest.Entry{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755}, Data: data}
 	}
-	reg := func(name string, data []byte) entry {
-		return entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755}, data}
-	}
-	var es []entry
+	var es []tartest.Entry
 	sums := ""
 	first := ""
 	for _, name := range []string{"usr/bin/hello", "usr/share/doc/t/notes"} {
@@ -54,10 +41,10 @@ func seedTars(t testing.TB, files map[string][]byte) (control, data []byte) {
 		}
 	}
 	if first != "" {
-		es = append(es, entry{tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/again", Linkname: "./" + first}, nil})
+		es = append(es, tartest.Entry{Hdr: tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/again", Linkname: "./" + first}})
 		sums += "00000000000000000000000000000000  usr/bin/again\n"
 	}
-	return tarOf(reg("./control", []byte("Package: t\n")), reg("./md5sums", []byte(sums))), tarOf(es...)
+	return tartest.Write(t, []tartest.Entry{reg("./control", []byte("Package: t\n")), reg("./md5sums", []byte(sums))}), tartest.Write(t, es)
 }
 
 // compressed is b compressed with c as members are written.

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
 	"github.com/cfi2sframe/cfi2sframe/internal/sfsection"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 const fixtures = "../../testdata/sframe/"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
 // TestRealLinkers converts what each linker Debian ships writes (GNU ld,

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
 // These tests retrofit a minimal SFrame section into real binaries built

@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
 	"path/filepath"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
+	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/pclntest"
 )
 
 // synthesize builds t's image and parses it back with cfi, through an ELF
@@ -27,7 +28,7 @@ func synthesize(tb testing.TB, t *gopclntab.Table, m elf.Machine, extra gocfi.Ex
 
 func parseImage(tb testing.TB, img []byte, m elf.Machine, t *gopclntab.Table) []*cfi.FDE {
 	tb.Helper()
-	f, err := cfi.OpenBytes(elfImage(img, m, t.ByteOrder(), t.PtrSize()))
+	f, err := cfi.OpenBytes(pclntest.ELF(t.ByteOrder(), t.PtrSize(), m, []pclntest.Section{{Name: ".debug_frame", Type: elf.SHT_PROGBITS, Data: img}}))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -167,13 +168,7 @@ func sameRegs(a, b *cfi.Row, ra uint64) bool {
 // of every function, the same FDEs, and, as ours follows the linker's
 // encoding, the same bytes: every FDE program and the whole section.
 func TestAgreement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds Go programs")
-	}
-	gos := append([]string{""}, gobuild.OldGos()...)
-	if len(gos) == 1 {
-		gobuild.Skip(t, "no older Go installed (apt-get install golang-1.19-go): only %s tested", gobuild.Version(""))
-	}
+	gos := gobuild.AllGos(t)
 	dir := t.TempDir()
 	for i, goCmd := range gos {
 		version := gobuild.Version(goCmd)

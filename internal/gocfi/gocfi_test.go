@@ -10,7 +10,7 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
-	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab/pclntest"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/pclntest"
 )
 
 const text = 0x401000

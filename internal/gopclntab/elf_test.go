@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
-	"github.com/cfi2sframe/cfi2sframe/internal/toolchain"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/toolchain"
 )
 
 // pairs are the builds of TestBinaries, each made with and without
@@ -50,13 +50,7 @@ func pairs(goCmd string, old bool) []gobuild.Config {
 // Go 1.19's AArch64 debugCallV2 and asyncPreempt end with a row of value
 // -16 (their epilogue pops more than the frame the table knew of).
 func TestBinaries(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds Go programs")
-	}
-	gos := append([]string{""}, gobuild.OldGos()...)
-	if len(gos) == 1 {
-		gobuild.Skip(t, "no older Go installed (apt-get install golang-1.19-go): only %s tested", gobuild.Version(""))
-	}
+	gos := gobuild.AllGos(t)
 	dir := t.TempDir()
 	for i, goCmd := range gos {
 		version := gobuild.Version(goCmd)

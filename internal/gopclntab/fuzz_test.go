@@ -8,88 +8,8 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/internal/gocfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
-	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab/pclntest"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/pclntest"
 )
-
-// section is one section of a hand-made ELF file.
-type section struct {
-	name  string
-	typ   elf.SectionType
-	flags elf.SectionFlag
-	addr  uint64
-	data  []byte
-}
-
-// elfFile lays out an executable with the given sections (and a section
-// name table), no program headers.
-func elfFile(order binary.ByteOrder, ptr int, m elf.Machine, secs []section) []byte {
-	ao := order.(binary.AppendByteOrder)
-	ehsize, shsize, class, data := 64, 64, elf.ELFCLASS64, elf.ELFDATA2LSB
-	if ptr == 4 {
-		ehsize, shsize, class = 52, 40, elf.ELFCLASS32
-	}
-	if order == binary.BigEndian {
-		data = elf.ELFDATA2MSB
-	}
-	names := []byte{0}
-	secs = append([]section{{}}, secs...)
-	nameOff := make([]int, len(secs)+1)
-	for i, s := range secs[1:] {
-		nameOff[i+1] = len(names)
-		names = append(append(names, s.name...), 0)
-	}
-	nameOff[len(secs)] = len(names)
-	names = append(names, ".shstrtab\x00"...)
-	secs = append(secs, section{name: ".shstrtab", typ: elf.SHT_STRTAB, data: names})
-	b := []byte{0x7f, 'E', 'L', 'F', byte(class), byte(data), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
-	word := func(v uint64) {
-		if ptr == 4 {
-			b = ao.AppendUint32(b, uint32(v))
-		} else {
-			b = ao.AppendUint64(b, v)
-		}
-	}
-	offs := make([]int, len(secs))
-	off := ehsize
-	for i, s := range secs {
-		offs[i] = off
-		off += (len(s.data) + 7) &^ 7
-	}
-	b = ao.AppendUint16(b, uint16(elf.ET_EXEC))
-	b = ao.AppendUint16(b, uint16(m))
-	b = ao.AppendUint32(b, 1)
-	word(0)
-	word(0)
-	word(uint64(off))
-	b = ao.AppendUint32(b, 0)
-	b = ao.AppendUint16(b, uint16(ehsize))
-	b = ao.AppendUint16(b, 0)
-	b = ao.AppendUint16(b, 0)
-	b = ao.AppendUint16(b, uint16(shsize))
-	b = ao.AppendUint16(b, uint16(len(secs)))
-	b = ao.AppendUint16(b, uint16(len(secs)-1))
-	for _, s := range secs {
-		b = append(b, s.data...)
-		b = append(b, make([]byte, (8-len(s.data)%8)%8)...)
-	}
-	for i, s := range secs {
-		b = ao.AppendUint32(b, uint32(nameOff[i]))
-		b = ao.AppendUint32(b, uint32(s.typ))
-		word(uint64(s.flags))
-		word(s.addr)
-		word(uint64(offs[i]))
-		word(uint64(len(s.data)))
-		b = ao.AppendUint32(b, 0)
-		b = ao.AppendUint32(b, 0)
-		word(8)
-		if s.typ == elf.SHT_RELA {
-			word(uint64(3 * ptr))
-		} else {
-			word(0)
-		}
-	}
-	return b
-}
 
 const (
 	textAddr    = 0x401000
@@ -127,15 +47,15 @@ func goELF(rela bool) []byte {
 			le.PutUint64(md[8*w:], v)
 		}
 	}
-	secs := []section{
-		{name: ".text", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, addr: textAddr, data: make([]byte, 0x200)},
-		{name: ".gopclntab", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: tableAddr, data: table},
-		{name: ".noptrdata", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_WRITE, addr: noptrAddr, data: md},
+	secs := []pclntest.Section{
+		{Name: ".text", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, Addr: textAddr, Data: make([]byte, 0x200)},
+		{Name: ".gopclntab", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Addr: tableAddr, Data: table},
+		{Name: ".noptrdata", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_WRITE, Addr: noptrAddr, Data: md},
 	}
 	if rela {
-		secs = append(secs, section{name: ".rela.dyn", typ: elf.SHT_RELA, flags: elf.SHF_ALLOC, addr: 0x300000, data: relocs})
+		secs = append(secs, pclntest.Section{Name: ".rela.dyn", Type: elf.SHT_RELA, Flags: elf.SHF_ALLOC, Addr: 0x300000, Data: relocs})
 	}
-	return elfFile(le, 8, elf.EM_X86_64, secs)
+	return pclntest.ELF(le, 8, elf.EM_X86_64, secs)
 }
 
 // TestModuledata: the text start of a Go 1.26 table comes from the
@@ -156,9 +76,9 @@ func TestModuledata(t *testing.T) {
 	}
 	// Neither: the table cannot be placed.
 	le := binary.LittleEndian
-	noText := elfFile(le, 8, elf.EM_X86_64, []section{
-		{name: ".text", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, addr: textAddr, data: make([]byte, 0x200)},
-		{name: ".gopclntab", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: tableAddr, data: goTable(le, 8, 0)},
+	noText := pclntest.ELF(le, 8, elf.EM_X86_64, []pclntest.Section{
+		{Name: ".text", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, Addr: textAddr, Data: make([]byte, 0x200)},
+		{Name: ".gopclntab", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Addr: tableAddr, Data: goTable(le, 8, 0)},
 	})
 	_, err := gopclntab.OpenBytes(noText)
 	var e *gopclntab.Error
@@ -166,9 +86,9 @@ func TestModuledata(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 	// A wrong header text start (outside .text) is passed over.
-	wrong := elfFile(le, 8, elf.EM_X86_64, []section{
-		{name: ".text", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, addr: textAddr, data: make([]byte, 0x200)},
-		{name: ".gopclntab", typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, addr: tableAddr, data: goTable(le, 8, 0x900000)},
+	wrong := pclntest.ELF(le, 8, elf.EM_X86_64, []pclntest.Section{
+		{Name: ".text", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, Addr: textAddr, Data: make([]byte, 0x200)},
+		{Name: ".gopclntab", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Addr: tableAddr, Data: goTable(le, 8, 0x900000)},
 	})
 	_, err = gopclntab.OpenBytes(wrong)
 	if err == nil {

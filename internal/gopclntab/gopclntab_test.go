@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab/pclntest"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/pclntest"
 )
 
 var layouts = []struct {

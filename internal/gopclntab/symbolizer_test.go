@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/gobuild"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/gobuild"
 )
 
 // TestFuncAt: every function is found at its entry and at its last byte

@@ -18,13 +18,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/tartest"
 	"github.com/cfi2sframe/cfi2sframe/internal/tree"
 )
-
-type entry struct {
-	hdr  tar.Header
-	data []byte
-}
 
 func hello(t *testing.T) []byte {
 	t.Helper()
@@ -35,63 +31,20 @@ func hello(t *testing.T) []byte {
 	return b
 }
 
-func build(t *testing.T, es []entry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range es {
-		h := e.hdr
-		h.Size = int64(len(e.data))
-		if h.Typeflag != tar.TypeReg {
-			h.Size = 0
-		}
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func read(t *testing.T, b []byte) []entry {
-	t.Helper()
-	var es []entry
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return es
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		es = append(es, entry{*h, data})
-	}
-}
-
-func sample(t *testing.T) []entry {
+func sample(t *testing.T) []tartest.Entry {
 	mt := time.Unix(1700000000, 123456789)
 	elf := hello(t)
-	return []entry{
-		{tar.Header{Typeflag: tar.TypeDir, Name: "usr/bin/", Mode: 0o755, ModTime: mt, Format: tar.FormatPAX}, nil},
-		{tar.Header{Typeflag: tar.TypeReg, Name: "usr/bin/hello", Mode: 0o4755, Uid: 1000, Gid: 50, Uname: "someone", Gname: "staff", ModTime: mt,
-			PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "\x01\x00\x00\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"}, Format: tar.FormatPAX}, elf},
-		{tar.Header{Typeflag: tar.TypeLink, Name: "usr/bin/hello2", Linkname: "usr/bin/hello", ModTime: mt, Format: tar.FormatPAX}, nil},
-		{tar.Header{Typeflag: tar.TypeSymlink, Name: "usr/bin/hi", Linkname: "hello", ModTime: mt, Format: tar.FormatPAX}, nil},
-		{tar.Header{Typeflag: tar.TypeReg, Name: "etc/motd", Mode: 0o644, ModTime: mt, Format: tar.FormatPAX}, []byte("hello\n")},
-		{tar.Header{Typeflag: tar.TypeReg, Name: "etc/.wh.old", Mode: 0o600, ModTime: mt, Format: tar.FormatPAX}, nil},
-		{tar.Header{Typeflag: tar.TypeChar, Name: "dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3, ModTime: mt, Format: tar.FormatPAX}, nil},
-		{tar.Header{Typeflag: tar.TypeReg, Name: "usr/bin/signed", Mode: 0o755, ModTime: mt,
-			PAXRecords: map[string]string{"SCHILY.xattr.security.ima": "\x03\x02"}, Format: tar.FormatPAX}, elf},
+	return []tartest.Entry{
+		{Hdr: tar.Header{Typeflag: tar.TypeDir, Name: "usr/bin/", Mode: 0o755, ModTime: mt, Format: tar.FormatPAX}},
+		{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: "usr/bin/hello", Mode: 0o4755, Uid: 1000, Gid: 50, Uname: "someone", Gname: "staff", ModTime: mt,
+			PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "\x01\x00\x00\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"}, Format: tar.FormatPAX}, Data: elf},
+		{Hdr: tar.Header{Typeflag: tar.TypeLink, Name: "usr/bin/hello2", Linkname: "usr/bin/hello", ModTime: mt, Format: tar.FormatPAX}},
+		{Hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "usr/bin/hi", Linkname: "hello", ModTime: mt, Format: tar.FormatPAX}},
+		{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: "etc/motd", Mode: 0o644, ModTime: mt, Format: tar.FormatPAX}, Data: []byte("hello\n")},
+		{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: "etc/.wh.old", Mode: 0o600, ModTime: mt, Format: tar.FormatPAX}},
+		{Hdr: tar.Header{Typeflag: tar.TypeChar, Name: "dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3, ModTime: mt, Format: tar.FormatPAX}},
+		{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: "usr/bin/signed", Mode: 0o755, ModTime: mt,
+			PAXRecords: map[string]string{"SCHILY.xattr.security.ima": "\x03\x02"}, Format: tar.FormatPAX}, Data: elf},
 	}
 }
 
@@ -102,26 +55,26 @@ func TestConvertKeepsHeaders(t *testing.T) {
 	for _, inMem := range []int64{0, 1} { // in memory, and through temporary files
 		in := sample(t)
 		var out bytes.Buffer
-		st, err := Convert(context.Background(), bytes.NewReader(build(t, in)), &out, Options{InMemory: inMem, Sums: true, TempDir: t.TempDir()})
+		st, err := Convert(context.Background(), bytes.NewReader(tartest.Write(t, in)), &out, Options{InMemory: inMem, Sums: true, TempDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := read(t, out.Bytes())
-		want := read(t, build(t, in))
-		if diff := cmp.Diff(hdrs(want), hdrs(got), ignoreSize); diff != "" {
+		got := tartest.Read(t, out.Bytes())
+		want := tartest.Read(t, tartest.Write(t, in))
+		if diff := cmp.Diff(tartest.Headers(want), tartest.Headers(got), ignoreSize); diff != "" {
 			t.Fatalf("headers changed (-want +got):\n%s", diff)
 		}
 		for i := range got {
-			changed := !bytes.Equal(got[i].data, want[i].data)
-			if changed != (got[i].hdr.Name == "usr/bin/hello") {
-				t.Errorf("%s: content changed %v", got[i].hdr.Name, changed)
+			changed := !bytes.Equal(got[i].Data, want[i].Data)
+			if changed != (got[i].Hdr.Name == "usr/bin/hello") {
+				t.Errorf("%s: content changed %v", got[i].Hdr.Name, changed)
 			}
 		}
 		wantCounts := map[tree.Outcome]int{tree.Converted: 1, tree.NotELF: 2, tree.Signed: 1}
 		if diff := cmp.Diff(wantCounts, st.Counts); diff != "" || st.Entries != len(in) || !st.Changed() {
 			t.Errorf("stats: entries %d, counts (-want +got):\n%s", st.Entries, diff)
 		}
-		if len(st.Files) != 1 || st.Files[0].MD5 != md5.Sum(got[1].data) || st.Files[0].NewSize != int64(len(got[1].data)) {
+		if len(st.Files) != 1 || st.Files[0].MD5 != md5.Sum(got[1].Data) || st.Files[0].NewSize != int64(len(got[1].Data)) {
 			t.Errorf("files: %+v", st.Files)
 		}
 		if want := []Link{{"usr/bin/hello2", "usr/bin/hello"}}; !cmp.Equal(st.Links, want) {
@@ -140,22 +93,14 @@ func TestConvertKeepsHeaders(t *testing.T) {
 		if err := res.Write(&direct); err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(direct.Bytes(), got[1].data) {
+		if !bytes.Equal(direct.Bytes(), got[1].Data) {
 			t.Error("the converted entry differs from the file command's output")
 		}
 	}
 }
 
-func hdrs(es []entry) []tar.Header {
-	out := make([]tar.Header, len(es))
-	for i, e := range es {
-		out[i] = e.hdr
-	}
-	return out
-}
-
 func TestNothingToConvert(t *testing.T) {
-	in := build(t, []entry{{tar.Header{Typeflag: tar.TypeReg, Name: "a.txt", Mode: 0o644}, []byte("text")}})
+	in := tartest.Write(t, []tartest.Entry{{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: "a.txt", Mode: 0o644}, Data: []byte("text")}})
 	st, err := Convert(context.Background(), bytes.NewReader(in), io.Discard, Options{})
 	if err != nil || st.Changed() {
 		t.Fatalf("changed %v, err %v", st.Changed(), err)
@@ -165,9 +110,9 @@ func TestNothingToConvert(t *testing.T) {
 func TestFailure(t *testing.T) {
 	elf := hello(t)
 	bad := append([]byte(nil), elf[:200]...) // a header whose sections lie past the end
-	in := build(t, []entry{
-		{tar.Header{Typeflag: tar.TypeReg, Name: "bin/bad", Mode: 0o755}, bad},
-		{tar.Header{Typeflag: tar.TypeReg, Name: "bin/hello", Mode: 0o755}, elf},
+	in := tartest.Write(t, []tartest.Entry{
+		{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: "bin/bad", Mode: 0o755}, Data: bad},
+		{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: "bin/hello", Mode: 0o755}, Data: elf},
 	})
 	_, err := Convert(context.Background(), bytes.NewReader(in), io.Discard, Options{Name: "layer 1"})
 	var le *Error
@@ -180,8 +125,8 @@ func TestFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := read(t, out.Bytes())
-	if !bytes.Equal(got[0].data, bad) || bytes.Equal(got[1].data, elf) {
+	got := tartest.Read(t, out.Bytes())
+	if !bytes.Equal(got[0].Data, bad) || bytes.Equal(got[1].Data, elf) {
 		t.Error("with KeepGoing the bad file passes through and the good one is converted")
 	}
 	if f := st.Failed(); len(f) != 1 || f[0].Name != "bin/bad" {
@@ -190,7 +135,7 @@ func TestFailure(t *testing.T) {
 }
 
 func TestTruncatedStream(t *testing.T) {
-	in := build(t, []entry{{tar.Header{Typeflag: tar.TypeReg, Name: "bin/hello", Mode: 0o755}, hello(t)}})
+	in := tartest.Write(t, []tartest.Entry{{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: "bin/hello", Mode: 0o755}, Data: hello(t)}})
 	for _, inMem := range []int64{0, 1} {
 		_, err := Convert(context.Background(), bytes.NewReader(in[:len(in)/2]), io.Discard, Options{Name: "layer 1", InMemory: inMem})
 		if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -205,21 +150,21 @@ func TestTruncatedStream(t *testing.T) {
 func TestParallelOrder(t *testing.T) {
 	elf := hello(t)
 	large := bytes.Repeat([]byte("large text\n"), (smallEntry/11)+100)
-	var es []entry
+	var es []tartest.Entry
 	for i := range 60 {
 		name := fmt.Sprintf("f%02d", i)
 		switch i % 5 {
 		case 0, 3:
-			es = append(es, entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755}, elf})
+			es = append(es, tartest.Entry{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755}, Data: elf})
 		case 1:
-			es = append(es, entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, []byte(name)})
+			es = append(es, tartest.Entry{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, Data: []byte(name)})
 		case 2:
-			es = append(es, entry{tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: "f00"}, nil})
+			es = append(es, tartest.Entry{Hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: "f00"}})
 		case 4:
-			es = append(es, entry{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, large})
+			es = append(es, tartest.Entry{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, Data: large})
 		}
 	}
-	in := build(t, es)
+	in := tartest.Write(t, es)
 	var one bytes.Buffer
 	if _, err := Convert(context.Background(), bytes.NewReader(in), &one, Options{Jobs: 1}); err != nil {
 		t.Fatal(err)
@@ -243,11 +188,11 @@ func TestParallelOrder(t *testing.T) {
 // goroutine behind.
 func TestCancel(t *testing.T) {
 	elf := hello(t)
-	var es []entry
+	var es []tartest.Entry
 	for i := range 40 {
-		es = append(es, entry{tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprint(i), Mode: 0o755}, elf})
+		es = append(es, tartest.Entry{Hdr: tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprint(i), Mode: 0o755}, Data: elf})
 	}
-	in := build(t, es)
+	in := tartest.Write(t, es)
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &cancelAfter{n: 3 * len(elf), cancel: cancel}

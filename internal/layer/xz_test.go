@@ -15,7 +15,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 // xzOf compresses data with ulikunitz's writer as cfg says.

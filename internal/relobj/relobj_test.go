@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 func TestConvertArchive(t *testing.T) {

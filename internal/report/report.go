@@ -20,7 +20,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/convert"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
-	"github.com/cfi2sframe/cfi2sframe/internal/plt"
+	"github.com/cfi2sframe/cfi2sframe/internal/pltfind"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -132,7 +132,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 	if len(st.Sections()) == 0 {
 		return nil, ErrSkip
 	}
-	plts := plt.Sections(ef)
+	plts := pltfind.Sections(ef)
 	ctx := st.Context(nil)
 	exec := coverage.Exec(ef)
 	var cfiStarts []uint64

@@ -14,11 +14,11 @@ import (
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/convert"
+	"github.com/cfi2sframe/cfi2sframe/internal/allfuncs"
+	"github.com/cfi2sframe/cfi2sframe/internal/alltables"
 	"github.com/cfi2sframe/cfi2sframe/internal/callsite"
-	"github.com/cfi2sframe/cfi2sframe/internal/cfiload"
-	"github.com/cfi2sframe/cfi2sframe/internal/collect"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
-	"github.com/cfi2sframe/cfi2sframe/internal/plt"
+	"github.com/cfi2sframe/cfi2sframe/internal/pltfind"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -53,7 +53,7 @@ func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []transl
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, tr, err := collect.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: true, Sort: true}, pad)
+	b, tr, err := allfuncs.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: true, Sort: true}, pad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +94,8 @@ func TestFiguresMatchWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tables, _ := cfiload.All(cf)
-		plts := plt.Sections(f.ELF)
+		tables, _ := alltables.Execute(cf)
+		plts := pltfind.Sections(f.ELF)
 		entries := cf.Entries()
 		cfi.SortEntries(entries)
 		pad := callsite.NewReturnPad(f.ELF, b, entries) // as a conversion applies it

@@ -287,13 +287,19 @@ func (o *Object) Symbolize(addr uint64) string {
 	return ""
 }
 
-// Bias returns the load bias of an executable mapping of the object: the
-// address of file offset m.Offset minus its address in the PT_LOAD that
-// holds it.
-func (o *Object) Bias(m *MapEntry) (uint64, bool) {
+// Bias returns the load bias of an executable mapping of the object:
+// LoadBias of its PT_LOADs.
+func (o *Object) Bias(m *MapEntry) (uint64, bool) { return LoadBias(o.loads, m) }
+
+// LoadBias returns the load bias of an executable mapping m of a file
+// whose PT_LOAD headers are loads: the address of file offset m.Offset
+// minus its address in the executable PT_LOAD (the only one, if there is
+// one) that holds it. It holds for a mapping of part of a segment too, and
+// is 0 for a file linked at a fixed address.
+func LoadBias(loads []elf.ProgHeader, m *MapEntry) (uint64, bool) {
 	const page = 1 << 12
-	for _, p := range o.loads {
-		if p.Flags&elf.PF_X == 0 && len(o.loads) > 1 {
+	for _, p := range loads {
+		if p.Flags&elf.PF_X == 0 && len(loads) > 1 {
 			continue
 		}
 		lo := p.Off &^ (page - 1)

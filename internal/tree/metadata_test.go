@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/treediff"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/treediff"
 )
 
 // capNetRaw is security.capability's value for cap_net_raw=ep (VFS

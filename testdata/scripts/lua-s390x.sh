@@ -5,7 +5,7 @@
 # plain build is converted with cfi2sframe and then:
 #
 #  1. compared with GNU's build at every PC of every function GNU's .sframe
-#     describes (internal/sfcompare);
+#     describes (internal/testing/sfcompare);
 #  2. run under qemu-s390x-static beside the plain build on a Lua script
 #     (closures, coroutines, errors through pcall, string patterns, table
 #     sorting with a Lua comparator, integer and float arithmetic): the same
@@ -32,7 +32,7 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/cfi2sframe" ./cmd/cfi2sframe
-go build -o "$work/sfcompare" ./internal/sfcompare/cmd/sfcompare
+go build -o "$work/sfcompare" ./internal/testing/sfcompare/cmd/sfcompare
 c2s="$work/cfi2sframe"
 
 src=$(bash scripts/debian-source.sh lua5.4)/src

@@ -11,7 +11,7 @@
 // 0 frames), or a copy of backtrace()'s DWARF fallback over libgcc_s's
 // _Unwind_Backtrace, loaded by absolute path ("dwarf" runs, the reference).
 // Each frame prints as module+offset and symbol, so runs of the same binary
-// compare exactly (internal/judge compares them).
+// compare exactly (internal/testing/judge compares them).
 //
 //   prog sframe|dwarf chain|signal SIZE [LIBGCC_S]
 #define _GNU_SOURCE
