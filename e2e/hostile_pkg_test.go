@@ -19,7 +19,7 @@ import (
 
 	"github.com/ulikunitz/xz"
 
-	"github.com/cfi2sframe/cfi2sframe/internal/hostile"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/hostile"
 )
 
 // TestHostilePackages converts hostile Debian packages with the real
