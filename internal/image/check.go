@@ -83,6 +83,29 @@ func sum(h hash.Hash, algorithm string) v1.Hash {
 	return v1.Hash{Algorithm: algorithm, Hex: fmt.Sprintf("%x", h.Sum(nil))}
 }
 
+// sizer tells the size of the blob h where the transport can without
+// reading it (an OCI layout's file), so that a document is not read
+// whole on a descriptor's word; ok is false where it cannot.
+type sizer func(h v1.Hash) (n int64, ok bool)
+
+// checkStored checks the size of the document d names, as stored,
+// against MaxDocument and d before it is read.
+func checkStored(what string, d v1.Descriptor, size sizer) error {
+	if size == nil {
+		return nil
+	}
+	n, ok := size(d.Digest)
+	switch {
+	case !ok:
+		return nil
+	case n > MaxDocument:
+		return &BlobError{what, d.Digest, fmt.Errorf("%d bytes stored, over the %d MiB limit on manifests, indexes and configs", n, MaxDocument>>20)}
+	case n != d.Size:
+		return &BlobError{what, d.Digest, fmt.Errorf("%d bytes stored, but its descriptor's size is %d", n, d.Size)}
+	}
+	return nil
+}
+
 // checkedReader reads a blob, hashing and counting it: more bytes than
 // its descriptor's size, fewer at the end, or another digest is an
 // error, and so is a done ctx. Only a reader that reached io.EOF without
@@ -201,7 +224,7 @@ type checkedImage struct {
 // has no descriptor to hold it to: a docker archive's manifest is made
 // from its files) and its config against the manifest, and bounds what
 // they declare. platform names it in errors.
-func checkImage(ctx context.Context, img v1.Image, d *v1.Descriptor, platform string) (*checkedImage, error) {
+func checkImage(ctx context.Context, img v1.Image, d *v1.Descriptor, platform string, size sizer) (*checkedImage, error) {
 	raw, err := img.RawManifest()
 	if err != nil {
 		return nil, fmt.Errorf("%smanifest: %w", prefix(platform), err)
@@ -222,6 +245,9 @@ func checkImage(ctx context.Context, img v1.Image, d *v1.Descriptor, platform st
 	}
 	if m.Config.Size > MaxDocument {
 		return nil, fmt.Errorf("%sconfig: %d bytes, over the %d MiB limit on manifests, indexes and configs", prefix(platform), m.Config.Size, MaxDocument>>20)
+	}
+	if err := checkStored(prefix(platform)+"config", m.Config, size); err != nil {
+		return nil, err
 	}
 	if ci.config, err = img.RawConfigFile(); err != nil {
 		return nil, fmt.Errorf("%sconfig: %w", prefix(platform), err)
@@ -289,9 +315,10 @@ type checkedIndex struct {
 	raw   []byte
 	im    *v1.IndexManifest
 	chain []v1.Hash
+	size  sizer
 }
 
-func checkIndex(ctx context.Context, idx v1.ImageIndex, d *v1.Descriptor, chain []v1.Hash) (*checkedIndex, error) {
+func checkIndex(ctx context.Context, idx v1.ImageIndex, d *v1.Descriptor, chain []v1.Hash, size sizer) (*checkedIndex, error) {
 	raw, err := idx.RawManifest()
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)
@@ -314,7 +341,7 @@ func checkIndex(ctx context.Context, idx v1.ImageIndex, d *v1.Descriptor, chain 
 			return nil, &BlobError{"manifest", md.Digest, fmt.Errorf("%d bytes in its descriptor, over the %d MiB limit on manifests, indexes and configs", md.Size, MaxDocument>>20)}
 		}
 	}
-	return &checkedIndex{ctx: ctx, orig: idx, raw: raw, im: im, chain: chain}, nil
+	return &checkedIndex{ctx: ctx, orig: idx, raw: raw, im: im, chain: chain, size: size}, nil
 }
 
 func (x *checkedIndex) find(h v1.Hash) (*v1.Descriptor, error) {
@@ -351,11 +378,14 @@ func (x *checkedIndex) checkedImage(h v1.Hash, platform string) (*checkedImage, 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkStored(prefix(platform)+"manifest", *d, x.size); err != nil {
+		return nil, err
+	}
 	img, err := x.orig.Image(h)
 	if err != nil {
 		return nil, fmt.Errorf("%smanifest %s: %w", prefix(platform), h, err)
 	}
-	return checkImage(x.ctx, img, d, platform)
+	return checkImage(x.ctx, img, d, platform, x.size)
 }
 
 // ImageIndex is the checked index h of the index.
@@ -370,9 +400,12 @@ func (x *checkedIndex) ImageIndex(h v1.Hash) (v1.ImageIndex, error) {
 	if len(x.chain) >= MaxDepth {
 		return nil, &BlobError{"index", h, fmt.Errorf("nested more than %d deep", MaxDepth)}
 	}
+	if err := checkStored("index", *d, x.size); err != nil {
+		return nil, err
+	}
 	idx, err := x.orig.ImageIndex(h)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", h, err)
 	}
-	return checkIndex(x.ctx, idx, d, append(slices.Clip(x.chain), h))
+	return checkIndex(x.ctx, idx, d, append(slices.Clip(x.chain), h), x.size)
 }

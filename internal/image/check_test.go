@@ -187,6 +187,18 @@ func TestLiesRefused(t *testing.T) {
 			m["annotations"] = map[string]string{"pad": strings.Repeat("x", MaxDocument)}
 			l.setManifest(m)
 		}, "over the 4 MiB limit"},
+		{"manifest stored over the limit, its descriptor small", func(l *lab) {
+			m := l.manifest()
+			m["annotations"] = map[string]string{"pad": strings.Repeat("x", MaxDocument)}
+			b, _ := json.Marshal(m)
+			l.setManifestBytes(b, false)
+		}, "bytes stored, over the 4 MiB limit"},
+		{"config stored larger than its descriptor", func(l *lab) {
+			h, _ := v1.NewHash(l.manifest()["config"].(map[string]any)["digest"].(string))
+			f, _ := os.OpenFile(l.path(h), os.O_APPEND|os.O_WRONLY, 0)
+			f.Write(bytes.Repeat([]byte(" "), MaxDocument))
+			f.Close()
+		}, "config: blob sha256:"},
 		{"index lists itself", func(l *lab) {
 			// A blob named by a digest it cannot have: an index that
 			// lists its own name.

@@ -125,7 +125,7 @@ func readLayout(t *testing.T, dir, tag string) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := checkIndex(context.Background(), idx, nil, nil)
+	root, err := checkIndex(context.Background(), idx, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestIndexPassesOtherPlatforms(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	outIdx, _ := layout.ImageIndexFromPath(filepath.Join(dir, "out"))
-	root, err := checkIndex(context.Background(), outIdx, nil, nil)
+	root, err := checkIndex(context.Background(), outIdx, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,14 +137,14 @@ func open(ctx context.Context, r Ref, a Access) (source, error) {
 			if err != nil {
 				return source{}, err
 			}
-			ci, err := checkIndex(ctx, idx, &desc.Descriptor, []v1.Hash{desc.Digest})
+			ci, err := checkIndex(ctx, idx, &desc.Descriptor, []v1.Hash{desc.Digest}, nil)
 			return source{idx: ci}, err
 		}
 		img, err := desc.Image()
 		if err != nil {
 			return source{}, err
 		}
-		ci, err := checkImage(ctx, img, &desc.Descriptor, "")
+		ci, err := checkImage(ctx, img, &desc.Descriptor, "", nil)
 		return source{img: ci}, err
 	case OCI:
 		// index.json is read whole by the layout's reader: bound it
@@ -156,7 +156,7 @@ func open(ctx context.Context, r Ref, a Access) (source, error) {
 		if err != nil {
 			return source{}, err
 		}
-		root, err := checkIndex(ctx, idx, nil, nil)
+		root, err := checkIndex(ctx, idx, nil, nil, layoutBlobSize(r.Name))
 		if err != nil {
 			return source{}, fmt.Errorf("index.json: %w", err)
 		}
@@ -182,10 +182,22 @@ func open(ctx context.Context, r Ref, a Access) (source, error) {
 		// The archive's manifest is made from its files, so there is
 		// no digest to hold it to; its layers are held to the config's
 		// diff_ids as they are converted.
-		ci, err := checkImage(ctx, img, nil, "")
+		ci, err := checkImage(ctx, img, nil, "", nil)
 		return source{img: ci}, err
 	}
 	return source{}, fmt.Errorf("unknown transport %q", r.Transport)
+}
+
+// layoutBlobSize is the size of a blob of the OCI layout dir, as its file
+// says.
+func layoutBlobSize(dir string) sizer {
+	return func(h v1.Hash) (int64, bool) {
+		st, err := os.Lstat(filepath.Join(dir, "blobs", h.Algorithm, h.Hex))
+		if err != nil || !st.Mode().IsRegular() {
+			return 0, false
+		}
+		return st.Size(), true
+	}
 }
 
 const refName = "org.opencontainers.image.ref.name"
