@@ -12,7 +12,9 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
+	"sync"
 	"syscall"
+	"unsafe"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 )
@@ -130,6 +132,7 @@ func (in *File) File() *os.File { return in.file }
 func mapFile(fh *os.File, size int64) (data []byte, mapped bool, err error) {
 	data, err = mmap(int(fh.Fd()), int(size))
 	if err == nil {
+		live.add(data)
 		return data, true, nil
 	}
 	data = make([]byte, size)
@@ -154,6 +157,7 @@ func (in *File) Close() error {
 	in.mapped = false
 	d := in.Data
 	in.Data = nil
+	live.remove(d)
 	if merr := munmap(d); merr != nil {
 		return merr
 	}
@@ -178,5 +182,66 @@ func Faulted(f func()) (fault bool) {
 		}
 	}()
 	f()
+	return false
+}
+
+// Drop gives the pages wholly inside b back: b must lie in the Data of a
+// File still open, and is otherwise left alone (bytes read into memory,
+// say, which dropping would zero). A mapped file's pages stay in the page
+// cache, so dropping costs no data: it only takes them out of the
+// process's resident set (which peak RSS counts), and touching them again
+// maps them again. A reader that goes through a large mapping once, in
+// order, drops what it has passed to keep its RSS to what it reads now.
+func Drop(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	hi := lo + uintptr(len(b))
+	page := uintptr(os.Getpagesize())
+	lo = (lo + page - 1) &^ (page - 1)
+	hi &^= page - 1
+	if hi <= lo {
+		return
+	}
+	live.Lock()
+	defer live.Unlock() // the mapping is not unmapped meanwhile
+	if live.holds(lo, hi) {
+		dontneed(lo, hi-lo)
+	}
+}
+
+// live is the mappings of the Files open, by address: those Drop may
+// drop pages of.
+var live liveMaps
+
+type liveMaps struct {
+	sync.Mutex
+	m map[uintptr]uintptr // start to end
+}
+
+func (l *liveMaps) add(b []byte) {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	l.Lock()
+	if l.m == nil {
+		l.m = make(map[uintptr]uintptr)
+	}
+	l.m[p] = p + uintptr(len(b))
+	l.Unlock()
+}
+
+func (l *liveMaps) remove(b []byte) {
+	l.Lock()
+	delete(l.m, uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	l.Unlock()
+}
+
+// holds says whether [lo, hi) lies in one mapping; l is locked.
+func (l *liveMaps) holds(lo, hi uintptr) bool {
+	for start, end := range l.m {
+		if lo >= start && hi <= end {
+			return true
+		}
+	}
 	return false
 }

@@ -26,3 +26,10 @@ func munmap(b []byte) error {
 	}
 	return nil
 }
+
+// dontneed unmaps the pages [p, p+n) of a file mapping, which stay in
+// the page cache (MADV_DONTNEED on a shared file mapping discards
+// nothing). An error leaves the pages mapped, which is no fault.
+func dontneed(p, n uintptr) {
+	syscall.Syscall(syscall.SYS_MADVISE, p, n, syscall.MADV_DONTNEED)
+}
