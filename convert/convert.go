@@ -378,6 +378,7 @@ func translateLinked(f *elfread.File, in []byte, st *cfi.File, o Options, copyin
 	if len(cuts) == 2 {
 		ctx := st.Context(all)
 		r, err := t.Functions(ctx, pad.Wrap(enc.Add))
+		pad.Release(all)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -402,6 +403,7 @@ func translateLinked(f *elfread.File, in []byte, st *cfi.File, o Options, copyin
 				p.enc.Grow(cuts[i+1] - cuts[i])
 				ctx := st.Context(all[cuts[i]:cuts[i+1]])
 				p.res, p.err = t.Functions(ctx, pad.Wrap(p.enc.Add))
+				pad.Release(all[cuts[i]:cuts[i+1]])
 				p.cfiErrs = ctx.Errors()
 				j.finish(i)
 			}

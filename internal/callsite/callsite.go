@@ -15,6 +15,7 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/isa"
+	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
 )
 
 // MaxDecode bounds how many bytes of one function EndsWithCall decodes on
@@ -55,6 +56,21 @@ func (c *Code) Bytes(lo, hi uint64) []byte {
 		return c.data[off : off+(hi-lo)]
 	}
 	return nil
+}
+
+// Release gives back the pages of code wholly inside [lo, hi) when the
+// file is mapped (mapped.Drop): they stay in the page cache, and are
+// mapped again if read again.
+func (c *Code) Release(lo, hi uint64) {
+	for _, p := range c.exec {
+		size := uint64(len(c.data))
+		a, b := max(lo, p.Vaddr), min(hi, p.Vaddr+p.Filesz)
+		if a >= b || p.Off >= size || a-p.Vaddr >= size-p.Off {
+			continue
+		}
+		start := p.Off + (a - p.Vaddr)
+		mapped.Drop(c.data[start : start+min(b-a, size-start)])
+	}
 }
 
 // executable says whether pc is in an executable segment.
