@@ -187,20 +187,20 @@ func (l *checkedLayer) Digest() (v1.Hash, error)            { return l.d.Digest,
 func (l *checkedLayer) Size() (int64, error)                { return l.d.Size, nil }
 func (l *checkedLayer) MediaType() (types.MediaType, error) { return l.d.MediaType, nil }
 func (l *checkedLayer) Compressed() (io.ReadCloser, error) {
+	rc, err := l.open()
+	if err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+// open is Compressed as the *checkedReader it is.
+func (l *checkedLayer) open() (*checkedReader, error) {
 	rc, err := l.l.Compressed()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", l.what, err)
 	}
 	return newCheckedReader(l.ctx, rc, l.what, l.d)
-}
-
-// open is Compressed as a *checkedReader.
-func (l *checkedLayer) open() (*checkedReader, error) {
-	rc, err := l.Compressed()
-	if err != nil {
-		return nil, err
-	}
-	return rc.(*checkedReader), nil
 }
 
 // checkedImage is a source image whose manifest was checked against

@@ -203,15 +203,15 @@ func (c *converter) layer(ctx context.Context, img *checkedImage, i int, d v1.De
 		}
 		c.rec.Unlock()
 	}()
-	comp, ok := compressionOf(d.MediaType)
+	src, ok := compressionOf(d.MediaType)
 	if !ok {
 		rec.Counts = map[string]int{}
 		return nil, nil // foreign, non-distributable or not a tar layer: kept
 	}
+	comp := src
 	if c.o.Compression != "" {
 		comp = c.o.Compression
 	}
-	src, _ := compressionOf(d.MediaType)
 	lo := layer.Options{Convert: c.o.Convert, Name: name, KeepGoing: c.o.KeepGoing, TempDir: c.o.TempDir, Limits: c.limits}
 	s, st, err := convertLayer(ctx, img.layers[d.Digest], img.diffIDs[i], src, comp, layerType(comp, oci || comp == Zstd), lo, c.o.Bounds)
 	if st != nil {

@@ -21,13 +21,14 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 )
 
-// Compression is a layer's compression.
-type Compression string
+// Compression is a layer's compression: the codecs of internal/layer
+// that layers use, by the names --dest-compress-format takes.
+type Compression = layer.Codec
 
 const (
-	None Compression = "none"
-	Gzip Compression = "gzip"
-	Zstd Compression = "zstd"
+	None = layer.Uncompressed
+	Gzip = layer.Gzip
+	Zstd = layer.Zstd
 )
 
 // compressionOf says how a layer of media type mt is compressed, and
@@ -153,7 +154,7 @@ func convertLayer(ctx context.Context, l *checkedLayer, diffID v1.Hash, src, dst
 			err = be
 		}
 	}()
-	dec, err := layer.NewReader(ctx, codec(src), rc, l.d.Size, b)
+	dec, err := layer.NewReader(ctx, src, rc, l.d.Size, b)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", lo.Name, err)
 	}
@@ -196,17 +197,6 @@ func convertLayer(ctx context.Context, l *checkedLayer, diffID v1.Hash, src, dst
 	// Read when the image is written, after the image's own ctx ends: the run's ctx.
 	out := &spooled{ctx: l.ctx, f: f, mt: mt, size: digest.n, digest: digest.hash(), diffID: newDiffID.hash()}
 	return out, st, nil
-}
-
-// codec is the layer package's name for c.
-func codec(c Compression) layer.Codec {
-	switch c {
-	case Gzip:
-		return layer.Gzip
-	case Zstd:
-		return layer.Zstd
-	}
-	return layer.Uncompressed
 }
 
 var _ partial.CompressedLayer = (*spooled)(nil)
