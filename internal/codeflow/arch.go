@@ -1,0 +1,56 @@
+package codeflow
+
+// flow is how control leaves an instruction.
+type flow uint8
+
+const (
+	flowNext     flow = iota // to the next instruction
+	flowCall                 // a call to target (0: through a register); then the next instruction unless target does not return
+	flowJump                 // to target only
+	flowBranch               // to target or the next instruction
+	flowTable                // to each of targets: a jump table resolved from its bounds check
+	flowIndirect             // through a register or memory, unresolved: a tail call if the state is the entry's, else the function is left out
+	flowReturn               // back to the caller (the state must be the entry's)
+	flowStop                 // nowhere: a trap, a halt, ud2
+)
+
+// next is how an instruction ends: its length and where control goes.
+type next struct {
+	len     int
+	flow    flow
+	target  uint64
+	targets []uint64
+}
+
+// failure is why an instruction ends the analysis of its function.
+type failure struct {
+	reason Reason
+	detail string
+}
+
+func (f *failure) Error() string { return string(f.reason) + ": " + f.detail }
+
+// arch is what the walk needs of an instruction set (amd64.go, arm64.go).
+type arch interface {
+	// entry is the state at a function's entry.
+	entry() State
+	// step decodes the instruction at pc (b holds the bytes from pc to
+	// the end of its executable range), applies its effect to s, and
+	// says how control leaves it; an error (a *failure) is why the
+	// function is left out. w gives the code (jump tables, calls that do
+	// not return) and the instructions before pc in the same block.
+	step(w *walk, b []byte, pc uint64, s *State) (next, error)
+	// rule is the row s gives (its PC unset), or why it gives none.
+	rule(s *State) (Row, error)
+	// tail says s is the state a tail call leaves: the frame gone, as at
+	// the entry.
+	tail(s *State) bool
+}
+
+// walk is one function's analysis in progress (engine.go).
+type walk struct {
+	code *Code
+	// block holds the PCs of the instructions before the current one in
+	// its basic block, oldest first (jump tables read their bounds check).
+	block []uint64
+}
