@@ -72,6 +72,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
+	"github.com/cfi2sframe/cfi2sframe/internal/leb128"
 )
 
 // RuleKind is how a RegRule recovers its register.
@@ -297,22 +298,22 @@ func (w *writer) cie() {
 	w.u32(uint32(reserve))
 	w.u32(0xffffffff) // CIE id
 	w.out = append(w.out, 3, 0, 1)
-	w.out = appendSleb(w.out, dataAlign)
-	w.out = appendUleb(w.out, w.m.ra)
+	w.out = leb128.AppendSleb(w.out, dataAlign)
+	w.out = leb128.AppendUleb(w.out, w.m.ra)
 	w.out = append(w.out, cfaDefCFA)
-	w.out = appendUleb(w.out, w.m.sp)
+	w.out = leb128.AppendUleb(w.out, w.m.sp)
 	if w.m.hasLR {
-		w.out = appendUleb(w.out, 0)
+		w.out = leb128.AppendUleb(w.out, 0)
 		w.out = append(w.out, cfaSameValue)
-		w.out = appendUleb(w.out, w.m.ra)
+		w.out = leb128.AppendUleb(w.out, w.m.ra)
 		w.out = append(w.out, cfaValOffset)
-		w.out = appendUleb(w.out, w.m.sp)
-		w.out = appendUleb(w.out, 0)
+		w.out = leb128.AppendUleb(w.out, w.m.sp)
+		w.out = leb128.AppendUleb(w.out, 0)
 	} else {
-		w.out = appendUleb(w.out, uint64(w.ptr))
+		w.out = leb128.AppendUleb(w.out, uint64(w.ptr))
 		w.out = append(w.out, cfaOffsetExtended)
-		w.out = appendUleb(w.out, w.m.ra)
-		w.out = appendUleb(w.out, uint64(int64(-w.ptr)/dataAlign))
+		w.out = leb128.AppendUleb(w.out, w.m.ra)
+		w.out = leb128.AppendUleb(w.out, uint64(int64(-w.ptr)/dataAlign))
 	}
 	for len(w.out) < 4+reserve {
 		w.out = append(w.out, 0)
@@ -336,7 +337,7 @@ func (w *writer) program(b []byte, f *gopclntab.Func, rules []RegRule) ([]byte, 
 	top := w.m.hasLR && f.Flag&gopclntab.TopFrame != 0
 	if top {
 		b = append(b, cfaUndefined)
-		b = appendUleb(b, w.m.ra)
+		b = leb128.AppendUleb(b, w.m.ra)
 	}
 	loc := f.Entry
 	// extras writes the rules for PCs before pc (at pc too when at).
@@ -378,15 +379,15 @@ func (w *writer) program(b []byte, f *gopclntab.Func, rules []RegRule) ([]byte, 
 		if w.m.hasLR && !top {
 			if v.Value > 0 {
 				b = append(b, cfaOffsetExtSF)
-				b = appendUleb(b, w.m.ra)
-				b = appendSleb(b, -sp/dataAlign)
+				b = leb128.AppendUleb(b, w.m.ra)
+				b = leb128.AppendSleb(b, -sp/dataAlign)
 			} else {
 				b = append(b, cfaSameValue)
-				b = appendUleb(b, w.m.ra)
+				b = leb128.AppendUleb(b, w.m.ra)
 			}
 		}
 		b = append(b, cfaDefCFAOffsetSF)
-		b = appendSleb(b, sp/dataAlign)
+		b = leb128.AppendSleb(b, sp/dataAlign)
 		if err := extras(v.PC, true); err != nil {
 			return nil, 0, err
 		}
@@ -408,18 +409,21 @@ func (w *writer) program(b []byte, f *gopclntab.Func, rules []RegRule) ([]byte, 
 	return b, end, nil
 }
 
-// advance appends an advance of d bytes, in the smallest form, as the
-// linker does (it writes one even when d is 0).
-func (w *writer) advance(b []byte, d uint64) []byte {
+// advance appends an advance of d bytes (AppendAdvance).
+func (w *writer) advance(b []byte, d uint64) []byte { return AppendAdvance(b, w.order, d) }
+
+// AppendAdvance appends to b a DW_CFA advance of d bytes, in the smallest
+// form, as Go's linker does (it writes one even when d is 0).
+func AppendAdvance(b []byte, order binary.AppendByteOrder, d uint64) []byte {
 	switch {
 	case d < 0x40:
 		return append(b, cfaAdvanceLoc|byte(d))
 	case d < 0x100:
 		return append(b, cfaAdvanceLoc1, byte(d))
 	case d < 0x10000:
-		return w.order.AppendUint16(append(b, cfaAdvanceLoc2), uint16(d))
+		return order.AppendUint16(append(b, cfaAdvanceLoc2), uint16(d))
 	default:
-		return w.order.AppendUint32(append(b, cfaAdvanceLoc4), uint32(d))
+		return order.AppendUint32(append(b, cfaAdvanceLoc4), uint32(d))
 	}
 }
 
@@ -430,31 +434,12 @@ func appendRule(b []byte, r RegRule) ([]byte, error) {
 			return nil, fmt.Errorf("rule for register %d at %#x: offset %d is not a multiple of 4", r.Reg, r.PC, r.Offset)
 		}
 		b = append(b, cfaOffsetExtSF)
-		b = appendUleb(b, r.Reg)
-		return appendSleb(b, r.Offset/dataAlign), nil
+		b = leb128.AppendUleb(b, r.Reg)
+		return leb128.AppendSleb(b, r.Offset/dataAlign), nil
 	case SameValue:
-		return appendUleb(append(b, cfaSameValue), r.Reg), nil
+		return leb128.AppendUleb(append(b, cfaSameValue), r.Reg), nil
 	case Undefined:
-		return appendUleb(append(b, cfaUndefined), r.Reg), nil
+		return leb128.AppendUleb(append(b, cfaUndefined), r.Reg), nil
 	}
 	return nil, fmt.Errorf("rule for register %d at %#x: kind %d", r.Reg, r.PC, r.Kind)
-}
-
-func appendUleb(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
-func appendSleb(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }
