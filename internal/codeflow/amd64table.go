@@ -203,7 +203,7 @@ func lastDef(h []hist, before, r int) int {
 func writes(in x86asm.Inst, r int) bool {
 	var s State
 	for i := range s.Regs {
-		s.Regs[i] = Val{Off: int64(i)*4096 + 1 << 40, Known: true}
+		s.Regs[i] = Val{Off: int64(i)*4096 + 1<<40, Known: true}
 	}
 	s.FP = Saved{Where: OnStack, Off: -16}
 	s.RA = Saved{Where: OnStack, Off: -8}

@@ -268,6 +268,9 @@ func (w *walk) follow(pc uint64, nx next, s *State) *fail {
 			return &fail{failure{ReasonIndirect, "an indirect jump with the frame in place and no jump table found"}, pc}
 		}
 	case flowReturn:
+		if s.FP.Where == Lost {
+			return &fail{failure{ReasonFPLost, "a return with the caller's frame pointer overwritten"}, pc}
+		}
 		if !w.arch.tail(s) {
 			return &fail{failure{ReasonReturn, "a return with the stack not as at the entry"}, pc}
 		}
