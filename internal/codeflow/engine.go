@@ -284,6 +284,10 @@ func (w *walk) follow(pc uint64, nx next, s *State) *fail {
 // frame pointer and return address are), and keeps only what both paths
 // know of the other registers, stepped again when that lost something.
 func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool) *fail {
+	e := w.entry
+	if jump && w.arch.tail(s) && e.End != 0 && (pc < e.Addr || pc >= e.End) {
+		return nil // a tail call to code without an entry of its own
+	}
 	if w.isEntry(pc) {
 		if w.arch.tail(s) || !jump {
 			return nil // a tail call; or a fall, frame in place, into the next function

@@ -26,6 +26,19 @@ func TestEngine(t *testing.T) {
 			ret`,
 		rows: map[string]string{"a1": "sp+16", "g1": "sp+8"},
 	}, {
+		name: "tail call to code without an entry",
+		src: `fn f
+			push %rbx
+			a1: pop %rbx
+			jmp helper
+			endfn
+			helper: h1: ret
+			fn g
+			push %rbx
+			pop %rbx
+			jmp helper`,
+		rows: map[string]string{"a1": "sp+16", "h1": "none"},
+	}, {
 		name: "a call that does not return, at the end",
 		src: `fn f
 			push %rbx
