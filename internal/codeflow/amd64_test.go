@@ -159,7 +159,13 @@ func TestAMD64Frames(t *testing.T) {
 			pop %rbx
 			ret`,
 		skips: map[string]Reason{"f": ReasonCFALost},
-	}, {
+	}})
+}
+
+// TestAMD64Slots: rbp and the return address, and registers holding
+// frame addresses.
+func TestAMD64Slots(t *testing.T) {
+	runSnippets(t, []snippet{{
 		name: "rbp as a general register",
 		src: `fn f
 			push %rbp
