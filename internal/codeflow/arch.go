@@ -50,7 +50,37 @@ type arch interface {
 // walk is one function's analysis in progress (engine.go).
 type walk struct {
 	code *Code
-	// block holds the PCs of the instructions before the current one in
-	// its basic block, oldest first (jump tables read their bounds check).
+	// block holds the PCs of up to histLen instructions before the current
+	// one on one path to it, oldest first: each one's first predecessor
+	// (the first instruction the walk reached it from), across the ends
+	// of basic blocks, so that a jump table finds the bounds check at the
+	// end of the block before its own. An arch that relies on it must
+	// call w.single for the instructions whose other predecessors would
+	// bypass what it read (checked when the walk ends).
 	block []uint64
+
+	arch  arch
+	regs  [2]int // DWARF numbers of the stack and frame pointers
+	entry Entry
+	index map[uint64]int32 // reached instruction -> recs
+	recs  []rec
+	work  []int32 // recs to step (again)
+	solo  []soloCheck
+	parts map[uint64]bool // other entries jumped to with a frame in place
+	last  uint64          // the end of the last instruction reached
 }
+
+// rec is what the walk keeps of one reached instruction.
+type rec struct {
+	s       State // before it runs
+	pc      uint64
+	pred    uint64 // its first predecessor, when hasPred
+	n       uint8  // its length once stepped
+	hasPred bool
+	multi   bool // reached from more than one instruction (or the entry and one)
+	queued  bool
+}
+
+// soloCheck: the instruction at pc must have one predecessor, or the jump
+// table at jump was resolved from a bounds check other paths bypass.
+type soloCheck struct{ pc, jump uint64 }

@@ -1,0 +1,398 @@
+package codeflow
+
+import (
+	"debug/elf"
+	"fmt"
+	"sort"
+)
+
+// arches gives the instruction set of a machine; arm64.go adds AArch64.
+var arches = map[elf.Machine]func() arch{elf.EM_X86_64: newAMD64}
+
+// frameRegs are the DWARF numbers of a machine's stack and frame
+// pointers, whose values must agree where paths meet.
+var frameRegs = map[elf.Machine][2]int{
+	elf.EM_X86_64:  {amdRSP, amdRBP},
+	elf.EM_AARCH64: {31, 29},
+}
+
+// maxInsns bounds the instructions one walk keeps a state for.
+const maxInsns = 1 << 20
+
+// histLen is how many instructions back walk.block reaches.
+const histLen = 24
+
+// Analyze walks each entry of c that c.Described does not cover and gives
+// the rows of the code it reaches (emit) or why it left the entry out
+// (skip, one per entry).
+//
+// No two Funcs overlap, by these rules:
+//   - A walk that jumps, with a frame in place, to another entry's start
+//     takes that code as part of its function (GCC's foo.cold, which has
+//     a symbol and an FDE of its own but is entered with foo's frame).
+//     A first pass walks every entry to learn which entries are such
+//     parts; they are not walked from their own start, whose state (the
+//     entry's) would be wrong there. A jump to another entry with the
+//     frame gone is a tail call; falling into another entry with a frame
+//     (after a call that does not return but that c.NoReturn does not
+//     know) ends the path, since no state can be proven there.
+//   - The second pass walks the other entries in address order and emits
+//     each one's Funcs at once, in Start order (so the output depends on
+//     nothing but c). The extents emitted so far are kept (merged, a few
+//     words per run of adjacent Funcs); an entry whose Funcs would
+//     overlap them is left out whole (ReasonStates): two walks reaching
+//     the same code are not compared, and neither may change rows the
+//     other gave. So memory grows with one function's instructions,
+//     and with the extents, not with the file's rows.
+func Analyze(c *Code, emit func(Func), skip func(Skip)) {
+	mk, regs := arches[c.Machine], frameRegs[c.Machine]
+	if mk == nil {
+		for _, e := range c.Entries {
+			if !c.described(e.Addr) {
+				skip(Skip{Start: e.Addr, End: e.End, Entry: e.Addr, Reason: ReasonUndecodable, At: e.Addr,
+					Detail: fmt.Sprintf("no instruction set for machine %v", c.Machine)})
+			}
+		}
+		return
+	}
+	a := mk()
+	parts := map[uint64]bool{}
+	for _, e := range c.Entries {
+		if c.described(e.Addr) {
+			continue
+		}
+		w := newWalk(c, a, regs, e)
+		w.run()
+		for p := range w.parts {
+			parts[p] = true
+		}
+	}
+	var done extents
+	for _, e := range c.Entries {
+		if c.described(e.Addr) || parts[e.Addr] {
+			continue
+		}
+		w := newWalk(c, a, regs, e)
+		funcs, f := w.funcs()
+		if f == nil {
+			for _, fn := range funcs {
+				if done.overlaps(fn.Start, fn.End) {
+					f = &fail{failure{ReasonStates, fmt.Sprintf("reaches code at %#x that another walk gave rows for", fn.Start)}, fn.Start}
+					break
+				}
+			}
+		}
+		if f != nil {
+			end := e.End
+			if end == 0 {
+				end = w.last
+			}
+			skip(Skip{Start: e.Addr, End: end, Entry: e.Addr, Reason: f.reason, At: f.at, Detail: f.detail})
+			continue
+		}
+		for _, fn := range funcs {
+			done.add(fn.Start, fn.End)
+			emit(fn)
+		}
+	}
+}
+
+func (c *Code) described(pc uint64) bool { return c.Described != nil && c.Described(pc, pc+1) }
+
+// fail is a failure and the instruction it was found at.
+type fail struct {
+	failure
+	at uint64
+}
+
+// extents is a sorted list of disjoint [lo, hi) ranges, adjacent ones merged.
+type extents []struct{ lo, hi uint64 }
+
+func (x extents) overlaps(lo, hi uint64) bool {
+	i := sort.Search(len(x), func(i int) bool { return x[i].hi > lo })
+	return i < len(x) && x[i].lo < hi
+}
+
+func (x *extents) add(lo, hi uint64) {
+	s := *x
+	i := sort.Search(len(s), func(i int) bool { return s[i].hi >= lo })
+	if i < len(s) && s[i].lo <= hi { // touches s[i]: grow it, then swallow what it reaches
+		s[i].lo, s[i].hi = min(s[i].lo, lo), max(s[i].hi, hi)
+		j := i + 1
+		for j < len(s) && s[j].lo <= s[i].hi {
+			s[i].hi = max(s[i].hi, s[j].hi)
+			j++
+		}
+		*x = append(s[:i+1], s[j:]...)
+		return
+	}
+	s = append(s, struct{ lo, hi uint64 }{})
+	copy(s[i+1:], s[i:])
+	s[i].lo, s[i].hi = lo, hi
+	*x = s
+}
+
+func newWalk(c *Code, a arch, regs [2]int, e Entry) *walk {
+	return &walk{code: c, arch: a, regs: regs, entry: e, index: map[uint64]int32{}}
+}
+
+// bytes gives the code from pc to the end of its executable range, nil
+// outside them.
+func (w *walk) bytes(pc uint64) []byte {
+	if i := w.textRange(pc); i >= 0 {
+		r := w.code.Text[i]
+		return r.Data[pc-r.Addr:]
+	}
+	return nil
+}
+
+// single asks that the instruction at pc have one predecessor when the
+// walk ends, for the jump table at jump resolved through it.
+func (w *walk) single(jump uint64, pcs ...uint64) {
+	for _, pc := range pcs {
+		w.solo = append(w.solo, soloCheck{pc, jump})
+	}
+}
+
+// inside says a jump table's target t, for the jump at pc, is code of this
+// function: in the entry's extent when that is known (and the jump too),
+// else in the jump's executable range.
+func (w *walk) inside(pc, t uint64) bool {
+	if e := w.entry; e.End != 0 {
+		return e.Addr <= pc && pc < e.End && e.Addr <= t && t < e.End
+	}
+	return w.textRange(pc) >= 0 && w.textRange(pc) == w.textRange(t)
+}
+
+// textRange is the index of the executable range holding pc, or -1.
+func (w *walk) textRange(pc uint64) int {
+	t := w.code.Text
+	i := sort.Search(len(t), func(i int) bool { return t[i].Addr+uint64(len(t[i].Data)) > pc })
+	if i < len(t) && t[i].Addr <= pc {
+		return i
+	}
+	return -1
+}
+
+// isEntry says pc is the start of an entry other than the walk's own.
+func (w *walk) isEntry(pc uint64) bool {
+	es := w.code.Entries
+	i := sort.Search(len(es), func(i int) bool { return es[i].Addr >= pc })
+	return i < len(es) && es[i].Addr == pc && pc != w.entry.Addr
+}
+
+// history fills w.block for the instruction at rec i.
+func (w *walk) history(i int32) {
+	w.block = w.block[:0]
+	r := &w.recs[i]
+	for len(w.block) < histLen && r.hasPred {
+		j, ok := w.index[r.pred]
+		if !ok {
+			break
+		}
+		r = &w.recs[j]
+		w.block = append(w.block, r.pc)
+	}
+	for l, h := 0, len(w.block)-1; l < h; l, h = l+1, h-1 {
+		w.block[l], w.block[h] = w.block[h], w.block[l]
+	}
+}
+
+// run walks the entry's paths: nil when every path ended well.
+func (w *walk) run() *fail {
+	s := w.arch.entry()
+	if f := w.arrive(0, false, w.entry.Addr, &s, true); f != nil {
+		return f
+	}
+	for len(w.work) > 0 {
+		i := w.work[len(w.work)-1]
+		w.work = w.work[:len(w.work)-1]
+		w.recs[i].queued = false
+		pc := w.recs[i].pc
+		w.history(i)
+		s := w.recs[i].s
+		nx, err := w.arch.step(w, w.bytes(pc), pc, &s)
+		if err != nil {
+			return w.failAt(pc, err)
+		}
+		if nx.len <= 0 || nx.len > 255 {
+			return &fail{failure{ReasonUndecodable, fmt.Sprintf("instruction length %d", nx.len)}, pc}
+		}
+		w.recs[i].n = uint8(nx.len)
+		w.last = max(w.last, pc+uint64(nx.len))
+		if f := w.follow(pc, nx, &s); f != nil {
+			return f
+		}
+	}
+	for _, c := range w.solo {
+		if j, ok := w.index[c.pc]; ok && w.recs[j].multi {
+			return &fail{failure{ReasonIndirect, fmt.Sprintf("another path reaches %#x, bypassing the bounds check of the jump table", c.pc)}, c.jump}
+		}
+	}
+	return nil
+}
+
+func (w *walk) failAt(pc uint64, err error) *fail {
+	if f, ok := err.(*failure); ok {
+		return &fail{*f, pc}
+	}
+	return &fail{failure{ReasonUndecodable, err.Error()}, pc}
+}
+
+// follow takes the paths out of the instruction at pc, s its state after.
+func (w *walk) follow(pc uint64, nx next, s *State) *fail {
+	end := pc + uint64(nx.len)
+	switch nx.flow {
+	case flowNext:
+		return w.arrive(pc, true, end, s, false)
+	case flowCall:
+		if nx.target != 0 && w.code.NoReturn != nil && w.code.NoReturn(nx.target) {
+			return nil
+		}
+		return w.arrive(pc, true, end, s, false)
+	case flowJump:
+		return w.arrive(pc, true, nx.target, s, true)
+	case flowBranch:
+		if f := w.arrive(pc, true, nx.target, s, true); f != nil {
+			return f
+		}
+		return w.arrive(pc, true, end, s, false)
+	case flowTable:
+		for _, t := range nx.targets {
+			if f := w.arrive(pc, true, t, s, true); f != nil {
+				return f
+			}
+		}
+	case flowIndirect:
+		if !w.arch.tail(s) {
+			return &fail{failure{ReasonIndirect, "an indirect jump with the frame in place and no jump table found"}, pc}
+		}
+	case flowReturn:
+		if s.FP.Where == Lost {
+			return &fail{failure{ReasonFPLost, "a return with the caller's frame pointer overwritten"}, pc}
+		}
+		if !w.arch.tail(s) {
+			return &fail{failure{ReasonReturn, "a return with the stack not as at the entry"}, pc}
+		}
+	}
+	return nil
+}
+
+// arrive takes a path from the instruction at from (none for the entry)
+// to pc with state s: a new instruction is queued; one reached before
+// must agree on the frame (stack and frame pointers, where the caller's
+// frame pointer and return address are), and keeps only what both paths
+// know of the other registers, stepped again when that lost something.
+func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool) *fail {
+	e := w.entry
+	if jump && w.arch.tail(s) && e.End != 0 && (pc < e.Addr || pc >= e.End) {
+		return nil // a tail call to code without an entry of its own
+	}
+	if w.isEntry(pc) {
+		if w.arch.tail(s) || !jump {
+			return nil // a tail call; or a fall, frame in place, into the next function
+		}
+		if w.parts == nil {
+			w.parts = map[uint64]bool{}
+		}
+		w.parts[pc] = true
+	}
+	if w.bytes(pc) == nil {
+		return &fail{failure{ReasonOutside, fmt.Sprintf("a path goes to %#x, outside the executable code", pc)}, from}
+	}
+	if w.code.described(pc) {
+		return nil
+	}
+	i, ok := w.index[pc]
+	if !ok {
+		if len(w.recs) >= maxInsns {
+			return &fail{failure{ReasonLimit, fmt.Sprintf("over %d instructions", maxInsns)}, pc}
+		}
+		i = int32(len(w.recs))
+		w.recs = append(w.recs, rec{s: *s, pc: pc, pred: from, hasPred: hasFrom, queued: true})
+		w.index[pc] = i
+		w.work = append(w.work, i)
+		return nil
+	}
+	r := &w.recs[i]
+	if !hasFrom || !r.hasPred || r.pred != from {
+		r.multi = true
+	}
+	sp, fp := w.regs[0], w.regs[1]
+	if r.s.Regs[sp] != s.Regs[sp] || r.s.Regs[fp] != s.Regs[fp] || r.s.FP != s.FP || r.s.RA != s.RA || r.s.RASigned != s.RASigned {
+		return &fail{failure{ReasonStates, fmt.Sprintf("paths from %#x and before reach %#x with different frames: %s and %s",
+			from, pc, frameString(&r.s, w.regs), frameString(s, w.regs))}, pc}
+	}
+	lost := false
+	for k := range r.s.Regs {
+		if r.s.Regs[k].Known && r.s.Regs[k] != s.Regs[k] {
+			r.s.Regs[k] = Val{}
+			lost = true
+		}
+	}
+	if lost && !r.queued {
+		r.queued = true
+		w.work = append(w.work, i)
+	}
+	return nil
+}
+
+func frameString(s *State, regs [2]int) string {
+	v := func(x Val) string {
+		if !x.Known {
+			return "?"
+		}
+		return fmt.Sprintf("CFA%+d", x.Off)
+	}
+	p := func(x Saved) string {
+		switch x.Where {
+		case InReg:
+			return "reg"
+		case OnStack:
+			return fmt.Sprintf("CFA%+d", x.Off)
+		}
+		return "lost"
+	}
+	return fmt.Sprintf("{sp %s fp %s savedfp %s ra %s signed %v}", v(s.Regs[regs[0]]), v(s.Regs[regs[1]]), p(s.FP), p(s.RA), s.RASigned)
+}
+
+// funcs walks the entry and gives its Funcs: runs of adjacent reached
+// instructions, split where another entry starts. A Row starts where the
+// rule changes or where what is known of the stack or frame pointer
+// (Row.SP, Row.FPVal) changes, so that every field of a row holds at each
+// instruction it covers.
+func (w *walk) funcs() ([]Func, *fail) {
+	if f := w.run(); f != nil {
+		return nil, f
+	}
+	order := make([]int32, len(w.recs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sort.Slice(order, func(a, b int) bool { return w.recs[order[a]].pc < w.recs[order[b]].pc })
+	var out []Func
+	var cur *Func
+	for _, i := range order {
+		r := &w.recs[i]
+		row, err := w.arch.rule(&r.s)
+		if err != nil {
+			return nil, w.failAt(r.pc, err)
+		}
+		row.PC = r.pc
+		if cur == nil || cur.End != r.pc || w.isEntry(r.pc) {
+			out = append(out, Func{Start: r.pc, Entry: w.entry.Addr})
+			cur = &out[len(out)-1]
+		}
+		if n := len(cur.Rows); n == 0 || !sameRow(&cur.Rows[n-1], &row) {
+			cur.Rows = append(cur.Rows, row)
+		}
+		cur.End = r.pc + uint64(r.n)
+	}
+	return out, nil
+}
+
+func sameRow(a, b *Row) bool {
+	x, y := *a, *b
+	x.PC, y.PC = 0, 0
+	return x == y
+}
