@@ -220,3 +220,47 @@ func TestCheckCatchesEachField(t *testing.T) {
 		})
 	}
 }
+
+// TestCover: what became of each function's instructions when the
+// analysis describes part of one, none of another, and leaves one out.
+func TestCover(t *testing.T) {
+	b := readCorpus(t, "x86_64-cfi")
+	base := oracle(t, b, nil)
+	ef, err := elfread.NewFileBytes(b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms := funcSyms(t, ef.ELF)
+	half, gone := syms["push_pop"].Value, syms["fp_frame"].Value
+	analyze := func(c *codeflow.Code, emit func(codeflow.Func), skip func(codeflow.Skip)) {
+		base(c, func(f codeflow.Func) {
+			switch f.Start {
+			case gone:
+				return
+			case half:
+				f.End = f.Rows[1].PC // reached as far as its first push
+				f.Rows = f.Rows[:1]
+			}
+			emit(f)
+		}, skip)
+	}
+	res, err := Check(b, Options{Build: standInBuild, Analyze: analyze})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res)
+	want := map[string]string{"push_pop": OutcomePartly, "fp_frame": OutcomeNoEntry,
+		"realign_nofp": string(codeflow.ReasonCFALost), "leaf_add": OutcomeDescribed}
+	for _, f := range res.Functions {
+		if w, ok := want[f.Name]; ok && f.Outcome != w {
+			t.Errorf("%s: %s, want %s", f.Name, f.Outcome, w)
+		}
+	}
+	sum := res.Described
+	for _, n := range res.Left {
+		sum += n
+	}
+	if sum != res.Covered || res.Left[Unreached] == 0 || res.Left[OutcomeNoEntry] == 0 || len(res.Wrong) > 0 {
+		t.Errorf("covered %d, described %d, left %v, %d wrong", res.Covered, res.Described, res.Left, len(res.Wrong))
+	}
+}
