@@ -1,0 +1,197 @@
+// Package codecheck judges the code analysis of issue 46
+// (internal/codeflow) against CFI: it analyses an ELF file that has CFI
+// as if it had none, and compares every row the analysis gives, at every
+// instruction it covers, with the CFI row in effect there. A wrong row is
+// worse than none, so the count that matters is Result.Wrong; the rest
+// measures how much of the code CFI describes the analysis described,
+// and why it left out what it left out.
+package codecheck
+
+import (
+	"debug/elf"
+	"sort"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+)
+
+// Options are the parts of the analysis Check runs.
+type Options struct {
+	// Build makes the Code of a file: codeentry.Load with no debug
+	// directories and nothing Described. Check sets Code.Described to
+	// describe nothing whatever Build gives, so that the CFI's code is
+	// analysed too.
+	Build func(f *elfread.File) (*codeflow.Code, error)
+	// Analyze is the walk: codeflow.Analyze.
+	Analyze func(c *codeflow.Code, emit func(codeflow.Func), skip func(codeflow.Skip))
+}
+
+// Error is why a file could not be checked.
+type Error struct {
+	Msg string
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return "codecheck: " + e.Msg
+	}
+	return "codecheck: " + e.Msg + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Wrong is a PC where the analysis's row disagrees with the CFI.
+type Wrong struct {
+	PC    uint64
+	Func  string // the function symbol covering PC, if the file has one
+	Field string // FieldCFA, FieldFP, FieldRA, FieldSigned, FieldRow
+	Ours  string
+	CFI   string
+}
+
+// Function is what became of one FDE's code (a function, or a part of
+// one such as foo.cold).
+type Function struct {
+	Name       string
+	Start, End uint64
+	PCs        int    // instruction starts
+	Described  int    // of PCs, in a Func
+	Outcome    string // OutcomeDescribed, OutcomePartly, a codeflow.Reason, or OutcomeNoEntry
+}
+
+// The outcomes of a Function or a covered PC that are not a Reason.
+const (
+	OutcomeDescribed = "described"
+	OutcomePartly    = "partly described"
+	OutcomeNoEntry   = "no entry"  // neither a Func nor a Skip reached it
+	Unreached        = "unreached" // a PC of a function a Func covers in part
+)
+
+// Result is the judgement of one file.
+type Result struct {
+	Machine elf.Machine
+	Funcs   int // Funcs the analysis gave
+	PCs     int // instruction starts in them
+	Judged  int // of PCs, judged against a CFI row
+	// Cross is how many of Judged had their CFA judged through the other
+	// of SP and FP (Row.SP, Row.FPVal) than the CFI's CFA register.
+	Cross     int
+	Wrong     []Wrong
+	NotJudged map[string]int // PCs of Funcs not judged, by why (NoFDE, ...)
+	// Covered is the instruction starts inside FDEs; Described how many of
+	// them a Func covers; Left the rest, by Reason (of a Skip covering
+	// them), Unreached or OutcomeNoEntry.
+	Covered, Described int
+	Left               map[string]int
+	Functions          []Function
+	Skips              []codeflow.Skip
+	// Undecoded is bytes of FDEs and Funcs whose instructions did not
+	// decode (their PCs are neither judged nor counted).
+	Undecoded int
+}
+
+// WrongPCs is how many PCs have at least one wrong field.
+func (r *Result) WrongPCs() int {
+	seen := map[uint64]bool{}
+	for _, w := range r.Wrong {
+		seen[w.PC] = true
+	}
+	return len(seen)
+}
+
+// ByOutcome counts the functions by outcome.
+func (r *Result) ByOutcome() map[string]int {
+	m := map[string]int{}
+	for _, f := range r.Functions {
+		m[f.Outcome]++
+	}
+	return m
+}
+
+// Check analyses elfBytes, a file with CFI, as if it had none and judges
+// every analysed instruction against the CFI.
+func Check(elfBytes []byte, opt Options) (*Result, error) {
+	if opt.Build == nil || opt.Analyze == nil {
+		return nil, &Error{Msg: "Options.Build and Options.Analyze are both needed"}
+	}
+	ef, err := elfread.NewFileBytes(elfBytes, "")
+	if err != nil {
+		return nil, &Error{Msg: "reading the ELF file", Err: err}
+	}
+	defer ef.Close()
+	a, err := abiOf(ef.ELF.Machine)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := reference(elfBytes, a)
+	if err != nil {
+		return nil, err
+	}
+	code, err := opt.Build(ef)
+	if err != nil {
+		return nil, &Error{Msg: "building the code", Err: err}
+	}
+	code.Described = func(lo, hi uint64) bool { return false }
+	res := &Result{Machine: ef.ELF.Machine, NotJudged: map[string]int{}, Left: map[string]int{}}
+	var funcs []codeflow.Func
+	opt.Analyze(code, func(f codeflow.Func) { funcs = append(funcs, f) },
+		func(s codeflow.Skip) { res.Skips = append(res.Skips, s) })
+	name := ef.Symbolizer()
+	for i := range funcs {
+		res.judgeFunc(a, code, refs, &funcs[i])
+	}
+	for i := range res.Wrong {
+		res.Wrong[i].Func = name(res.Wrong[i].PC)
+	}
+	res.cover(code, refs, funcs, name)
+	return res, nil
+}
+
+// judgeFunc judges every instruction start of f.
+func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflow.Func) {
+	res.Funcs++
+	rowPCs := make([]uint64, len(f.Rows))
+	for i, r := range f.Rows {
+		rowPCs[i] = r.PC
+		switch {
+		case r.PC < f.Start || r.PC >= f.End:
+			res.Wrong = append(res.Wrong, Wrong{PC: r.PC, Field: FieldRow, Ours: "a row outside its Func", CFI: "-"})
+		case i > 0 && r.PC <= f.Rows[i-1].PC:
+			res.Wrong = append(res.Wrong, Wrong{PC: r.PC, Field: FieldRow, Ours: "rows out of order", CFI: "-"})
+		}
+	}
+	if len(f.Rows) == 0 || f.Rows[0].PC != f.Start {
+		res.Wrong = append(res.Wrong, Wrong{PC: f.Start, Field: FieldRow, Ours: "no row at the Func's start", CFI: "-"})
+		return
+	}
+	pcs, undecoded, missed := starts(c, f.Start, f.End, rowPCs)
+	res.Undecoded += undecoded
+	for _, pc := range missed {
+		res.Wrong = append(res.Wrong, Wrong{PC: pc, Field: FieldRow, Ours: "a row inside an instruction", CFI: "-"})
+	}
+	for _, pc := range pcs {
+		res.PCs++
+		i := sort.Search(len(f.Rows), func(i int) bool { return f.Rows[i].PC > pc }) - 1
+		ref := refAt(refs, pc)
+		if ref == nil {
+			res.NotJudged[NoFDE]++
+			continue
+		}
+		cr := ref.rowAt(pc)
+		if cr == nil {
+			res.NotJudged[NoFDE]++
+			continue
+		}
+		v := judge(a, pc, &f.Rows[i], ref, cr)
+		if v.notJudged != "" {
+			res.NotJudged[v.notJudged]++
+			continue
+		}
+		res.Judged++
+		if v.cross {
+			res.Cross++
+		}
+		res.Wrong = append(res.Wrong, v.wrong...)
+	}
+}

@@ -1,0 +1,155 @@
+package codecheck
+
+import (
+	"fmt"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
+)
+
+// The fields a row is judged by (Wrong.Field).
+const (
+	FieldCFA    = "CFA"
+	FieldFP     = "FP"
+	FieldRA     = "RA"
+	FieldSigned = "RA signing"
+	FieldRow    = "row" // the Func's rows themselves: order, range, boundaries
+)
+
+// Why a PC in a Func is not judged (Result.NotJudged).
+const (
+	NoFDE         = "no FDE covers it"
+	CFAExpression = "CFI's CFA is an expression"
+	CFAOtherBase  = "CFI's CFA is from the pointer the row does not know"
+	CFAOtherReg   = "CFI's CFA is in a general register"
+)
+
+// verdict is the judgement of one row at one PC: the fields that
+// disagree, or why it could not be judged.
+type verdict struct {
+	wrong     []Wrong
+	notJudged string
+	cross     bool // the CFA judged through the other of SP and FP
+}
+
+// judge compares our row at pc with the CFI row in effect there.
+func judge(a abi, pc uint64, row *codeflow.Row, ref *refFunc, cr *refRow) verdict {
+	var v verdict
+	add := func(field, ours, theirs string) {
+		v.wrong = append(v.wrong, Wrong{PC: pc, Field: field, Ours: ours, CFI: theirs})
+	}
+	// A row that contradicts itself is wrong whatever the CFI says: the
+	// unwinder uses its base, the check might judge the other register.
+	if row.Base == codeflow.BaseSP && row.SP.Known && row.SP.Off != -row.CFAOff ||
+		row.Base == codeflow.BaseFP && row.FPVal.Known && row.FPVal.Off != -row.CFAOff {
+		add(FieldRow, ours(a, row)+fmt.Sprintf(", SP=CFA%+d known=%v, FP=CFA%+d known=%v",
+			row.SP.Off, row.SP.Known, row.FPVal.Off, row.FPVal.Known), "its base register's value contradicts its CFA offset")
+	}
+	if cr.cfaExpr {
+		v.notJudged = CFAExpression
+		return v
+	}
+	off, known := value(a, row, cr.cfaReg)
+	if !known {
+		v.notJudged = CFAOtherReg
+		if cr.cfaReg == a.sp || cr.cfaReg == a.fp {
+			v.notJudged = CFAOtherBase
+		}
+		if len(v.wrong) > 0 {
+			v.notJudged = ""
+		}
+		return v
+	}
+	v.cross = cr.cfaReg != baseReg(a, row.Base)
+	if off != -cr.cfaOff {
+		add(FieldCFA, ours(a, row), fmt.Sprintf("CFA=%s%+d", a.names(cr.cfaReg), cr.cfaOff))
+	}
+	if !savedAgrees(row.FP, cr.fp) {
+		add(FieldFP, savedWords("FP", row.FP), ruleWords(a, "FP", cr.fp))
+	}
+	if !savedAgrees(row.RA, cr.ra) {
+		add(FieldRA, savedWords("RA", row.RA), ruleWords(a, "RA", cr.ra))
+	}
+	if row.RASigned != cr.mangled {
+		key := "A key"
+		if ref.bKey {
+			key = "B key"
+		}
+		add(FieldSigned, signedWords(row.RASigned, ""), signedWords(cr.mangled, key))
+	}
+	return v
+}
+
+func baseReg(a abi, b codeflow.Base) uint64 {
+	if b == codeflow.BaseFP {
+		return a.fp
+	}
+	return a.sp
+}
+
+// value is what the row says register reg holds, as CFA+off: its base
+// from the CFA rule, the other of SP and FP from what the analysis knew.
+func value(a abi, row *codeflow.Row, reg uint64) (off int64, known bool) {
+	switch {
+	case reg == baseReg(a, row.Base):
+		return -row.CFAOff, true
+	case reg == a.sp && row.SP.Known:
+		return row.SP.Off, true
+	case reg == a.fp && row.FPVal.Known:
+		return row.FPVal.Off, true
+	}
+	return 0, false
+}
+
+// savedAgrees: a save at CFA+k is the rule offset(k), a value still in
+// its register is no rule (same value); every other rule (in another
+// register, undefined, an expression) is something a row cannot say.
+func savedAgrees(s codeflow.Saved, r cfi.Rule) bool {
+	switch r.Kind {
+	case cfi.SameValue:
+		return s.Where == codeflow.InReg
+	case cfi.Offset:
+		return s.Where == codeflow.OnStack && s.Off == r.Offset
+	}
+	return false
+}
+
+func ours(a abi, row *codeflow.Row) string {
+	return fmt.Sprintf("CFA=%s%+d", a.names(baseReg(a, row.Base)), row.CFAOff)
+}
+
+func savedWords(what string, s codeflow.Saved) string {
+	switch s.Where {
+	case codeflow.InReg:
+		return what + " in its register"
+	case codeflow.OnStack:
+		return fmt.Sprintf("%s at CFA%+d", what, s.Off)
+	}
+	return what + " lost"
+}
+
+func ruleWords(a abi, what string, r cfi.Rule) string {
+	switch r.Kind {
+	case cfi.SameValue:
+		return what + " in its register"
+	case cfi.Offset:
+		return fmt.Sprintf("%s at CFA%+d", what, r.Offset)
+	case cfi.Undefined:
+		return what + " undefined"
+	case cfi.ValOffset:
+		return fmt.Sprintf("%s = CFA%+d", what, r.Offset)
+	case cfi.Register:
+		return what + " in " + a.names(r.Reg)
+	}
+	return what + " by an expression"
+}
+
+func signedWords(signed bool, key string) string {
+	if !signed {
+		return "RA not signed"
+	}
+	if key == "" {
+		return "RA signed"
+	}
+	return "RA signed (" + key + ")"
+}
