@@ -107,6 +107,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // function entries from every source, the calls that do not return and
 // the ranges opt.Described covers.
 func Load(f *elfread.File, opt Options) (*codeflow.Code, Notes, error) {
+	code, notes, _, err := load(f, opt)
+	return code, notes, err
+}
+
+// load is Load, also giving the candidates (for the tests' recall by
+// source).
+func load(f *elfread.File, opt Options) (*codeflow.Code, Notes, *collector, error) {
 	notes := Notes{
 		Found:    map[codeflow.Source]int{},
 		Kept:     map[codeflow.Source]int{},
@@ -114,17 +121,17 @@ func Load(f *elfread.File, opt Options) (*codeflow.Code, Notes, error) {
 	}
 	m := f.ELF.Machine
 	if m != elf.EM_X86_64 && m != elf.EM_AARCH64 {
-		return nil, notes, &Error{Msg: fmt.Sprintf("machine %v is not supported", m)}
+		return nil, notes, nil, &Error{Msg: fmt.Sprintf("machine %v is not supported", m)}
 	}
 	if f.ELF.Class != elf.ELFCLASS64 {
-		return nil, notes, &Error{Msg: "only 64-bit files are supported"}
+		return nil, notes, nil, &Error{Msg: "only 64-bit files are supported"}
 	}
 	img, err := loadImage(f, &notes)
 	if err != nil {
-		return nil, notes, err
+		return nil, notes, nil, err
 	}
 	if len(img.text) == 0 {
-		return nil, notes, &Error{Msg: "no executable code"}
+		return nil, notes, nil, &Error{Msg: "no executable code"}
 	}
 	described := cleanSpans(opt.Described)
 
@@ -168,7 +175,7 @@ func Load(f *elfread.File, opt Options) (*codeflow.Code, Notes, error) {
 		},
 		Described: func(lo, hi uint64) bool { return overlaps(described, lo, hi) },
 	}
-	return code, notes, nil
+	return code, notes, c, nil
 }
 
 // cleanSpans sorts spans and drops empty ones, so that a caller's slip

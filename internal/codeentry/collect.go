@@ -11,8 +11,9 @@ import (
 type cand struct {
 	src       codeflow.Source
 	end       uint64
-	called    bool // a direct call or a pointer reaches it
-	symbolled bool // a symbol starts there
+	called    bool  // a direct call or a pointer reaches it
+	symbolled bool  // a symbol starts there
+	srcs      uint8 // a bit (1<<Source) for each source that gave it
 }
 
 // collector gathers the candidates of every source.
@@ -48,6 +49,7 @@ func (c *collector) add(addr, end uint64, src codeflow.Source) {
 		k = &cand{src: src}
 		c.cands[addr] = k
 	}
+	k.srcs |= 1 << src
 	if src < k.src {
 		k.src = src
 	}

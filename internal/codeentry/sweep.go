@@ -75,7 +75,8 @@ func (sw *sweepResult) sweepRange(ri int, r region, data []Span) {
 	if sw.m == elf.EM_AARCH64 {
 		decode, step = decodeARM64, 4
 	}
-	run, predStop, predCall := 0, true, uint64(0)
+	// No predecessor at the range's start: gapEntries takes the start.
+	run, predStop, predCall := 0, false, uint64(0)
 	for off := 0; off < len(r.data); {
 		pc := r.addr + uint64(off)
 		if inSpans(data, pc) {
@@ -282,7 +283,10 @@ func (sw *sweepResult) gapEntries(c *collector, img *image, described []Span) {
 				hi = described[j].Lo
 			}
 			a := lo
-			for a < hi {
+			// At a range's start there is no code before to pad after:
+			// a nop there is the function's first instruction (AArch64's
+			// .init and .fini begin with one).
+			for a < hi && a > r.addr {
 				n := padLen(sw.m, r.data[a-r.addr:], a)
 				if n == 0 {
 					break
