@@ -16,15 +16,21 @@ import (
 // to their caller. A call to one ends its path: what follows it is
 // padding or another function, not code that runs with the caller's
 // state.
-var noReturnNames = map[string]bool{
-	"exit": true, "_exit": true, "_Exit": true, "abort": true, "quick_exit": true,
-	"__stack_chk_fail": true, "__assert_fail": true, "__fortify_fail": true, "__chk_fail": true,
-	"__cxa_throw": true, "__cxa_rethrow": true, "_Unwind_Resume": true,
-	"__cxa_bad_cast": true, "__cxa_bad_typeid": true, "__cxa_throw_bad_array_new_length": true,
-	"_ZSt9terminatev": true,
-	"longjmp":         true, "siglongjmp": true, "_longjmp": true, "__longjmp_chk": true,
-	"pthread_exit": true, "err": true, "errx": true, "verr": true, "verrx": true,
-}
+var noReturnNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range []string{
+		"exit", "_exit", "_Exit", "abort", "quick_exit",
+		"__stack_chk_fail", "__assert_fail", "__fortify_fail", "__chk_fail",
+		"__cxa_throw", "__cxa_rethrow", "_Unwind_Resume",
+		"__cxa_bad_cast", "__cxa_bad_typeid", "__cxa_throw_bad_array_new_length",
+		"_ZSt9terminatev", // std::terminate()
+		"longjmp", "siglongjmp", "_longjmp", "__longjmp_chk",
+		"pthread_exit", "err", "errx", "verr", "verrx",
+	} {
+		m[n] = true
+	}
+	return m
+}()
 
 // throwName matches libstdc++'s std::__throw_* helpers:
 // _ZSt16__throw_bad_allocv, _ZSt20__throw_length_errorPKc, ...
