@@ -37,7 +37,7 @@ var toolchains = []toolchain{
 	{name: "amd64-nopie", cc: "gcc", strip: "strip", objdump: "objdump", flags: []string{"-O2", "-fno-pie", "-no-pie"},
 		callees: []string{"helper", "twice", "work"}, pointedTo: []string{"_start"},
 		wantNoReturnStubNames: []string{"abort", "exit"}},
-	{name: "amd64-sections", cc: "gcc", strip: "strip", objdump: "objdump", flags: []string{"-O2", "-fpie", "-pie", "-ffunction-sections", "-fcf-protection=full"},
+	{name: "amd64-sections", cc: "gcc", strip: "strip", objdump: "objdump", flags: []string{"-O2", "-fpie", "-pie", "-ffunction-sections", "-fcf-protection=full", "-Wl,-z,ibtplt"},
 		callees: []string{"helper", "twice", "work"}, pointedTo: []string{"op_add", "op_mul", "op_neg", "_start"},
 		wantNoReturnStubNames: []string{"abort", "exit"}},
 	{name: "arm64-pie", cc: "aarch64-linux-gnu-gcc", strip: "aarch64-linux-gnu-strip", objdump: "aarch64-linux-gnu-objdump",
