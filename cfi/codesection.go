@@ -88,8 +88,8 @@ type codeWriter struct {
 	ptr     int
 	sp, fp  uint64 // DWARF numbers
 	ra      uint64
-	lr      bool             // the return address is in a register at entry (AArch64)
-	cieB    uint32           // the B-key CIE's offset
+	lr      bool              // the return address is in a register at entry (AArch64)
+	cieB    uint32            // the B-key CIE's offset
 	entries map[uint64]uint64 // FDE start → the entry its walk began at
 }
 
