@@ -90,6 +90,9 @@ func OpenBytesWith(image []byte, o Options) (*File, error) {
 	return open(f, o)
 }
 
+// SectionOf returns the section whose FDE e is.
+func (f *File) SectionOf(e Entry) *Section { return f.sections[e.ref&(1<<refSecBits-1)] }
+
 // Sections returns the call-frame sections found, .eh_frame first.
 func (f *File) Sections() []*Section { return f.sections }
 
@@ -115,7 +118,7 @@ func (f *File) Errors() []error { return f.errs }
 // An empty FDE or one at address 0 is not reported.
 func (f *File) Shared(fn func(left Entry, used, unused string)) {
 	for _, sh := range f.shared {
-		fn(sh.left, f.sections[sh.used].Name(), f.sections[sh.left.ref&(1<<refSecBits-1)].Name())
+		fn(sh.left, f.sections[sh.used].Name(), f.SectionOf(sh.left).Name())
 	}
 }
 
