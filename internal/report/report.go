@@ -46,18 +46,18 @@ type File struct {
 	WordSize [3]int `json:"data_word_1_2_4"`
 	// Coverage: functions and code bytes with CFI, and with SFrame (PLT
 	// sections, described from their instructions, left out of both).
-	CFIFuncs    int            `json:"cfi_functions"`
-	CFIBytes    uint64         `json:"cfi_code_bytes"`
+	CFIFuncs int    `json:"cfi_functions"`
+	CFIBytes uint64 `json:"cfi_code_bytes"`
 	// Of CFIFuncs and CFIBytes, those described by a Go program's
 	// function table and (Options.FromCode) from the instructions.
-	GoFuncs       int    `json:"go_table_functions,omitempty"`
-	GoBytes       uint64 `json:"go_table_code_bytes,omitempty"`
-	FromCodeFuncs int    `json:"from_code_functions,omitempty"`
-	FromCodeBytes uint64 `json:"from_code_code_bytes,omitempty"`
-	SFrameFuncs int            `json:"sframe_functions_from_cfi"`
-	SFrameBytes uint64         `json:"sframe_code_bytes_from_cfi"`
-	Skipped     map[string]int `json:"skipped,omitempty"`
-	CFIErrors   int            `json:"cfi_errors,omitempty"`
+	GoFuncs       int            `json:"go_table_functions,omitempty"`
+	GoBytes       uint64         `json:"go_table_code_bytes,omitempty"`
+	FromCodeFuncs int            `json:"from_code_functions,omitempty"`
+	FromCodeBytes uint64         `json:"from_code_code_bytes,omitempty"`
+	SFrameFuncs   int            `json:"sframe_functions_from_cfi"`
+	SFrameBytes   uint64         `json:"sframe_code_bytes_from_cfi"`
+	Skipped       map[string]int `json:"skipped,omitempty"`
+	CFIErrors     int            `json:"cfi_errors,omitempty"`
 	// Coverage of the code itself: bytes of executable sections, and
 	// those SFrame describes; functions known from the CFI, Go's
 	// function table and the symbol tables, and those SFrame covers. A
