@@ -553,6 +553,10 @@ func noFDE(parsed int, errs []error) error {
 	return fmt.Errorf("%w: the call-frame sections hold no FDE", ErrNoCFI)
 }
 
+// FromCode is the reason of the remark (a Diagnostic not Skipped) on
+// each function Options.FromCode described from its instructions.
+const FromCode translate.Reason = "from-code"
+
 // leftOut is the code cfi.Options.FromCode left out, as Skipped
 // diagnostics with their code-* reasons.
 func leftOut(st *cfi.File, sym func(uint64) string) []translate.Diagnostic {

@@ -396,6 +396,10 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 		if sum.CodeBytes > 0 {
 			fmt.Fprintf(stderr, "SFrame describes %.1f%% of the converted programs' and libraries' code (%d of %d bytes of executable sections)\n",
 				100*float64(sum.CoveredBytes)/float64(sum.CodeBytes), sum.CoveredBytes, sum.CodeBytes)
+			if sum.FromCodeBytes > 0 {
+				fmt.Fprintf(stderr, "of which %.1f%% from the instructions (--from-code: %d bytes), the rest from CFI and Go's tables\n",
+					100*float64(sum.FromCodeBytes)/float64(sum.CodeBytes), sum.FromCodeBytes)
+			}
 		}
 		if k := keptText(sum.Kept); k != "" {
 			fmt.Fprintln(stderr, k)
