@@ -28,7 +28,7 @@ func TestContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := open(f)
+	st, err := open(f, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

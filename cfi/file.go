@@ -27,6 +27,7 @@ type File struct {
 	errs     []error
 	parsers  []*parser // by section, for ParseEntry
 	shared   []shared  // Shared
+	left     []Left    // Left
 }
 
 // shared is an FDE left out for one of another section that overlaps it,
@@ -70,18 +71,27 @@ const refSecBits = 2
 // cover code; those that fail are dropped and reported then.
 // Malformed records are reported by Errors; the error returned is for a
 // file whose sections cannot be read.
-func Open(f *elf.File) (*File, error) { return open(elfread.FromELF(f, "")) }
+func Open(f *elf.File) (*File, error) { return open(elfread.FromELF(f, ""), Options{}) }
 
 // OpenBytes is Open for an ELF file held in memory (a mapping, say):
 // every section is checked to lie inside image before it is read, and
 // the sections of a linked file are slices of image, not copies.
-func OpenBytes(image []byte) (*File, error) {
+func OpenBytes(image []byte) (*File, error) { return OpenBytesWith(image, Options{}) }
+
+// OpenBytesWith is OpenBytes with options: with FromCode, the code no
+// FDE covers is described from its instructions too, as a last section
+// (.text) whose FDEs Entries lists with the others, and what the
+// analysis cannot prove is listed by Left.
+func OpenBytesWith(image []byte, o Options) (*File, error) {
 	f, err := elfread.NewFileBytes(image, "")
 	if err != nil {
 		return nil, err
 	}
-	return open(f)
+	return open(f, o)
 }
+
+// SectionOf returns the section whose FDE e is.
+func (f *File) SectionOf(e Entry) *Section { return f.sections[e.ref&(1<<refSecBits-1)] }
 
 // Sections returns the call-frame sections found, .eh_frame first.
 func (f *File) Sections() []*Section { return f.sections }
@@ -108,7 +118,7 @@ func (f *File) Errors() []error { return f.errs }
 // An empty FDE or one at address 0 is not reported.
 func (f *File) Shared(fn func(left Entry, used, unused string)) {
 	for _, sh := range f.shared {
-		fn(sh.left, f.sections[sh.used].Name(), f.sections[sh.left.ref&(1<<refSecBits-1)].Name())
+		fn(sh.left, f.sections[sh.used].Name(), f.SectionOf(sh.left).Name())
 	}
 }
 
@@ -117,7 +127,7 @@ func (f *File) Shared(fn func(left Entry, used, unused string)) {
 func ignored(f *FDE) bool { return f.Size == 0 || f.Start == 0 }
 
 // open is Open for a file opened with elfread.
-func open(ef *elfread.File) (*File, error) {
+func open(ef *elfread.File, o Options) (*File, error) {
 	var goNotes []error
 	secs, err := sections(ef, &goNotes)
 	if err != nil {
@@ -142,7 +152,7 @@ func open(ef *elfread.File) (*File, error) {
 	for _, sec := range secs {
 		hasDebug = hasDebug || sec.kind != kindEH
 	}
-	if len(secs) > 1<<refSecBits {
+	if len(secs)+1 > 1<<refSecBits {
 		return nil, fmt.Errorf("%d call-frame sections", len(secs))
 	}
 	// About one FDE per 40 bytes in real files: room for them, grown if
@@ -158,7 +168,23 @@ func open(ef *elfread.File) (*File, error) {
 	var in interpreter
 	var t Table
 	var execErrs []error
-	for i, sec := range secs {
+	// addCode appends the section made from code, once the sections
+	// before it are indexed; the loop below takes it too.
+	addCode := func() error {
+		cs, err := s.fromCode(ef, o)
+		if cs != nil {
+			secs = append(secs, cs)
+			s.sections = secs
+		}
+		return err
+	}
+	if o.FromCode && len(secs) == 0 {
+		if err := addCode(); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < len(secs); i++ {
+		sec := secs[i]
 		p, err := newParser(sec)
 		if err != nil {
 			s.errs = append(s.errs, err)
@@ -197,8 +223,28 @@ func open(ef *elfread.File) (*File, error) {
 			}
 			sort.Slice(eh, func(i, j int) bool { return eh[i].lo < eh[j].lo })
 		}
+		if o.FromCode && i == len(secs)-1 && sec.kind != kindCode {
+			if err := addCode(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return s, nil
+}
+
+// fromCode is the section of the rules codeSection derives for the code
+// the entries so far leave undescribed, or nil for a machine it does not
+// know; what it leaves out is kept for Left.
+func (s *File) fromCode(ef *elfread.File, o Options) (*Section, error) {
+	described := slices.Clone(s.entries)
+	slices.SortFunc(described, byStart)
+	ptr := 8
+	if ef.ELF.Class == elf.ELFCLASS32 {
+		ptr = 4
+	}
+	cs, left, err := codeSection(ef, described, ptr, o)
+	s.left = left
+	return cs, err
 }
 
 // SortEntries sorts entries by start address, keeping the order of

@@ -44,7 +44,7 @@ func goSection(f *elfread.File, ptr int) (*Section, []error) {
 	return &Section{kind: kindGo, data: img, order: ef.ByteOrder, ptrSize: ptr, goNotes: gn.m}, notes
 }
 
-// The codes of a Go function's note (FDE.GoNote), which translate gives
+// The codes of a Go function's note (FDE.Note), which translate gives
 // as its diagnostic's reason: why the function's FDE says what its code
 // does not show. Notes, not failures: the function is described.
 const (
@@ -82,20 +82,29 @@ func (n *goNotes) add(entry uint64, note goNote) {
 	n.mu.Unlock()
 }
 
-// GoNote is the note on the rules of an FDE made from a Go program's
-// function table (its Section's Name is .gopclntab): code says which of
-// them the function's code does not give, detail why. code is
-// "go-stack-switch" for a function that switches stacks and
-// "go-outermost" for one where a stack begins (the return address is
-// undefined from the entry on, an outermost frame), "go-fp-unknown" for
-// one whose frame-pointer save was not found (no frame-pointer rule: it
-// reads as unchanged); "" for any other FDE.
-func (f *FDE) GoNote() (code, detail string) {
-	if f.sec == nil || f.sec.kind != kindGo {
+// Note is the note on the rules of an FDE that no CFI in the file gave.
+// For one made from a Go program's function table (its Section's Name is
+// .gopclntab), code says which of them the function's code does not
+// give, detail why: "go-stack-switch" for a function that switches
+// stacks and "go-outermost" for one where a stack begins (the return
+// address is undefined from the entry on, an outermost frame),
+// "go-fp-unknown" for one whose frame-pointer save was not found (no
+// frame-pointer rule: it reads as unchanged). For one made from the
+// instructions (Options.FromCode; Section name .text), code is
+// "from-code" and detail the entry the analysis began at. "" for any
+// other FDE.
+func (f *FDE) Note() (code, detail string) {
+	if f.sec == nil {
 		return "", ""
 	}
-	n := f.sec.goNotes[f.Start]
-	return n.code, n.detail
+	switch f.sec.kind {
+	case kindGo:
+		n := f.sec.goNotes[f.Start]
+		return n.code, n.detail
+	case kindCode:
+		return codeNote, fmt.Sprintf("described from its instructions, reached from the entry at %#x", f.sec.codeEntries[f.Start])
+	}
+	return "", ""
 }
 
 // raColumn is the DWARF number of the return address per machine (the

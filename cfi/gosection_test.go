@@ -139,7 +139,7 @@ func goNoteCodes(t *testing.T, img []byte) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, detail := fde.GoNote()
+		code, detail := fde.Note()
 		if fde.sec.kind != kindGo {
 			if code != "" {
 				t.Errorf("%s FDE [%#x,%#x): note %q", fde.sec.Name(), fde.Start, fde.End(), code)

@@ -38,7 +38,7 @@ func TestEntriesMatchParse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		file, err := open(ef)
+		file, err := open(ef, Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

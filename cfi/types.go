@@ -25,6 +25,7 @@ const (
 	kindEH    kind = iota // .eh_frame: CIE id 0, CIE pointer relative, pointer encodings
 	kindDebug             // .debug_frame: CIE id 0xffffffff, CIE pointer a section offset
 	kindGo                // .debug_frame's format, made from a Go program's .gopclntab (goSection)
+	kindCode              // .debug_frame's format, made from the instructions (codeSection)
 )
 
 func (k kind) String() string {
@@ -33,6 +34,8 @@ func (k kind) String() string {
 		return ".debug_frame"
 	case kindGo:
 		return ".gopclntab"
+	case kindCode:
+		return ".text"
 	}
 	return ".eh_frame"
 }
@@ -52,13 +55,17 @@ type Section struct {
 	// file without section headers) and the bytes after it are not CFI.
 	untilTerminator bool
 	// goNotes are the notes on a Go program's functions (kindGo), by
-	// entry: FDE.GoNote.
+	// entry: FDE.Note.
 	goNotes map[uint64]goNote
+	// codeEntries are, for the FDEs made from code (kindCode), the entry
+	// whose walk reached each, by FDE start: FDE.Note.
+	codeEntries map[uint64]uint64
 }
 
 // Name is the section's name: .eh_frame or .debug_frame (also for an
-// .eh_frame found by its type or through PT_GNU_EH_FRAME), or .gopclntab
-// for the CFI made from a Go program's function table.
+// .eh_frame found by its type or through PT_GNU_EH_FRAME), .gopclntab
+// for the CFI made from a Go program's function table, or .text for the
+// rules made from the instructions (Options.FromCode).
 func (s *Section) Name() string { return s.kind.String() }
 
 // CIE is a common information entry.

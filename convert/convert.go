@@ -68,6 +68,14 @@ type Options struct {
 	// readers that know signal frames go on through the kernel's signal
 	// frame.
 	NoSignalFrames bool
+	// FromCode: describe the code no CFI and no Go table describes from
+	// its instructions (cfi.Options.FromCode), leaving out with a reason
+	// (a Skipped diagnostic) what the analysis cannot prove. Linked files
+	// only.
+	FromCode bool
+	// DebugDirs are where separate debug files are looked up by build-id
+	// for FromCode's function starts (nil: /usr/lib/debug).
+	DebugDirs []string
 }
 
 // translateOptions are the translation's options for o.
@@ -240,7 +248,7 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 			return nil, ErrHasSFrame
 		}
 	}
-	st, err := indexCFI(in)
+	st, err := indexCFI(in, cfi.Options{FromCode: o.FromCode, DebugDirs: o.DebugDirs})
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +261,7 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 	if err != nil {
 		return nil, err
 	}
+	tr.Diags = append(tr.Diags, leftOut(st, lazySymbolizer(f))...)
 	res.Translate, res.CFIErrors = tr, cfiErrs
 	if err := res.place(in, enc, o, early); err != nil {
 		return nil, err
@@ -272,10 +281,10 @@ func convertLinked(in []byte, f *elfread.File, o Options, early *earlyWrite) (*R
 	return res, nil
 }
 
-// indexCFI finds a linked file's FDEs (cfi.OpenBytes: one pass, each
+// indexCFI finds a linked file's FDEs (cfi.OpenBytesWith: one pass, each
 // kept as a small entry), refusing a file without any.
-func indexCFI(in []byte) (*cfi.File, error) {
-	st, err := cfi.OpenBytes(in)
+func indexCFI(in []byte, o cfi.Options) (*cfi.File, error) {
+	st, err := cfi.OpenBytesWith(in, o)
 	if err != nil {
 		return nil, err
 	}
@@ -542,6 +551,21 @@ func noFDE(parsed int, errs []error) error {
 		return fmt.Errorf("no FDE could be read (%d malformed records; the first: %w)", len(errs), errs[0])
 	}
 	return fmt.Errorf("%w: the call-frame sections hold no FDE", ErrNoCFI)
+}
+
+// FromCode is the reason of the remark (a Diagnostic not Skipped) on
+// each function Options.FromCode described from its instructions.
+const FromCode translate.Reason = "from-code"
+
+// leftOut is the code cfi.Options.FromCode left out, as Skipped
+// diagnostics with their code-* reasons.
+func leftOut(st *cfi.File, sym func(uint64) string) []translate.Diagnostic {
+	var out []translate.Diagnostic
+	for _, l := range st.Left() {
+		out = append(out, translate.Diagnostic{Start: l.Start, End: l.End, PC: l.PC, Symbol: sym(l.Start),
+			Reason: translate.Reason(l.Reason), Detail: l.Detail, Skipped: true})
+	}
+	return out
 }
 
 // lazySymbolizer makes the symbolizer (gopclntab.Symbolizer: a Go

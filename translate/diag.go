@@ -7,14 +7,19 @@ import "fmt"
 // and in reports.
 //
 // Besides the constants below, the FDE a Go function gets from its
-// program's function table may carry a note (cfi.FDE.GoNote), reported as
+// program's function table may carry a note (cfi.FDE.Note), reported as
 // a remark (Diagnostic.Skipped false) with the note's code as its reason:
 // go-stack-switch (the function switches stacks, and its return address
 // is undefined: a walk ends there), go-outermost (a goroutine's or a
 // thread's stack begins there: runtime.goexit, runtime.mstart,
 // runtime.rt0_go, _rt0_*, TopFrame functions) and go-fp-unknown (where it
 // saves the frame pointer was not found: its frame pointer reads as
-// unchanged).
+// unchanged). An FDE made from the instructions (cfi.Options.FromCode)
+// carries the remark from-code; the code the analysis left out is
+// reported by the caller (cfi.File.Left), Skipped, with its code-*
+// reason (code-states-differ, code-cfa-lost, code-undecodable,
+// code-data, code-indirect-jump, code-fp-lost, code-ra-lost,
+// code-stack-switch, code-bad-return, code-outside, code-limit, ...).
 type Reason string
 
 // Reasons a CFI rule cannot be expressed in SFrame.

@@ -320,7 +320,7 @@ func (fi *fnIn) table() *cfi.Table {
 // function decides about one CFI function, in the order of the checks
 // Describer makes too: ignored for its range, inside a PLT section
 // described from its instructions, overlapping the function before it,
-// then describe. A Go function's note (cfi.FDE.GoNote) is reported before
+// then describe. A function's note (cfi.FDE.Note: Go's, from-code) is reported before
 // the decision, as a remark (not Skipped).
 func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.Function) error, res *Result) error {
 	f := fi.f
@@ -347,7 +347,7 @@ func (t *Translator) function(a *abi, fi *fnIn, seq *sequence, emit func(sframe.
 		res.Diags = append(res.Diags, *d)
 		return nil
 	}
-	if code, detail := f.GoNote(); code != "" {
+	if code, detail := f.Note(); code != "" {
 		// A Go function's rules that its code does not give: a remark,
 		// the function is described all the same.
 		res.Diags = append(res.Diags, Diagnostic{Start: f.Start, End: f.End(), Symbol: t.sym(f.Start), PC: f.Start, Reason: Reason(code), Detail: detail})

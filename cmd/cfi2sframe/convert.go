@@ -30,6 +30,8 @@ type convertFlags struct {
 	pcrel       bool
 	sigFrames   bool
 	fragile     bool
+	fromCode    bool
+	debugDirs   []string
 	force       bool
 	quiet       bool
 	diagnostics string
@@ -62,6 +64,8 @@ func addConversionFlags(cmd *cobra.Command, fl *convertFlags, what string) {
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
 	f.BoolVar(&fl.sigFrames, "signal-frames", true, "version 3: give signal trampolines whose CFI cannot be described a signal FDE whose one FRE says RA undefined, so unwinders that know signal frames continue through the kernel's signal frame and others stop there instead of guessing (verify reports these against the CFI); =false leaves them without an FDE, as before")
 	f.BoolVar(&fl.fragile, "fragile-layout", false, "for a file where the program header table cannot grow in place, move it to the end of the file (with a warning) instead of refusing; strip, objcopy before 2.44, eu-strip and patchelf may break such files")
+	f.BoolVar(&fl.fromCode, "from-code", false, "describe the code that no CFI and no Go table describes from its instructions (a flow analysis per function, as objtool does); what cannot be proven is left out, with a code-* reason in --diagnostics")
+	f.StringArrayVar(&fl.debugDirs, "debug-file-directory", nil, "--from-code: look separate debug files up by build-id under `DIR`/.build-id/ (repeatable; default /usr/lib/debug), for the function starts of stripped files")
 	f.BoolVarP(&fl.quiet, "quiet", "q", false, "print nothing but errors")
 	f.StringVar(&fl.forReader, "for", "", "write what `READER` takes (kernel, glibc, libsframe, libsframe-2.44: version, flags, outermost frames) and check the output against its rules")
 	f.IntVarP(&fl.jobs, "jobs", "j", 0, "several inputs: convert `N` "+what+" at once (default: all CPUs)")
@@ -105,6 +109,7 @@ func conversionOptions(cmd *cobra.Command, fl *convertFlags) (convert.Options, e
 	opts.Force = fl.force
 	opts.NoSignalFrames = !fl.sigFrames
 	opts.FragileLayout = fl.fragile
+	opts.FromCode, opts.DebugDirs = fl.fromCode, fl.debugDirs
 	if err := opts.Validate(); err != nil {
 		return opts, flagError(err)
 	}
@@ -391,6 +396,10 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 		if sum.CodeBytes > 0 {
 			fmt.Fprintf(stderr, "SFrame describes %.1f%% of the converted programs' and libraries' code (%d of %d bytes of executable sections)\n",
 				100*float64(sum.CoveredBytes)/float64(sum.CodeBytes), sum.CoveredBytes, sum.CodeBytes)
+			if sum.FromCodeBytes > 0 {
+				fmt.Fprintf(stderr, "of which %.1f%% from the instructions (--from-code: %d bytes), the rest from CFI and Go's tables\n",
+					100*float64(sum.FromCodeBytes)/float64(sum.CodeBytes), sum.FromCodeBytes)
+			}
 		}
 		if k := keptText(sum.Kept); k != "" {
 			fmt.Fprintln(stderr, k)

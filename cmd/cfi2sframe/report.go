@@ -13,6 +13,8 @@ import (
 func newReportCmd() *cobra.Command {
 	var asJSON, asCSV bool
 	var htmlFile string
+	var fromCode bool
+	var debugDirs []string
 	cmd := &cobra.Command{
 		Use:   "report [--json|--csv] [--html FILE] FILE|DIR...",
 		Short: "Compare SFrame's size and coverage with .eh_frame, per file and in total",
@@ -52,7 +54,7 @@ Nothing is written to the files: report converts them in memory.`,
 					}
 				}
 			}
-			files, errs := report.Collect(args, progress)
+			files, errs := report.Collect(args, report.Options{FromCode: fromCode, DebugDirs: debugDirs}, progress)
 			for _, e := range errs {
 				fmt.Fprintf(stderr, "cfi2sframe: %v\n", withHint(e))
 			}
@@ -83,6 +85,8 @@ Nothing is written to the files: report converts them in memory.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&asCSV, "csv", false, "print CSV")
 	cmd.Flags().StringVar(&htmlFile, "html", "", "also write a self-contained HTML page with charts to `FILE`")
+	cmd.Flags().BoolVar(&fromCode, "from-code", false, "convert as --from-code does: the code without CFI described from its instructions, counted apart (from-code functions and bytes)")
+	cmd.Flags().StringArrayVar(&debugDirs, "debug-file-directory", nil, "--from-code: look separate debug files up by build-id under `DIR`/.build-id/ (repeatable; default /usr/lib/debug)")
 	return cmd
 }
 

@@ -77,6 +77,7 @@ type Row struct {
 	CFAOff   int64
 	FP, RA   Saved
 	RASigned bool
+	BKey     bool
 	SP       Val
 	FPVal    Val
 }
@@ -140,12 +141,12 @@ type Skip struct {
 type Source uint8
 
 const (
-	FromSymbol      Source = iota // .symtab or .dynsym (STT_FUNC)
-	FromDebugFile                 // the separate debug file's .symtab
-	FromGap                       // the start of a gap between FDEs
-	FromCall                      // a direct call's target
-	FromPointer                   // a relocation or pointer into code
-	FromPadding                   // the first byte after a padding run (weak)
+	FromSymbol    Source = iota // .symtab or .dynsym (STT_FUNC)
+	FromDebugFile               // the separate debug file's .symtab
+	FromGap                     // the start of a gap between FDEs
+	FromCall                    // a direct call's target
+	FromPointer                 // a relocation or pointer into code
+	FromPadding                 // the first byte after a padding run (weak)
 )
 
 // Entry is a function's start, End its end when its source knows it

@@ -37,11 +37,11 @@ func sep(s string) string {
 // WriteTable writes an aligned table, one line per file and the total.
 func WriteTable(w io.Writer, files []*File) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "eh_frame\teh_frame_hdr\tsframe v3\tv2\tv3/eh\tFDEs\tFREs\tfuncs\tcode\tall funcs\tall code\t\tfile\t  skipped")
+	fmt.Fprintln(tw, "eh_frame\teh_frame_hdr\tsframe v3\tv2\tv3/eh\tFDEs\tFREs\tfuncs\tcode\tall funcs\tall code\tfrom code\t\tfile\t  skipped")
 	line := func(f *File) {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%s\t%s\t%s\t%s\t\t%s\t%s\n", f.EHFrame, f.EHFrameHdr, f.SFrameV3, f.SFrameV2, f.Ratio(), f.FDEs, f.FREs,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\t%s\t%s\n", f.EHFrame, f.EHFrameHdr, f.SFrameV3, f.SFrameV2, f.Ratio(), f.FDEs, f.FREs,
 			pct(uint64(f.SFrameFuncs), uint64(f.CFIFuncs)), pct(f.SFrameBytes, f.CFIBytes),
-			pct(uint64(f.SFrameCodeFuncs), uint64(f.CodeFuncs)), pct(f.SFrameCode, f.CodeBytes), f.Path, sep(skips(f)))
+			pct(uint64(f.SFrameCodeFuncs), uint64(f.CodeFuncs)), pct(f.SFrameCode, f.CodeBytes), pct(f.FromCodeBytes, f.CodeBytes), f.Path, sep(skips(f)))
 	}
 	for _, f := range files {
 		line(f)
@@ -75,7 +75,7 @@ func WriteCSV(w io.Writer, files []*File) error {
 	cw.Write([]string{"file", "machine", "eh_frame", "eh_frame_hdr", "debug_frame", "sframe_v3", "sframe_v2", "sframe_existing", "ratio_v3",
 		"cfi_fdes", "sframe_functions", "sframe_fres", "fre_addr1", "fre_addr2", "fre_addr4", "word1", "word2", "word4",
 		"cfi_functions", "cfi_code_bytes", "sframe_functions_from_cfi", "sframe_code_bytes_from_cfi",
-		"code_functions", "sframe_covered_functions", "code_bytes", "sframe_covered_code_bytes", "skipped"})
+		"code_functions", "sframe_covered_functions", "code_bytes", "sframe_covered_code_bytes", "go_table_code_bytes", "from_code_code_bytes", "skipped"})
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	i := strconv.Itoa
 	for _, f := range append(files, Total(files)) {
@@ -83,7 +83,7 @@ func WriteCSV(w io.Writer, files []*File) error {
 			strconv.FormatFloat(f.Ratio(), 'f', 4, 64), i(f.FDEs), i(f.Functions), i(f.FREs),
 			i(f.FREType[0]), i(f.FREType[1]), i(f.FREType[2]), i(f.WordSize[0]), i(f.WordSize[1]), i(f.WordSize[2]),
 			i(f.CFIFuncs), u(f.CFIBytes), i(f.SFrameFuncs), u(f.SFrameBytes),
-			i(f.CodeFuncs), i(f.SFrameCodeFuncs), u(f.CodeBytes), u(f.SFrameCode), skips(f)})
+			i(f.CodeFuncs), i(f.SFrameCodeFuncs), u(f.CodeBytes), u(f.SFrameCode), u(f.GoBytes), u(f.FromCodeBytes), skips(f)})
 	}
 	cw.Flush()
 	return cw.Error()

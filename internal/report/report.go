@@ -46,12 +46,18 @@ type File struct {
 	WordSize [3]int `json:"data_word_1_2_4"`
 	// Coverage: functions and code bytes with CFI, and with SFrame (PLT
 	// sections, described from their instructions, left out of both).
-	CFIFuncs    int            `json:"cfi_functions"`
-	CFIBytes    uint64         `json:"cfi_code_bytes"`
-	SFrameFuncs int            `json:"sframe_functions_from_cfi"`
-	SFrameBytes uint64         `json:"sframe_code_bytes_from_cfi"`
-	Skipped     map[string]int `json:"skipped,omitempty"`
-	CFIErrors   int            `json:"cfi_errors,omitempty"`
+	CFIFuncs int    `json:"cfi_functions"`
+	CFIBytes uint64 `json:"cfi_code_bytes"`
+	// Of CFIFuncs and CFIBytes, those described by a Go program's
+	// function table and (Options.FromCode) from the instructions.
+	GoFuncs       int            `json:"go_table_functions,omitempty"`
+	GoBytes       uint64         `json:"go_table_code_bytes,omitempty"`
+	FromCodeFuncs int            `json:"from_code_functions,omitempty"`
+	FromCodeBytes uint64         `json:"from_code_code_bytes,omitempty"`
+	SFrameFuncs   int            `json:"sframe_functions_from_cfi"`
+	SFrameBytes   uint64         `json:"sframe_code_bytes_from_cfi"`
+	Skipped       map[string]int `json:"skipped,omitempty"`
+	CFIErrors     int            `json:"cfi_errors,omitempty"`
 	// Coverage of the code itself: bytes of executable sections, and
 	// those SFrame describes; functions known from the CFI, Go's
 	// function table and the symbol tables, and those SFrame covers. A
@@ -71,12 +77,21 @@ func (f *File) Ratio() float64 {
 	return 0
 }
 
+// Options are how Analyze converts a file.
+type Options struct {
+	// FromCode: describe the code without CFI from its instructions
+	// (convert.Options.FromCode); the CFI figures then count those
+	// functions too, and FromCodeFuncs/FromCodeBytes say how many.
+	FromCode  bool
+	DebugDirs []string
+}
+
 // ErrSkip is returned for files the report leaves out (not ELF, no CFI,
 // unsupported machine or type).
 var ErrSkip = errors.New("skipped")
 
 // Analyze reports on one file. Its errors name the file once.
-func Analyze(path string) (*File, error) {
+func Analyze(path string, o Options) (*File, error) {
 	in, err := mapped.Open(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -89,7 +104,7 @@ func Analyze(path string) (*File, error) {
 	if !bytes.HasPrefix(in.Data, []byte("\x7fELF")) {
 		return nil, ErrSkip
 	}
-	r, err := analyze(path, in)
+	r, err := analyze(path, in, o)
 	var ce *convert.Error
 	switch {
 	case errors.As(err, &ce):
@@ -102,7 +117,7 @@ func Analyze(path string) (*File, error) {
 
 // analyze is Analyze on the mapped file; its errors do not name it, but
 // convert's (a *convert.Error).
-func analyze(path string, in *mapped.File) (*File, error) {
+func analyze(path string, in *mapped.File, o Options) (*File, error) {
 	data := in.Data
 	f, err := elfread.NewFileBytes(data, path)
 	if err != nil {
@@ -125,7 +140,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 	}
 	// One FDE at a time (cfi.Context), as convert does: a first pass
 	// counts what executes, each translation executes again.
-	st, err := cfi.OpenBytes(data)
+	st, err := cfi.OpenBytesWith(data, cfi.Options{FromCode: o.FromCode, DebugDirs: o.DebugDirs})
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +169,14 @@ func analyze(path string, in *mapped.File) (*File, error) {
 			r.CFIFuncs++
 			r.CFIBytes += e.Size
 			cfiStarts = append(cfiStarts, e.Start)
+			switch st.SectionOf(e).Name() {
+			case ".gopclntab":
+				r.GoFuncs++
+				r.GoBytes += e.Size
+			case ".text":
+				r.FromCodeFuncs++
+				r.FromCodeBytes += e.Size
+			}
 		}
 	}
 	r.FDEs, r.CFIErrors = st.Parsed(), cfiErrs
@@ -179,7 +202,7 @@ func analyze(path string, in *mapped.File) (*File, error) {
 			// (a hostile one of 30 MB reached 190 MB). Collect it first.
 			runtime.GC()
 		}
-		e, err := convertV(cf, plts, v)
+		e, err := convertV(cf, plts, v, o)
 		if err != nil {
 			return nil, err
 		}
@@ -237,6 +260,10 @@ func Total(files []*File) *File {
 		}
 		t.CFIFuncs += f.CFIFuncs
 		t.CFIBytes += f.CFIBytes
+		t.GoFuncs += f.GoFuncs
+		t.GoBytes += f.GoBytes
+		t.FromCodeFuncs += f.FromCodeFuncs
+		t.FromCodeBytes += f.FromCodeBytes
 		t.SFrameFuncs += f.SFrameFuncs
 		t.SFrameBytes += f.SFrameBytes
 		t.CFIErrors += f.CFIErrors

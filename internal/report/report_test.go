@@ -18,7 +18,7 @@ import (
 
 func fixtures(t *testing.T) []*File {
 	t.Helper()
-	files, errs := Collect([]string{"../../testdata/sframe", "../../testdata/example"}, nil)
+	files, errs := Collect([]string{"../../testdata/sframe", "../../testdata/example"}, Options{}, nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -34,7 +34,7 @@ func TestSizesMatchReadelf(t *testing.T) {
 	readelf := toolchain.Tool(t, "sid", "x86_64-readelf")
 	files := fixtures(t)
 	if _, err := os.Stat("/lib/x86_64-linux-gnu/libc.so.6"); err == nil {
-		if f, err := Analyze("/lib/x86_64-linux-gnu/libc.so.6"); err == nil {
+		if f, err := Analyze("/lib/x86_64-linux-gnu/libc.so.6", Options{}); err == nil {
 			files = append(files, f)
 		}
 	}
@@ -172,7 +172,7 @@ func TestNoFDE(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", c, err, out)
 		}
 	}
-	f, err := Analyze(exe)
+	f, err := Analyze(exe, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestCodeCoverage(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", c, err, out)
 		}
 	}
-	f, err := Analyze(exe)
+	f, err := Analyze(exe, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 // returned per file: a path given that does not exist or is neither a
 // regular file nor a directory (FIFO, device, symlink loop), a directory
 // that cannot be read, a malformed file.
-func Collect(paths []string, progress func(done, total int)) ([]*File, []error) {
+func Collect(paths []string, o Options, progress func(done, total int)) ([]*File, []error) {
 	var list []string
 	var errs []error
 	for _, root := range paths {
@@ -64,7 +64,7 @@ func Collect(paths []string, progress func(done, total int)) ([]*File, []error) 
 		go func() {
 			defer wg.Done()
 			for p := range work {
-				f, err := Analyze(p)
+				f, err := Analyze(p, o)
 				mu.Lock()
 				switch {
 				case err == nil:

@@ -28,8 +28,8 @@ type encoded struct {
 // section. The layout is only planned (with the fragile one where the
 // standard one cannot be made), and SFrame data the file has is replaced:
 // the section is what cfi2sframe would write.
-func convertV(f *convert.File, plts []translate.PLT, v uint8) (*encoded, error) {
-	res, err := f.Convert(convert.Options{Version: v, Force: true, FragileLayout: true})
+func convertV(f *convert.File, plts []translate.PLT, v uint8, o Options) (*encoded, error) {
+	res, err := f.Convert(convert.Options{Version: v, Force: true, FragileLayout: true, FromCode: o.FromCode, DebugDirs: o.DebugDirs})
 	if err != nil {
 		return nil, err
 	}

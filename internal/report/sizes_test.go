@@ -104,7 +104,7 @@ func TestFiguresMatchWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, v := range []uint8{sframe.Version3, sframe.Version2} {
-			got, err := convertV(conv, plts, v)
+			got, err := convertV(conv, plts, v, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -97,6 +97,9 @@ type Record struct {
 	// sections, CoveredBytes those its SFrame functions describe.
 	CodeBytes    uint64 `json:"code_bytes,omitempty"`
 	CoveredBytes uint64 `json:"sframe_covered_code_bytes,omitempty"`
+	// FromCodeBytes are those described from the instructions
+	// (convert.Options.FromCode), not from CFI or a Go table.
+	FromCodeBytes uint64 `json:"from_code_code_bytes,omitempty"`
 	// NotKept is what of the file's metadata its copy in OutDir could not
 	// keep, for a user who is not root (as cp -a leaves it out).
 	NotKept []string `json:"not_kept,omitempty"`
@@ -147,6 +150,7 @@ type Summary struct {
 	// CodeBytes and CoveredBytes sum the records': the code of the
 	// converted linked files, and the part SFrame describes.
 	CodeBytes, CoveredBytes uint64
+	FromCodeBytes           uint64 // of CoveredBytes, from the instructions
 	Kept                    Kept
 }
 
@@ -367,6 +371,7 @@ func Run(ctx context.Context, paths []string, o Options) (*Summary, error) {
 		sum.Kept.count(r)
 		sum.CodeBytes += r.CodeBytes
 		sum.CoveredBytes += r.CoveredBytes
+		sum.FromCodeBytes += r.FromCodeBytes
 		done++
 		if o.Record != nil {
 			o.Record(r)
@@ -641,8 +646,11 @@ func convertJob(ctx context.Context, j job, o Options, in *mapped.File) (*conver
 	fill := func(r *Record) {
 		r.Functions = res.Translate.Converted + res.Translate.PLTFuncs
 		for _, d := range res.Translate.Diags {
-			if d.Skipped {
+			switch {
+			case d.Skipped:
 				r.Skipped++ // a function without SFrame
+			case d.Reason == convert.FromCode:
+				r.FromCodeBytes += d.End - d.Start
 			}
 		}
 		r.SFrameBytes = len(res.SFrame)
