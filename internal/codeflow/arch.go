@@ -53,4 +53,7 @@ type walk struct {
 	// block holds the PCs of the instructions before the current one in
 	// its basic block, oldest first (jump tables read their bounds check).
 	block []uint64
+	// a64 is what the AArch64 steps remember across one function's
+	// paths: the PAC keys seen, the bounds checks that guard blocks.
+	a64 arm64Hist
 }

@@ -56,6 +56,9 @@ type State struct {
 	// RASigned: AArch64, the return address in LR or its slot is signed
 	// (PAC: paciasp/pacibsp ran, autiasp/autibsp not yet).
 	RASigned bool
+	// BKey: AArch64, RASigned with the B key (pacibsp), not the A key;
+	// false while the return address is not signed.
+	BKey bool
 }
 
 // Base is the register a CFA rule counts from.
@@ -77,6 +80,7 @@ type Row struct {
 	CFAOff   int64
 	FP, RA   Saved
 	RASigned bool
+	BKey     bool // AArch64: signed with the B key (SFrame records it per function)
 	SP       Val
 	FPVal    Val
 }
@@ -140,12 +144,12 @@ type Skip struct {
 type Source uint8
 
 const (
-	FromSymbol      Source = iota // .symtab or .dynsym (STT_FUNC)
-	FromDebugFile                 // the separate debug file's .symtab
-	FromGap                       // the start of a gap between FDEs
-	FromCall                      // a direct call's target
-	FromPointer                   // a relocation or pointer into code
-	FromPadding                   // the first byte after a padding run (weak)
+	FromSymbol    Source = iota // .symtab or .dynsym (STT_FUNC)
+	FromDebugFile               // the separate debug file's .symtab
+	FromGap                     // the start of a gap between FDEs
+	FromCall                    // a direct call's target
+	FromPointer                 // a relocation or pointer into code
+	FromPadding                 // the first byte after a padding run (weak)
 )
 
 // Entry is a function's start, End its end when its source knows it
