@@ -195,6 +195,9 @@ func a64Set(s *State, r int, v Val) {
 	if r < 0 || r > a64SP {
 		return
 	}
+	if !v.Known {
+		v = Val{} // one unknown, so that paths' states compare equal
+	}
 	switch {
 	case r == a64FP && s.FP.Where == InReg:
 		s.FP = Saved{Where: Lost}

@@ -1,16 +1,18 @@
 package codeflow
 
 import (
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
 )
 
 // testWalk is a stand-in for the walk (engine.go, Analyze), only for the
@@ -36,8 +38,13 @@ func testWalk(a arch, c *Code, entry, end uint64) (map[uint64]Row, *failure) {
 			return nil
 		}
 		if old, ok := states[pc]; ok {
-			if old != s {
-				return &failure{ReasonStates, fmt.Sprintf("at %#x: %+v and %+v", pc, old, s)}
+			j, ok := testJoin(old, s)
+			if !ok {
+				return &failure{ReasonStates, fmt.Sprintf("at %#x: %s and %s", pc, stateText(old), stateText(s))}
+			}
+			if j != old { // a register forgotten: follow the path again
+				states[pc] = j
+				work = append(work, item{pc, nil})
 			}
 			return nil
 		}
@@ -104,12 +111,37 @@ func testWalk(a arch, c *Code, entry, end uint64) (map[uint64]Row, *failure) {
 	return rows, nil
 }
 
+// testJoin is the state two paths leave at one instruction: a general
+// register other than SP and x29 that holds different frame addresses
+// holds none the rows need, so it becomes unknown; any other difference
+// fails (ReasonStates). The engine may do the same.
+func testJoin(a, b State) (State, bool) {
+	for r := range a.Regs {
+		if r != a64SP && r != a64FP && a.Regs[r] != b.Regs[r] {
+			a.Regs[r], b.Regs[r] = Val{}, Val{}
+		}
+	}
+	return a, a == b
+}
+
 func asFailure(err error) *failure {
 	var f *failure
 	if errors.As(err, &f) {
 		return f
 	}
 	return &failure{"unexpected", err.Error()}
+}
+
+// stateText is what a state knows: the frame addresses, x29, LR.
+func stateText(s State) string {
+	var b strings.Builder
+	for r, v := range s.Regs {
+		if v.Known {
+			fmt.Fprintf(&b, "r%d=cfa%+d ", r, v.Off)
+		}
+	}
+	fmt.Fprintf(&b, "fp %+v ra %+v signed %v", s.FP, s.RA, s.RASigned)
+	return b.String()
 }
 
 // rowText is a row in short: "sp+16 fp@-16 ra@-8 pacb".
@@ -551,5 +583,297 @@ func TestARM64Snippets(t *testing.T) {
 	}
 }
 
-var _ = bytes.Equal
-var _ = strings.Cut
+// cfiSource is compiled at each level and compared with its CFI: frames
+// of all sizes, alloca, switches (jump tables), calls that do not
+// return, tail calls, recursion, varargs.
+const cfiSource = `
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+extern int ext(int);
+__attribute__((noinline)) int leaf(int a, int b) { return a * b + 3; }
+__attribute__((noinline)) int big(int n) {
+	volatile char buf[70000];
+	buf[n] = 1;
+	return buf[n / 2] + ext(n);
+}
+__attribute__((noinline)) int vla(int n) {
+	char *p = __builtin_alloca(n);
+	memset(p, 1, n);
+	return ext(p[n / 2]);
+}
+__attribute__((noinline)) int sw(int x) {
+	switch (x) {
+	case 0: return ext(1);
+	case 1: return ext(7) + 2;
+	case 2: return ext(3) + 1;
+	case 3: return ext(9) * 2;
+	case 4: return ext(11);
+	case 5: return ext(x + 3) - 1;
+	case 6: return ext(13) - 4;
+	case 8: return ext(x) + ext(x);
+	case 9: return ext(99) ^ 3;
+	case 10: return ext(1) * 7;
+	case 7: return 5;
+	}
+	return 0;
+}
+__attribute__((noinline)) int sw2(unsigned x, int y) {
+	switch (x) {
+	case 0: y += ext(2); break;
+	case 1: y -= ext(3); break;
+	case 2: y *= ext(4); break;
+	case 3: y ^= ext(5); break;
+	case 4: y |= ext(6); break;
+	case 5: y &= ext(7); break;
+	case 6: y += 9; break;
+	case 7: y = ext(y); break;
+	case 8: y = ext(y + 1); break;
+	case 9: return 0;
+	default: abort();
+	}
+	return y + 1;
+}
+__attribute__((noinline)) int fact(int n) { return n <= 1 ? 1 : n * fact(n - 1); }
+__attribute__((noinline)) int sum(int n, ...) {
+	va_list ap;
+	int s = 0;
+	va_start(ap, n);
+	for (int i = 0; i < n; i++) s += va_arg(ap, int);
+	va_end(ap);
+	return s;
+}
+__attribute__((noinline)) int tail(int n) { return ext(n + 1); }
+__attribute__((noinline)) int check(int n) {
+	if (n < 0) abort();
+	if (n > 100) exit(2);
+	return ext(n) + leaf(n, n);
+}
+__attribute__((noinline)) int loop(int *v, int n) {
+	int s = 0;
+	for (int i = 0; i < n; i++) s += ext(v[i]) ? leaf(v[i], i) : 0;
+	return s;
+}
+int ext(int x) { return x + 1; }
+int main(int argc, char **argv) {
+	int v[4] = {argc, 2, 3, 4};
+	return big(argc) + vla(argc + 8) + sw(argc) + sw2(argc, 3) + fact(argc) +
+	       sum(3, 1, 2, argc) + tail(argc) + check(argc) + loop(v, 4);
+}
+`
+
+// pltNoReturn says which PLT stubs of an AArch64 executable call
+// functions that do not return: .plt's 32-byte header, then one 16-byte
+// stub per .rela.plt entry, in its order.
+func pltNoReturn(t *testing.T, f *elf.File) func(uint64) bool {
+	plt, rela := f.Section(".plt"), f.Section(".rela.plt")
+	dyn, _ := f.DynamicSymbols()
+	if plt == nil || rela == nil {
+		return func(uint64) bool { return false }
+	}
+	d, err := rela.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stops := make(map[uint64]bool)
+	for i := 0; i+24 <= len(d); i += 24 {
+		sym := f.ByteOrder.Uint64(d[i+8:]) >> 32
+		if sym == 0 || int(sym) > len(dyn) {
+			continue
+		}
+		switch dyn[sym-1].Name {
+		case "abort", "exit", "_exit", "__stack_chk_fail", "__assert_fail", "__libc_start_main":
+			stops[plt.Addr+32+uint64(i/24)*16] = true
+		}
+	}
+	return func(addr uint64) bool { return stops[addr] }
+}
+
+// cfiCompare is how one build's rows compare with its CFI.
+type cfiCompare struct {
+	pcs, covered, wrong int
+	early               int // covered where the walk has x29 or LR back in its register, the CFI still at its slot
+	reasons             map[Reason]int
+	funcs, left         int
+}
+
+// compareCFI walks each function symbol of path that has an FDE and
+// compares its rows with the FDE's at every PC.
+func compareCFI(t *testing.T, path string, only map[string]bool) cfiCompare {
+	c, f, funcs := elfCode(t, path)
+	c.NoReturn = pltNoReturn(t, f)
+	img, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := cfi.OpenBytes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := cf.Entries()
+	cfi.SortEntries(entries)
+	ctx := cf.Context(entries)
+	byStart := make(map[uint64]elf.Symbol)
+	for _, s := range funcs {
+		if only[s.Name] {
+			byStart[s.Value] = s
+		}
+	}
+	res := cfiCompare{reasons: make(map[Reason]int)}
+	for {
+		fde, err := ctx.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sym, ok := byStart[fde.Start]
+		if !ok {
+			continue
+		}
+		tab := ctx.Table()
+		if tab == nil {
+			continue
+		}
+		bkey := fde.CIE.BKey
+		res.funcs++
+		rows, fail := testWalk(newARM64(), c, fde.Start, fde.End())
+		res.pcs += int(fde.Size / 4)
+		if fail != nil {
+			res.left++
+			res.reasons[fail.reason]++
+			t.Logf("%s: %s left out: %s: %s", filepath.Base(path), sym.Name, fail.reason, fail.detail)
+			continue
+		}
+		for pc := fde.Start; pc < fde.End(); pc += 4 {
+			r, ok := rows[pc]
+			if !ok {
+				continue
+			}
+			i := tab.RowAt(pc)
+			if i < 0 {
+				continue
+			}
+			if prev, ok := rows[pc-4]; ok && restoredEarly(prev, r, &tab.Rows[i], bkey) {
+				res.early++
+				res.covered++
+				continue
+			}
+			if why := judgeRow(r, &tab.Rows[i], bkey); why != "" {
+				res.wrong++
+				t.Errorf("%s: %s %#x: %s: %s", filepath.Base(path), sym.Name, pc, rowText(r), why)
+				continue
+			}
+			res.covered++
+		}
+	}
+	return res
+}
+
+// restoredEarly says the walk has x29 or LR back in its register at r,
+// loaded from the slot where it was at prev and where the CFI still
+// says it is (GCC moves the rule one load late): both hold, the rest of
+// r is judged as usual with the CFI's rule for the register.
+func restoredEarly(prev, r Row, c *cfi.Row, bkey bool) bool {
+	fp, ra := c.Rule(a64FP), c.Rule(a64LR)
+	back := func(p, n Saved, rule cfi.Rule) bool {
+		return p.Where == OnStack && n.Where == InReg && rule.Kind == cfi.Offset && rule.Offset == p.Off
+	}
+	changed := false
+	if back(prev.FP, r.FP, fp) {
+		r.FP, changed = prev.FP, true
+	}
+	if back(prev.RA, r.RA, ra) {
+		r.RA, changed = prev.RA, true
+	}
+	return changed && judgeRow(r, c, bkey) == ""
+}
+
+// judgeRow says how r differs from the CFI's row c ("" when it does not):
+// the CFA (a different base judged by what r knew of that register),
+// where x29 and LR are, the signing state and key.
+func judgeRow(r Row, c *cfi.Row, bkey bool) string {
+	if c.CFA.Kind != cfi.CFARegOffset {
+		return "CFI CFA is an expression"
+	}
+	var known Val
+	switch c.CFA.Reg {
+	case a64SP:
+		known = r.SP
+	case a64FP:
+		known = r.FPVal
+	default:
+		return fmt.Sprintf("CFI CFA from r%d", c.CFA.Reg)
+	}
+	if !known.Known || -known.Off != c.CFA.Offset {
+		return fmt.Sprintf("CFI CFA r%d%+d, the walk knew that register as %+v", c.CFA.Reg, c.CFA.Offset, known)
+	}
+	same := func(s Saved, rule cfi.Rule) bool {
+		switch rule.Kind {
+		case cfi.SameValue:
+			return s.Where == InReg
+		case cfi.Offset:
+			return s.Where == OnStack && s.Off == rule.Offset
+		}
+		return false
+	}
+	if !same(r.FP, c.Rule(a64FP)) {
+		return fmt.Sprintf("CFI x29 rule %+v", c.Rule(a64FP))
+	}
+	if !same(r.RA, c.Rule(a64LR)) {
+		return fmt.Sprintf("CFI x30 rule %+v", c.Rule(a64LR))
+	}
+	if r.RASigned != c.MangledRA || r.RASigned && r.BKey != bkey {
+		return fmt.Sprintf("CFI signed %v (B key %v)", c.MangledRA, bkey)
+	}
+	return ""
+}
+
+// TestARM64AgainstGCC compiles cfiSource with aarch64-linux-gnu-gcc at
+// each level, with and without frame pointers and with both PAC keys,
+// and holds every row the walk gives to the CFI GCC wrote: none may
+// differ. Coverage and the reasons for what is left out are logged.
+func TestARM64AgainstGCC(t *testing.T) {
+	gcc := needTool(t, "aarch64-linux-gnu-gcc")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "t.c")
+	if err := os.WriteFile(src, []byte(cfiSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	only := map[string]bool{}
+	for _, n := range []string{"leaf", "big", "vla", "sw", "sw2", "fact", "sum", "tail", "check", "loop", "ext", "main"} {
+		only[n] = true
+	}
+	total := cfiCompare{reasons: make(map[Reason]int)}
+	for _, opt := range []string{"-O0", "-O2", "-O3", "-Os"} {
+		for _, fp := range []string{"-fno-omit-frame-pointer", "-fomit-frame-pointer"} {
+			for _, pac := range []string{"", "-mbranch-protection=pac-ret", "-mbranch-protection=pac-ret+b-key"} {
+				name := strings.Join(strings.Fields(opt+" "+fp+" "+pac), "_")
+				out := filepath.Join(dir, name)
+				args := []string{opt, fp, "-fasynchronous-unwind-tables", "-o", out, src}
+				if pac != "" {
+					args = append(args, pac)
+				}
+				if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+					t.Fatalf("gcc %v: %v\n%s", args, err, b)
+				}
+				r := compareCFI(t, out, only)
+				t.Logf("%s: %d functions, %d left out; %d of %d PCs match the CFI (%d restored a load early), %d wrong", name, r.funcs, r.left, r.covered, r.pcs, r.early, r.wrong)
+				total.pcs += r.pcs
+				total.covered += r.covered
+				total.wrong += r.wrong
+				total.funcs += r.funcs
+				total.left += r.left
+				for k, v := range r.reasons {
+					total.reasons[k] += v
+				}
+			}
+		}
+	}
+	t.Logf("all: %d functions, %d left out %v; %d of %d PCs (%.1f%%) match, %d wrong",
+		total.funcs, total.left, total.reasons, total.covered, total.pcs, 100*float64(total.covered)/float64(max(total.pcs, 1)), total.wrong)
+	if total.covered == 0 {
+		t.Error("no row matched: the comparison compares nothing")
+	}
+}
