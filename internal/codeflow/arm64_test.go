@@ -20,6 +20,9 @@ import (
 // entry, ending before end, one state per instruction, and gives the row
 // of each instruction reached, or the first reason the function is left
 // out. A path that leaves [entry, end) is a tail call.
+// testTables counts the jump tables testWalk followed (resolved by step).
+var testTables int
+
 func testWalk(a arch, c *Code, entry, end uint64) (map[uint64]Row, *failure) {
 	type item struct {
 		pc    uint64
@@ -88,6 +91,7 @@ func testWalk(a arch, c *Code, entry, end uint64) (map[uint64]Row, *failure) {
 				f = reach(it.pc, fall, s, nil)
 			}
 		case flowTable:
+			testTables++
 			for _, t := range n.targets {
 				if t < entry || t >= end {
 					f = &failure{ReasonIndirect, fmt.Sprintf("table target %#x outside", t)}
@@ -654,7 +658,7 @@ __attribute__((noinline)) int loop(int *v, int n) {
 	for (int i = 0; i < n; i++) s += ext(v[i]) ? leaf(v[i], i) : 0;
 	return s;
 }
-int ext(int x) { return x + 1; }
+__attribute__((noipa)) int ext(int x) { return x + 1; }
 int main(int argc, char **argv) {
 	int v[4] = {argc, 2, 3, 4};
 	return big(argc) + vla(argc + 8) + sw(argc) + sw2(argc, 3) + fact(argc) +
@@ -746,6 +750,10 @@ func compareCFI(t *testing.T, path string, only map[string]bool) cfiCompare {
 			t.Logf("%s: %s left out: %s: %s", filepath.Base(path), sym.Name, fail.reason, fail.detail)
 			continue
 		}
+		slots := make(map[Saved]bool)
+		for _, r := range rows {
+			slots[r.FP], slots[r.RA] = true, true
+		}
 		for pc := fde.Start; pc < fde.End(); pc += 4 {
 			r, ok := rows[pc]
 			if !ok {
@@ -755,7 +763,7 @@ func compareCFI(t *testing.T, path string, only map[string]bool) cfiCompare {
 			if i < 0 {
 				continue
 			}
-			if prev, ok := rows[pc-4]; ok && restoredEarly(prev, r, &tab.Rows[i], bkey) {
+			if restoredEarly(slots, r, &tab.Rows[i], bkey) {
 				res.early++
 				res.covered++
 				continue
@@ -772,22 +780,21 @@ func compareCFI(t *testing.T, path string, only map[string]bool) cfiCompare {
 }
 
 // restoredEarly says the walk has x29 or LR back in its register at r,
-// loaded from the slot where it was at prev and where the CFI still
-// says it is (GCC moves the rule one load late): both hold, the rest of
-// r is judged as usual with the CFI's rule for the register.
-func restoredEarly(prev, r Row, c *cfi.Row, bkey bool) bool {
-	fp, ra := c.Rule(a64FP), c.Rule(a64LR)
-	back := func(p, n Saved, rule cfi.Rule) bool {
-		return p.Where == OnStack && n.Where == InReg && rule.Kind == cfi.Offset && rule.Offset == p.Off
+// where the CFI still has it at a slot the walk saw it saved to (GCC
+// moves the rule at the last restore, or not before the return): both
+// hold. The rest of r is judged as usual.
+func restoredEarly(slots map[Saved]bool, r Row, c *cfi.Row, bkey bool) bool {
+	back := func(s *Saved, rule cfi.Rule) bool {
+		saved := Saved{Where: OnStack, Off: rule.Offset}
+		if s.Where != InReg || rule.Kind != cfi.Offset || !slots[saved] {
+			return false
+		}
+		*s = saved
+		return true
 	}
-	changed := false
-	if back(prev.FP, r.FP, fp) {
-		r.FP, changed = prev.FP, true
-	}
-	if back(prev.RA, r.RA, ra) {
-		r.RA, changed = prev.RA, true
-	}
-	return changed && judgeRow(r, c, bkey) == ""
+	fp := back(&r.FP, c.Rule(a64FP))
+	ra := back(&r.RA, c.Rule(a64LR))
+	return (fp || ra) && judgeRow(r, c, bkey) == ""
 }
 
 // judgeRow says how r differs from the CFI's row c ("" when it does not):
@@ -846,6 +853,7 @@ func TestARM64AgainstGCC(t *testing.T) {
 		only[n] = true
 	}
 	total := cfiCompare{reasons: make(map[Reason]int)}
+	tables := testTables
 	for _, opt := range []string{"-O0", "-O2", "-O3", "-Os"} {
 		for _, fp := range []string{"-fno-omit-frame-pointer", "-fomit-frame-pointer"} {
 			for _, pac := range []string{"", "-mbranch-protection=pac-ret", "-mbranch-protection=pac-ret+b-key"} {
@@ -873,6 +881,7 @@ func TestARM64AgainstGCC(t *testing.T) {
 	}
 	t.Logf("all: %d functions, %d left out %v; %d of %d PCs (%.1f%%) match, %d wrong",
 		total.funcs, total.left, total.reasons, total.covered, total.pcs, 100*float64(total.covered)/float64(max(total.pcs, 1)), total.wrong)
+	t.Logf("jump tables followed: %d", testTables-tables)
 	if total.covered == 0 {
 		t.Error("no row matched: the comparison compares nothing")
 	}
