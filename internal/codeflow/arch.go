@@ -68,6 +68,9 @@ type walk struct {
 	solo  []soloCheck
 	parts map[uint64]bool // other entries jumped to with a frame in place
 	last  uint64          // the end of the last instruction reached
+	// a64 is what the AArch64 steps remember across one function's
+	// paths: the PAC keys seen, the bounds checks that guard blocks.
+	a64 arm64Hist
 }
 
 // rec is what the walk keeps of one reached instruction.

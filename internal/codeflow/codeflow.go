@@ -56,6 +56,9 @@ type State struct {
 	// RASigned: AArch64, the return address in LR or its slot is signed
 	// (PAC: paciasp/pacibsp ran, autiasp/autibsp not yet).
 	RASigned bool
+	// BKey: AArch64, RASigned with the B key (pacibsp), not the A key;
+	// false while the return address is not signed.
+	BKey bool
 }
 
 // Base is the register a CFA rule counts from.
@@ -77,7 +80,7 @@ type Row struct {
 	CFAOff   int64
 	FP, RA   Saved
 	RASigned bool
-	BKey     bool
+	BKey     bool // AArch64: signed with the B key (SFrame records it per function)
 	SP       Val
 	FPVal    Val
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // arches gives the instruction set of a machine; arm64.go adds AArch64.
-var arches = map[elf.Machine]func() arch{elf.EM_X86_64: newAMD64}
+var arches = map[elf.Machine]func() arch{elf.EM_X86_64: newAMD64, elf.EM_AARCH64: newARM64}
 
 // frameRegs are the DWARF numbers of a machine's stack and frame
 // pointers, whose values must agree where paths meet.
