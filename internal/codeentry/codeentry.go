@@ -175,6 +175,9 @@ func load(f *elfread.File, opt Options) (*codeflow.Code, Notes, *collector, erro
 		},
 		Described: func(lo, hi uint64) bool { return overlaps(described, lo, hi) },
 	}
+	if len(notes.Data) > 0 {
+		code.Data = func(addr uint64) bool { return inSpans(notes.Data, addr) }
+	}
 	return code, notes, c, nil
 }
 

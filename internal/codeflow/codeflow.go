@@ -178,6 +178,10 @@ type Code struct {
 	// NoReturn says a call to addr does not return (the PLT stub or the
 	// function of exit, abort, __stack_chk_fail, ...).
 	NoReturn func(addr uint64) bool
+	// Data says addr is data inside the executable code (AArch64's $d
+	// mapping symbols mark literal pools and tables): a path that
+	// reaches it is left out (ReasonData). nil: none known.
+	Data func(addr uint64) bool
 	// Described says [lo, hi) is described by CFI or a Go table: its
 	// entries are not analysed, and a walk that reaches it stops there.
 	Described func(lo, hi uint64) bool

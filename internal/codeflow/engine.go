@@ -303,6 +303,9 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 	if w.code.described(pc) {
 		return nil
 	}
+	if w.code.Data != nil && w.code.Data(pc) {
+		return &fail{failure{ReasonData, fmt.Sprintf("a path reaches %#x, data inside the code", pc)}, from}
+	}
 	i, ok := w.index[pc]
 	if !ok {
 		if len(w.recs) >= maxInsns {
@@ -319,7 +322,7 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 		r.multi = true
 	}
 	sp, fp := w.regs[0], w.regs[1]
-	if r.s.Regs[sp] != s.Regs[sp] || r.s.Regs[fp] != s.Regs[fp] || r.s.FP != s.FP || r.s.RA != s.RA || r.s.RASigned != s.RASigned {
+	if r.s.Regs[sp] != s.Regs[sp] || r.s.Regs[fp] != s.Regs[fp] || r.s.FP != s.FP || r.s.RA != s.RA || r.s.RASigned != s.RASigned || r.s.BKey != s.BKey {
 		return &fail{failure{ReasonStates, fmt.Sprintf("paths from %#x and before reach %#x with different frames: %s and %s",
 			from, pc, frameString(&r.s, w.regs), frameString(s, w.regs))}, pc}
 	}
