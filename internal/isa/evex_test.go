@@ -337,22 +337,33 @@ func TestDecodeVecCorpus(t *testing.T) {
 	t.Logf("corpus: x86asm gives objdump's length for %d; not for: %v", len(dis)-miss.total(), miss)
 }
 
-// TestDecodeVecLibc holds DecodeVec to objdump over every VEX and EVEX
+// TestDecodeVecLibs holds DecodeVec to objdump over every VEX and EVEX
 // instruction of the system's libc (glibc's AVX2 and EVEX string
-// functions), and measures how many of them x86asm (AMD64, LenAMD64)
-// already decodes to objdump's length.
-func TestDecodeVecLibc(t *testing.T) {
+// functions) and libm (FMA, and AMD's FMA4), and measures how many of
+// them x86asm (AMD64, LenAMD64) already decodes to objdump's length.
+// Bytes objdump calls (bad) are data in .text, and skipped.
+func TestDecodeVecLibs(t *testing.T) {
 	needTools(t, "objdump")
-	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-	if _, err := os.Stat(libc); err != nil {
-		t.Skip(libc, " not present")
-	}
 	if testing.Short() {
-		t.Skip("disassembles all of libc")
+		t.Skip("disassembles libraries")
 	}
+	for _, lib := range []string{
+		"/usr/lib/x86_64-linux-gnu/libc.so.6",
+		"/usr/lib/x86_64-linux-gnu/libm.so.6",
+	} {
+		t.Run(filepath.Base(lib), func(t *testing.T) {
+			if _, err := os.Stat(lib); err != nil {
+				t.Skip(lib, " not present")
+			}
+			checkLibrary(t, lib)
+		})
+	}
+}
+
+func checkLibrary(t *testing.T, lib string) {
 	var vex, evex, prefixed, bad int
 	miss := x86asmMisses{}
-	for _, l := range objdumpLines(t, libc, ".text") {
+	for _, l := range objdumpLines(t, lib, ".text") {
 		switch l.code[0] {
 		case 0xc4, 0xc5, 0x62:
 		default:
@@ -381,9 +392,9 @@ func TestDecodeVecLibc(t *testing.T) {
 	if bad > 0 {
 		t.Errorf("%d of %d instructions disagree with objdump", bad, vex+evex)
 	}
-	t.Logf("libc: %d VEX, %d EVEX instructions; DecodeVec agrees on %d; %d more behind a prefix (not taken)",
+	t.Logf("%d VEX, %d EVEX instructions; DecodeVec agrees on %d; %d more behind a prefix (not taken)",
 		vex, evex, vex+evex-bad, prefixed)
-	t.Logf("libc: x86asm gives objdump's length for %d; not for: %v", vex+evex-miss.total(), miss)
+	t.Logf("x86asm gives objdump's length for %d; not for: %v", vex+evex-miss.total(), miss)
 }
 
 // TestDecodeVecErrors: what DecodeVec refuses, and why.
