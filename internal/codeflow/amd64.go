@@ -24,12 +24,6 @@ const (
 	amdR11 = 11
 )
 
-// decodeEVEX decodes an EVEX-encoded (AVX-512) instruction, which x86asm
-// does not know: its length and the general register it writes (x86
-// encoding 0-15, or -1). It is wired to isa.EVEX where that exists; nil
-// leaves such instructions undecodable.
-var decodeEVEX func(b []byte) (n int, gpr int, err error)
-
 // encToDwarf maps the x86 register encoding (rax rcx rdx rbx rsp rbp rsi
 // rdi r8-r15) to DWARF numbers.
 var encToDwarf = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
@@ -118,16 +112,11 @@ func (a amd64) step(w *walk, b []byte, pc uint64, s *State) (next, error) {
 	if isEndbr(b) {
 		return next{len: 4}, nil
 	}
+	if len(b) > 0 && (b[0] == 0xc4 || b[0] == 0xc5 || b[0] == 0x62) {
+		return vecStep(b, s)
+	}
 	in, err := isa.AMD64(b)
 	if err != nil {
-		if len(b) > 0 && b[0] == 0x62 && decodeEVEX != nil {
-			if n, g, err := decodeEVEX(b); err == nil && n > 0 {
-				if g >= 0 && g < 16 {
-					clobber(s, encToDwarf[g])
-				}
-				return next{len: n}, nil
-			}
-		}
 		return next{}, &failure{ReasonUndecodable, fmt.Sprintf("bytes % x", b[:min(len(b), 8)])}
 	}
 	n := isa.LenAMD64(in, b)
@@ -191,6 +180,35 @@ func isBranch(op x86asm.Op) bool {
 		return true
 	}
 	return false
+}
+
+// vecStep is step for a VEX or EVEX instruction (c4, c5, 62 are no
+// other instruction in 64-bit mode), decoded by isa.DecodeVec, which
+// knows every one x86asm knows and the BMI, FMA4 and AVX-512 forms it
+// does not, with the general registers they write, named or not
+// (vpcmpestri's rcx, mulx's two). One it refuses ends the function:
+// x86asm's operands would not show such unnamed writes. None of them
+// branches. A store through a frame address is held to the saved slots
+// (16 bytes at least; an EVEX load's compressed displacement is not
+// exact, but loads write no memory).
+func vecStep(b []byte, s *State) (next, error) {
+	v, err := isa.DecodeVec(b)
+	if err != nil {
+		return next{}, &failure{ReasonUndecodable, fmt.Sprintf("bytes % x: %v", b[:min(len(b), 8)], err)}
+	}
+	for _, g := range []int{v.GPR, v.GPR2} {
+		if g >= 0 && g < 16 {
+			clobber(s, encToDwarf[g])
+		}
+	}
+	if v.Store && v.MemBase >= 0 && v.MemBase < 16 && v.DispExact {
+		if base := s.Regs[encToDwarf[v.MemBase]]; base.Known {
+			if err := store(s, base.Off+v.MemDisp, 16); err != nil {
+				return next{}, err
+			}
+		}
+	}
+	return next{len: v.Len}, nil
 }
 
 // clobber makes register r unknown. Overwriting rbp while it still holds
