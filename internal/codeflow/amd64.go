@@ -42,8 +42,13 @@ func newAMD64() arch { return amd64{} }
 func gpr(r x86asm.Reg) (num, width int, ok bool) {
 	switch {
 	case r >= x86asm.AL && r <= x86asm.R15B:
+		// x86asm lists AL CL DL BL, AH CH DH BH (the high bytes of a-d),
+		// SPB BPB SIB DIB, R8B-R15B: 20 names for 16 registers.
 		i := int(r - x86asm.AL)
-		if i >= 4 && i < 8 { // AH, CH, DH, BH: the high bytes of a-d
+		switch {
+		case i >= 4 && i < 8:
+			i -= 4
+		case i >= 8:
 			i -= 4
 		}
 		return encToDwarf[i], 8, true

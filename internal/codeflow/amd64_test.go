@@ -347,3 +347,16 @@ func TestAMD64Tables(t *testing.T) {
 	}}
 	runSnippets(t, cases)
 }
+
+// TestGPRBytes: every byte register x86asm names maps to its 64-bit
+// register (x86asm has 20 byte names for 16 registers: a crash in libc).
+func TestGPRBytes(t *testing.T) {
+	for _, tc := range []struct {
+		r    x86asm.Reg
+		want int
+	}{{x86asm.AL, amdRAX}, {x86asm.BH, amdRBX}, {x86asm.SPB, amdRSP}, {x86asm.BPB, amdRBP}, {x86asm.DIB, amdRDI}, {x86asm.R8B, amdR8}, {x86asm.R15B, 15}} {
+		if n, w, ok := gpr(tc.r); !ok || w != 8 || n != tc.want {
+			t.Errorf("%v: %d (%d bits, %v), want %d", tc.r, n, w, ok, tc.want)
+		}
+	}
+}

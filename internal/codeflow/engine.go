@@ -321,11 +321,16 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 	if !hasFrom || !r.hasPred || r.pred != from {
 		r.multi = true
 	}
-	sp, fp := w.regs[0], w.regs[1]
-	if r.s.Regs[sp] != s.Regs[sp] || r.s.Regs[fp] != s.Regs[fp] || r.s.FP != s.FP || r.s.RA != s.RA || r.s.RASigned != s.RASigned || r.s.BKey != s.BKey {
-		return &fail{failure{ReasonStates, fmt.Sprintf("paths from %#x and before reach %#x with different frames: %s and %s",
-			from, pc, frameString(&r.s, w.regs), frameString(s, w.regs))}, pc}
+	// Where the caller's frame pointer and return address are, and the
+	// signing, must be the same on every path. What the registers hold
+	// is intersected, SP and FP too: what is left known holds on every
+	// path, so a rule given from it does (an alloca path and a fixed one
+	// meet under a frame pointer; rbp, saved, used as a general
+	// register). Only when no rule is left do the paths differ.
+	if r.s.FP != s.FP || r.s.RA != s.RA || r.s.RASigned != s.RASigned || r.s.BKey != s.BKey {
+		return w.differ(from, pc, &r.s, s)
 	}
+	was := r.s
 	lost := false
 	for k := range r.s.Regs {
 		if r.s.Regs[k].Known && r.s.Regs[k] != s.Regs[k] {
@@ -333,11 +338,23 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 			lost = true
 		}
 	}
+	if lost {
+		if _, err := w.arch.rule(&r.s); err != nil {
+			return w.differ(from, pc, &was, s)
+		}
+	}
 	if lost && !r.queued {
 		r.queued = true
 		w.work = append(w.work, i)
 	}
 	return nil
+}
+
+// differ is the failure of paths that reach pc with states a and b no
+// one rule holds for.
+func (w *walk) differ(from, pc uint64, a, b *State) *fail {
+	return &fail{failure{ReasonStates, fmt.Sprintf("paths from %#x and before reach %#x with different frames: %s and %s",
+		from, pc, frameString(a, w.regs), frameString(b, w.regs))}, pc}
 }
 
 func frameString(s *State, regs [2]int) string {

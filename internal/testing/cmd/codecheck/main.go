@@ -1,0 +1,54 @@
+// Command codecheck measures the code analysis of --from-code against
+// the CFI of files that have it: each file is analysed as if it had no
+// CFI (internal/testing/codecheck) and every row judged at every
+// instruction against the CFI row there. It prints, per file, the PCs
+// judged, the wrong ones (which must be none), the share of the
+// CFI-covered instructions described and the rest by reason; it exits 1
+// when any row is wrong, 2 when a file cannot be checked.
+//
+//	go run ./internal/testing/cmd/codecheck /usr/lib/x86_64-linux-gnu/libc.so.6 ...
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/cfi2sframe/cfi2sframe/internal/codeentry"
+	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
+	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
+	"github.com/cfi2sframe/cfi2sframe/internal/testing/codecheck"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: codecheck ELF...")
+		os.Exit(2)
+	}
+	opt := codecheck.Options{
+		Build: func(f *elfread.File) (*codeflow.Code, error) {
+			c, _, err := codeentry.Load(f, codeentry.Options{})
+			return c, err
+		},
+		Analyze: codeflow.Analyze,
+	}
+	rc := 0
+	for _, name := range os.Args[1:] {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "codecheck:", err)
+			rc = 2
+			continue
+		}
+		res, err := codecheck.Check(data, opt)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "codecheck: %s: %v\n", name, err)
+			rc = 2
+			continue
+		}
+		fmt.Printf("== %s\n%s\n", name, res)
+		if res.WrongPCs() > 0 && rc == 0 {
+			rc = 1
+		}
+	}
+	os.Exit(rc)
+}
