@@ -10,6 +10,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
@@ -20,8 +21,10 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: codecheck ELF...")
+	all := flag.Bool("all", false, "list every wrong PC, not the first 50")
+	flag.Parse()
+	if flag.NArg() < 1 {
+		fmt.Fprintln(os.Stderr, "usage: codecheck [-all] ELF...")
 		os.Exit(2)
 	}
 	opt := codecheck.Options{
@@ -32,7 +35,7 @@ func main() {
 		Analyze: codeflow.Analyze,
 	}
 	rc := 0
-	for _, name := range os.Args[1:] {
+	for _, name := range flag.Args() {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "codecheck:", err)
@@ -46,6 +49,11 @@ func main() {
 			continue
 		}
 		fmt.Printf("== %s\n%s\n", name, res)
+		if *all {
+			for _, w := range res.Wrong {
+				fmt.Printf("WRONG %#x %s %s: ours %s, CFI %s\n", w.PC, w.Func, w.Field, w.Ours, w.CFI)
+			}
+		}
 		if res.WrongPCs() > 0 && rc == 0 {
 			rc = 1
 		}
