@@ -68,6 +68,9 @@ type walk struct {
 	solo  []soloCheck
 	parts map[uint64]bool // other entries jumped to with a frame in place
 	last  uint64          // the end of the last instruction reached
+	// entrySP is where the stack pointer is at the entry (CFA+entrySP):
+	// no path of a function goes above it.
+	entrySP int64
 	// a64 is what the AArch64 steps remember across one function's
 	// paths: the PAC keys seen, the bounds checks that guard blocks.
 	a64 arm64Hist

@@ -56,6 +56,12 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 		return
 	}
 	a := mk()
+	// Calls to the file's own functions that never return end a path,
+	// as calls to exit do: the walk reads c.NoReturn, so wrap it.
+	rc := newReturnsCache(c, a)
+	cc := *c
+	cc.NoReturn = rc.noReturn
+	c = &cc
 	parts := map[uint64]bool{}
 	for _, e := range c.Entries {
 		if c.described(e.Addr) {
@@ -133,7 +139,9 @@ func (x *extents) add(lo, hi uint64) {
 }
 
 func newWalk(c *Code, a arch, regs [2]int, e Entry) *walk {
-	return &walk{code: c, arch: a, regs: regs, entry: e, index: map[uint64]int32{}}
+	w := &walk{code: c, arch: a, regs: regs, entry: e, index: map[uint64]int32{}}
+	w.entrySP = a.entry().Regs[regs[0]].Off
+	return w
 }
 
 // bytes gives the code from pc to the end of its executable range, nil
@@ -218,6 +226,12 @@ func (w *walk) run() *fail {
 		if nx.len <= 0 || nx.len > 255 {
 			return &fail{failure{ReasonUndecodable, fmt.Sprintf("instruction length %d", nx.len)}, pc}
 		}
+		if sp := w.regs[0]; nx.flow != flowReturn && s.Regs[sp].Known && s.Regs[sp].Off > w.entrySP {
+			// Above the entry's stack pointer: the code pops what its
+			// entry did not push, so it was entered with a frame in place
+			// (a jump-table target or a cold part taken for a function).
+			return &fail{failure{ReasonStates, fmt.Sprintf("the stack pointer goes above the entry's, to CFA%+d: not a function's entry", s.Regs[sp].Off)}, pc}
+		}
 		w.recs[i].n = uint8(nx.len)
 		w.last = max(w.last, pc+uint64(nx.len))
 		if f := w.follow(pc, nx, &s); f != nil {
@@ -287,6 +301,12 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 	e := w.entry
 	if jump && w.arch.tail(s) && e.End != 0 && (pc < e.Addr || pc >= e.End) {
 		return nil // a tail call to code without an entry of its own
+	}
+	if !jump && hasFrom && e.End != 0 && from >= e.Addr && from < e.End && pc >= e.End {
+		// Falling off the function's known end: after a call that does
+		// not return, into what follows (padding, a landing pad, another
+		// function): no state can be proven there.
+		return nil
 	}
 	if w.isEntry(pc) {
 		if w.arch.tail(s) || !jump {

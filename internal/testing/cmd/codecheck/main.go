@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/codeentry"
 	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
@@ -22,6 +23,7 @@ import (
 
 func main() {
 	all := flag.Bool("all", false, "list every wrong PC, not the first 50")
+	weakest := flag.Int("weakest", int(codeflow.FromPadding), "drop entries whose source is weaker than this (codeflow.Source: 0 symbol, 1 debug file, 2 gap, 3 call, 4 pointer, 5 padding)")
 	flag.Parse()
 	if flag.NArg() < 1 {
 		fmt.Fprintln(os.Stderr, "usage: codecheck [-all] ELF...")
@@ -30,6 +32,9 @@ func main() {
 	opt := codecheck.Options{
 		Build: func(f *elfread.File) (*codeflow.Code, error) {
 			c, _, err := codeentry.Load(f, codeentry.Options{})
+			if err == nil {
+				c.Entries = slices.DeleteFunc(c.Entries, func(e codeflow.Entry) bool { return int(e.Source) > *weakest })
+			}
 			return c, err
 		},
 		Analyze: codeflow.Analyze,

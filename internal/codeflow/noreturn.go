@@ -1,0 +1,107 @@
+package codeflow
+
+import "sort"
+
+// maxReturnScan is how many instructions returns follows from one entry
+// (its own, not its callees'); past it the entry is taken to return.
+const maxReturnScan = 1 << 16
+
+// maxReturnDepth is how deep returns follows calls into other entries.
+const maxReturnDepth = 8
+
+// returnsCache tells whether a call to one of a file's own functions can
+// come back (objtool's dead-end functions): a function none of whose
+// paths reaches a return or a jump out (a tail call, an indirect jump)
+// does not, and the code after a call to it belongs to whatever follows
+// (another function, a landing pad), which a walk must not give the
+// caller's state. When unsure it says the function returns: the walk
+// then goes on after the call, as it does for calls it knows nothing of.
+type returnsCache struct {
+	code  *Code
+	arch  arch
+	known map[uint64]bool // entry → it returns (in progress: true)
+}
+
+func newReturnsCache(c *Code, a arch) *returnsCache {
+	return &returnsCache{code: c, arch: a, known: map[uint64]bool{}}
+}
+
+// noReturn says a call to target does not return: c.NoReturn says so
+// (exit, abort, ... by name), or target is an entry whose paths all end
+// in traps and such calls.
+func (r *returnsCache) noReturn(target uint64) bool {
+	if r.code.NoReturn != nil && r.code.NoReturn(target) {
+		return true
+	}
+	return !r.returns(target, 0)
+}
+
+func (r *returnsCache) returns(entry uint64, depth int) bool {
+	if v, ok := r.known[entry]; ok {
+		return v
+	}
+	if depth >= maxReturnDepth || !r.isEntry(entry) || r.code.described(entry) {
+		return true
+	}
+	r.known[entry] = true // a call back into itself: assume it returns
+	v := r.scan(entry, depth)
+	r.known[entry] = v
+	return v
+}
+
+// scan follows every instruction reachable from entry, by control flow
+// alone (each stepped from the entry's state: only where it goes
+// matters).
+func (r *returnsCache) scan(entry uint64, depth int) bool {
+	w := newWalk(r.code, r.arch, [2]int{}, Entry{Addr: entry})
+	seen := map[uint64]bool{}
+	todo := []uint64{entry}
+	for len(todo) > 0 {
+		pc := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if seen[pc] {
+			continue
+		}
+		if len(seen) >= maxReturnScan || r.code.described(pc) {
+			return true
+		}
+		seen[pc] = true
+		b := w.bytes(pc)
+		if b == nil {
+			return true // off the code: unknown
+		}
+		s := r.arch.entry()
+		nx, err := r.arch.step(w, b, pc, &s)
+		if err != nil || nx.len <= 0 {
+			return true
+		}
+		end := pc + uint64(nx.len)
+		switch nx.flow {
+		case flowNext:
+			todo = append(todo, end)
+		case flowCall:
+			if nx.target == 0 || !(r.code.NoReturn != nil && r.code.NoReturn(nx.target)) && r.returns(nx.target, depth+1) {
+				todo = append(todo, end)
+			}
+		case flowBranch:
+			todo = append(todo, nx.target, end)
+		case flowJump:
+			if r.isEntry(nx.target) && nx.target != entry {
+				if r.returns(nx.target, depth+1) {
+					return true // a tail call to a function that returns
+				}
+				continue
+			}
+			todo = append(todo, nx.target)
+		case flowReturn, flowIndirect, flowTable:
+			return true
+		}
+	}
+	return false
+}
+
+func (r *returnsCache) isEntry(pc uint64) bool {
+	es := r.code.Entries
+	i := sort.Search(len(es), func(i int) bool { return es[i].Addr >= pc })
+	return i < len(es) && es[i].Addr == pc
+}
