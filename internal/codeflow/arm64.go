@@ -162,8 +162,14 @@ func pcRel(pc uint64, arg arm64asm.Arg) uint64 {
 	return pc + uint64(int64(rel))
 }
 
-// a64Return checks that a return leaves the entry's state.
+// a64Return checks that a return leaves the entry's state. A state that
+// gives no row fails for why it gives none (x29 overwritten unsaved, SP
+// and x29 both unknown): that is where the function went wrong, not at
+// the return, which may well be right.
 func a64Return(s *State, pc uint64) (next, error) {
+	if _, err := (arm64{}).rule(s); err != nil {
+		return next{}, err
+	}
 	switch {
 	case s.RA.Where == Lost:
 		return next{}, failf(ReasonRALost, "return at %#x with LR overwritten", pc)

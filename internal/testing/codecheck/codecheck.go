@@ -165,6 +165,7 @@ func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflo
 		res.Wrong = append(res.Wrong, Wrong{PC: f.Start, Field: FieldRow, Ours: "no row at the Func's start", CFI: "-"})
 		return
 	}
+	saved := slotsOf(f)
 	pcs, undecoded, missed := starts(c, f.Start, f.End, rowPCs)
 	res.Undecoded += undecoded
 	for _, pc := range missed {
@@ -183,7 +184,7 @@ func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflo
 			res.NotJudged[NoFDE]++
 			continue
 		}
-		v := judge(a, pc, &f.Rows[i], ref, cr)
+		v := judge(a, pc, &f.Rows[i], ref, cr, saved)
 		if v.notJudged != "" {
 			res.NotJudged[v.notJudged]++
 			continue

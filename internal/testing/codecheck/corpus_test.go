@@ -16,16 +16,13 @@ var leftOut = map[string]codeflow.Reason{
 	"realign_nofp": codeflow.ReasonCFALost,
 }
 
-// TestCorpus judges the analysis (once linked in: analyze_link.go) on
-// every function of testdata/fromcode: not one wrong row, and the
-// functions that must be left out left out.
+// TestCorpus judges the analysis (Linked: codeentry.Load and
+// codeflow.Analyze) on every function of testdata/fromcode: not one
+// wrong row, and the functions that must be left out left out.
 func TestCorpus(t *testing.T) {
-	if linkedBuild == nil || linkedAnalyze == nil {
-		t.Skip("codeflow.Analyze and codeentry.Load are not linked in yet (analyze_link.go): the corpus is judged once issue 46's parts are merged")
-	}
 	for _, name := range []string{"x86_64-cfi", "aarch64-cfi"} {
 		t.Run(name, func(t *testing.T) {
-			judgeCorpus(t, readCorpus(t, name), Options{Build: linkedBuild, Analyze: linkedAnalyze})
+			judgeCorpus(t, readCorpus(t, name), Linked())
 		})
 	}
 }

@@ -22,6 +22,14 @@ const (
 	CFAExpression = "CFI's CFA is an expression"
 	CFAOtherBase  = "CFI's CFA is from the pointer the row does not know"
 	CFAOtherReg   = "CFI's CFA is in a general register"
+	// SavedBeforeCFI: the row has the caller's frame pointer (or return
+	// address) at its slot where the CFI still says it is in its
+	// register, and a later CFI row of the FDE puts it at that slot:
+	// clang records a callee-saved rbp's slot only after its last push.
+	// Both hold there (the register is not changed yet, and the slot
+	// has the value), but the row cannot show both, so the PC is not
+	// counted as judged; its other fields are judged.
+	SavedBeforeCFI = "saved before the CFI records the slot"
 )
 
 // verdict is the judgement of one row at one PC: the fields that
@@ -32,8 +40,26 @@ type verdict struct {
 	cross     bool // the CFA judged through the other of SP and FP
 }
 
-// judge compares our row at pc with the CFI row in effect there.
-func judge(a abi, pc uint64, row *codeflow.Row, ref *refFunc, cr *refRow) verdict {
+// slots are the stack slots a Func's rows have the caller's frame
+// pointer and return address at, as CFA offsets.
+type slots struct{ fp, ra map[int64]bool }
+
+func slotsOf(f *codeflow.Func) slots {
+	s := slots{fp: map[int64]bool{}, ra: map[int64]bool{}}
+	for _, r := range f.Rows {
+		if r.FP.Where == codeflow.OnStack {
+			s.fp[r.FP.Off] = true
+		}
+		if r.RA.Where == codeflow.OnStack {
+			s.ra[r.RA.Off] = true
+		}
+	}
+	return s
+}
+
+// judge compares our row at pc with the CFI row in effect there; saved
+// are the slots the row's Func has the FP and RA at.
+func judge(a abi, pc uint64, row *codeflow.Row, ref *refFunc, cr *refRow, saved slots) verdict {
 	var v verdict
 	add := func(field, ours, theirs string) {
 		v.wrong = append(v.wrong, Wrong{PC: pc, Field: field, Ours: ours, CFI: theirs})
@@ -64,10 +90,15 @@ func judge(a abi, pc uint64, row *codeflow.Row, ref *refFunc, cr *refRow) verdic
 	if off != -cr.cfaOff {
 		add(FieldCFA, ours(a, row), fmt.Sprintf("CFA=%s%+d", a.names(cr.cfaReg), cr.cfaOff))
 	}
-	if !savedAgrees(row.FP, cr.fp) {
+	early := false
+	fpRule := func(r *refRow) cfi.Rule { return r.fp }
+	switch savedVerdict(row.FP, cr.fp, saved.fp, ref, pc, fpRule) {
+	case disagree:
 		add(FieldFP, savedWords("FP", row.FP), ruleWords(a, "FP", cr.fp))
+	case savedEarly:
+		early = true
 	}
-	if !savedAgrees(row.RA, cr.ra) {
+	if savedVerdict(row.RA, cr.ra, saved.ra, ref, pc, nil) == disagree {
 		add(FieldRA, savedWords("RA", row.RA), ruleWords(a, "RA", cr.ra))
 	}
 	if row.RASigned != cr.mangled {
@@ -77,7 +108,52 @@ func judge(a abi, pc uint64, row *codeflow.Row, ref *refFunc, cr *refRow) verdic
 		}
 		add(FieldSigned, signedWords(row.RASigned, ""), signedWords(cr.mangled, key))
 	}
+	if early && len(v.wrong) == 0 {
+		v.notJudged = SavedBeforeCFI
+	}
 	return v
+}
+
+// How a row's Saved compares with the CFI's rule for the register.
+type savedCmp int
+
+const (
+	agree savedCmp = iota
+	disagree
+	savedEarly // SavedBeforeCFI: true, but not what the CFI says
+)
+
+// savedVerdict judges where the row has a caller's value (s) against
+// the CFI's rule r at pc. Beyond savedAgrees, two differences are both
+// true, each for its own reason:
+//   - the row has the value back in its register (after pop %rbp,
+//     leave, ldp x29, x30) where the CFI still has it at a slot the
+//     row's Func saved it to (in): compilers move the rule at the last
+//     restore, or not at all before the return. The CFI vouches that the
+//     slot holds the caller's value, and the analysis tracked the save
+//     to that slot and the load back: both hold it, so they agree. (A
+//     Func that never had the value at that slot is judged wrong.)
+//   - early (the frame pointer only): the row has it at a slot where the
+//     CFI says it is still in its register, and a later row of the FDE
+//     puts it at that same slot: savedEarly (see SavedBeforeCFI). The
+//     return address has no such case: GCC and clang record its slot
+//     at the instruction that stores it.
+func savedVerdict(s codeflow.Saved, r cfi.Rule, in map[int64]bool, ref *refFunc, pc uint64, early func(*refRow) cfi.Rule) savedCmp {
+	switch {
+	case savedAgrees(s, r):
+		return agree
+	case s.Where == codeflow.InReg && r.Kind == cfi.Offset && in[r.Offset]:
+		return agree
+	case early != nil && s.Where == codeflow.OnStack && r.Kind == cfi.SameValue:
+		for i := range ref.rows {
+			if l := &ref.rows[i]; l.loc > pc {
+				if lr := early(l); lr.Kind == cfi.Offset && lr.Offset == s.Off {
+					return savedEarly
+				}
+			}
+		}
+	}
+	return disagree
 }
 
 func baseReg(a abi, b codeflow.Base) uint64 {

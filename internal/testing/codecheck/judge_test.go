@@ -1,0 +1,59 @@
+package codecheck
+
+import (
+	"testing"
+
+	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
+)
+
+// TestSavedVerdict: the two differences between a row and the CFI that
+// are both true, and the ones next to them that are not.
+func TestSavedVerdict(t *testing.T) {
+	reg := codeflow.Saved{Where: codeflow.InReg}
+	at := func(off int64) codeflow.Saved { return codeflow.Saved{Where: codeflow.OnStack, Off: off} }
+	same := cfi.Rule{Kind: cfi.SameValue}
+	off := func(o int64) cfi.Rule { return cfi.Rule{Kind: cfi.Offset, Offset: o} }
+	// An FDE whose rows put the FP at CFA-16 from 0x10 on.
+	ref := &refFunc{start: 0, end: 0x40, rows: []refRow{{loc: 0, fp: same}, {loc: 0x10, fp: off(-16)}}}
+	// One whose slot ends at 0x10: nothing puts the FP at a slot after.
+	undone := &refFunc{start: 0, end: 0x40, rows: []refRow{{loc: 0, fp: off(-16)}, {loc: 0x10, fp: same}}}
+	fp := func(r *refRow) cfi.Rule { return r.fp }
+	tests := []struct {
+		name  string
+		s     codeflow.Saved
+		r     cfi.Rule
+		slots []int64
+		pc    uint64
+		early func(*refRow) cfi.Rule
+		want  savedCmp
+		ref   *refFunc // nil: ref
+	}{
+		{"same slot", at(-16), off(-16), nil, 0x20, fp, agree, nil},
+		{"other slot", at(-24), off(-16), []int64{-24}, 0x20, fp, disagree, nil},
+		{"in its register", reg, same, nil, 0x8, fp, agree, nil},
+		{"restored, saved there before", reg, off(-16), []int64{-16}, 0x30, fp, agree, nil},
+		{"restored, never saved there", reg, off(-16), []int64{-24}, 0x30, fp, disagree, nil},
+		{"restored, never saved", reg, off(-16), nil, 0x30, fp, disagree, nil},
+		{"saved before the CFI says", at(-16), same, []int64{-16}, 0x8, fp, savedEarly, nil},
+		{"saved where the CFI never says", at(-24), same, []int64{-24}, 0x8, fp, disagree, nil},
+		{"saved, the CFI's slot comes before", at(-16), same, []int64{-16}, 0x18, fp, disagree, undone},
+		{"return address saved early", at(-16), same, []int64{-16}, 0x8, nil, disagree, nil},
+		{"lost", codeflow.Saved{Where: codeflow.Lost}, same, nil, 0x8, fp, disagree, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := map[int64]bool{}
+			for _, o := range tt.slots {
+				in[o] = true
+			}
+			f := ref
+			if tt.ref != nil {
+				f = tt.ref
+			}
+			if got := savedVerdict(tt.s, tt.r, in, f, tt.pc, tt.early); got != tt.want {
+				t.Errorf("%v, want %v", got, tt.want)
+			}
+		})
+	}
+}
