@@ -2,6 +2,8 @@ package codeflow
 
 import (
 	"testing"
+
+	"golang.org/x/arch/x86/x86asm"
 )
 
 // snippet is a test program: the rows expected at its labels ("none":

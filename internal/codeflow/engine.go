@@ -3,6 +3,7 @@ package codeflow
 import (
 	"debug/elf"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -26,6 +27,12 @@ const histLen = 24
 // the rows of the code it reaches (emit) or why it left the entry out
 // (skip, one per entry).
 //
+// An entry found only after padding (FromPadding) is not walked: it
+// bounds the functions around it, but a jump-table target or a cold
+// part after a function's padding looks the same, and its entry state
+// would be a guess (libstdc++ has such). Real functions are also called,
+// pointed to or named.
+//
 // No two Funcs overlap, by these rules:
 //   - A walk that jumps, with a frame in place, to another entry's start
 //     takes that code as part of its function (GCC's foo.cold, which has
@@ -36,14 +43,15 @@ const histLen = 24
 //     frame gone is a tail call; falling into another entry with a frame
 //     (after a call that does not return but that c.NoReturn does not
 //     know) ends the path, since no state can be proven there.
-//   - The second pass walks the other entries in address order and emits
-//     each one's Funcs at once, in Start order (so the output depends on
-//     nothing but c). The extents emitted so far are kept (merged, a few
-//     words per run of adjacent Funcs); an entry whose Funcs would
-//     overlap them is left out whole (ReasonStates): two walks reaching
-//     the same code are not compared, and neither may change rows the
-//     other gave. So memory grows with one function's instructions,
-//     and with the extents, not with the file's rows.
+//   - The second pass walks the other entries in address order, keeping
+//     each one's Funcs and the code it reached (merged extents, a few
+//     words a function). Two walks that reach the same code are both
+//     left out (ReasonStates, conflicts), whether or not either failed:
+//     one of them entered code that is not its own, and which cannot be
+//     told. Then the Funcs are emitted, entry by entry, each entry's in
+//     Start order (so the output depends on nothing but c). Memory grows
+//     with one function's instructions and with every function's rows,
+//     which the output holds anyway.
 func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 	mk, regs := arches[c.Machine], frameRegs[c.Machine]
 	if mk == nil {
@@ -64,7 +72,7 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 	c = &cc
 	parts := map[uint64]bool{}
 	for _, e := range c.Entries {
-		if c.described(e.Addr) {
+		if c.described(e.Addr) || e.Source == FromPadding {
 			continue
 		}
 		w := newWalk(c, a, regs, e)
@@ -73,34 +81,106 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 			parts[p] = true
 		}
 	}
-	var done extents
+	var results []walkResult
 	for _, e := range c.Entries {
-		if c.described(e.Addr) || parts[e.Addr] {
+		if c.described(e.Addr) || parts[e.Addr] || e.Source == FromPadding {
 			continue
 		}
 		w := newWalk(c, a, regs, e)
 		funcs, f := w.funcs()
-		if f == nil {
-			for _, fn := range funcs {
-				if done.overlaps(fn.Start, fn.End) {
-					f = &fail{failure{ReasonStates, fmt.Sprintf("reaches code at %#x that another walk gave rows for", fn.Start)}, fn.Start}
-					break
-				}
-			}
-		}
-		if f != nil {
-			end := e.End
+		results = append(results, walkResult{entry: e, funcs: funcs, fail: f, reached: w.reached(), last: w.last})
+	}
+	conflicts(results)
+	for _, r := range results {
+		if r.fail != nil {
+			end := r.entry.End
 			if end == 0 {
-				end = w.last
+				end = r.last
 			}
-			skip(Skip{Start: e.Addr, End: end, Entry: e.Addr, Reason: f.reason, At: f.at, Detail: f.detail})
+			skip(Skip{Start: r.entry.Addr, End: end, Entry: r.entry.Addr, Reason: r.fail.reason, At: r.fail.at, Detail: r.fail.detail})
 			continue
 		}
-		for _, fn := range funcs {
-			done.add(fn.Start, fn.End)
+		for _, fn := range r.funcs {
 			emit(fn)
 		}
 	}
+}
+
+// walkResult is one entry's walk: its Funcs or why it failed, and the code
+// it reached either way.
+type walkResult struct {
+	entry   Entry
+	funcs   []Func
+	fail    *fail
+	reached extents
+	last    uint64
+}
+
+// conflicts fails every walk whose code another walk reached too (walks
+// that failed count: they reached it all the same). Two functions do not
+// share code; when two walks do, at least one entered code that is not
+// its own (a call taken to return that does not, falling into a
+// neighbour's cold part; a jump-table target taken for a function), and
+// which one cannot be told: neither gives rows.
+func conflicts(results []walkResult) {
+	type event struct {
+		at    uint64
+		end   bool
+		owner int
+	}
+	var ev []event
+	for i, r := range results {
+		for _, x := range r.reached {
+			ev = append(ev, event{x.lo, false, i}, event{x.hi, true, i})
+		}
+	}
+	sort.Slice(ev, func(a, b int) bool {
+		if ev[a].at != ev[b].at {
+			return ev[a].at < ev[b].at
+		}
+		return ev[a].end && !ev[b].end // an end before a start at the same address
+	})
+	active := map[int]int{}
+	for _, e := range ev {
+		if e.end {
+			if active[e.owner]--; active[e.owner] == 0 {
+				delete(active, e.owner)
+			}
+			continue
+		}
+		for o := range active {
+			if o != e.owner {
+				shared(&results[o], results[e.owner].entry.Addr, e.at)
+				shared(&results[e.owner], results[o].entry.Addr, e.at)
+			}
+		}
+		active[e.owner]++
+	}
+}
+
+// shared fails r, whose code at pc the walk from other reached too.
+func shared(r *walkResult, other, pc uint64) {
+	if r.fail == nil {
+		r.fail = &fail{failure{ReasonStates, fmt.Sprintf("the walk from the entry at %#x reaches this function's code at %#x too", other, pc)}, pc}
+	}
+}
+
+// reached is the code the walk reached, as merged extents.
+func (w *walk) reached() extents {
+	pcs := make([]uint64, 0, len(w.recs))
+	for i := range w.recs {
+		pcs = append(pcs, w.recs[i].pc)
+	}
+	slices.Sort(pcs)
+	var out extents
+	for _, pc := range pcs {
+		n := uint64(1)
+		if j, ok := w.index[pc]; ok && w.recs[j].n > 0 {
+			n = uint64(w.recs[j].n)
+		}
+		out.add(pc, pc+n)
+	}
+	return out
 }
 
 func (c *Code) described(pc uint64) bool { return c.Described != nil && c.Described(pc, pc+1) }

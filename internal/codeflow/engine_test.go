@@ -85,7 +85,9 @@ func TestEngine(t *testing.T) {
 		noreturn: []string{"die"},
 		rows:     map[string]string{"c1": "sp+16", "a1": "sp+16"},
 	}, {
-		name: "a jump into code another walk gave rows for",
+		// Both are left out: one of them entered code that is not its
+		// own, and which one cannot be told.
+		name: "a jump into code another walk reaches",
 		src: `fn f
 			push %rbx
 			x: pop %rbx
@@ -93,8 +95,8 @@ func TestEngine(t *testing.T) {
 			fn g
 			push %rbx
 			jmp x`,
-		rows:  map[string]string{"x": "sp+16"},
-		skips: map[string]Reason{"g": ReasonStates},
+		rows:  map[string]string{"x": "none"},
+		skips: map[string]Reason{"f": ReasonStates, "g": ReasonStates},
 	}, {
 		name: "a path out of the code",
 		src: `fn f

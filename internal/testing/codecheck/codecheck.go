@@ -89,6 +89,10 @@ type Result struct {
 	// Undecoded is bytes of FDEs and Funcs whose instructions did not
 	// decode (their PCs are neither judged nor counted).
 	Undecoded int
+	// Incomplete are the starts of the FDEs whose CFI is one row while
+	// the code moves the stack pointer (CFIIncomplete): their PCs where
+	// the CFA disagrees are not judged.
+	Incomplete []uint64
 }
 
 // WrongPCs is how many PCs have at least one wrong field.
@@ -148,6 +152,21 @@ func Check(elfBytes []byte, opt Options) (*Result, error) {
 	return res, nil
 }
 
+// incomplete says v's CFA disagreement is the CFI's: its FDE is one row,
+// the entry's, while the row knows the stack pointer has moved from the
+// entry's place.
+func incomplete(a abi, ref *refFunc, row *codeflow.Row, v verdict) bool {
+	if len(ref.rows) != 1 || !row.SP.Known || row.SP.Off == a.entrySP {
+		return false
+	}
+	for _, w := range v.wrong {
+		if w.Field == FieldCFA {
+			return true
+		}
+	}
+	return false
+}
+
 // judgeFunc judges every instruction start of f.
 func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflow.Func) {
 	res.Funcs++
@@ -185,6 +204,13 @@ func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflo
 			continue
 		}
 		v := judge(a, pc, &f.Rows[i], ref, cr, saved)
+		if incomplete(a, ref, &f.Rows[i], v) {
+			res.NotJudged[CFIIncomplete]++
+			if n := len(res.Incomplete); n == 0 || res.Incomplete[n-1] != ref.start {
+				res.Incomplete = append(res.Incomplete, ref.start)
+			}
+			continue
+		}
 		if v.notJudged != "" {
 			res.NotJudged[v.notJudged]++
 			continue

@@ -138,6 +138,13 @@ func (r *Result) String() string {
 	if r.Undecoded > 0 {
 		fmt.Fprintf(&b, "  bytes not decoded (not counted): %d\n", r.Undecoded)
 	}
+	if len(r.Incomplete) > 0 {
+		fmt.Fprintf(&b, "FDEs whose one CFI row ignores the code's pushes: %d, at", len(r.Incomplete))
+		for _, a := range r.Incomplete {
+			fmt.Fprintf(&b, " %#x", a)
+		}
+		b.WriteString("\n")
+	}
 	by := r.ByOutcome()
 	fmt.Fprintf(&b, "functions: %d\n", len(r.Functions))
 	for _, k := range sortedKeys(by) {

@@ -30,6 +30,12 @@ const (
 	// has the value), but the row cannot show both, so the PC is not
 	// counted as judged; its other fields are judged.
 	SavedBeforeCFI = "saved before the CFI records the slot"
+	// CFIIncomplete: the FDE has a single row (its program says nothing)
+	// while the instructions move the stack pointer before this PC: the
+	// CFI is wrong there (glibc's hand-written mpn functions push
+	// registers with no CFI directives), so it cannot judge the row.
+	// Result.Incomplete lists such FDEs, for a look at their code.
+	CFIIncomplete = "the FDE's one row ignores the instructions' pushes (incomplete CFI)"
 )
 
 // verdict is the judgement of one row at one PC: the fields that

@@ -1,6 +1,7 @@
 package codecheck
 
 import (
+	"debug/elf"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
@@ -55,5 +56,34 @@ func TestSavedVerdict(t *testing.T) {
 				t.Errorf("%v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestIncomplete: a CFA disagreement is the CFI's only where its FDE is
+// one row and the row knows the stack pointer moved from the entry's.
+func TestIncomplete(t *testing.T) {
+	a, _ := abiOf(elf.EM_X86_64)
+	one := &refFunc{rows: []refRow{{cfaReg: 7, cfaOff: 8}}}
+	two := &refFunc{rows: []refRow{{cfaReg: 7, cfaOff: 8}, {loc: 1, cfaReg: 7, cfaOff: 16}}}
+	pushed := &codeflow.Row{Base: codeflow.BaseSP, CFAOff: 24, SP: codeflow.Val{Off: -24, Known: true}}
+	atEntry := &codeflow.Row{Base: codeflow.BaseSP, CFAOff: 8, SP: codeflow.Val{Off: -8, Known: true}}
+	cfa := verdict{wrong: []Wrong{{Field: FieldCFA}}}
+	fp := verdict{wrong: []Wrong{{Field: FieldFP}}}
+	for _, tc := range []struct {
+		name string
+		ref  *refFunc
+		row  *codeflow.Row
+		v    verdict
+		want bool
+	}{
+		{"one row, pushed, CFA differs", one, pushed, cfa, true},
+		{"two rows", two, pushed, cfa, false},
+		{"at the entry", one, atEntry, cfa, false},
+		{"only FP differs", one, pushed, fp, false},
+		{"agrees", one, pushed, verdict{}, false},
+	} {
+		if got := incomplete(a, tc.ref, tc.row, tc.v); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -14,14 +14,15 @@ import (
 // abi is what the judge needs of an instruction set: the DWARF numbers
 // of the stack and frame pointers, and the registers' names for words.
 type abi struct {
-	sp, fp uint64
-	names  func(reg uint64) string
+	sp, fp  uint64
+	names   func(reg uint64) string
+	entrySP int64 // the stack pointer at a function's entry, as CFA+entrySP
 }
 
 func abiOf(m elf.Machine) (abi, error) {
 	switch m {
 	case elf.EM_X86_64:
-		return abi{sp: 7, fp: 6, names: x86Name}, nil
+		return abi{sp: 7, fp: 6, names: x86Name, entrySP: -8}, nil
 	case elf.EM_AARCH64:
 		return abi{sp: 31, fp: 29, names: arm64Name}, nil
 	}
