@@ -71,6 +71,8 @@ type walk struct {
 	// entrySP is where the stack pointer is at the entry (CFA+entrySP):
 	// no path of a function goes above it.
 	entrySP int64
+	// returned: a path reached a return (a FromPadding entry needs one).
+	returned bool
 	// a64 is what the AArch64 steps remember across one function's
 	// paths: the PAC keys seen, the bounds checks that guard blocks.
 	a64 arm64Hist

@@ -125,6 +125,9 @@ const (
 	ReasonReturn Reason = "code-bad-return"
 	// ReasonOutside: a path runs out of the executable code.
 	ReasonOutside Reason = "code-outside"
+	// ReasonNotEntry: a weak entry (FromPadding) whose walk shows it is
+	// not a function's start.
+	ReasonNotEntry Reason = "code-not-entry"
 	// ReasonLimit: the function is over the analysis's size limit.
 	ReasonLimit Reason = "code-limit"
 )

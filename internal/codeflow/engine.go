@@ -27,11 +27,15 @@ const histLen = 24
 // the rows of the code it reaches (emit) or why it left the entry out
 // (skip, one per entry).
 //
-// An entry found only after padding (FromPadding) is not walked: it
-// bounds the functions around it, but a jump-table target or a cold
-// part after a function's padding looks the same, and its entry state
-// would be a guess (libstdc++ has such). Real functions are also called,
-// pointed to or named.
+// An entry found only after padding (FromPadding) may be a jump-table
+// target or a cold part after a function's padding as well as a
+// function (libstdc++ has such): it is kept only when its walk returns
+// (reaches a return with the entry's state). Such code that is not a
+// function has a frame in place, which its own pops then take the stack
+// pointer above the entry's (left out), or it jumps back into its
+// function's body, which looks like a tail call and does not return;
+// one that returns with no pops ran on its function's entry state,
+// which is then right.
 //
 // No two Funcs overlap, by these rules:
 //   - A walk that jumps, with a frame in place, to another entry's start
@@ -72,7 +76,7 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 	c = &cc
 	parts := map[uint64]bool{}
 	for _, e := range c.Entries {
-		if c.described(e.Addr) || e.Source == FromPadding {
+		if c.described(e.Addr) {
 			continue
 		}
 		w := newWalk(c, a, regs, e)
@@ -83,11 +87,14 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 	}
 	var results []walkResult
 	for _, e := range c.Entries {
-		if c.described(e.Addr) || parts[e.Addr] || e.Source == FromPadding {
+		if c.described(e.Addr) || parts[e.Addr] {
 			continue
 		}
 		w := newWalk(c, a, regs, e)
 		funcs, f := w.funcs()
+		if f == nil && e.Source == FromPadding && !w.returned {
+			f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
+		}
 		results = append(results, walkResult{entry: e, funcs: funcs, fail: f, reached: w.reached(), last: w.last})
 	}
 	conflicts(results)
@@ -362,6 +369,7 @@ func (w *walk) follow(pc uint64, nx next, s *State) *fail {
 			return &fail{failure{ReasonIndirect, "an indirect jump with the frame in place and no jump table found"}, pc}
 		}
 	case flowReturn:
+		w.returned = true
 		if s.FP.Where == Lost {
 			return &fail{failure{ReasonFPLost, "a return with the caller's frame pointer overwritten"}, pc}
 		}
