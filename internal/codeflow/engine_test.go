@@ -98,6 +98,33 @@ func TestEngine(t *testing.T) {
 		rows:  map[string]string{"x": "none"},
 		skips: map[string]Reason{"f": ReasonStates, "g": ReasonStates},
 	}, {
+		// Entries found only after padding (pad_*) are kept only when a
+		// path returns from the entry's state.
+		name: "a padding entry that returns",
+		src: `fn pad_f
+			push %rbx
+			x: pop %rbx
+			ret`,
+		rows: map[string]string{"x": "sp+16"},
+	}, {
+		name: "a padding entry that jumps back into its function",
+		src: `fn f
+			push %rbx
+			jmp *%rax
+			fn pad_case
+			mov $1, %eax
+			y: jmp f`,
+		rows:  map[string]string{"y": "none"},
+		skips: map[string]Reason{"pad_case": ReasonNotEntry, "f": ReasonIndirect},
+	}, {
+		name: "a padding entry whose pops go above its entry",
+		src: `fn pad_case
+			mov $1, %eax
+			z: pop %rbx
+			ret`,
+		rows:  map[string]string{"z": "none"},
+		skips: map[string]Reason{"pad_case": ReasonStates},
+	}, {
 		name: "a path out of the code",
 		src: `fn f
 			push %rbx
