@@ -95,5 +95,5 @@ func codeSaved(l sframe.Loc) (codeflow.Saved, bool) {
 
 // fromCodeString is a FromCode finding in words.
 func (f Finding) fromCodeString(loc string) string {
-	return fmt.Sprintf("%s: %s: the rule does not follow from the instructions and the rules before it: .sframe says %s, %s", loc, f.What, f.SFrame, f.CFI)
+	return fmt.Sprintf("%s [%#x,%#x): %s: the rule does not follow from the instructions and the rules before it: .sframe says %s; %s", loc, f.PC, f.End, f.What, f.SFrame, f.CFI)
 }
