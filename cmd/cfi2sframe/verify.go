@@ -109,7 +109,7 @@ violation makes the exit status non-zero.`,
 				}
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d of %d files disagree with their CFI or their code, lack functions it describes or have a broken layout", bad, len(args))
+				return fmt.Errorf("%d of %d files disagree with their CFI, lack functions it describes or have a broken layout", bad, len(args))
 			}
 			return nil
 		},
