@@ -7,6 +7,8 @@ import (
 	"io/fs"
 
 	"github.com/cfi2sframe/cfi2sframe/cfi"
+	"github.com/cfi2sframe/cfi2sframe/internal/codeentry"
+	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
 	"github.com/cfi2sframe/cfi2sframe/internal/gopclntab"
 	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
@@ -59,8 +61,18 @@ func CheckFile(name string) (*Result, error) {
 		}
 		return sym(addr)
 	}
+	// The code is loaded only when a function no CFI covers is met.
+	var code *codeflow.Code
+	loaded := false
+	loadCode := func() *codeflow.Code {
+		if !loaded {
+			loaded = true
+			code, _, _ = codeentry.Load(f, codeentry.Options{}) // nil on error: those functions stay NoCFI
+		}
+		return code
+	}
 	res := check(input{Machine: f.ELF.Machine, Order: f.ELF.ByteOrder, SFrame: sec, Stream: st, Symbol: symbol,
-		PLTs: pltfind.Sections(f.ELF)})
+		PLTs: pltfind.Sections(f.ELF), Code: loadCode})
 	res.Layout = layout
 	res.Agree = res.Agree && len(layout) == 0
 	return res, nil

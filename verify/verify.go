@@ -27,6 +27,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/arch"
 	"github.com/cfi2sframe/cfi2sframe/cfi"
 	"github.com/cfi2sframe/cfi2sframe/internal/cfiexpr"
+	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
 	"github.com/cfi2sframe/cfi2sframe/sframe"
 	"github.com/cfi2sframe/cfi2sframe/translate"
 )
@@ -40,6 +41,12 @@ const (
 	// NoCFI: SFrame describes a PC no CFI covers (for instance a PLT
 	// described from its instructions); it cannot be checked here.
 	NoCFI Kind = "no-cfi"
+	// FromCode: SFrame describes a function no CFI covers, from its
+	// machine code (cfi2sframe --from-code), and the rule at a PC does
+	// not follow from the instructions and the rules before it
+	// (codeflow.CheckRules): What names the rule part, SFrame the row,
+	// CFI what the instructions give. A failure.
+	FromCode Kind = "from-code"
 	// Missing: CFI describes a function that .sframe does not, and
 	// translate would have described it.
 	Missing Kind = "missing"
@@ -105,6 +112,8 @@ func (f Finding) String() string {
 		return fmt.Sprintf("%s [%#x,%#x): described by CFI, not by .sframe", name, f.PC, f.End)
 	case Skipped:
 		return fmt.Sprintf("%s [%#x,%#x): not in .sframe, skipped as cfi2sframe skips it: %s: %s", name, f.PC, f.End, f.Reason, f.Detail)
+	case FromCode:
+		return f.fromCodeString(loc)
 	case NoCFI:
 		return fmt.Sprintf("%s [%#x,%#x): no CFI to check .sframe against", loc, f.PC, f.End)
 	case SignalMark:
@@ -142,8 +151,11 @@ type Result struct {
 	// cfi2sframe covers it for readers that look a return address up as
 	// it is (the kernel). It is checked against the CFI at the call.
 	ReturnAddresses int `json:"return_addresses,omitempty"`
-	// Agree: no Disagree finding, no Missing function and no Layout
-	// problem.
+	// FromCode counts the SFrame functions no CFI covers that were
+	// checked against their instructions instead (x86-64, AArch64).
+	FromCode int `json:"from_code,omitempty"`
+	// Agree: no Disagree or FromCode finding, no Missing function and no
+	// Layout problem.
 	Agree bool `json:"agree"`
 	// Layout lists what is wrong with where the file puts .sframe and its
 	// segments (see checkLayout).
@@ -169,6 +181,10 @@ type input struct {
 	// memory grows with the FDE list, not with every row of the file.
 	Stream *cfi.File
 	Symbol func(addr uint64) string // may be nil
+	// Code gives the file's code (codeentry.Load), for the functions no
+	// CFI covers to be checked against their instructions; nil, or nil
+	// returned, leaves them NoCFI. Called once, when the first is met.
+	Code func() *codeflow.Code
 	// PLTs are the file's PLT sections, as translate takes them: CFI
 	// inside one that translate describes from its instructions is
 	// covered by that description.
@@ -216,11 +232,12 @@ func check(in input) *Result {
 	c.missing(res, covered)
 	c.shared(res)
 	res.ReturnAddresses = c.returns
+	res.FromCode = c.fromCodeFDEs
 	res.Findings = c.findings
 	sort.SliceStable(res.Findings, func(i, j int) bool { return res.Findings[i].PC < res.Findings[j].PC })
 	res.Agree = res.Missing == 0
 	for _, f := range res.Findings {
-		if f.Kind == Disagree {
+		if f.Kind == Disagree || f.Kind == FromCode {
 			res.Agree = false
 		}
 	}
@@ -358,6 +375,8 @@ type checker struct {
 	findings []Finding
 	open     map[string]*Finding // current run per "what"
 	returns  int                 // Result.ReturnAddresses
+	// fromCodeFDEs: Result.FromCode.
+	fromCodeFDEs int
 }
 
 // rowAt returns the rule of SFrame function d at pc, from d's last FRE
@@ -561,6 +580,9 @@ const pltPeriod = 32
 // lcm(255, 32) PCs, never by the function's size: a 1 KB file may declare
 // a 4 GiB function.
 func (c *checker) checkFDE(d *sframe.FDE) {
+	if c.fromCode(d) {
+		return
+	}
 	start, end := d.Start, d.Start+uint64(d.Size)
 	if len(c.cache) > 64 {
 		c.forget(start)

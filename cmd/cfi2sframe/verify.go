@@ -49,6 +49,17 @@ after them); the summary line and --json count them all. .sframe ranges
 no CFI covers (PLTs described from their instructions) are listed and do
 not count against the file.
 
+Functions no CFI covers that cfi2sframe --from-code described from their
+machine code (x86-64, AArch64) are checked against their instructions
+instead: each instruction is stepped from the rule at it, and the rule
+wherever it can go next (the next instruction, a branch or jump target,
+a jump table's entries) must be the one that follows; a return or a
+jump out of the described code must leave the frame gone, and a
+function's first rule must be the one at an entry. A rule that does not
+follow ("from-code": its PC, what differs, the rule and what the
+instructions give) makes the exit status non-zero; the summary line
+counts the ranges checked so.
+
 A linked file's layout is checked too, and a problem with it makes the
 exit status non-zero: PT_LOADs that overlap or are out of order, a
 PT_PHDR not at e_phoff inside the first PT_LOAD, a PT_GNU_SFRAME that
@@ -104,7 +115,7 @@ violation makes the exit status non-zero.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the findings as JSON")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only what fails the check: disagreements, missing functions, layout problems")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only what fails the check: disagreements, missing functions, rules that do not follow from the code, layout problems")
 	cmd.Flags().StringVar(&forReader, "for", "", "check the acceptance rules of `READER` (kernel, glibc, libsframe, libsframe-2.44) instead of the CFI")
 	return cmd
 }
@@ -117,7 +128,7 @@ func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool
 	counts := map[verify.Kind]int{}
 	for _, f := range res.Findings {
 		counts[f.Kind]++
-		if quiet && f.Kind != verify.Disagree && f.Kind != verify.Missing {
+		if quiet && f.Kind != verify.Disagree && f.Kind != verify.Missing && f.Kind != verify.FromCode {
 			continue
 		}
 		fmt.Fprintf(out, "%s: %s\n", name, f)
@@ -151,6 +162,9 @@ func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool
 	}
 	if n := res.ReturnAddresses; n > 0 {
 		marks += fmt.Sprintf(", %d return addresses after a function's last call checked at the call", n)
+	}
+	if res.FromCode > 0 {
+		marks += fmt.Sprintf(", %d ranges checked against their instructions (%d rules that do not follow)", res.FromCode, counts[verify.FromCode])
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI%s, %d CFI functions missing from .sframe, %d skipped as cfi2sframe skips them%s, %d layout problems\n",
 		name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], marks, res.Missing, skipped, why, len(res.Layout))
