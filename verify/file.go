@@ -68,6 +68,9 @@ func CheckFile(name string) (*Result, error) {
 		if !loaded {
 			loaded = true
 			code, _, _ = codeentry.Load(f, codeentry.Options{}) // nil on error: those functions stay NoCFI
+			if code != nil {
+				code = codeflow.InferNoReturn(code) // where the analysis ended its paths
+			}
 		}
 		return code
 	}

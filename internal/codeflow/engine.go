@@ -69,11 +69,8 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 	}
 	a := mk()
 	// Calls to the file's own functions that never return end a path,
-	// as calls to exit do: the walk reads c.NoReturn, so wrap it.
-	rc := newReturnsCache(c, a)
-	cc := *c
-	cc.NoReturn = rc.noReturn
-	c = &cc
+	// as calls to exit do.
+	c = InferNoReturn(c)
 	parts := map[uint64]bool{}
 	for _, e := range c.Entries {
 		if c.described(e.Addr) {

@@ -1,6 +1,9 @@
 package codeflow
 
-import "sort"
+import (
+	"sort"
+	"sync"
+)
 
 // maxReturnScan is how many instructions returns follows from one entry
 // (its own, not its callees'); past it the entry is taken to return.
@@ -19,7 +22,24 @@ const maxReturnDepth = 8
 type returnsCache struct {
 	code  *Code
 	arch  arch
+	mu    sync.Mutex
 	known map[uint64]bool // entry → it returns (in progress: true)
+}
+
+// InferNoReturn returns a copy of c whose NoReturn also says so of the
+// file's own functions that never return (objtool's dead ends), learnt
+// from their instructions as calls to them are met; it is safe for
+// concurrent use. Analyze does this itself; CheckRules's callers do it
+// once per file, so that both agree on where a path ends.
+func InferNoReturn(c *Code) *Code {
+	mk := arches[c.Machine]
+	if mk == nil {
+		return c
+	}
+	rc := newReturnsCache(c, mk())
+	cc := *c
+	cc.NoReturn = rc.noReturn
+	return &cc
 }
 
 func newReturnsCache(c *Code, a arch) *returnsCache {
@@ -37,15 +57,22 @@ func (r *returnsCache) noReturn(target uint64) bool {
 }
 
 func (r *returnsCache) returns(entry uint64, depth int) bool {
-	if v, ok := r.known[entry]; ok {
+	r.mu.Lock()
+	v, ok := r.known[entry]
+	if !ok && depth < maxReturnDepth && r.isEntry(entry) && !r.code.described(entry) {
+		r.known[entry] = true // a call back into itself: assume it returns
+	}
+	r.mu.Unlock()
+	if ok {
 		return v
 	}
 	if depth >= maxReturnDepth || !r.isEntry(entry) || r.code.described(entry) {
 		return true
 	}
-	r.known[entry] = true // a call back into itself: assume it returns
-	v := r.scan(entry, depth)
+	v = r.scan(entry, depth)
+	r.mu.Lock()
 	r.known[entry] = v
+	r.mu.Unlock()
 	return v
 }
 
