@@ -25,7 +25,8 @@ const (
 	// SavedBeforeCFI: the row has the caller's frame pointer (or return
 	// address) at its slot where the CFI still says it is in its
 	// register, and a later CFI row of the FDE puts it at that slot:
-	// clang records a callee-saved rbp's slot only after its last push.
+	// clang records a callee-saved rbp's slot only after its last push,
+	// GCC an AArch64 str x30 after instructions scheduled behind it.
 	// Both hold there (the register is not changed yet, and the slot
 	// has the value), but the row cannot show both, so the PC is not
 	// counted as judged; its other fields are judged.
@@ -104,8 +105,12 @@ func judge(a abi, pc uint64, row *codeflow.Row, ref *refFunc, cr *refRow, saved 
 	case savedEarly:
 		early = true
 	}
-	if savedVerdict(row.RA, cr.ra, saved.ra, ref, pc, nil) == disagree {
+	raRule := func(r *refRow) cfi.Rule { return r.ra }
+	switch savedVerdict(row.RA, cr.ra, saved.ra, ref, pc, raRule) {
+	case disagree:
 		add(FieldRA, savedWords("RA", row.RA), ruleWords(a, "RA", cr.ra))
+	case savedEarly:
+		early = true
 	}
 	if row.RASigned != cr.mangled {
 		key := "A key"
@@ -139,11 +144,12 @@ const (
 //     slot holds the caller's value, and the analysis tracked the save
 //     to that slot and the load back: both hold it, so they agree. (A
 //     Func that never had the value at that slot is judged wrong.)
-//   - early (the frame pointer only): the row has it at a slot where the
-//     CFI says it is still in its register, and a later row of the FDE
-//     puts it at that same slot: savedEarly (see SavedBeforeCFI). The
-//     return address has no such case: GCC and clang record its slot
-//     at the instruction that stores it.
+//   - early: the row has it at a slot where the CFI says it is still in
+//     its register, and a later row of the FDE puts it at that same
+//     slot: savedEarly (see SavedBeforeCFI). The return address has such
+//     cases too: glibc's AArch64 fexecve stores x30 with str x30, [sp,
+//     #40] five instructions before its CFI records the slot (GCC
+//     scheduled the save, not the note).
 func savedVerdict(s codeflow.Saved, r cfi.Rule, in map[int64]bool, ref *refFunc, pc uint64, early func(*refRow) cfi.Rule) savedCmp {
 	switch {
 	case savedAgrees(s, r):
