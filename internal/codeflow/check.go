@@ -138,20 +138,11 @@ func (k *ruleCheck) add(p Problem) { k.probs = append(k.probs, p) }
 
 // history sets w.block to the instructions of the range before insns[i]
 // (up to histLen), as the walk would on a straight path: jump tables are
-// found from their bounds check. On AArch64 the block starts where a
-// bounds check said something of a register, as a64Table expects.
+// found from their bounds check.
 func (k *ruleCheck) history(i int) {
 	k.w.block = k.w.block[:0]
 	for j := max(0, i-histLen); j < i; j++ {
 		k.w.block = append(k.w.block, k.insns[j].pc)
-	}
-	if b := k.w.a64.bounds; b != nil {
-		for j := len(k.w.block) - 1; j >= 0; j-- {
-			if _, ok := b[k.w.block[j]]; ok {
-				k.w.block = k.w.block[j:]
-				break
-			}
-		}
 	}
 }
 
