@@ -33,7 +33,10 @@ type hist struct {
 // from (before or after the check), on a narrower part of it when the
 // index is that part zero-extended, or on a memory word the index is then
 // reloaded from with nothing stored between; or from a byte table in
-// read-only data indexed by a proven index (the entries' largest byte).
+// read-only data indexed by a proven index (the entries' largest byte);
+// a RIP-relative load with no index reads one entry. The table's address
+// is taken from the path's lea (as before: compilers hoist it out of
+// loops), the bound is proven.
 // Every instruction of the path from the first one the proof relies on
 // to the jump must have no other way in (w.single, checked when the walk
 // ends), so that the path is the only one to the jump.
