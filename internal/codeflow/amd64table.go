@@ -18,17 +18,28 @@ type hist struct {
 }
 
 // table resolves the indirect jump in at pc as a jump table, or gives nil.
-// Two forms are known:
 //
-//	lea T(%rip),%rA; movslq (%rA,%rI,4),%rB; add %rA,%rB; jmp *%rB
-//	  (GCC's and clang's PIC tables, the add either way round: entries
-//	  are 32-bit offsets from T)
-//	jmp *T(,%rI,8)   (absolute 64-bit entries)
+// It runs the path before the jump (w.block) forward over symbolic values
+// (tablesim, below) and accepts the jump only when its target is, on that
+// path, a table entry whose index a bounds check proved in range:
 //
-// The entry count comes from the bounds check of the index, cmp $N,%rI
-// then ja/jae (or jbe/jb to the table's block), found on the path before
-// the jump with only copies of the index (mov, movzx) between; the
-// instructions after the check must have no other way in (w.single).
+//	lea T(%rip),%rA; movslq (%rA,%rI,4),%rB; add %rC,%rB; jmp *%rB
+//	  (GCC's and clang's PIC tables, the add either way round; rC holds T
+//	  or, in glibc's computed gotos, another address of the function)
+//	jmp *T(,%rI,8); mov T(,%rI,8),%rB; jmp *%rB   (absolute entries)
+//
+// The bound comes from cmp $N then ja/jae (or jbe/jb to the table's side):
+// on the index or on a register the index was copied or zero-extended
+// from (before or after the check), on a narrower part of it when the
+// index is that part zero-extended, or on a memory word the index is then
+// reloaded from with nothing stored between; or from a byte table in
+// read-only data indexed by a proven index (the entries' largest byte);
+// a RIP-relative load with no index reads one entry. The table's address
+// is taken from the path's lea (as before: compilers hoist it out of
+// loops), the bound is proven.
+// Every instruction of the path from the first one the proof relies on
+// to the jump must have no other way in (w.single, checked when the walk
+// ends), so that the path is the only one to the jump.
 func (a amd64) table(w *walk, pc uint64, in x86asm.Inst) []uint64 {
 	h := make([]hist, 0, len(w.block)+1)
 	for _, p := range w.block {
@@ -42,75 +53,60 @@ func (a amd64) table(w *walk, pc uint64, in x86asm.Inst) []uint64 {
 	}
 	h = append(h, hist{pc, in})
 	jmp := len(h) - 1
+	ts := newTableSim(w, h)
+	for k := 0; k < jmp; k++ {
+		ts.step(k)
+	}
+	var v sym
 	switch arg := in.Args[0].(type) {
 	case x86asm.Mem:
-		idx, ok := reg64(arg.Index)
-		if arg.Base != 0 || !ok || arg.Scale != 8 || arg.Segment != 0 && arg.Segment != x86asm.DS {
-			return nil
-		}
-		return a.entries(w, h, jmp, idx, uint64(arg.Disp), 8)
+		v = ts.load(jmp, arg, 8, false)
 	case x86asm.Reg:
-		rj, ok := reg64(arg)
+		r, ok := reg64(arg)
 		if !ok {
 			return nil
 		}
-		add := lastDef(h, jmp, rj)
-		if add < 0 || h[add].in.Op != x86asm.ADD {
-			return nil
-		}
-		rk, ok := reg64(h[add].in.Args[1])
-		if !ok {
-			return nil
-		}
-		// One of rj, rk is the loaded entry, the other T.
-		for _, p := range [][2]int{{rj, rk}, {rk, rj}} {
-			ld := lastDef(h, add, p[0])
-			if ld < 0 || h[ld].in.Op != x86asm.MOVSXD {
-				continue
-			}
-			m, ok := h[ld].in.Args[1].(x86asm.Mem)
-			base, okb := reg64(m.Base)
-			idx, oki := reg64(m.Index)
-			if !ok || !okb || !oki || base != p[1] || m.Scale != 4 || m.Disp != 0 || m.Segment != 0 {
-				continue
-			}
-			// T must reach the add unchanged from the lea before the load.
-			lea := lastDef(h, ld, base)
-			if lea < 0 || lastDef(h, add, base) != lea || h[lea].in.Op != x86asm.LEA {
-				continue
-			}
-			lm, ok := h[lea].in.Args[1].(x86asm.Mem)
-			if !ok || lm.Base != x86asm.RIP || lm.Index != 0 {
-				continue
-			}
-			t := h[lea].pc + uint64(h[lea].in.Len) + uint64(lm.Disp)
-			return a.entries(w, h, ld, idx, t, 4)
-		}
-	}
-	return nil
-}
-
-// entries reads the table at t of size-byte entries indexed by register
-// idx at h[use], with the count from the bounds check before it.
-func (amd64) entries(w *walk, h []hist, use, idx int, t uint64, size int) []uint64 {
-	n, check := bounds(h, use, idx)
-	if n <= 0 || n > maxTable || w.code.Read == nil {
+		v = ts.regs[r]
+	default:
 		return nil
 	}
-	raw := w.code.Read(t, n*size)
-	if len(raw) < n*size {
+	var out []uint64
+	switch {
+	case v.kind == symTarget && v.tab.size == 4:
+		out = ts.targets(v.tab, v.c)
+	case v.kind == symEntry && v.tab.size == 8:
+		out = ts.targets(v.tab, 0)
+	}
+	if out == nil {
+		return nil
+	}
+	for _, x := range h[min(v.from, jmp)+1:] {
+		w.single(pc, x.pc)
+	}
+	return out
+}
+
+// targets reads tab's entries: 64-bit addresses (size 8) or 32-bit
+// offsets from base (size 4); nil when one is outside the function.
+func (ts *tableSim) targets(tab *tableRef, base uint64) []uint64 {
+	w := ts.w
+	if w.code.Read == nil || tab.n <= 0 || tab.n > maxTable {
+		return nil
+	}
+	raw := w.code.Read(tab.addr, tab.n*tab.size)
+	if len(raw) < tab.n*tab.size {
 		return nil
 	}
 	order := w.code.Order
 	if order == nil {
 		order = binary.LittleEndian
 	}
-	jump := h[len(h)-1].pc
-	out := make([]uint64, 0, n)
-	for i := 0; i < n; i++ {
+	jump := ts.h[len(ts.h)-1].pc
+	out := make([]uint64, 0, tab.n)
+	for i := 0; i < tab.n; i++ {
 		var x uint64
-		if size == 4 {
-			x = t + uint64(int64(int32(order.Uint32(raw[4*i:]))))
+		if tab.size == 4 {
+			x = base + uint64(int64(int32(order.Uint32(raw[4*i:]))))
 		} else {
 			x = order.Uint64(raw[8*i:])
 		}
@@ -119,59 +115,441 @@ func (amd64) entries(w *walk, h []hist, use, idx int, t uint64, size int) []uint
 		}
 		out = append(out, x)
 	}
-	for _, x := range h[check+1:] {
-		w.single(jump, x.pc)
-	}
 	return out
 }
 
-// bounds finds the check that bounds index register idx used at h[use]:
-// the entry count and the index in h of the compare.
-func bounds(h []hist, use, idx int) (int, int) {
-	for k := use - 1; k >= 0; k-- {
-		in := h[k].in
-		if in.Op == x86asm.CMP && k+1 < len(h) {
-			if r, ok := in.Args[0].(x86asm.Reg); ok {
-				if n, _, ok := gpr(r); ok && n == idx {
-					imm, ok := in.Args[1].(x86asm.Imm)
-					if !ok || imm < 0 {
-						return 0, -1
-					}
-					return count(h, k+1, int64(imm)), k
-				}
+// written is the set of general registers in changes (bit n: DWARF
+// number n), all of them when its effect cannot be run: its effect is run
+// on a state where every register holds a distinct known value. ok is
+// false when the effect failed.
+func written(in x86asm.Inst) (set uint32, ok bool) {
+	switch in.Op {
+	case x86asm.CALL:
+		for _, c := range callerSaved {
+			set |= 1 << c
+		}
+		return set, true
+	case x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE:
+		return 1 << amdRCX, true
+	}
+	var s State
+	for i := range s.Regs {
+		s.Regs[i] = Val{Off: int64(i)*4096 + 1<<40, Known: true}
+	}
+	s.FP = Saved{Where: OnStack, Off: -16}
+	s.RA = Saved{Where: OnStack, Off: -8}
+	before := s.Regs
+	if effect(in, &s) != nil {
+		return 0xffff, false
+	}
+	for r := 0; r < 16; r++ {
+		if s.Regs[r] != before[r] {
+			set |= 1 << r
+		}
+	}
+	return set, true
+}
+
+// symKind is what a register on the path before a jump is known to hold.
+type symKind uint8
+
+const (
+	symValue  symKind = iota // a number: the low w bits of value id, zero-extended
+	symAddr                  // the address c (a lea of the code's or data's address)
+	symEntry                 // an entry of tab: 32-bit sign-extended (size 4) or 64-bit
+	symTarget                // an entry of tab (32-bit, sign-extended) plus the address c
+)
+
+// sym is a register's symbolic value. Every value has an id of its own
+// (a copy keeps it, any other write makes a new one), so that a check
+// proven on an id holds wherever the id is found later on the path,
+// however the value moved between registers.
+type sym struct {
+	kind  symKind
+	id, w int
+	c     uint64
+	tab   *tableRef
+	// from is the first instruction of the path (an index in h) what
+	// the value is derived from relies on (a compared memory word, a
+	// table read): it holds for every run of the path from there; never
+	// for a value of which only its moves matter.
+	from int
+	// chain is the copies (indices in h) that took the value from the
+	// register it was made in to this one: two registers holding one
+	// value agree from the first copy their chains do not share.
+	chain []int
+}
+
+// tableRef is a table of n entries of size bytes at addr.
+type tableRef struct {
+	addr    uint64
+	n, size int
+}
+
+// fact: the low w bits of a value are at most max (from the compare at
+// and after from).
+type fact struct {
+	w     int
+	max   uint64
+	from  int
+	chain []int // the compared register's
+}
+
+// memKey names a memory operand by the values of its registers.
+type memKey struct {
+	baseID, baseW, idxID, idxW int
+	scale                      uint8
+	disp                       int64 // the address itself when RIP-relative
+	rip                        bool
+}
+
+// tableSim runs the path before a jump over symbolic values.
+type tableSim struct {
+	w     *walk
+	h     []hist
+	regs  [16]sym
+	next  int
+	facts map[int][]fact
+	// cmp is the compare whose flags are live: the low cmpW bits of value
+	// cmpV against cmpN.
+	cmp     bool
+	cmpV    sym
+	cmpN    uint64
+	cmpFrom int
+	// mem is the memory word a compare read (its value memV), while
+	// nothing may have stored to memory since.
+	mem    bool
+	memKey memKey
+	memV   sym
+}
+
+// never is a from later than every instruction: a register's value at
+// the start of the path, which no instruction has read yet.
+const never = 1 << 30
+
+func newTableSim(w *walk, h []hist) *tableSim {
+	ts := &tableSim{w: w, h: h, facts: map[int][]fact{}}
+	for r := range ts.regs {
+		ts.regs[r] = sym{id: r, w: 64, from: never}
+	}
+	ts.next = len(ts.regs)
+	return ts
+}
+
+// fresh is a new value h[k] writes. What a proof needs of it is how
+// it moves between registers and where it is compared: the copies and
+// compares it goes through give its from, not the instruction that made it.
+func (ts *tableSim) fresh(k int) sym {
+	ts.next++
+	return sym{id: ts.next, w: 64, from: never}
+}
+
+// low is the value of the low width bits of register r read at h[k].
+func (ts *tableSim) low(r, width, k int) sym {
+	v := ts.regs[r]
+	if width < v.w {
+		v = sym{id: v.id, w: width, from: v.from, chain: v.chain}
+	}
+	return v
+}
+
+// copied is v moved into another register by h[k].
+func copied(v sym, k int) sym {
+	v.chain = append(append([]int(nil), v.chain...), k)
+	return v
+}
+
+// diverge is the first copy of chains a and b they do not share, never
+// when they name the same register's holding.
+func diverge(a, b []int) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	r := never
+	if i < len(a) {
+		r = a[i]
+	}
+	if i < len(b) {
+		r = min(r, b[i])
+	}
+	return r
+}
+
+// lowReg gives a general register's number and width, refusing ah, bh,
+// ch, dh, whose bits are not a register's low ones.
+func lowReg(a x86asm.Arg) (num, width int, ok bool) {
+	r, isReg := a.(x86asm.Reg)
+	if !isReg || r >= x86asm.AH && r <= x86asm.BH {
+		return 0, 0, false
+	}
+	return gpr(r)
+}
+
+// step runs h[k] (not the jump).
+func (ts *tableSim) step(k int) {
+	in := ts.h[k].in
+	set, ok := written(in)
+	if !ok || mayStore(in) {
+		ts.mem = false
+	}
+	dst, res := ts.result(k)
+	for r := 0; r < 16; r++ {
+		if set&(1<<r) != 0 {
+			ts.regs[r] = ts.fresh(k)
+		}
+	}
+	// A write to a 32-bit register clears the upper half.
+	if n, width, ok := lowReg(in.Args[0]); ok && width == 32 && set&(1<<n) != 0 {
+		ts.regs[n].w = 32
+	}
+	if dst >= 0 {
+		ts.regs[dst] = res
+	}
+	switch {
+	case in.Op == x86asm.CMP:
+		ts.compare(k)
+	case isBranch(in.Op):
+		ts.branch(k)
+	case !keepsFlags(in.Op):
+		ts.cmp = false
+	}
+}
+
+// result is the register h[k] writes with a value the table needs (a
+// copy, an address, a load, an entry plus an address), -1 for none.
+func (ts *tableSim) result(k int) (int, sym) {
+	in := ts.h[k].in
+	dst, dw, ok := lowReg(in.Args[0])
+	if !ok || dw < 32 {
+		return -1, sym{}
+	}
+	switch src := in.Args[1].(type) {
+	case x86asm.Reg:
+		sn, sw, ok := lowReg(src)
+		if !ok {
+			return -1, sym{}
+		}
+		switch {
+		case in.Op == x86asm.MOV && sw == dw:
+			return dst, copied(ts.low(sn, sw, k), k)
+		case in.Op == x86asm.MOVZX && sw < 32:
+			return dst, copied(ts.low(sn, sw, k), k)
+		case in.Op == x86asm.ADD && dw == 64 && sw == 64:
+			a, b := ts.regs[dst], ts.regs[sn]
+			if a.kind == symAddr {
+				a, b = b, a
+			}
+			if a.kind == symEntry && a.tab.size == 4 && b.kind == symAddr {
+				ts.next++
+				return dst, sym{kind: symTarget, id: ts.next, w: 64, c: b.c, tab: a.tab, from: min(a.from, b.from, k)}
 			}
 		}
-		if !writes(in, idx) {
-			continue
+	case x86asm.Mem:
+		switch {
+		case in.Op == x86asm.LEA && dw == 64 && src.Base == x86asm.RIP && src.Index == 0 && src.Segment == 0:
+			// The address is taken as the path shows it, not required of
+			// every path (from stays never): compilers hoist the lea of a
+			// table out of a loop whose head other paths join, and keep
+			// the register for it on all of them.
+			ts.next++
+			return dst, sym{kind: symAddr, id: ts.next, w: 64, c: ts.ripAddr(k, src.Disp), from: never}
+		case in.Op == x86asm.MOVZX, in.Op == x86asm.MOV && in.MemBytes*8 == dw:
+			v := ts.load(k, src, in.MemBytes, false)
+			if v.kind == symValue {
+				// A zero-extending load, or a 32-bit one, clears the bits
+				// above what it reads.
+				v.w = min(v.w, dw, in.MemBytes*8)
+			}
+			return dst, v
+		case in.Op == x86asm.MOVSXD && dw == 64 && in.MemBytes == 4:
+			return dst, ts.load(k, src, 4, true)
 		}
-		// A copy of the index keeps its bound: follow its source.
-		if in.Op != x86asm.MOV && in.Op != x86asm.MOVZX {
-			return 0, -1
-		}
-		r, ok := in.Args[1].(x86asm.Reg)
-		if !ok {
-			return 0, -1
-		}
-		n, _, ok := gpr(r)
-		if !ok {
-			return 0, -1
-		}
-		idx = n
 	}
-	return 0, -1
+	return -1, sym{}
+}
+
+func (ts *tableSim) ripAddr(k int, disp int64) uint64 {
+	x := ts.h[k]
+	return x.pc + uint64(x.in.Len) + uint64(disp)
+}
+
+// key names memory operand m of h[k]; false for one the path cannot name
+// (a segment, a 32-bit address).
+func (ts *tableSim) key(k int, m x86asm.Mem) (memKey, bool) {
+	if m.Segment != 0 || ts.h[k].in.AddrSize != 64 {
+		return memKey{}, false
+	}
+	key := memKey{scale: m.Scale, disp: m.Disp, baseID: -1, idxID: -1}
+	switch {
+	case m.Base == x86asm.RIP:
+		key.rip, key.disp = true, int64(ts.ripAddr(k, m.Disp))
+	case m.Base != 0:
+		b, ok := reg64(m.Base)
+		if !ok {
+			return memKey{}, false
+		}
+		key.baseID, key.baseW = ts.regs[b].id, ts.regs[b].w
+	}
+	if m.Index != 0 {
+		x, ok := reg64(m.Index)
+		if !ok {
+			return memKey{}, false
+		}
+		key.idxID, key.idxW = ts.regs[x].id, ts.regs[x].w
+	}
+	return key, true
+}
+
+// load is the value h[k] reads from m, size bytes: the word a compare
+// read (unchanged since: nothing stored), an entry of a table indexed by
+// a proven index (size 4 signed, size 8), or the largest byte of a byte
+// table so indexed; otherwise a new value.
+func (ts *tableSim) load(k int, m x86asm.Mem, size int, signed bool) sym {
+	key, ok := ts.key(k, m)
+	if !ok {
+		return ts.fresh(k)
+	}
+	if ts.mem && key == ts.memKey && !signed && size*8 <= ts.memV.w {
+		return copied(sym{id: ts.memV.id, w: size * 8, from: ts.memV.from}, k)
+	}
+	tab, from, ok := ts.tableAt(k, m, size)
+	if !ok || size == 4 && !signed || size == 1 && signed || size == 2 {
+		return ts.fresh(k)
+	}
+	if size > 1 {
+		ts.next++
+		return sym{kind: symEntry, id: ts.next, w: 64, tab: tab, from: from}
+	}
+	raw := []byte(nil)
+	if ts.w.code.Read != nil {
+		raw = ts.w.code.Read(tab.addr, tab.n)
+	}
+	if len(raw) < tab.n {
+		return ts.fresh(k)
+	}
+	v := ts.fresh(k)
+	v.w, v.from = 8, from
+	ts.facts[v.id] = []fact{{w: 8, max: uint64(slicesMax(raw)), from: from}}
+	return v
+}
+
+func slicesMax(b []byte) byte {
+	m := byte(0)
+	for _, x := range b {
+		m = max(m, x)
+	}
+	return m
+}
+
+// tableAt is the table m reads at h[k] with size-byte entries: at a
+// known address (a displacement, an address register, the code's own
+// when RIP-relative and then of one entry) indexed by a proven index.
+func (ts *tableSim) tableAt(k int, m x86asm.Mem, size int) (*tableRef, int, bool) {
+	if m.Segment != 0 || ts.h[k].in.AddrSize != 64 {
+		return nil, 0, false
+	}
+	var addr uint64
+	from := k
+	switch {
+	case m.Base == x86asm.RIP:
+		if m.Index != 0 {
+			return nil, 0, false
+		}
+		return &tableRef{addr: ts.ripAddr(k, m.Disp), n: 1, size: size}, k, true
+	case m.Base == 0:
+		addr = uint64(m.Disp)
+	default:
+		b, ok := reg64(m.Base)
+		if !ok || ts.regs[b].kind != symAddr {
+			return nil, 0, false
+		}
+		addr, from = ts.regs[b].c+uint64(m.Disp), min(from, ts.regs[b].from)
+	}
+	x, ok := reg64(m.Index)
+	if !ok || int(m.Scale) != size {
+		return nil, 0, false
+	}
+	n, f, ok := ts.bound(ts.regs[x])
+	if !ok {
+		return nil, 0, false
+	}
+	return &tableRef{addr: addr, n: n, size: size}, min(from, f), true
+}
+
+// bound is the entry count a proven check allows value v, and the first
+// instruction the proof relies on. The check nearest the use is taken,
+// as the one the compiler emitted for this table: an earlier, tighter
+// one may hold on this path only.
+func (ts *tableSim) bound(v sym) (int, int, bool) {
+	fs := ts.facts[v.id]
+	for i := len(fs) - 1; i >= 0; i-- {
+		if f := fs[i]; f.w >= v.w && f.max < maxTable {
+			return int(f.max) + 1, min(f.from, v.from, diverge(f.chain, v.chain)), true
+		}
+	}
+	return 0, 0, false
+}
+
+// compare notes the flags of cmp $N,reg or cmp $N,mem at h[k].
+func (ts *tableSim) compare(k int) {
+	in := ts.h[k].in
+	ts.cmp = false
+	imm, ok := in.Args[1].(x86asm.Imm)
+	if !ok {
+		return
+	}
+	switch a := in.Args[0].(type) {
+	case x86asm.Reg:
+		n, width, ok := lowReg(a)
+		if !ok {
+			return
+		}
+		ts.cmp, ts.cmpV = true, ts.low(n, width, k)
+		ts.cmpN = uint64(imm) & mask(width)
+	case x86asm.Mem:
+		key, ok := ts.key(k, a)
+		if !ok || in.MemBytes <= 0 || in.MemBytes > 8 {
+			return
+		}
+		v := ts.fresh(k)
+		v.w, v.from = in.MemBytes*8, k // the word in memory from here on
+		ts.mem, ts.memKey, ts.memV = true, key, v
+		ts.cmp, ts.cmpV, ts.cmpN = true, v, uint64(imm)&mask(v.w)
+	}
+	ts.cmpFrom = min(ts.cmpV.from, k)
+}
+
+func mask(width int) uint64 {
+	if width >= 64 {
+		return ^uint64(0)
+	}
+	return 1<<width - 1
+}
+
+// branch takes the bound of the live compare when the path leaves the
+// branch at h[k] on the side where the value is in range (unsigned).
+func (ts *tableSim) branch(k int) {
+	if !ts.cmp {
+		return
+	}
+	n := count(ts.h, k, ts.cmpN)
+	if n <= 0 || n > maxTable {
+		return
+	}
+	v := ts.cmpV
+	ts.facts[v.id] = append(ts.facts[v.id], fact{w: v.w, max: uint64(n - 1), from: ts.cmpFrom, chain: v.chain})
 }
 
 // count is the entries a bounds check of N allows, given the branch at
-// h[j] after the compare: ja/jae leave the path when the index is over,
-// jbe/jb stay on it when under.
-func count(h []hist, j int, n int64) int {
+// h[j] after the compare: ja/jae leave the path when the value is over,
+// jbe/jb stay on it when under; 0 for any other.
+func count(h []hist, j int, n uint64) int {
 	br := h[j]
-	next := uint64(0)
-	if j+1 < len(h) {
-		next = h[j+1].pc
-	} else {
+	if j+1 >= len(h) || n >= maxTable {
 		return 0
 	}
+	next := h[j+1].pc
 	rel, ok := br.in.Args[0].(x86asm.Rel)
 	if !ok {
 		return 0
@@ -187,40 +565,35 @@ func count(h []hist, j int, n int64) int {
 	return 0
 }
 
-// lastDef is the index of the last instruction before h[before] that
-// writes register r, or -1.
-func lastDef(h []hist, before, r int) int {
-	for k := before - 1; k >= 0; k-- {
-		if writes(h[k].in, r) {
-			return k
-		}
-	}
-	return -1
-}
-
-// writes says in changes register r: its effect is run on a state where
-// every register holds a distinct known value.
-func writes(in x86asm.Inst, r int) bool {
-	var s State
-	for i := range s.Regs {
-		s.Regs[i] = Val{Off: int64(i)*4096 + 1<<40, Known: true}
-	}
-	s.FP = Saved{Where: OnStack, Off: -16}
-	s.RA = Saved{Where: OnStack, Off: -8}
-	before := s.Regs[r]
-	switch in.Op {
-	case x86asm.CALL:
-		for _, c := range callerSaved {
-			if c == r {
-				return true
-			}
-		}
-		return false
-	case x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE:
-		return r == amdRCX
-	}
-	if effect(in, &s) != nil {
+// keepsFlags says op leaves the flags as they were (the ones a compare
+// and its branch may have between them).
+func keepsFlags(op x86asm.Op) bool {
+	switch op {
+	case 0, x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA, x86asm.NOP,
+		x86asm.PUSH, x86asm.POP, x86asm.CDQE, x86asm.CWDE, x86asm.CDQ, x86asm.CQO:
 		return true
 	}
-	return s.Regs[r] != before
+	return isBranch(op)
+}
+
+// mayStore says in may write memory: a compared word reloaded after it
+// is not the word compared.
+func mayStore(in x86asm.Inst) bool {
+	switch in.Op {
+	case 0, x86asm.NOP:
+		return false
+	case x86asm.CMP, x86asm.TEST, x86asm.BT:
+		return false
+	case x86asm.PUSH, x86asm.PUSHF, x86asm.PUSHFQ, x86asm.PUSHFD, x86asm.CALL, x86asm.ENTER,
+		x86asm.XCHG, x86asm.XADD, x86asm.CMPXCHG, x86asm.CMPXCHG8B, x86asm.CMPXCHG16B,
+		x86asm.SYSCALL, x86asm.INT:
+		return true
+	}
+	if isBranch(in.Op) {
+		return false
+	}
+	// A register destination: a load or an operation on registers. A
+	// memory one, or none named (string operations name theirs), may store.
+	_, isReg := in.Args[0].(x86asm.Reg)
+	return !isReg
 }

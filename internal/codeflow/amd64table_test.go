@@ -1,0 +1,118 @@
+package codeflow
+
+import (
+	"strings"
+	"testing"
+)
+
+// tableFunc is a function f whose dispatch (the lines given) jumps
+// through tab (32-bit offsets from tab), abs (64-bit addresses) or
+// cls (a byte table of indices into tab) to c0, c1, c2, each reached
+// only through the table, or to def.
+func tableFunc(dispatch string) string {
+	return `fn f
+		push %rbx
+		` + strings.TrimSpace(dispatch) + `
+		c0: pop %rbx
+		ret
+		c1: pop %rbx
+		ret
+		c2: pop %rbx
+		ret
+		def: pop %rbx
+		ret
+		.section .rodata
+		tab: .long c0-tab, c1-tab, c2-tab
+		abs: .quad c0, c1, c2
+		cls: .byte 0, 2, 1, 2`
+}
+
+// TestAMD64TableForms: each form of bounds check resolves its table (the
+// cases, reached only through it, get rows), and each way the proof can
+// break leaves f out.
+func TestAMD64TableForms(t *testing.T) {
+	resolved := map[string]string{"c0": "sp+16", "c1": "sp+16", "c2": "sp+16", "def": "sp+16"}
+	left := map[string]Reason{"f": ReasonIndirect}
+	pic := `lea tab(%rip),%rdx
+		movslq (%rdx,%rcx,4),%rax
+		add %rdx,%rax
+		jmp *%rax`
+	cases := []struct {
+		name, dispatch string
+		ok             bool
+	}{
+		// Copies of the index, before and after the check.
+		{"copy before the check", "mov %edi,%ecx\n mov %esi,%eax\n cmp $2,%edi\n ja def\n" + pic, true},
+		{"copy after the check", "mov %edi,%edi\n cmp $2,%edi\n ja def\n mov %edi,%ecx\n" + pic, true},
+		{"copy of a copy, check on the first", "mov %edi,%r8d\n mov %r8d,%ecx\n cmp $2,%r8d\n ja def\n" + pic, true},
+		// A check on a narrower part, then its zero-extension.
+		{"byte check, movzbl", "lea -0x58(%rdi),%ecx\n cmp $2,%cl\n ja def\n movzbl %cl,%ecx\n" + pic, true},
+		{"byte check, movzbl to another", "lea -0x58(%rdi),%eax\n cmp $2,%al\n ja def\n movzbl %al,%ecx\n" + pic, true},
+		{"32-bit write, 32-bit check", "sub $3,%edi\n mov %edi,%ecx\n cmp $2,%ecx\n ja def\n" + pic, true},
+		{"jbe to the table", "mov %edi,%ecx\n cmp $2,%ecx\n jbe go\n jmp def\n go: " + pic, true},
+		{"jb to the table", "mov %edi,%ecx\n cmp $3,%ecx\n jb go\n jmp def\n go: " + pic, true},
+		// A memory word compared then reloaded.
+		{"memory check, 32-bit reload", "cmpl $2,8(%rsi)\n mov %rsi,%rbx\n ja def\n mov 8(%rsi),%eax\n jmp *abs(,%rax,8)", true},
+		{"memory check, movzbl reload", "cmpb $2,8(%rsi)\n ja def\n movzbl 8(%rsi),%ecx\n" + pic, true},
+		{"RIP-relative memory check", "cmpl $2,cls(%rip)\n ja def\n mov cls(%rip),%ecx\n" + pic, true},
+		// A byte table of indices, itself indexed by a proven index.
+		{"byte table", "mov %edi,%edi\n cmp $3,%rdi\n ja def\n lea cls(%rip),%rax\n movzbl (%rax,%rdi,1),%ecx\n" + pic, true},
+		{"absolute entries loaded", "mov %edi,%edi\n cmp $2,%rdi\n ja def\n mov abs(,%rdi,8),%rax\n jmp *%rax", true},
+
+		// The index changed between the check and the load.
+		{"index changed after the check", "mov %edi,%ecx\n cmp $2,%ecx\n ja def\n add $1,%ecx\n" + pic, false},
+		{"byte check, index changed before movzbl", "lea -0x58(%rdi),%ecx\n cmp $2,%cl\n ja def\n add $1,%ecx\n movzbl %cl,%ecx\n" + pic, false},
+		{"copy source changed before the check", "mov %edi,%ecx\n add $7,%edi\n cmp $2,%edi\n ja def\n" + pic, false},
+		{"memory stored between check and reload", "cmpl $2,8(%rsi)\n ja def\n mov %edi,(%rdx)\n mov 8(%rsi),%ecx\n" + pic, false},
+		{"memory reloaded through a changed base", "cmpl $2,8(%rsi)\n ja def\n add $4,%rsi\n mov 8(%rsi),%ecx\n" + pic, false},
+		{"memory reload wider than the check", "cmpb $2,8(%rsi)\n ja def\n mov 8(%rsi),%ecx\n" + pic, false},
+		// A path that bypasses the check, or a copy made on one path only.
+		{"a path bypassing the check", "mov %edi,%ecx\n test %esi,%esi\n jne in\n cmp $2,%ecx\n ja def\n in: " + pic, false},
+		{"copy on one path only", "test %esi,%esi\n je skip\n mov %edi,%ecx\n skip: cmp $2,%edi\n ja def\n" + pic, false},
+		// Compares that do not bound the index.
+		{"signed compare", "mov %edi,%ecx\n cmp $2,%ecx\n jg def\n" + pic, false},
+		{"jae kept on the wrong side", "mov %edi,%ecx\n cmp $2,%ecx\n jb def\n" + pic, false},
+		{"32-bit check, 64-bit index of unknown upper half", "cmp $2,%edi\n ja def\n mov %rdi,%rcx\n" + pic, false},
+		{"byte check, 32-bit index", "lea -0x58(%rdi),%ecx\n cmp $2,%cl\n ja def\n" + pic, false},
+		{"check on ah", "mov %edi,%eax\n cmp $2,%ah\n ja def\n movzbl %al,%ecx\n" + pic, false},
+		{"flags changed between check and branch", "mov %edi,%ecx\n cmp $2,%ecx\n test %esi,%esi\n ja def\n" + pic, false},
+		{"no check", "mov %edi,%ecx\n" + pic, false},
+	}
+	var snips []snippet
+	for _, c := range cases {
+		s := snippet{name: c.name, src: tableFunc(c.dispatch)}
+		if c.ok {
+			s.rows = resolved
+		} else {
+			s.skips = left
+		}
+		snips = append(snips, s)
+	}
+	runSnippets(t, snips)
+}
+
+// TestAMD64TableOutside: a table whose entries leave the function is not
+// resolved.
+func TestAMD64TableOutside(t *testing.T) {
+	runSnippets(t, []snippet{{
+		name: "entry in another function",
+		src: `fn f
+			push %rbx
+			mov %edi,%ecx
+			cmp $1,%ecx
+			ja def
+			lea tab(%rip),%rdx
+			movslq (%rdx,%rcx,4),%rax
+			add %rdx,%rax
+			jmp *%rax
+			c0: pop %rbx
+			ret
+			def: pop %rbx
+			ret
+			fn g
+			g0: ret
+			.section .rodata
+			tab: .long c0-tab, g0-tab`,
+		skips: map[string]Reason{"f": ReasonIndirect},
+	}})
+}
