@@ -40,7 +40,7 @@ type insn struct {
 	// base); adrp and add are the halves of an AArch64 address (adrp:
 	// the page, in register reg; add: reg+imm into dst).
 	lea, imm, table uint64
-	a64            a64Half
+	a64             a64Half
 }
 
 // padCand is the first instruction after a run of padding.
