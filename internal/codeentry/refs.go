@@ -23,11 +23,12 @@ import (
 // there: it is an instruction start of the sweep; the instruction before
 // it, padding aside, ends its path (a function's start is never fallen
 // into); no direct jump targets it (case blocks and labels are often
-// jumped to, a function is called); on x86-64 it is 16-byte aligned, as
-// GCC and Clang align every function they do not optimise for size
-// (case blocks are aligned only when few bytes of padding do it); and a
-// data word is no part of a jump table, a run of words from the base an
-// indexed jump (jmp *base(,%reg,8)) reads. The risk left: a case block or
+// jumped to, a function is called); it is 16-byte aligned, as GCC and
+// Clang align every function they do not optimise for size on both
+// machines (case blocks and labels are aligned only when a few bytes of
+// padding do it; hand-written assembly's functions may be aligned less,
+// and are lost); and a data word is no part of a table of code addresses
+// the code indexes (tableWords). The risk left: a case block or
 // label that passes all of these and whose function is not walked, the
 // walk of a function that is ending at a conflict (two walks reaching the
 // same code are both left out).
@@ -59,7 +60,10 @@ const a64PairWindow = 4
 // amd64Refs fills the address fields of in's insn.
 func amd64Refs(in *x86asm.Inst, pc uint64, out *insn) {
 	for _, a := range in.Args {
-		if m, ok := a.(x86asm.Mem); ok && m.Base == 0 && m.Index != 0 && m.Scale == 8 && m.Disp > 0 {
+		// A jump or a load through the table (not a call: a table of
+		// functions, whose words are what refEntries looks for).
+		if m, ok := a.(x86asm.Mem); ok && m.Base == 0 && m.Index != 0 && m.Scale == 8 && m.Disp > 0 &&
+			(in.Op == x86asm.JMP || in.Op == x86asm.MOV) {
 			out.table = uint64(m.Disp)
 		}
 	}
@@ -201,7 +205,7 @@ func (sw *sweepResult) stoppedAt(addr uint64, noret map[uint64]bool) bool {
 // functionLike says a taken address looks like a function's start (see
 // the comment at the top of the file).
 func (sw *sweepResult) functionLike(addr uint64, noret map[uint64]bool) bool {
-	if sw.m == elf.EM_X86_64 && addr%16 != 0 {
+	if addr%16 != 0 {
 		return false
 	}
 	return sw.isStart(addr) && !sw.jumpedTo(addr) && sw.stoppedAt(addr, noret)
@@ -219,6 +223,10 @@ func (sw *sweepResult) refEntries(f *elfread.File, c *collector, noret map[uint6
 			c.notes.Rejected[RejectTaken]++
 			return
 		}
+		if c.taken == nil {
+			c.taken = map[uint64]bool{}
+		}
+		c.taken[v] = true
 		c.add(v, 0, codeflow.FromPointer)
 	}
 	for v := range sw.refs {
@@ -251,11 +259,26 @@ func dataSection(name string) bool {
 	return false
 }
 
-// tableWords are the words of the jump tables the code indexes: from
-// each base, the run of words that point into the text.
+// tableWords are the words of the tables of code addresses the code may
+// index: from each base, the run of words that point into the text. A
+// base is the operand of an indexed jump or load, or any address outside
+// the text the code takes: a PIE's and AArch64's jump tables and
+// computed gotos load the base into a register first (lea, adrp+add),
+// then index it. A table of functions whose base is taken so is lost
+// with them; a structure's words after a first that is not code (a
+// name, a count) are not.
 func (sw *sweepResult) tableWords(order interface{ Uint64([]byte) uint64 }) map[uint64]bool {
 	out := map[uint64]bool{}
-	for base := range sw.tables {
+	bases := make([]uint64, 0, len(sw.tables))
+	for b := range sw.tables {
+		bases = append(bases, b)
+	}
+	for b := range sw.refs {
+		if sw.img.textAt(b) < 0 {
+			bases = append(bases, b)
+		}
+	}
+	for _, base := range bases {
 		for a := base; ; a += 8 {
 			v, ok := sw.img.word(a, order)
 			if !ok || sw.img.textAt(v) < 0 {
