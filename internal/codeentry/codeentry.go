@@ -86,6 +86,10 @@ const (
 	// RejectFallthrough: padding that code before it runs into (the
 	// instruction before the padding does not end a path).
 	RejectFallthrough = "after-fallthrough"
+	// RejectTaken: an address the code takes or a non-PIE's data holds,
+	// without a relocation, that does not look like a function's start
+	// (refs.go): a case block, a label, a number.
+	RejectTaken = "taken-not-function-like"
 )
 
 // Error is why Load could not make a Code of a file.
@@ -157,6 +161,7 @@ func load(f *elfread.File, opt Options) (*codeflow.Code, Notes, *collector, erro
 	sw := sweep(img, syms.data, m)
 	sw.callEntries(c)
 	pointerEntries(f, img, rs, c)
+	sw.refEntries(f, c, noret)
 	sw.gapEntries(c, img, described)
 	sw.paddingEntries(c, noret)
 

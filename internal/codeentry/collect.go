@@ -22,6 +22,9 @@ type collector struct {
 	notes *Notes
 	data  []Span
 	cands map[uint64]*cand
+	// taken are the candidates refEntries gave (for the tests: the
+	// relocations' pointers share their Source).
+	taken map[uint64]bool
 }
 
 func newCollector(img *image, notes *Notes) *collector {

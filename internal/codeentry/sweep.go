@@ -33,6 +33,14 @@ type insn struct {
 	isCall bool
 	isJump bool
 	endbr  bool // endbr64 or endbr32
+	// Addresses the instruction holds (refs.go judges them): lea is an
+	// x86-64 RIP-relative lea's target, imm a mov immediate's value (a
+	// non-PIE's absolute address), table the displacement of an
+	// absolute memory operand indexed by 8 (a non-PIC jump table's
+	// base); adrp and add are the halves of an AArch64 address (adrp:
+	// the page, in register reg; add: reg+imm into dst).
+	lea, imm, table uint64
+	a64             a64Half
 }
 
 // padCand is the first instruction after a run of padding.
@@ -51,6 +59,13 @@ type sweepResult struct {
 	calls  map[uint64]bool
 	jumps  map[uint64]bool
 	pads   []padCand
+	// stopped has a bit per instruction start (as starts) whose previous
+	// instruction, padding aside, ends its path.
+	stopped [][]uint64
+	// refs are the addresses the code takes (refs.go), tables the bases
+	// of the non-PIC jump tables it indexes.
+	refs, tables map[uint64]bool
+	padAt        map[uint64]int // pads by address, made when first needed
 	// callNext counts calls to the next instruction (not functions).
 	callNext int
 }
@@ -58,12 +73,14 @@ type sweepResult struct {
 // sweep decodes every text range but the PLTs and data.
 func sweep(img *image, data []Span, m elf.Machine) *sweepResult {
 	sw := &sweepResult{m: m, img: img, starts: make([][]uint64, len(img.text)),
-		calls: map[uint64]bool{}, jumps: map[uint64]bool{}}
+		stopped: make([][]uint64, len(img.text)),
+		calls:   map[uint64]bool{}, jumps: map[uint64]bool{}, refs: map[uint64]bool{}, tables: map[uint64]bool{}}
 	for i, r := range img.text {
 		if img.inPLT(r.addr) {
 			continue
 		}
 		sw.starts[i] = make([]uint64, (len(r.data)+63)/64)
+		sw.stopped[i] = make([]uint64, (len(r.data)+63)/64)
 		sw.sweepRange(i, r, data)
 	}
 	return sw
@@ -77,20 +94,27 @@ func (sw *sweepResult) sweepRange(ri int, r region, data []Span) {
 	}
 	// No predecessor at the range's start: gapEntries takes the start.
 	run, predStop, predCall := 0, false, uint64(0)
+	var pair a64Pair
 	for off := 0; off < len(r.data); {
 		pc := r.addr + uint64(off)
 		if inSpans(data, pc) {
 			off += step
 			run, predStop, predCall = 0, false, 0
+			pair = a64Pair{}
 			continue
 		}
 		in, ok := decode(r.data[off:], pc)
 		if !ok {
 			off += step
 			run, predStop, predCall = 0, false, 0
+			pair = a64Pair{}
 			continue
 		}
 		sw.starts[ri][off/64] |= 1 << (off % 64)
+		if predStop {
+			sw.stopped[ri][off/64] |= 1 << (off % 64)
+		}
+		sw.noteRefs(&in, &pair)
 		switch {
 		case in.pad:
 			run += in.len
@@ -143,6 +167,7 @@ func decodeAMD64(b []byte, pc uint64) (insn, bool) {
 		return insn{}, false
 	}
 	out := insn{len: n}
+	amd64Refs(&in, pc, &out)
 	switch in.Op {
 	case x86asm.NOP:
 		out.pad = true
@@ -186,6 +211,7 @@ func decodeARM64(b []byte, pc uint64) (insn, bool) {
 		return insn{}, false
 	}
 	out := insn{len: 4}
+	arm64Refs(&in, pc, &out)
 	switch in.Op {
 	case arm64asm.NOP:
 		out.pad = true

@@ -92,7 +92,7 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 		if f == nil && e.Source == FromPadding && !w.returned {
 			f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
 		}
-		results = append(results, walkResult{entry: e, funcs: funcs, fail: f, reached: w.reached(), last: w.last})
+		results = append(results, walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last})
 	}
 	conflicts(results)
 	for _, r := range results {
@@ -482,7 +482,8 @@ func frameString(s *State, regs [2]int) string {
 }
 
 // funcs walks the entry and gives its Funcs: runs of adjacent reached
-// instructions, split where another entry starts. A Row starts where the
+// instructions, split where another entry starts, and joined across
+// padding no path runs (joinable). A Row starts where the
 // rule changes or where what is known of the stack or frame pointer
 // (Row.SP, Row.FPVal) changes, so that every field of a row holds at each
 // instruction it covers.
@@ -497,6 +498,7 @@ func (w *walk) funcs() ([]Func, *fail) {
 	sort.Slice(order, func(a, b int) bool { return w.recs[order[a]].pc < w.recs[order[b]].pc })
 	var out []Func
 	var cur *Func
+	var last uint64 // the last instruction of cur
 	for _, i := range order {
 		r := &w.recs[i]
 		row, err := w.arch.rule(&r.s)
@@ -504,6 +506,15 @@ func (w *walk) funcs() ([]Func, *fail) {
 			return nil, w.failAt(r.pc, err)
 		}
 		row.PC = r.pc
+		if cur != nil && cur.End < r.pc && !w.isEntry(r.pc) && w.joinable(last, cur.End, r.pc) {
+			// Padding between two runs of this walk's code, never run:
+			// one Func (one FDE fewer), the padding taking the row of the
+			// instruction after it.
+			pad := row
+			pad.PC = cur.End
+			cur.Rows = append(cur.Rows, pad)
+			cur.End = r.pc
+		}
 		if cur == nil || cur.End != r.pc || w.isEntry(r.pc) {
 			out = append(out, Func{Start: r.pc, Entry: w.entry.Addr})
 			cur = &out[len(out)-1]
@@ -512,6 +523,7 @@ func (w *walk) funcs() ([]Func, *fail) {
 			cur.Rows = append(cur.Rows, row)
 		}
 		cur.End = r.pc + uint64(r.n)
+		last = r.pc
 	}
 	return out, nil
 }

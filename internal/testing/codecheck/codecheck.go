@@ -190,8 +190,13 @@ func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflo
 	for _, pc := range missed {
 		res.Wrong = append(res.Wrong, Wrong{PC: pc, Field: FieldRow, Ours: "a row inside an instruction", CFI: "-"})
 	}
+	pad := neverRun(c, pcs)
 	for _, pc := range pcs {
 		res.PCs++
+		if pad[pc] {
+			res.NotJudged[PaddingNeverRun]++
+			continue
+		}
 		i := sort.Search(len(f.Rows), func(i int) bool { return f.Rows[i].PC > pc }) - 1
 		ref := refAt(refs, pc)
 		if ref == nil {

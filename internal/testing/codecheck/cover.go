@@ -1,12 +1,96 @@
 package codecheck
 
 import (
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
 
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/x86/x86asm"
+
 	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
+	"github.com/cfi2sframe/cfi2sframe/internal/isa"
 )
+
+// PaddingNeverRun are padding instructions (nop forms, int3; AArch64 nop,
+// udf #0) after an instruction that ends its path (a jump, a return, a
+// trap): no path runs them and no return address points at them, so
+// they are counted apart from unreached code, and a row the analysis
+// gives them (codeflow joins such padding into the Func around it, with
+// the row of the instruction after) is not judged: the CFI's row there
+// is the one before, which no unwinder can be asked for. The blind spot:
+// a jump into such padding, which compilers do not emit.
+const PaddingNeverRun = "padding, never run"
+
+// padStop says what the instruction at b is to neverRun: padding, or an
+// instruction that ends its path (no fall to the next).
+func padStop(m elf.Machine, b []byte) (pad, stop bool) {
+	switch m {
+	case elf.EM_X86_64:
+		if len(b) > 0 && b[0] == 0xcc {
+			return true, false
+		}
+		in, err := isa.AMD64(b)
+		if err != nil {
+			return false, false
+		}
+		switch in.Op {
+		case x86asm.NOP:
+			return true, false
+		case x86asm.JMP, x86asm.RET, x86asm.UD2, x86asm.HLT, x86asm.LJMP:
+			return false, true
+		}
+	case elf.EM_AARCH64:
+		if len(b) < 4 {
+			return false, false
+		}
+		if binary.LittleEndian.Uint32(b) == 0 {
+			return true, false
+		}
+		in, err := isa.ARM64(b[:4])
+		if err != nil {
+			return false, false
+		}
+		switch in.Op {
+		case arm64asm.NOP:
+			return true, false
+		case arm64asm.BR, arm64asm.RET, arm64asm.BRK, arm64asm.HLT:
+			return false, true
+		case arm64asm.B: // B.cond has the condition first, B only the target
+			_, uncond := in.Args[0].(arm64asm.PCRel)
+			return false, uncond
+		}
+	}
+	return false, false
+}
+
+// neverRun gives the PCs of pcs, the instruction starts of one run of
+// code in address order, that are padding after an instruction that
+// ends its path (PaddingNeverRun).
+func neverRun(c *codeflow.Code, pcs []uint64) map[uint64]bool {
+	var out map[uint64]bool
+	stopped, prevEnd := false, uint64(0)
+	for i, pc := range pcs {
+		if i > 0 && pc != prevEnd {
+			stopped = false // undecoded bytes between: nothing known
+		}
+		b := text(c, pc)
+		prevEnd = pc + uint64(instLen(c.Machine, b))
+		pad, stop := padStop(c.Machine, b)
+		switch {
+		case pad && stopped:
+			if out == nil {
+				out = map[uint64]bool{}
+			}
+			out[pc] = true
+		case !pad:
+			stopped = stop
+		}
+	}
+	return out
+}
 
 // span is [lo, hi) with what covers it.
 type span struct {
@@ -51,8 +135,10 @@ func spanAt(spans []span, pc uint64) string {
 }
 
 // cover sorts every instruction start inside an FDE by what became of
-// it: described by a Func, left out for a Skip's reason, unreached in a
-// function a Func covers in part, or reached by nothing.
+// it: padding never run (whether a Func covers it or not), described by
+// a Func, left out for a Skip's reason, unreached in a function a Func
+// covers in part, or reached by nothing. A Function's PCs leave its
+// never-run padding out.
 func (res *Result) cover(c *codeflow.Code, refs []refFunc, funcs []codeflow.Func, name func(uint64) string) {
 	var in []span
 	for _, f := range funcs {
@@ -71,9 +157,14 @@ func (res *Result) cover(c *codeflow.Code, refs []refFunc, funcs []codeflow.Func
 		}
 		pcs, undecoded, _ := starts(c, ref.start, ref.end, bounds)
 		res.Undecoded += undecoded
-		fn := Function{Name: name(ref.start), Start: ref.start, End: ref.end, PCs: len(pcs)}
+		pad := neverRun(c, pcs)
+		fn := Function{Name: name(ref.start), Start: ref.start, End: ref.end, PCs: len(pcs) - len(pad)}
 		left := map[string]int{}
 		for _, pc := range pcs {
+			if pad[pc] {
+				res.Left[PaddingNeverRun]++
+				continue
+			}
 			switch what := spanAt(spans, pc); what {
 			case OutcomeDescribed:
 				fn.Described++
@@ -92,7 +183,7 @@ func (res *Result) cover(c *codeflow.Code, refs []refFunc, funcs []codeflow.Func
 			}
 			res.Left[what] += n
 		}
-		res.Covered += fn.PCs
+		res.Covered += fn.PCs + len(pad)
 		res.Described += fn.Described
 		fn.Outcome = outcome(fn, left)
 		res.Functions = append(res.Functions, fn)

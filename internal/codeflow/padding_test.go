@@ -1,0 +1,107 @@
+package codeflow
+
+import "testing"
+
+// TestPaddingJoin: padding between two runs of one walk's code is joined
+// into one Func, with the row of the instruction after it, only when no
+// path runs it and no return address points at it.
+func TestPaddingJoin(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		src      string
+		noreturn []string
+		funcs    int    // Funcs of f
+		pad      string // the row at the padding's first byte (label p1)
+	}{{
+		name: "nops and int3 after a return",
+		src: `fn f
+			push %rbx
+			test %edi,%edi
+			jne 2f
+			pop %rbx
+			ret
+			p1: .nops 6
+			int3
+			2: pop %rbx
+			ret`,
+		funcs: 1, pad: "sp+16",
+	}, {
+		name: "nops after a jump",
+		src: `fn f
+			sub $24,%rsp
+			test %edi,%edi
+			je 2f
+			jmp 3f
+			p1: .nops 9
+			2: add $24,%rsp
+			ret
+			3: add $24,%rsp
+			ret`,
+		funcs: 1, pad: "sp+32",
+	}, {
+		name: "nops after a call that does not return: a return address",
+		src: `fn f
+			push %rbx
+			test %edi,%edi
+			jne 2f
+			call die
+			p1: .nops 5
+			2: pop %rbx
+			ret
+			fn die
+			hlt`,
+		noreturn: []string{"die"},
+		funcs:    2, pad: "none",
+	}, {
+		name: "not only padding between",
+		src: `fn f
+			push %rbx
+			test %edi,%edi
+			jne 2f
+			pop %rbx
+			ret
+			p1: .nops 3
+			ud2
+			2: pop %rbx
+			ret`,
+		funcs: 2, pad: "none",
+	}, {
+		name: "more padding than an alignment",
+		src: `fn f
+			push %rbx
+			test %edi,%edi
+			jne 2f
+			pop %rbx
+			ret
+			p1: .nops 80
+			2: pop %rbx
+			ret`,
+		funcs: 2, pad: "none",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			im := assemble(t, tc.src)
+			nr := map[uint64]bool{}
+			for _, n := range tc.noreturn {
+				nr[im.syms[n]] = true
+			}
+			im.code.NoReturn = func(a uint64) bool { return nr[a] }
+			res := analyze(im.code)
+			if len(res.skips) > 0 {
+				t.Fatalf("skips: %+v", res.skips)
+			}
+			n := 0
+			for _, f := range res.funcs {
+				if f.Entry == im.syms["f"] {
+					n++
+				}
+			}
+			if n != tc.funcs {
+				t.Errorf("f gives %d Funcs, want %d: %+v", n, tc.funcs, res.funcs)
+			}
+			if g := short(res.rowAt(im.syms["p1"])); g != tc.pad {
+				t.Errorf("row at the padding: %s, want %s", g, tc.pad)
+			}
+			checkNoOverlap(t, res.funcs)
+		})
+	}
+}
