@@ -41,8 +41,9 @@ type hist struct {
 // to the jump must have no other way in (w.single, checked when the walk
 // ends), so that the path is the only one to the jump.
 func (a amd64) table(w *walk, pc uint64, in x86asm.Inst) []uint64 {
-	h := make([]hist, 0, len(w.block)+1)
-	for _, p := range w.block {
+	path := w.path()
+	h := make([]hist, 0, len(path)+1)
+	for _, p := range path {
 		b := w.bytes(p)
 		x, err := isa.AMD64(b)
 		if err != nil && !isEndbr(b) {

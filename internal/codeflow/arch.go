@@ -58,6 +58,9 @@ type walk struct {
 	// call w.single for the instructions whose other predecessors would
 	// bypass what it read (checked when the walk ends).
 	block []uint64
+	// cur is the rec being stepped, pathOf the one block was found for
+	// (path).
+	cur, pathOf int32
 
 	arch  arch
 	regs  [2]int // DWARF numbers of the stack and frame pointers

@@ -49,7 +49,7 @@ type a64Bound struct {
 // conditional branch (the path after it starts at k+1), or k < 0. The
 // path is one of many until w.single holds it to be the only one.
 func a64FindBound(w *walk, pc uint64) (a64Bound, int) {
-	h := w.block
+	h := w.path()
 	for k := len(h) - 1; k >= 1; k-- {
 		br, ok := a64Decode(w.code, h[k])
 		if !ok {
@@ -143,7 +143,7 @@ func a64Table(w *walk, pc uint64, reg int) []uint64 {
 	}
 	var regs [32]tsym
 	regs[bound.reg] = tsym{kind: tIndex, max: bound.max, clean: bound.wide}
-	for _, at := range w.block[k+1:] {
+	for _, at := range w.path()[k+1:] {
 		in, ok := a64Decode(w.code, at)
 		if !ok {
 			return nil
@@ -161,7 +161,7 @@ func a64Table(w *walk, pc uint64, reg int) []uint64 {
 		}
 	}
 	if out != nil {
-		w.single(pc, w.block[k:]...)
+		w.single(pc, w.path()[k:]...)
 		w.single(pc, pc)
 	}
 	return out

@@ -144,6 +144,7 @@ func (k *ruleCheck) history(i int) {
 	for j := max(0, i-histLen); j < i; j++ {
 		k.w.block = append(k.w.block, k.insns[j].pc)
 	}
+	k.w.cur, k.w.pathOf = 0, 0 // path() gives block as set here
 }
 
 // decode splits [start, end) into instructions and records who leads to

@@ -3,8 +3,11 @@ package codeflow
 import (
 	"debug/elf"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 )
 
 // arches gives the instruction set of a machine; arm64.go adds AArch64.
@@ -41,21 +44,20 @@ const histLen = 24
 //   - A walk that jumps, with a frame in place, to another entry's start
 //     takes that code as part of its function (GCC's foo.cold, which has
 //     a symbol and an FDE of its own but is entered with foo's frame).
-//     A first pass walks every entry to learn which entries are such
-//     parts; they are not walked from their own start, whose state (the
-//     entry's) would be wrong there. A jump to another entry with the
-//     frame gone is a tail call; falling into another entry with a frame
+//     Such an entry's own walk, from the entry's state, which would be
+//     wrong there, is dropped. A jump to another entry with the frame
+//     gone is a tail call; falling into another entry with a frame
 //     (after a call that does not return but that c.NoReturn does not
 //     know) ends the path, since no state can be proven there.
-//   - The second pass walks the other entries in address order, keeping
-//     each one's Funcs and the code it reached (merged extents, a few
-//     words a function). Two walks that reach the same code are both
-//     left out (ReasonStates, conflicts), whether or not either failed:
-//     one of them entered code that is not its own, and which cannot be
-//     told. Then the Funcs are emitted, entry by entry, each entry's in
-//     Start order (so the output depends on nothing but c). Memory grows
-//     with one function's instructions and with every function's rows,
-//     which the output holds anyway.
+//   - Every entry is walked once, on all CPUs (c is only read), keeping
+//     its Funcs and the code it reached (merged extents, a few words a
+//     function). Two walks that reach the same code are both left out
+//     (ReasonStates, conflicts), whether or not either failed: one of
+//     them entered code that is not its own, and which cannot be told.
+//     Then the Funcs are emitted, entry by entry in address order, each
+//     entry's in Start order (so the output depends on nothing but c).
+//     Memory grows with the instructions of the functions being walked
+//     and with every function's rows, which the output holds anyway.
 func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 	mk, regs := arches[c.Machine], frameRegs[c.Machine]
 	if mk == nil {
@@ -67,33 +69,33 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 		}
 		return
 	}
-	a := mk()
 	// Calls to the file's own functions that never return end a path,
 	// as calls to exit do.
 	c = InferNoReturn(c)
+	results := make([]walkResult, len(c.Entries))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(runtime.GOMAXPROCS(0), len(c.Entries)/64)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := mk()
+			for i := int(next.Add(1) - 1); i < len(c.Entries); i = int(next.Add(1) - 1) {
+				results[i] = walkEntry(c, a, regs, c.Entries[i])
+			}
+		}()
+	}
+	wg.Wait()
+	// An entry another walk jumped to with its frame in place is a part
+	// of that function (foo.cold): its own walk, from the entry's state,
+	// is dropped.
 	parts := map[uint64]bool{}
-	for _, e := range c.Entries {
-		if c.described(e.Addr) {
-			continue
-		}
-		w := newWalk(c, a, regs, e)
-		w.run()
-		for p := range w.parts {
+	for i := range results {
+		for p := range results[i].parts {
 			parts[p] = true
 		}
 	}
-	var results []walkResult
-	for _, e := range c.Entries {
-		if c.described(e.Addr) || parts[e.Addr] {
-			continue
-		}
-		w := newWalk(c, a, regs, e)
-		funcs, f := w.funcs()
-		if f == nil && e.Source == FromPadding && !w.returned {
-			f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
-		}
-		results = append(results, walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last})
-	}
+	results = slices.DeleteFunc(results, func(r walkResult) bool { return r.skipped || parts[r.entry.Addr] })
 	conflicts(results)
 	for _, r := range results {
 		if r.fail != nil {
@@ -118,6 +120,21 @@ type walkResult struct {
 	fail    *fail
 	reached extents
 	last    uint64
+	parts   map[uint64]bool // other entries it jumped to with a frame in place
+	skipped bool            // described: not walked
+}
+
+// walkEntry walks one entry (on any goroutine: c is only read).
+func walkEntry(c *Code, a arch, regs [2]int, e Entry) walkResult {
+	if c.described(e.Addr) {
+		return walkResult{entry: e, skipped: true}
+	}
+	w := newWalk(c, a, regs, e)
+	funcs, f := w.funcs()
+	if f == nil && e.Source == FromPadding && !w.returned {
+		f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
+	}
+	return walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts}
 }
 
 // conflicts fails every walk whose code another walk reached too (walks
@@ -273,6 +290,17 @@ func (w *walk) isEntry(pc uint64) bool {
 	return i < len(es) && es[i].Addr == pc && pc != w.entry.Addr
 }
 
+// path is w.block for the instruction being stepped: the instructions
+// before it on one path, oldest first, found only when a step asks (jump
+// tables do; finding it for every instruction took a fifth of a walk).
+func (w *walk) path() []uint64 {
+	if w.pathOf != w.cur {
+		w.history(w.cur)
+		w.pathOf = w.cur
+	}
+	return w.block
+}
+
 // history fills w.block for the instruction at rec i.
 func (w *walk) history(i int32) {
 	w.block = w.block[:0]
@@ -301,7 +329,7 @@ func (w *walk) run() *fail {
 		w.work = w.work[:len(w.work)-1]
 		w.recs[i].queued = false
 		pc := w.recs[i].pc
-		w.history(i)
+		w.cur, w.pathOf = i, -1 // w.path() fills w.block when a step asks
 		s := w.recs[i].s
 		nx, err := w.arch.step(w, w.bytes(pc), pc, &s)
 		if err != nil {
