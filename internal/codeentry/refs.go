@@ -2,8 +2,7 @@ package codeentry
 
 import (
 	"debug/elf"
-	"strconv"
-	"strings"
+	"github.com/cfi2sframe/cfi2sframe/internal/isa"
 
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
@@ -99,7 +98,7 @@ func arm64Refs(in *arm64asm.Inst, pc uint64, out *insn) {
 		s, ok2 := a64X(in.Args[1])
 		is, ok3 := in.Args[2].(arm64asm.ImmShift)
 		if ok && ok2 && ok3 {
-			if v, ok := addImm(is); ok {
+			if v, ok := isa.ARM64ImmShift(is); ok && v >= 0 {
 				out.a64 = a64Half{kind: a64Add, reg: s, dst: d, val: v}
 			}
 		}
@@ -129,23 +128,6 @@ func a64X(a arm64asm.Arg) (int8, bool) {
 		return int8(r - arm64asm.X0), true
 	}
 	return 0, false
-}
-
-// addImm is an ADD immediate's value: "#0x20" or "#0x1, LSL #12".
-func addImm(is arm64asm.ImmShift) (uint64, bool) {
-	head, tail, shifted := strings.Cut(is.String(), ", LSL #")
-	v, err := strconv.ParseUint(strings.TrimPrefix(head, "#"), 0, 64)
-	if err != nil || strings.Contains(head, "MSL") {
-		return 0, false
-	}
-	if shifted {
-		n, err := strconv.ParseUint(tail, 10, 6)
-		if err != nil {
-			return 0, false
-		}
-		v <<= n
-	}
-	return v, true
 }
 
 // noteRefs records the addresses in takes and the jump tables it reads.

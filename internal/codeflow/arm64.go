@@ -425,7 +425,7 @@ func a64Value(in arm64asm.Inst, s *State) Val {
 		if !ok || in.Args[3] != nil {
 			return Val{}
 		}
-		imm, ok := immShift(is)
+		imm, ok := isa.ARM64ImmShift(is)
 		if !ok {
 			return Val{}
 		}
@@ -455,22 +455,6 @@ func memImm(m arm64asm.MemImmediate) (int64, bool) {
 	return v, err == nil
 }
 
-// immShift is an ADD or SUB immediate: "#0x20" or "#0x10, LSL #12".
-func immShift(is arm64asm.ImmShift) (int64, bool) {
-	head, tail, shifted := strings.Cut(is.String(), ", LSL #")
-	v, err := strconv.ParseInt(strings.TrimPrefix(head, "#"), 0, 64)
-	if err != nil || strings.Contains(head, "MSL") {
-		return 0, false
-	}
-	if shifted {
-		n, err := strconv.ParseUint(tail, 10, 6)
-		if err != nil {
-			return 0, false
-		}
-		v <<= n
-	}
-	return v, true
-}
 
 // a64Hint is a HINT-space instruction: the PAC instructions on LR among
 // them (arm64asm shows them as HINT #n).

@@ -77,7 +77,7 @@ func a64FindBound(w *walk, pc uint64) (a64Bound, int) {
 		if r < 0 || r >= a64SP || !ok {
 			continue
 		}
-		imm, ok := immShift(is)
+		imm, ok := isa.ARM64ImmShift(is)
 		if !ok || imm < 0 {
 			continue
 		}
@@ -248,7 +248,7 @@ func a64TableAdd(in arm64asm.Inst, regs *[32]tsym) tsym {
 	base := regs[n].addr
 	switch x := in.Args[2].(type) {
 	case arm64asm.ImmShift:
-		imm, ok := immShift(x)
+		imm, ok := isa.ARM64ImmShift(x)
 		if !ok || in.Args[3] != nil {
 			return tsym{}
 		}

@@ -6,6 +6,8 @@ package isa
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
@@ -52,4 +54,22 @@ func ARM64(w []byte) (in arm64asm.Inst, err error) {
 		}
 	}()
 	return arm64asm.Decode(w)
+}
+
+// ARM64ImmShift is the value of an ADD or SUB immediate as arm64asm
+// gives it ("#0x20" or "#0x10, LSL #12"); false for any other form.
+func ARM64ImmShift(is arm64asm.ImmShift) (int64, bool) {
+	head, tail, shifted := strings.Cut(is.String(), ", LSL #")
+	v, err := strconv.ParseInt(strings.TrimPrefix(head, "#"), 0, 64)
+	if err != nil || strings.Contains(head, "MSL") {
+		return 0, false
+	}
+	if shifted {
+		n, err := strconv.ParseUint(tail, 10, 6)
+		if err != nil {
+			return 0, false
+		}
+		v <<= n
+	}
+	return v, true
 }
