@@ -99,7 +99,7 @@ func arm64Refs(in *arm64asm.Inst, pc uint64, out *insn) {
 		is, ok3 := in.Args[2].(arm64asm.ImmShift)
 		if ok && ok2 && ok3 {
 			if v, ok := isa.ARM64ImmShift(is); ok && v >= 0 {
-				out.a64 = a64Half{kind: a64Add, reg: s, dst: d, val: v}
+				out.a64 = a64Half{kind: a64Add, reg: s, dst: d, val: uint64(v)}
 			}
 		}
 	}
