@@ -164,7 +164,7 @@ func pltStubNames(t *testing.T, objdump, path string) map[uint64]string {
 	return m
 }
 
-var srcNames = []string{"symbol", "debug-file", "gap", "call", "pointer", "padding"}
+var srcNames = [...]string{"symbol", "debug-file", "gap", "call", "tail-call", "pointer", "padding"}
 
 func TestFixtures(t *testing.T) {
 	for _, tc := range toolchains {
@@ -209,7 +209,7 @@ func checkUnstripped(t *testing.T, tc toolchain, path string, tr truth) {
 // start, and the functions each source must find are found by it.
 func checkStripped(t *testing.T, tc toolchain, path string, tr truth) {
 	code, notes, c := loadPath(t, path, Options{DebugDirs: []string{}})
-	var hit, miss [6]int
+	var hit, miss [len(srcNames)]int
 	for _, e := range code.Entries {
 		if name, ok := tr.cold[e.Addr]; ok {
 			t.Errorf("stripped: cold part %s at %#x is an entry (%s)", name, e.Addr, srcNames[e.Source])

@@ -76,6 +76,8 @@ type walk struct {
 	entrySP int64
 	// returned: a path reached a return (a FromPadding entry needs one).
 	returned bool
+	// tails are the targets of tail calls to code no entry starts.
+	tails []uint64
 	// a64 is what the AArch64 steps remember across one function's
 	// paths: the PAC keys seen, the bounds checks that guard blocks.
 	a64 arm64Hist

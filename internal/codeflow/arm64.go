@@ -455,7 +455,6 @@ func memImm(m arm64asm.MemImmediate) (int64, bool) {
 	return v, err == nil
 }
 
-
 // a64Hint is a HINT-space instruction: the PAC instructions on LR among
 // them (arm64asm shows them as HINT #n).
 func a64Hint(w *walk, s *State, h uint8, pc uint64) error {

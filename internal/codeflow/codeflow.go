@@ -151,6 +151,7 @@ const (
 	FromDebugFile               // the separate debug file's .symtab
 	FromGap                     // the start of a gap between FDEs
 	FromCall                    // a direct call's target
+	FromTailCall                // a tail call's target, proven by the walk of its caller (Analyze)
 	FromPointer                 // a relocation or pointer into code
 	FromPadding                 // the first byte after a padding run (weak)
 )

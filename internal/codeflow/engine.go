@@ -1,6 +1,7 @@
 package codeflow
 
 import (
+	"cmp"
 	"debug/elf"
 	"fmt"
 	"runtime"
@@ -72,20 +73,26 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 	// Calls to the file's own functions that never return end a path,
 	// as calls to exit do.
 	c = InferNoReturn(c)
-	results := make([]walkResult, len(c.Entries))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range max(1, min(runtime.GOMAXPROCS(0), len(c.Entries)/64)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a := mk()
-			for i := int(next.Add(1) - 1); i < len(c.Entries); i = int(next.Add(1) - 1) {
-				results[i] = walkEntry(c, a, regs, c.Entries[i])
-			}
-		}()
+	results := walkAll(c, mk, regs, c.Entries)
+	// Code a walk jumped to with its frame gone, where no entry starts,
+	// is a function entered by a tail call only (no call, pointer or
+	// symbol names it): walked as an entry in a further round, at most
+	// maxRounds. A round's new entries end where the next entry starts.
+	for range maxRounds {
+		// Only walks that succeed, and share no code with another, are
+		// trusted to have proven a tail call: a walk from a wrong entry
+		// (inside a function, with its frame) would take a jump of that
+		// function's for one.
+		conflicts(results)
+		fresh := tailEntries(c, results)
+		if len(fresh) == 0 {
+			break
+		}
+		cc := *c
+		cc.Entries = mergeEntries(c, fresh)
+		c = &cc
+		results = append(results, walkAll(c, mk, regs, fresh)...)
 	}
-	wg.Wait()
 	// An entry another walk jumped to with its frame in place is a part
 	// of that function (foo.cold): its own walk, from the entry's state,
 	// is dropped.
@@ -121,7 +128,85 @@ type walkResult struct {
 	reached extents
 	last    uint64
 	parts   map[uint64]bool // other entries it jumped to with a frame in place
+	tails   []uint64        // code without an entry it tail-called
 	skipped bool            // described: not walked
+}
+
+// maxRounds is how many rounds of entries found by tail calls Analyze
+// walks after the first.
+const maxRounds = 3
+
+// walkAll walks entries on all CPUs, each result at its entry's index.
+func walkAll(c *Code, mk func() arch, regs [2]int, entries []Entry) []walkResult {
+	results := make([]walkResult, len(entries))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(runtime.GOMAXPROCS(0), len(entries)/64)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := mk()
+			for i := int(next.Add(1) - 1); i < len(entries); i = int(next.Add(1) - 1) {
+				results[i] = walkEntry(c, a, regs, entries[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// tailEntries are the targets of the tail calls of results that no entry
+// of c starts, sorted, as entries (FromTailCall), each ending at the next
+// entry of either kind or at the end of its executable range.
+func tailEntries(c *Code, results []walkResult) []Entry {
+	seen := map[uint64]bool{}
+	var out []Entry
+	for _, r := range results {
+		if r.fail != nil || r.skipped {
+			continue
+		}
+		for _, t := range r.tails {
+			if !seen[t] && !c.isEntry(t) {
+				seen[t] = true
+				out = append(out, Entry{Addr: t, Source: FromTailCall})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.Addr, b.Addr) })
+	return out
+}
+
+// mergeEntries is c's entries and fresh, sorted, fresh's ends set.
+func mergeEntries(c *Code, fresh []Entry) []Entry {
+	all := append(slices.Clone(c.Entries), fresh...)
+	slices.SortFunc(all, func(a, b Entry) int { return cmp.Compare(a.Addr, b.Addr) })
+	w := &walk{code: c}
+	for i := range all {
+		if all[i].Source != FromTailCall {
+			continue
+		}
+		end := uint64(0)
+		if t := w.textRange(all[i].Addr); t >= 0 {
+			end = c.Text[t].Addr + uint64(len(c.Text[t].Data))
+		}
+		if i+1 < len(all) && all[i+1].Addr < end {
+			end = all[i+1].Addr
+		}
+		all[i].End = end
+		for j := range fresh {
+			if fresh[j].Addr == all[i].Addr {
+				fresh[j].End = end
+			}
+		}
+	}
+	return all
+}
+
+// isEntry says an entry of c starts at pc.
+func (c *Code) isEntry(pc uint64) bool {
+	es := c.Entries
+	i := sort.Search(len(es), func(i int) bool { return es[i].Addr >= pc })
+	return i < len(es) && es[i].Addr == pc
 }
 
 // walkEntry walks one entry (on any goroutine: c is only read).
@@ -134,7 +219,7 @@ func walkEntry(c *Code, a arch, regs [2]int, e Entry) walkResult {
 	if f == nil && e.Source == FromPadding && !w.returned {
 		f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
 	}
-	return walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts}
+	return walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts, tails: w.tails}
 }
 
 // conflicts fails every walk whose code another walk reached too (walks
@@ -413,7 +498,12 @@ func (w *walk) follow(pc uint64, nx next, s *State) *fail {
 func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool) *fail {
 	e := w.entry
 	if jump && w.arch.tail(s) && e.End != 0 && (pc < e.Addr || pc >= e.End) {
-		return nil // a tail call to code without an entry of its own
+		// A tail call to code without an entry of its own: one, for a
+		// later round.
+		if !w.isEntry(pc) && !w.code.described(pc) && w.bytes(pc) != nil {
+			w.tails = append(w.tails, pc)
+		}
+		return nil
 	}
 	if !jump && hasFrom && e.End != 0 && from >= e.Addr && from < e.End && pc >= e.End {
 		// Falling off the function's known end: after a call that does

@@ -23,7 +23,7 @@ import (
 
 func main() {
 	all := flag.Bool("all", false, "list every wrong PC, not the first 50")
-	weakest := flag.Int("weakest", int(codeflow.FromPadding), "drop entries whose source is weaker than this (codeflow.Source: 0 symbol, 1 debug file, 2 gap, 3 call, 4 pointer, 5 padding)")
+	weakest := flag.Int("weakest", int(codeflow.FromPadding), "drop entries whose source is weaker than this (codeflow.Source: 0 symbol, 1 debug file, 2 gap, 3 call, 4 tail call, 5 pointer, 6 padding)")
 	flag.Parse()
 	if flag.NArg() < 1 {
 		fmt.Fprintln(os.Stderr, "usage: codecheck [-all] ELF...")
