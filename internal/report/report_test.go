@@ -211,3 +211,23 @@ func TestCodeCoverage(t *testing.T) {
 		t.Errorf("code coverage: %d/%d functions, %d/%d bytes; want 1/2 and the first function's bytes of .text's %d", f.SFrameCodeFuncs, f.CodeFuncs, f.SFrameCode, f.CodeBytes, text)
 	}
 }
+
+// TestFromCode: a file without CFI has none of its code described, and
+// with --from-code its code described from the instructions is counted
+// apart.
+func TestFromCode(t *testing.T) {
+	const file = "../../testdata/fromcode/x86_64-nocfi"
+	if f, err := Analyze(file, Options{}); err != ErrSkip && (err != nil || f.SFrameCode != 0 || f.FromCodeBytes != 0) {
+		t.Fatalf("without --from-code: %v, %+v: want no code described", err, f)
+	}
+	f, err := Analyze(file, Options{FromCode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.FromCodeFuncs == 0 || f.FromCodeBytes == 0 || f.FromCodeBytes > f.CodeBytes || f.SFrameCode == 0 {
+		t.Errorf("from code: %d functions, %d of %d code bytes, %d covered", f.FromCodeFuncs, f.FromCodeBytes, f.CodeBytes, f.SFrameCode)
+	}
+	if f.Skipped["code-cfa-lost"] != 1 {
+		t.Errorf("skipped %v, want realign_nofp as code-cfa-lost", f.Skipped)
+	}
+}
