@@ -128,3 +128,27 @@ func TestInPlaceKeepsMetadata(t *testing.T) {
 		t.Error("signed file changed")
 	}
 }
+
+// TestTreeFromCode: with --from-code, a tree's file without CFI is
+// converted, and the summary says what share of the code the
+// instructions describe.
+func TestTreeFromCode(t *testing.T) {
+	dir := t.TempDir()
+	nocfi, err := os.ReadFile("../../testdata/fromcode/x86_64-nocfi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "nocfi"), nocfi, 0o755)
+	os.WriteFile(filepath.Join(dir, "notes"), []byte("text\n"), 0o644)
+	_, stderr, err := runCmd("--in-place", "-j", "1", dir)
+	if err != nil || !strings.Contains(stderr, "0 converted") {
+		t.Errorf("without --from-code: %v\n%s", err, stderr)
+	}
+	_, stderr, err = runCmd("--in-place", "-j", "1", "--from-code", dir)
+	if err != nil || !strings.Contains(stderr, "1 converted") {
+		t.Errorf("with --from-code: %v\n%s", err, stderr)
+	}
+	if !regexp.MustCompile(`of which [1-9][0-9]\.[0-9]% from the instructions \(--from-code: [0-9]+ bytes\)`).MatchString(stderr) {
+		t.Errorf("no from-code share in the summary:\n%s", stderr)
+	}
+}
