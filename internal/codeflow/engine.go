@@ -83,6 +83,7 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 		// trusted to have proven a tail call: a walk from a wrong entry
 		// (inside a function, with its frame) would take a jump of that
 		// function's for one.
+		results = dropParts(results)
 		conflicts(results)
 		fresh := tailEntries(c, results)
 		if len(fresh) == 0 {
@@ -93,16 +94,7 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 		c = &cc
 		results = append(results, walkAll(c, mk, regs, fresh)...)
 	}
-	// An entry another walk jumped to with its frame in place is a part
-	// of that function (foo.cold): its own walk, from the entry's state,
-	// is dropped.
-	parts := map[uint64]bool{}
-	for i := range results {
-		for p := range results[i].parts {
-			parts[p] = true
-		}
-	}
-	results = slices.DeleteFunc(results, func(r walkResult) bool { return r.skipped || parts[r.entry.Addr] })
+	results = dropParts(results)
 	conflicts(results)
 	for _, r := range results {
 		if r.fail != nil {
@@ -130,6 +122,20 @@ type walkResult struct {
 	parts   map[uint64]bool // other entries it jumped to with a frame in place
 	tails   []uint64        // code without an entry it tail-called
 	skipped bool            // described: not walked
+}
+
+// dropParts drops the walks of skipped entries and of entries another
+// walk jumped to with its frame in place: such an entry is a part of
+// that function (foo.cold), and its own walk, from the entry's state, is
+// wrong.
+func dropParts(results []walkResult) []walkResult {
+	parts := map[uint64]bool{}
+	for i := range results {
+		for p := range results[i].parts {
+			parts[p] = true
+		}
+	}
+	return slices.DeleteFunc(results, func(r walkResult) bool { return r.skipped || parts[r.entry.Addr] })
 }
 
 // maxRounds is how many rounds of entries found by tail calls Analyze
