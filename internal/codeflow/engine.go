@@ -630,6 +630,11 @@ func (w *walk) funcs() ([]Func, *fail) {
 			return nil, w.failAt(r.pc, err)
 		}
 		row.PC = r.pc
+		if cur != nil && r.pc < cur.End {
+			// A path into the middle of another instruction: the bytes
+			// read two ways are data, or code no row can describe.
+			return nil, &fail{failure{ReasonData, fmt.Sprintf("a path reaches %#x, inside the instruction at %#x", r.pc, last)}, r.pc}
+		}
 		if cur != nil && cur.End < r.pc && !w.isEntry(r.pc) && w.joinable(last, cur.End, r.pc) {
 			// Padding between two runs of this walk's code, never run:
 			// one Func (one FDE fewer), the padding taking the row of the
