@@ -125,6 +125,10 @@ const (
 	ReasonReturn Reason = "code-bad-return"
 	// ReasonOutside: a path runs out of the executable code.
 	ReasonOutside Reason = "code-outside"
+	// ReasonShared: two walks reach the same code; one of them entered
+	// code that is not its own (a call taken to return that does not, a
+	// jump-table target taken for a function), and which cannot be told.
+	ReasonShared Reason = "code-shared"
 	// ReasonNotEntry: a weak entry (FromPadding) whose walk shows it is
 	// not a function's start.
 	ReasonNotEntry Reason = "code-not-entry"

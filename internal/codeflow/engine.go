@@ -53,7 +53,7 @@ const histLen = 24
 //   - Every entry is walked once, on all CPUs (c is only read), keeping
 //     its Funcs and the code it reached (merged extents, a few words a
 //     function). Two walks that reach the same code are both left out
-//     (ReasonStates, conflicts), whether or not either failed: one of
+//     (ReasonShared, conflicts), whether or not either failed: one of
 //     them entered code that is not its own, and which cannot be told.
 //     Then the Funcs are emitted, entry by entry in address order, each
 //     entry's in Start order (so the output depends on nothing but c).
@@ -273,7 +273,7 @@ func conflicts(results []walkResult) {
 // shared fails r, whose code at pc the walk from other reached too.
 func shared(r *walkResult, other, pc uint64) {
 	if r.fail == nil {
-		r.fail = &fail{failure{ReasonStates, fmt.Sprintf("the walk from the entry at %#x reaches this function's code at %#x too", other, pc)}, pc}
+		r.fail = &fail{failure{ReasonShared, fmt.Sprintf("the walk from the entry at %#x reaches this function's code at %#x too", other, pc)}, pc}
 	}
 }
 

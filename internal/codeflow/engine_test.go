@@ -98,7 +98,7 @@ func TestEngine(t *testing.T) {
 			push %rbx
 			jmp x`,
 		rows:  map[string]string{"x": "none"},
-		skips: map[string]Reason{"f": ReasonStates, "g": ReasonStates},
+		skips: map[string]Reason{"f": ReasonShared, "g": ReasonShared},
 	}, {
 		// Entries found only after padding (pad_*) are kept only when a
 		// path returns from the entry's state.
