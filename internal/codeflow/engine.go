@@ -21,8 +21,12 @@ var frameRegs = map[elf.Machine][2]int{
 	elf.EM_AARCH64: {31, 29},
 }
 
-// maxInsns bounds the instructions one walk keeps a state for.
-const maxInsns = 1 << 20
+// maxInsns bounds the instructions one walk keeps a state for: a state
+// is about 560 bytes, so a walk takes at most about 150 MB, one per CPU
+// (the largest functions of libLLVM and chromium have some tens of
+// thousands of instructions; past the bound, bytes read as code are
+// likely data).
+const maxInsns = 1 << 18
 
 // histLen is how many instructions back walk.block reaches.
 const histLen = 24
