@@ -136,6 +136,19 @@ type insn struct {
 
 func (k *ruleCheck) add(p Problem) { k.probs = append(k.probs, p) }
 
+// deadPadding says insns[i] is padding that nothing in the range leads
+// to (after a return or a jump): the walk gives it the next
+// instruction's row so that a function is one FDE, but it never runs, so
+// what it hands on is no way into the next instruction.
+func (k *ruleCheck) deadPadding(i int) bool {
+	pc := k.insns[i].pc
+	if len(k.preds[pc]) > 0 || pc == k.start || k.w.isEntry(pc) {
+		return false
+	}
+	b := k.w.bytes(pc)
+	return b != nil && padLen(k.code.Machine, b) > 0
+}
+
 // history sets w.block to the instructions of the range before insns[i]
 // (up to histLen), as the walk would on a straight path: jump tables are
 // found from their bounds check.
@@ -261,6 +274,9 @@ func (k *ruleCheck) carry(i int, s *State) {
 	}
 	var from []int
 	for _, p := range ps {
+		if k.deadPadding(p) {
+			continue // never run: its row (the next one's) is no way in
+		}
 		switch {
 		case k.insns[p].ok && (k.optimistic || p < i):
 			from = append(from, p)

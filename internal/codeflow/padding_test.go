@@ -105,3 +105,34 @@ func TestPaddingJoin(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckRulesPadding: padding between two runs of one function, joined
+// into its Func with the next instruction's row, is no way into that
+// instruction for the rule check (gcc's deregister_tm_clones: the CFA from
+// rbp in the padding, from rsp on the paths that run).
+func TestCheckRulesPadding(t *testing.T) {
+	im := assemble(t, `fn f
+		push %rbp
+		mov %rsp, %rbp
+		cmp $1, %rdi
+		jbe 1f
+		pop %rbp
+		jmp *%rax
+		.p2align 4
+		1: pop %rbp
+		ret`)
+	r := analyze(im.code)
+	if len(r.skips) > 0 || len(r.funcs) != 1 {
+		t.Fatalf("funcs %v, skips %v: want one Func", r.funcs, r.skips)
+	}
+	fn := r.funcs[0]
+	probs := CheckRules(im.code, fn.Start, fn.End, func(pc uint64) (Row, bool) {
+		if row := r.rowAt(pc); row != nil {
+			return *row, true
+		}
+		return Row{}, false
+	})
+	if len(probs) > 0 {
+		t.Errorf("rule check: %v", probs)
+	}
+}
