@@ -267,7 +267,7 @@ done
 
 echo
 printf '%-8s %-34s %9s %9s %9s  %s\n' workload "" samples before after "goal $goal%"
-desc=([av1]="ffmpeg: AV1 sample, libdav1d" [hevc]="ffmpeg: HEVC sample, hevc decoder" [numpy]="numpy: 1500x1500 a @ b, OpenBLAS")
+declare -A desc=([av1]="ffmpeg: AV1 sample, libdav1d" [hevc]="ffmpeg: HEVC sample, hevc decoder" [numpy]="numpy: 1500x1500 a @ b, OpenBLAS")
 for w in av1 hevc numpy; do
 	read -r nb tb ob pb <<<"${res[$w.before]:-- - - -}"
 	read -r na ta oa pa <<<"${res[$w.after]:-- - - -}"
