@@ -284,6 +284,9 @@ for w in av1 hevc numpy; do
 		echo
 		echo "$w, $d: $(grep '^walked to the outermost' "$f")"
 		grep '^  ending in ' "$f" | head -5
+		grep '^walks stopped early: ' "$f" || true
+		# trace lists the 20 commonest places; the rest are counted here.
+		sed -n 's/^  \.\.\. \([0-9]*\) more places$/  (and \1 more places, not counted below)/p' "$f"
 		stops "$f" | head -8 | while read -r n o; do
 			printf '  stopped in %-60s %6d\n' "$o" "$n"
 			[ "$d" = after ] || continue
