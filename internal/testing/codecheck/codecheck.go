@@ -9,7 +9,12 @@ package codecheck
 
 import (
 	"debug/elf"
+	"github.com/cfi2sframe/cfi2sframe/internal/isa"
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/x86/x86asm"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/codeflow"
 	"github.com/cfi2sframe/cfi2sframe/internal/elfread"
@@ -167,6 +172,115 @@ func incomplete(a abi, ref *refFunc, row *codeflow.Row, v verdict) bool {
 	return false
 }
 
+// stale says v's CFA disagreement at pc is the CFI's: its row in effect
+// (from cr.loc) agrees with ours there, both from SP, and every change
+// of our CFA offset between cr.loc and pc is made by an instruction that
+// moves SP by a constant (push, pop, add or sub of an immediate, lea off
+// SP; AArch64: add or sub of SP, a pre- or post-indexed store or load
+// through SP), for which the CFI has no row: it keeps the offset SP had
+// before (clang's epilogues, and libLLVM's, leave `add $8,%rsp` before a
+// conditional tail call without a row).
+func stale(a abi, c *codeflow.Code, f *codeflow.Func, pcs []uint64, cr *refRow, pc uint64, v verdict) bool {
+	cfa := false
+	for _, w := range v.wrong {
+		cfa = cfa || w.Field == FieldCFA
+	}
+	if !cfa || cr.cfaExpr || cr.cfaReg != a.sp || cr.loc < f.Start {
+		return false
+	}
+	rowAt := func(x uint64) *codeflow.Row {
+		return &f.Rows[sort.Search(len(f.Rows), func(i int) bool { return f.Rows[i].PC > x })-1]
+	}
+	at := rowAt(cr.loc)
+	if at.Base != codeflow.BaseSP || at.CFAOff != cr.cfaOff || rowAt(pc).Base != codeflow.BaseSP {
+		return false
+	}
+	prev := uint64(0) // the instruction before each one, in pcs
+	for _, x := range pcs {
+		if x > pc {
+			break
+		}
+		if x > cr.loc {
+			if d := rowAt(x).CFAOff - rowAt(prev).CFAOff; d != 0 {
+				if m, ok := spDelta(c, prev); !ok || m != d {
+					return false
+				}
+			}
+		}
+		prev = x
+	}
+	return true
+}
+
+// spDelta is how much the instruction at pc adds to the CFA's offset
+// from SP (what it takes off SP), when it moves SP by a constant.
+func spDelta(c *codeflow.Code, pc uint64) (int64, bool) {
+	b := text(c, pc)
+	if c.Machine == elf.EM_AARCH64 {
+		return spDeltaARM64(b)
+	}
+	in, err := isa.AMD64(b)
+	if err != nil {
+		return 0, false
+	}
+	imm, isImm := in.Args[1].(x86asm.Imm)
+	switch {
+	case in.Op == x86asm.PUSH && in.Args[0] != nil:
+		return 8, true
+	case in.Op == x86asm.POP && in.Args[0] != nil:
+		return -8, true
+	case in.Op == x86asm.ADD && in.Args[0] == x86asm.RSP && isImm:
+		return -int64(imm), true
+	case in.Op == x86asm.SUB && in.Args[0] == x86asm.RSP && isImm:
+		return int64(imm), true
+	case in.Op == x86asm.LEA && in.Args[0] == x86asm.RSP:
+		if m, ok := in.Args[1].(x86asm.Mem); ok && m.Base == x86asm.RSP && m.Index == 0 {
+			return -m.Disp, true
+		}
+	}
+	return 0, false
+}
+
+func spDeltaARM64(b []byte) (int64, bool) {
+	in, err := isa.ARM64(b)
+	if err != nil {
+		return 0, false
+	}
+	sp := arm64asm.RegSP(arm64asm.SP)
+	switch in.Op {
+	case arm64asm.ADD, arm64asm.SUB:
+		is, ok := in.Args[2].(arm64asm.ImmShift)
+		if in.Args[0] != sp || in.Args[1] != sp || !ok {
+			return 0, false
+		}
+		v, ok := isa.ARM64ImmShift(is)
+		if in.Op == arm64asm.ADD {
+			v = -v
+		}
+		return v, ok
+	case arm64asm.STP, arm64asm.LDP, arm64asm.STR, arm64asm.LDR:
+		for _, x := range in.Args {
+			if m, ok := x.(arm64asm.MemImmediate); ok && m.Base == sp && (m.Mode == arm64asm.AddrPreIndex || m.Mode == arm64asm.AddrPostIndex) {
+				off, ok := memOffset(m)
+				return -off, ok
+			}
+		}
+	}
+	return 0, false
+}
+
+// memOffset is a pre- or post-indexed operand's immediate ("[sp, #-16]!",
+// "[sp], #16").
+func memOffset(m arm64asm.MemImmediate) (int64, bool) {
+	s := m.String()
+	i := strings.LastIndex(s, "#")
+	if i < 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimRight(s[i+1:], "]!"), 0, 64)
+	return v, err == nil
+}
+
 // judgeFunc judges every instruction start of f.
 func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflow.Func) {
 	res.Funcs++
@@ -209,7 +323,7 @@ func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflo
 			continue
 		}
 		v := judge(a, pc, &f.Rows[i], ref, cr, saved)
-		if incomplete(a, ref, &f.Rows[i], v) {
+		if incomplete(a, ref, &f.Rows[i], v) || stale(a, c, f, pcs, cr, pc, v) {
 			res.NotJudged[CFIIncomplete]++
 			if n := len(res.Incomplete); n == 0 || res.Incomplete[n-1] != ref.start {
 				res.Incomplete = append(res.Incomplete, ref.start)

@@ -87,3 +87,36 @@ func TestIncomplete(t *testing.T) {
 		}
 	}
 }
+
+// TestStale: a CFA disagreement is the CFI's where its row agrees with
+// ours at its start and our offset then changes only by what the
+// instructions in between take off SP (libLLVM's `add $8,%rsp` without a
+// row); not when our change is not the instruction's.
+func TestStale(t *testing.T) {
+	a, _ := abiOf(elf.EM_X86_64)
+	// push %rbx; add $8,%rsp; cmp %rbx,%rdi; ret
+	code := []byte{0x53, 0x48, 0x83, 0xc4, 0x08, 0x48, 0x39, 0xdf, 0xc3}
+	c := &codeflow.Code{Machine: elf.EM_X86_64, Text: []codeflow.Range{{Addr: 0x1000, Data: code}}}
+	pcs := []uint64{0x1000, 0x1001, 0x1005, 0x1008}
+	sp := func(pc uint64, off int64) codeflow.Row {
+		return codeflow.Row{PC: pc, Base: codeflow.BaseSP, CFAOff: off, SP: codeflow.Val{Off: -off, Known: true}}
+	}
+	cr := &refRow{loc: 0x1001, cfaReg: 7, cfaOff: 16}
+	cfa := verdict{wrong: []Wrong{{Field: FieldCFA}}}
+	for _, tc := range []struct {
+		name string
+		rows []codeflow.Row
+		v    verdict
+		want bool
+	}{
+		{"the add moves SP, the CFI keeps its row", []codeflow.Row{sp(0x1000, 8), sp(0x1001, 16), sp(0x1005, 8)}, cfa, true},
+		{"our change is not the add's", []codeflow.Row{sp(0x1000, 8), sp(0x1001, 16), sp(0x1005, 0)}, cfa, false},
+		{"our row disagrees where the CFI's starts", []codeflow.Row{sp(0x1000, 8), sp(0x1001, 24), sp(0x1005, 16)}, cfa, false},
+		{"no CFA disagreement", []codeflow.Row{sp(0x1000, 8), sp(0x1001, 16), sp(0x1005, 8)}, verdict{}, false},
+	} {
+		f := &codeflow.Func{Start: 0x1000, End: 0x1009, Rows: tc.rows}
+		if got := stale(a, c, f, pcs, cr, 0x1005, tc.v); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
