@@ -22,7 +22,9 @@ func (c *checker) fromCode(d *sframe.FDE) bool {
 		return false
 	}
 	code := c.in.Code()
-	if code == nil {
+	if code == nil || !inText(code, start, end) {
+		// Not code the analysis reads (no executable section there: a
+		// tool moved or dropped it): NoCFI, as before the check existed.
 		return false
 	}
 	c.fromCodeFDEs++
@@ -30,6 +32,16 @@ func (c *checker) fromCode(d *sframe.FDE) bool {
 		c.add(Finding{Kind: FromCode, Func: d.Start, PC: p.PC, End: p.PC + 1, What: string(p.What), SFrame: p.Row, CFI: p.Derived})
 	}
 	return true
+}
+
+// inText says [lo, hi) lies in one executable range of code.
+func inText(code *codeflow.Code, lo, hi uint64) bool {
+	for _, r := range code.Text {
+		if lo >= r.Addr && hi <= r.Addr+uint64(len(r.Data)) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasCFI says a CFI function overlaps [lo, hi).
