@@ -173,13 +173,15 @@ func incomplete(a abi, ref *refFunc, row *codeflow.Row, v verdict) bool {
 }
 
 // stale says v's CFA disagreement at pc is the CFI's: its row in effect
-// (from cr.loc) agrees with ours there, both from SP, and every change
-// of our CFA offset between cr.loc and pc is made by an instruction that
-// moves SP by a constant (push, pop, add or sub of an immediate, lea off
-// SP; AArch64: add or sub of SP, a pre- or post-indexed store or load
-// through SP), for which the CFI has no row: it keeps the offset SP had
-// before (clang's epilogues, and libLLVM's, leave `add $8,%rsp` before a
-// conditional tail call without a row).
+// (from cr.loc, the CFA from SP) agrees with ours there, and every change
+// of the SP our rows know (Row.SP, whatever base they give the CFA from)
+// between cr.loc and pc is made by an instruction that moves SP by that
+// constant (push, pop, add or sub of an immediate, lea off SP; AArch64:
+// add or sub of SP, a pre- or post-indexed store or load through SP),
+// for which the CFI has no row: it keeps the offset SP had before
+// (libLLVM-15's epilogues leave `add $8,%rsp` before a conditional tail
+// call without a row, and some prologues a push until after the next
+// instruction).
 func stale(a abi, c *codeflow.Code, f *codeflow.Func, pcs []uint64, cr *refRow, pc uint64, v verdict) bool {
 	cfa := false
 	for _, w := range v.wrong {
@@ -188,11 +190,15 @@ func stale(a abi, c *codeflow.Code, f *codeflow.Func, pcs []uint64, cr *refRow, 
 	if !cfa || cr.cfaExpr || cr.cfaReg != a.sp || cr.loc < f.Start {
 		return false
 	}
-	rowAt := func(x uint64) *codeflow.Row {
-		return &f.Rows[sort.Search(len(f.Rows), func(i int) bool { return f.Rows[i].PC > x })-1]
+	// sp is the CFA's offset from SP our row at x knows.
+	sp := func(x uint64) (int64, bool) {
+		r := &f.Rows[sort.Search(len(f.Rows), func(i int) bool { return f.Rows[i].PC > x })-1]
+		return -r.SP.Off, r.SP.Known
 	}
-	at := rowAt(cr.loc)
-	if at.Base != codeflow.BaseSP || at.CFAOff != cr.cfaOff || rowAt(pc).Base != codeflow.BaseSP {
+	if off, ok := sp(cr.loc); !ok || off != cr.cfaOff {
+		return false
+	}
+	if _, ok := sp(pc); !ok {
 		return false
 	}
 	prev := uint64(0) // the instruction before each one, in pcs
@@ -201,7 +207,12 @@ func stale(a abi, c *codeflow.Code, f *codeflow.Func, pcs []uint64, cr *refRow, 
 			break
 		}
 		if x > cr.loc {
-			if d := rowAt(x).CFAOff - rowAt(prev).CFAOff; d != 0 {
+			now, ok1 := sp(x)
+			was, ok2 := sp(prev)
+			if !ok1 || !ok2 {
+				return false
+			}
+			if d := now - was; d != 0 {
 				if m, ok := spDelta(c, prev); !ok || m != d {
 					return false
 				}
