@@ -223,6 +223,61 @@ func stale(a abi, c *codeflow.Code, f *codeflow.Func, pcs []uint64, cr *refRow, 
 	return true
 }
 
+// contradicted says v's CFA disagreement at pc is the CFI's: its next
+// row (from SP) gives another offset, though no instruction from pc to
+// that row moves SP or branches away without falling through, and our
+// row gives that next row's offset (x86-64; libLLVM-15 starts a block
+// after a return with the offset of before an `add $8,%rsp` its paths in
+// have run).
+func contradicted(a abi, c *codeflow.Code, ref *refFunc, cr *refRow, row *codeflow.Row, pcs []uint64, pc uint64, v verdict) bool {
+	cfa := false
+	for _, w := range v.wrong {
+		cfa = cfa || w.Field == FieldCFA
+	}
+	if !cfa || c.Machine != elf.EM_X86_64 || cr.cfaExpr || cr.cfaReg != a.sp || !row.SP.Known {
+		return false
+	}
+	var next *refRow
+	for i := range ref.rows {
+		if ref.rows[i].loc > pc {
+			next = &ref.rows[i]
+			break
+		}
+	}
+	if next == nil || next.cfaExpr || next.cfaReg != a.sp || next.cfaOff == cr.cfaOff || -row.SP.Off != next.cfaOff {
+		return false
+	}
+	for _, x := range pcs {
+		if x < pc {
+			continue
+		}
+		if x >= next.loc {
+			return x == next.loc
+		}
+		in, err := isa.AMD64(text(c, x))
+		if err != nil || !keepsSP(in) {
+			return false
+		}
+	}
+	return false
+}
+
+// keepsSP says in leaves RSP as it is and falls through (a conditional
+// branch may also jump).
+func keepsSP(in x86asm.Inst) bool {
+	switch in.Op {
+	case x86asm.PUSH, x86asm.POP, x86asm.CALL, x86asm.RET, x86asm.JMP, x86asm.LEAVE, x86asm.ENTER,
+		x86asm.PUSHF, x86asm.POPF, x86asm.PUSHFQ, x86asm.POPFQ, x86asm.UD2, x86asm.HLT, x86asm.INT:
+		return false
+	}
+	for _, arg := range in.Args {
+		if r, ok := arg.(x86asm.Reg); ok && (r == x86asm.RSP || r == x86asm.ESP || r == x86asm.SP) {
+			return false
+		}
+	}
+	return true
+}
+
 // spDelta is how much the instruction at pc adds to the CFA's offset
 // from SP (what it takes off SP), when it moves SP by a constant.
 func spDelta(c *codeflow.Code, pc uint64) (int64, bool) {
@@ -334,7 +389,7 @@ func (res *Result) judgeFunc(a abi, c *codeflow.Code, refs []refFunc, f *codeflo
 			continue
 		}
 		v := judge(a, pc, &f.Rows[i], ref, cr, saved)
-		if incomplete(a, ref, &f.Rows[i], v) || stale(a, c, f, pcs, cr, pc, v) {
+		if incomplete(a, ref, &f.Rows[i], v) || stale(a, c, f, pcs, cr, pc, v) || contradicted(a, c, ref, cr, &f.Rows[i], pcs, pc, v) {
 			res.NotJudged[CFIIncomplete]++
 			if n := len(res.Incomplete); n == 0 || res.Incomplete[n-1] != ref.start {
 				res.Incomplete = append(res.Incomplete, ref.start)

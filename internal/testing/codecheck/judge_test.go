@@ -120,3 +120,31 @@ func TestStale(t *testing.T) {
 		}
 	}
 }
+
+// TestContradicted: a CFA disagreement is the CFI's where its next row
+// gives our offset and nothing in between moves SP (libLLVM-15: rsp+48
+// over `test; je`, then rsp+40 before the pops).
+func TestContradicted(t *testing.T) {
+	a, _ := abiOf(elf.EM_X86_64)
+	// test %r15d,%r15d; je +0xb; pop %rbx
+	code := []byte{0x45, 0x85, 0xff, 0x74, 0x0b, 0x5b}
+	c := &codeflow.Code{Machine: elf.EM_X86_64, Text: []codeflow.Range{{Addr: 0x1000, Data: code}}}
+	pcs := []uint64{0x1000, 0x1003, 0x1005}
+	ref := &refFunc{rows: []refRow{{loc: 0x1000, cfaReg: 7, cfaOff: 48}, {loc: 0x1005, cfaReg: 7, cfaOff: 40}}}
+	row := func(off int64) *codeflow.Row {
+		return &codeflow.Row{Base: codeflow.BaseSP, CFAOff: off, SP: codeflow.Val{Off: -off, Known: true}}
+	}
+	cfa := verdict{wrong: []Wrong{{Field: FieldCFA}}}
+	if !contradicted(a, c, ref, &ref.rows[0], row(40), pcs, 0x1003, cfa) {
+		t.Error("rsp+48 over test; je, then rsp+40: not taken for the CFI's error")
+	}
+	if contradicted(a, c, ref, &ref.rows[0], row(56), pcs, 0x1003, cfa) {
+		t.Error("our offset is neither row's: taken for the CFI's error")
+	}
+	// pop %rbx moves SP: the next row may follow from it.
+	c2 := &codeflow.Code{Machine: elf.EM_X86_64, Text: []codeflow.Range{{Addr: 0x1000, Data: []byte{0x5b, 0x5b, 0x5b}}}}
+	ref2 := &refFunc{rows: []refRow{{loc: 0x1000, cfaReg: 7, cfaOff: 48}, {loc: 0x1002, cfaReg: 7, cfaOff: 40}}}
+	if contradicted(a, c2, ref2, &ref2.rows[0], row(40), []uint64{0x1000, 0x1001, 0x1002}, 0x1001, cfa) {
+		t.Error("a pop between the rows: taken for the CFI's error")
+	}
+}
