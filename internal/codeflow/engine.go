@@ -639,7 +639,7 @@ func (w *walk) funcs() ([]Func, *fail) {
 			// read two ways are data, or code no row can describe.
 			return nil, &fail{failure{ReasonData, fmt.Sprintf("a path reaches %#x, inside the instruction at %#x", r.pc, last)}, r.pc}
 		}
-		if cur != nil && cur.End < r.pc && !w.isEntry(r.pc) && w.joinable(last, cur.End, r.pc) {
+		if cur != nil && cur.End < r.pc && (!w.isEntry(r.pc) || w.parts[r.pc]) && w.joinable(last, cur.End, r.pc) {
 			// Padding between two runs of this walk's code, never run:
 			// one Func (one FDE fewer), the padding taking the row of the
 			// instruction after it.
@@ -648,7 +648,7 @@ func (w *walk) funcs() ([]Func, *fail) {
 			cur.Rows = append(cur.Rows, pad)
 			cur.End = r.pc
 		}
-		if cur == nil || cur.End != r.pc || w.isEntry(r.pc) {
+		if cur == nil || cur.End != r.pc || w.isEntry(r.pc) && !w.parts[r.pc] {
 			out = append(out, Func{Start: r.pc, Entry: w.entry.Addr})
 			cur = &out[len(out)-1]
 		}

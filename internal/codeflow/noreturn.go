@@ -59,14 +59,17 @@ func (r *returnsCache) noReturn(target uint64) bool {
 func (r *returnsCache) returns(entry uint64, depth int) bool {
 	r.mu.Lock()
 	v, ok := r.known[entry]
-	if !ok && depth < maxReturnDepth && r.isEntry(entry) && !r.code.described(entry) {
+	if !ok && depth < maxReturnDepth && !r.code.described(entry) {
 		r.known[entry] = true // a call back into itself: assume it returns
 	}
 	r.mu.Unlock()
 	if ok {
 		return v
 	}
-	if depth >= maxReturnDepth || !r.isEntry(entry) || r.code.described(entry) {
+	// Any call's target is a function's entry, whether or not the Code
+	// lists it (verify's Code lacks the entries Analyze found by tail
+	// calls).
+	if depth >= maxReturnDepth || r.code.described(entry) {
 		return true
 	}
 	v = r.scan(entry, depth)
