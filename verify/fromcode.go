@@ -29,7 +29,15 @@ func (c *checker) fromCode(d *sframe.FDE) bool {
 	}
 	c.fromCodeFDEs++
 	for _, p := range codeflow.CheckRules(code, start, end, c.codeRule) {
-		c.add(Finding{Kind: FromCode, Func: d.Start, PC: p.PC, End: p.PC + 1, What: string(p.What), SFrame: p.Row, CFI: p.Derived})
+		kind := FromCode
+		if p.What == codeflow.ProblemNotDerivable {
+			// Not shown wrong: counted, the first few listed.
+			if c.unproven++; c.unproven > defaultList {
+				continue
+			}
+			kind = Unproven
+		}
+		c.add(Finding{Kind: kind, Func: d.Start, PC: p.PC, End: p.PC + 1, What: string(p.What), SFrame: p.Row, CFI: p.Derived})
 	}
 	return true
 }

@@ -47,6 +47,12 @@ const (
 	// (codeflow.CheckRules): What names the rule part, SFrame the row,
 	// CFI what the instructions give. A failure.
 	FromCode Kind = "from-code"
+	// Unproven: a rule of a function described from code that the
+	// check cannot re-derive from the row before it (an SFrame row from
+	// the frame pointer does not say where SP is, which the analysis
+	// knew): not shown wrong, not a failure; counted
+	// (Result.Unproven), the first few listed.
+	Unproven Kind = "from-code-unproven"
 	// Missing: CFI describes a function that .sframe does not, and
 	// translate would have described it.
 	Missing Kind = "missing"
@@ -112,7 +118,7 @@ func (f Finding) String() string {
 		return fmt.Sprintf("%s [%#x,%#x): described by CFI, not by .sframe", name, f.PC, f.End)
 	case Skipped:
 		return fmt.Sprintf("%s [%#x,%#x): not in .sframe, skipped as cfi2sframe skips it: %s: %s", name, f.PC, f.End, f.Reason, f.Detail)
-	case FromCode:
+	case FromCode, Unproven:
 		return f.fromCodeString(loc)
 	case NoCFI:
 		return fmt.Sprintf("%s [%#x,%#x): no CFI to check .sframe against", loc, f.PC, f.End)
@@ -154,6 +160,9 @@ type Result struct {
 	// FromCode counts the SFrame functions no CFI covers that were
 	// checked against their instructions instead (x86-64, AArch64).
 	FromCode int `json:"from_code,omitempty"`
+	// Unproven counts the rules of those functions the check could not
+	// re-derive (kind Unproven): not failures.
+	Unproven int `json:"from_code_unproven,omitempty"`
 	// Agree: no Disagree or FromCode finding, no Missing function and no
 	// Layout problem.
 	Agree bool `json:"agree"`
@@ -233,6 +242,7 @@ func check(in input) *Result {
 	c.shared(res)
 	res.ReturnAddresses = c.returns
 	res.FromCode = c.fromCodeFDEs
+	res.Unproven = c.unproven
 	res.Findings = c.findings
 	sort.SliceStable(res.Findings, func(i, j int) bool { return res.Findings[i].PC < res.Findings[j].PC })
 	res.Agree = res.Missing == 0
@@ -377,6 +387,8 @@ type checker struct {
 	returns  int                 // Result.ReturnAddresses
 	// fromCodeFDEs: Result.FromCode.
 	fromCodeFDEs int
+	// unproven: Result.Unproven.
+	unproven int
 }
 
 // rowAt returns the rule of SFrame function d at pc, from d's last FRE

@@ -164,7 +164,11 @@ func printVerify(cmd *cobra.Command, name string, res *verify.Result, quiet bool
 		marks += fmt.Sprintf(", %d return addresses after a function's last call checked at the call", n)
 	}
 	if res.FromCode > 0 {
-		marks += fmt.Sprintf(", %d ranges checked against their instructions (%d rules that do not follow)", res.FromCode, counts[verify.FromCode])
+		marks += fmt.Sprintf(", %d ranges checked against their instructions (%d rules that do not follow", res.FromCode, counts[verify.FromCode])
+		if res.Unproven > 0 {
+			marks += fmt.Sprintf("; %d the rows alone cannot re-derive, not failures", res.Unproven)
+		}
+		marks += ")"
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d functions, %d bytes checked: %d disagreements, %d ranges without CFI%s, %d CFI functions missing from .sframe, %d skipped as cfi2sframe skips them%s, %d layout problems\n",
 		name, res.Functions, res.Checked, counts[verify.Disagree], counts[verify.NoCFI], marks, res.Missing, skipped, why, len(res.Layout))

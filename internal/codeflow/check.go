@@ -368,6 +368,12 @@ func (k *ruleCheck) edge(from uint64, fromRow *Row, e edge, s *State) {
 	if k.code.described(t) {
 		return
 	}
+	if i, ok := k.at[from]; ok && k.deadPadding(i) {
+		// Padding nothing leads to never runs: the row it has (the
+		// call's before it, for a reader that looks a return address
+		// up as it is, or the next instruction's) hands nothing on.
+		return
+	}
 	inRange := k.start <= t && t < k.end
 	if _, ok := k.at[t]; inRange && !ok && len(k.insns) > 0 && t < k.insns[len(k.insns)-1].pc+uint64(k.insns[len(k.insns)-1].nx.len) {
 		k.add(Problem{PC: t, From: from, What: ProblemInside, Row: "an instruction start", Derived: "but a jump goes into the middle of an instruction"})

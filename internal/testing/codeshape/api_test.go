@@ -45,7 +45,10 @@ import (
 // and the from-code remark's reason.
 // 440 with verify's FromCode kind and count: verify checks the functions
 // described from code against their instructions, since no CFI can.
-const apiBudget = 440
+// 442 with verify's Unproven kind and count: rules of functions described
+// from code that the check cannot re-derive from the rows alone, told
+// apart from rules shown wrong.
+const apiBudget = 442
 
 // exported counts the exported identifiers of the package in dir (its
 // non-test files).
