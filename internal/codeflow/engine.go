@@ -379,11 +379,7 @@ func (w *walk) textRange(pc uint64) int {
 }
 
 // isEntry says pc is the start of an entry other than the walk's own.
-func (w *walk) isEntry(pc uint64) bool {
-	es := w.code.Entries
-	i := sort.Search(len(es), func(i int) bool { return es[i].Addr >= pc })
-	return i < len(es) && es[i].Addr == pc && pc != w.entry.Addr
-}
+func (w *walk) isEntry(pc uint64) bool { return pc != w.entry.Addr && w.code.isEntry(pc) }
 
 // path is w.block for the instruction being stepped: the instructions
 // before it on one path, oldest first, found only when a step asks (jump

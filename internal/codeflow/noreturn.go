@@ -1,9 +1,6 @@
 package codeflow
 
-import (
-	"sort"
-	"sync"
-)
+import "sync"
 
 // maxReturnScan is how many instructions returns follows from one entry
 // (its own, not its callees'); past it the entry is taken to return.
@@ -116,7 +113,7 @@ func (r *returnsCache) scan(entry uint64, depth int) bool {
 		case flowBranch:
 			todo = append(todo, nx.target, end)
 		case flowJump:
-			if r.isEntry(nx.target) && nx.target != entry {
+			if r.code.isEntry(nx.target) && nx.target != entry {
 				if r.returns(nx.target, depth+1) {
 					return true // a tail call to a function that returns
 				}
@@ -128,10 +125,4 @@ func (r *returnsCache) scan(entry uint64, depth int) bool {
 		}
 	}
 	return false
-}
-
-func (r *returnsCache) isEntry(pc uint64) bool {
-	es := r.code.Entries
-	i := sort.Search(len(es), func(i int) bool { return es[i].Addr >= pc })
-	return i < len(es) && es[i].Addr == pc
 }

@@ -161,15 +161,7 @@ func Check(elfBytes []byte, opt Options) (*Result, error) {
 // the entry's, while the row knows the stack pointer has moved from the
 // entry's place.
 func incomplete(a abi, ref *refFunc, row *codeflow.Row, v verdict) bool {
-	if len(ref.rows) != 1 || !row.SP.Known || row.SP.Off == a.entrySP {
-		return false
-	}
-	for _, w := range v.wrong {
-		if w.Field == FieldCFA {
-			return true
-		}
-	}
-	return false
+	return len(ref.rows) == 1 && row.SP.Known && row.SP.Off != a.entrySP && v.has(FieldCFA)
 }
 
 // stale says v's CFA disagreement at pc is the CFI's: its row in effect
@@ -183,11 +175,7 @@ func incomplete(a abi, ref *refFunc, row *codeflow.Row, v verdict) bool {
 // call without a row, and some prologues a push until after the next
 // instruction).
 func stale(a abi, c *codeflow.Code, f *codeflow.Func, pcs []uint64, cr *refRow, pc uint64, v verdict) bool {
-	cfa := false
-	for _, w := range v.wrong {
-		cfa = cfa || w.Field == FieldCFA
-	}
-	if !cfa || cr.cfaExpr || cr.cfaReg != a.sp || cr.loc < f.Start {
+	if !v.has(FieldCFA) || cr.cfaExpr || cr.cfaReg != a.sp || cr.loc < f.Start {
 		return false
 	}
 	// sp is the CFA's offset from SP our row at x knows.
@@ -230,11 +218,7 @@ func stale(a abi, c *codeflow.Code, f *codeflow.Func, pcs []uint64, cr *refRow, 
 // after a return with the offset of before an `add $8,%rsp` its paths in
 // have run).
 func contradicted(a abi, c *codeflow.Code, ref *refFunc, cr *refRow, row *codeflow.Row, pcs []uint64, pc uint64, v verdict) bool {
-	cfa := false
-	for _, w := range v.wrong {
-		cfa = cfa || w.Field == FieldCFA
-	}
-	if !cfa || c.Machine != elf.EM_X86_64 || cr.cfaExpr || cr.cfaReg != a.sp || !row.SP.Known {
+	if !v.has(FieldCFA) || c.Machine != elf.EM_X86_64 || cr.cfaExpr || cr.cfaReg != a.sp || !row.SP.Known {
 		return false
 	}
 	var next *refRow

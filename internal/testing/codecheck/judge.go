@@ -47,6 +47,16 @@ type verdict struct {
 	cross     bool // the CFA judged through the other of SP and FP
 }
 
+// has says field is among the fields that disagree.
+func (v *verdict) has(field string) bool {
+	for _, w := range v.wrong {
+		if w.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
 // slots are the stack slots a Func's rows have the caller's frame
 // pointer and return address at, as CFA offsets.
 type slots struct{ fp, ra map[int64]bool }
