@@ -97,20 +97,7 @@ func (amd64) rule(s *State) (Row, error) {
 		return Row{}, &failure{ReasonRALost, "the return address is not at CFA-8"}
 	}
 	r := Row{FP: s.FP, RA: s.RA, SP: s.Regs[amdRSP], FPVal: s.Regs[amdRBP]}
-	switch {
-	case r.FPVal.Known && s.FP.Where == OnStack && r.FPVal.Off == s.FP.Off:
-		// A frame record (FP points at the caller's saved FP): the rule
-		// holds whatever SP does (alloca, realignment), as GCC's CFI.
-		r.Base, r.CFAOff = BaseFP, -r.FPVal.Off
-	case r.SP.Known:
-		// From SP wherever it is known otherwise: a frame address the
-		// FP register happens to hold (a pointer to a local, with the
-		// caller's FP saved elsewhere) is no frame pointer, and a row
-		// from it hides SP from the rule check (verify).
-		r.Base, r.CFAOff = BaseSP, -r.SP.Off
-	case r.FPVal.Known && s.FP.Where == OnStack:
-		r.Base, r.CFAOff = BaseFP, -r.FPVal.Off
-	default:
+	if !setBase(&r, s) {
 		return Row{}, &failure{ReasonCFALost, "neither rsp nor a frame rbp has a known distance from the CFA"}
 	}
 	return r, nil

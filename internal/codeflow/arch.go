@@ -97,3 +97,26 @@ type rec struct {
 // soloCheck: the instruction at pc must have one predecessor, or the jump
 // table at jump was resolved from a bounds check other paths bypass.
 type soloCheck struct{ pc, jump uint64 }
+
+// setBase sets r's CFA rule from what s knows of SP and FP (r.SP and
+// r.FPVal, already filled), the same on every instruction set; false
+// when neither gives it.
+func setBase(r *Row, s *State) bool {
+	switch {
+	case r.FPVal.Known && s.FP.Where == OnStack && r.FPVal.Off == s.FP.Off:
+		// A frame record (FP points at the caller's saved FP): the rule
+		// holds whatever SP does (alloca, realignment), as GCC's CFI.
+		r.Base, r.CFAOff = BaseFP, -r.FPVal.Off
+	case r.SP.Known:
+		// From SP wherever it is known otherwise: a frame address the
+		// FP register happens to hold (a pointer to a local, with the
+		// caller's FP saved elsewhere) is no frame pointer, and a row
+		// from it hides SP from the rule check (verify).
+		r.Base, r.CFAOff = BaseSP, -r.SP.Off
+	case r.FPVal.Known && s.FP.Where == OnStack:
+		r.Base, r.CFAOff = BaseFP, -r.FPVal.Off
+	default:
+		return false
+	}
+	return true
+}
