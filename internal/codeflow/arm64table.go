@@ -12,10 +12,8 @@ import (
 
 // codeAt is the n bytes of executable code at addr, or nil.
 func codeAt(c *Code, addr uint64, n int) []byte {
-	for _, r := range c.Text {
-		if addr >= r.Addr && addr-r.Addr+uint64(n) <= uint64(len(r.Data)) {
-			return r.Data[addr-r.Addr:][:n]
-		}
+	if b := c.bytes(addr); len(b) >= n {
+		return b[:n]
 	}
 	return nil
 }

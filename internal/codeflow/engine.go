@@ -190,13 +190,12 @@ func tailEntries(c *Code, results []walkResult) []Entry {
 func mergeEntries(c *Code, fresh []Entry) []Entry {
 	all := append(slices.Clone(c.Entries), fresh...)
 	slices.SortFunc(all, func(a, b Entry) int { return cmp.Compare(a.Addr, b.Addr) })
-	w := &walk{code: c}
 	for i := range all {
 		if all[i].Source != FromTailCall {
 			continue
 		}
 		end := uint64(0)
-		if t := w.textRange(all[i].Addr); t >= 0 {
+		if t := c.textRange(all[i].Addr); t >= 0 {
 			end = c.Text[t].Addr + uint64(len(c.Text[t].Data))
 		}
 		if i+1 < len(all) && all[i+1].Addr < end {
@@ -342,9 +341,13 @@ func newWalk(c *Code, a arch, regs [2]int, e Entry) *walk {
 
 // bytes gives the code from pc to the end of its executable range, nil
 // outside them.
-func (w *walk) bytes(pc uint64) []byte {
-	if i := w.textRange(pc); i >= 0 {
-		r := w.code.Text[i]
+func (w *walk) bytes(pc uint64) []byte { return w.code.bytes(pc) }
+
+// bytes gives the code from pc to the end of its executable range, nil
+// outside them.
+func (c *Code) bytes(pc uint64) []byte {
+	if i := c.textRange(pc); i >= 0 {
+		r := c.Text[i]
 		return r.Data[pc-r.Addr:]
 	}
 	return nil
@@ -369,8 +372,11 @@ func (w *walk) inside(pc, t uint64) bool {
 }
 
 // textRange is the index of the executable range holding pc, or -1.
-func (w *walk) textRange(pc uint64) int {
-	t := w.code.Text
+func (w *walk) textRange(pc uint64) int { return w.code.textRange(pc) }
+
+// textRange is the index of the executable range holding pc, or -1.
+func (c *Code) textRange(pc uint64) int {
+	t := c.Text
 	i := sort.Search(len(t), func(i int) bool { return t[i].Addr+uint64(len(t[i].Data)) > pc })
 	if i < len(t) && t[i].Addr <= pc {
 		return i
