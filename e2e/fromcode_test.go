@@ -145,8 +145,10 @@ func fromCodeLibsframe(t *testing.T, file string) {
 // (../testdata/fromcode: every shape the analysis must describe or leave
 // out), assembled without their CFI, converted with --from-code: the
 // programs still run (AArch64 under qemu), verify checks every rule
-// against the instructions, and realign_nofp, whose CFA is held only in
-// a general register, is left out with its reason.
+// against the instructions (none fails; jump_table_far's jump, whose
+// bound the straight-line check does not see, is counted as not
+// re-derivable), and realign_nofp, whose CFA is held only in a general
+// register, is left out with its reason.
 func TestFromCodeCorpus(t *testing.T) {
 	tmp := t.TempDir()
 	c2s := buildCommand(t, tmp)
@@ -164,7 +166,7 @@ func TestFromCodeCorpus(t *testing.T) {
 			if tc.leftOut != "" && !strings.Contains(string(b), tc.leftOut+" [") {
 				t.Errorf("%s is not reported left out:\n%s", tc.leftOut, b)
 			}
-			if v, err := exec.Command(c2s, "verify", out).CombinedOutput(); err != nil || !strings.Contains(string(v), "(0 rules that do not follow)") {
+			if v, err := exec.Command(c2s, "verify", out).CombinedOutput(); err != nil || !strings.Contains(string(v), "(0 rules that do not follow") {
 				t.Errorf("verify: %v\n%s", err, v)
 			}
 			var run *exec.Cmd

@@ -22,10 +22,10 @@ const (
 	ProblemUndecodable ProblemKind = "undecodable"
 	// ProblemNotDerivable: the state built from the row before cannot give
 	// a rule (the local check knows less than a walk from the entry did),
-	// or no row covers an instruction of the range.
+	// an indirect jump keeps the frame and its table is not found on the
+	// straight-line path, or no row covers an instruction of the range.
 	ProblemNotDerivable ProblemKind = "not-derivable"
-	// ProblemReturn: a return, or an unresolved indirect jump, with the
-	// frame in place.
+	// ProblemReturn: a return with the frame in place.
 	ProblemReturn ProblemKind = "bad-return"
 	// ProblemJumpOut: control leaves the described code with a frame in
 	// place.
@@ -344,9 +344,16 @@ func (k *ruleCheck) check(report bool) bool {
 		}
 		switch nx.flow {
 		case flowIndirect:
+			// An indirect jump with the frame in place is a jump table
+			// the walk resolved from the path it followed (the bound is
+			// often checked in a block placed elsewhere, or on another
+			// path), which the straight-line history here may not hold:
+			// its targets cannot be judged, so the rule is one the rows
+			// cannot re-derive, not one shown wrong. A row that claims
+			// the frame at the jump still meets the edge checks into it.
 			if !k.a.tail(&s) {
-				k.add(Problem{PC: in.pc, From: in.pc, What: ProblemReturn, Row: rowString(&row, k.w.regs),
-					Derived: "but an indirect jump, no jump table found, leaves with the frame in place: " + frameString(&s, k.w.regs)})
+				k.add(Problem{PC: in.pc, From: in.pc, What: ProblemNotDerivable, Row: rowString(&row, k.w.regs),
+					Derived: "but its jump table is not found on the straight-line path, so its targets are not checked: " + frameString(&s, k.w.regs)})
 			}
 		case flowReturn:
 			if !k.a.tail(&s) || s.FP.Where == Lost {

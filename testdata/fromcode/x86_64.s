@@ -209,6 +209,46 @@ jump_table:
 	.long	.Ljt_3-.Ljt_table
 	.text
 
+# a jump table whose bounds check comes after it in the code, reached
+# by a jump back: the walk finds the bound on the path it follows, while
+# verify's straight-line check (codeflow.CheckRules) cannot, and counts
+# the jump's rule as one it cannot re-derive, not as wrong.
+	.globl	jump_table_far
+	.type	jump_table_far, @function
+jump_table_far:
+	.cfi_startproc
+	push	%rbx
+	.cfi_def_cfa_offset 16
+	.cfi_offset rbx, -16
+	mov	$100, %ebx
+	jmp	.Ljf_check
+.Ljf_dispatch:
+	lea	.Ljf_table(%rip), %rdx
+	movslq	(%rdx,%rdi,4), %rax
+	add	%rdx, %rax
+	jmp	*%rax
+.Ljf_0:	mov	$1, %ebx
+	jmp	.Ljf_out
+.Ljf_1:	mov	$2, %ebx
+	jmp	.Ljf_out
+.Ljf_check:
+	cmp	$1, %rdi
+	jbe	.Ljf_dispatch
+.Ljf_out:
+	mov	%rbx, %rax
+	pop	%rbx
+	.cfi_def_cfa_offset 8
+	.cfi_restore rbx
+	ret
+	.cfi_endproc
+	.size	jump_table_far, .-jump_table_far
+	.section	.rodata
+	.p2align 2
+.Ljf_table:
+	.long	.Ljf_0-.Ljf_table
+	.long	.Ljf_1-.Ljf_table
+	.text
+
 # x86inc-style realignment under a frame pointer.
 	.globl	realign_fp
 	.type	realign_fp, @function
@@ -426,6 +466,8 @@ _start:
 	expect	18, avx2_bmi2, 3, 0, 12
 	expect	19, hot, 4, 0, 5
 	expect	20, hot, -4, 0, 4
+	expect	21, jump_table_far, 1, 0, 2
+	expect	22, jump_table_far, 5, 0, 100
 	xor	%r15d, %r15d
 .Lfail:
 	mov	%r15d, %edi
