@@ -20,6 +20,7 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 	"github.com/cfi2sframe/cfi2sframe/internal/mapped"
+	"github.com/cfi2sframe/cfi2sframe/internal/rpm"
 	"github.com/cfi2sframe/cfi2sframe/internal/tree"
 )
 
@@ -199,6 +200,12 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 		}
 		return nil
 	}
+	if rpm.Is(in.Data) {
+		if err := runRPM(ctx, cmd, in, meta, out, fl, opts); err != nil {
+			return interrupted(withHint(err))
+		}
+		return nil
+	}
 	cf, err := convert.NewFile(name, in.File(), in.Size)
 	if err != nil {
 		return err
@@ -334,7 +341,7 @@ func runTree(cmd *cobra.Command, args []string, fl *convertFlags, opts convert.O
 	// that every output can be written (no two inputs to one path, no
 	// output that is an input, ...), and removes it again if nothing
 	// succeeds: a refused run creates nothing.
-	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output, PreserveDates: fl.dates, Packages: deb.Packages{Bounds: fl.bounds()}}
+	to := tree.Options{Convert: opts, Jobs: fl.jobs, OutDir: fl.output, PreserveDates: fl.dates, Packages: tree.Packagers{deb.Packages{Bounds: fl.bounds()}, rpm.Packages{Bounds: fl.bounds()}}}
 	enc := json.NewEncoder(stdout)
 	tty := false
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {

@@ -134,10 +134,10 @@ type Options struct {
 	// modification times (strip's -p); files copied unchanged to OutDir
 	// keep them always.
 	PreserveDates bool
-	// Packages, if set, converts the package files found (Debian
-	// packages): a package with nothing to convert is NoCFI, one that
-	// cannot be converted Failed. Without it a .deb is an ar archive
-	// without ELF members.
+	// Packages, if set, converts the package files found (Debian and
+	// RPM packages; Packagers joins several): a package with nothing to
+	// convert is NoCFI, one that cannot be converted Failed. Without it
+	// a .deb is an ar archive without ELF members, an .rpm not ELF.
 	Packages Packager
 }
 
@@ -620,7 +620,12 @@ func convertJob(ctx context.Context, j job, o Options, in *mapped.File) (*conver
 			pkg.Close()
 			return nil, NoCFI, fmt.Errorf("%s: %s", j.in, why)
 		}
-		fill := func(r *Record) { r.SFrameBytes = pkg.SFrameBytes() }
+		fill := func(r *Record) {
+			r.SFrameBytes = pkg.SFrameBytes()
+			if w, ok := pkg.(interface{ Warning() string }); ok {
+				r.Warning = w.Warning() // an RPM's signatures dropped
+			}
+		}
 		return &conversion{write: pkg.Write, close: pkg.Close, fill: fill}, Converted, nil
 	}
 	switch {
@@ -676,6 +681,36 @@ type Packager interface {
 	// Convert converts the package name, of size bytes read from r; an
 	// error names the package, and where in it.
 	Convert(ctx context.Context, name string, r io.ReaderAt, size int64, o convert.Options) (Package, error)
+}
+
+// Packagers converts the packages any of its Packagers takes, the
+// first that takes a file.
+type Packagers []Packager
+
+// Is says whether one of the Packagers takes the file.
+func (ps Packagers) Is(head []byte) bool { return ps.of(head) != nil }
+
+func (ps Packagers) of(head []byte) Packager {
+	for _, p := range ps {
+		if p.Is(head) {
+			return p
+		}
+	}
+	return nil
+}
+
+// Convert converts the package name with the Packager that takes it; r's
+// first bytes say which.
+func (ps Packagers) Convert(ctx context.Context, name string, r io.ReaderAt, size int64, o convert.Options) (Package, error) {
+	head := make([]byte, min(size, 64))
+	if _, err := r.ReadAt(head, 0); err != nil && err != io.EOF {
+		return nil, &convert.Error{File: name, Err: err}
+	}
+	p := ps.of(head)
+	if p == nil {
+		return nil, &convert.Error{File: name, Err: errors.New("not a package")}
+	}
+	return p.Convert(ctx, name, r, size, o)
 }
 
 // Package is a package converted, to be written.
