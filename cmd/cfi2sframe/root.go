@@ -22,8 +22,13 @@ Executables, PIEs and shared libraries for x86-64, AArch64 and s390x get a
 a static archive has every object in it converted. A Debian package
 (.deb) has the ELF files of its data.tar converted and their md5sums
 updated, every other byte of its control files kept; each member keeps
-its compression, but data.tar.bz2 is written as data.tar.xz. The result
-can be read back with objdump --sframe or cfi2sframe dump.
+its compression, but data.tar.bz2 is written as data.tar.xz. An RPM
+package (.rpm) has the ELF files of its payload converted, compressed
+again as it was (bzip2 payloads are refused), and the header's file
+digests and sizes and the payload's digests updated, every other tag
+kept; signatures over the header are dropped, with a line saying to
+sign again with rpmsign --addsign. The result can be read back with
+objdump --sframe or cfi2sframe dump.
 
     cfi2sframe IN -o OUT           write IN with SFrame added to OUT
     cfi2sframe --in-place PATH...  convert files and trees in place
@@ -55,7 +60,7 @@ for it either.
 
 With several paths, a directory, or -o naming an existing directory, every
 regular file found (directories walked recursively, symbolic links not
-followed), .deb files included, is converted on its own, -j N at a time
+followed), .deb and .rpm files included, is converted on its own, -j N at a time
 (default: all CPUs), with a progress bar on a terminal and a summary by
 outcome (a package with nothing to convert counts as without CFI):
 converted, already have SFrame, without CFI, not ELF, unsupported machine

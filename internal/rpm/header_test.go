@@ -21,10 +21,10 @@ func sampleHeader() []byte {
 	})
 }
 
-// TestLayout: a header written again after a value changes size, or an
+// TestHeaderLayout: a header written again after a value changes size, or an
 // entry goes, is one rpm reads (parseHeader checks what rpm checks: the
 // alignment, order, region), with every other value as it was.
-func TestLayout(t *testing.T) {
+func TestHeaderLayout(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(h *Header) error
