@@ -328,6 +328,7 @@ func effect(in x86asm.Inst, s *State) error {
 			if err := store(s, off, in.MemBytes); err != nil {
 				return err
 			}
+			saveRBP(in, off, s)
 		}
 	}
 	for _, r := range implicit[in.Op] {
@@ -344,25 +345,54 @@ func effect(in x86asm.Inst, s *State) error {
 		clobber(s, dst)
 		return nil
 	}
+	if restoreRBP(in, dst, s) {
+		return nil
+	}
 	set(s, dst, value(in, dst, s))
 	return nil
 }
 
+// restoreRBP takes a mov from the caller's rbp's slot into rbp as its
+// restore: the caller's rbp is back in its register. (Made in value, the
+// set after it took the restored rbp as overwritten: a function that
+// saves and restores rbp with movs was left out as fp-lost.)
+func restoreRBP(in x86asm.Inst, dst int, s *State) bool {
+	m, ok := in.Args[1].(x86asm.Mem)
+	if in.Op != x86asm.MOV || !ok || dst != amdRBP || s.FP.Where != OnStack {
+		return false
+	}
+	if off, ok := memAddr(m, s); !ok || off != s.FP.Off {
+		return false
+	}
+	s.FP = Saved{Where: InReg}
+	s.Regs[amdRBP] = Val{}
+	return true
+}
+
+// saveRBP takes a mov of the caller's rbp to the frame slot CFA+off as
+// its save, as a push is: hand-written prologues (OpenBLAS's kernels)
+// save the callee-saved registers with movs below a sub of rsp, then use
+// rbp as a general register. Without it, a loop head reached before and
+// after rbp is overwritten had two frames (the caller's rbp in its
+// register, then lost) and the function was left out as states-differ.
+// The slot is held to it as a pushed one is (store), and a load of it
+// back into rbp restores it (value).
+func saveRBP(in x86asm.Inst, off int64, s *State) {
+	if in.Op == x86asm.MOV && in.Args[1] == x86asm.RBP && s.FP.Where == InReg {
+		s.FP = Saved{Where: OnStack, Off: off}
+	}
+}
+
 // value is what a 64-bit general register holds after in writes it:
-// copies and constant adjustments of a frame address stay known, the
-// caller's rbp reloaded from its slot is the caller's again, anything
-// else is unknown. The second operand of an exchange is made unknown too.
+// copies and constant adjustments of a frame address stay known,
+// anything else is unknown (the caller's rbp reloaded from its slot:
+// restoreRBP). The second operand of an exchange is made unknown too.
 func value(in x86asm.Inst, dst int, s *State) Val {
 	cur := s.Regs[dst]
 	switch in.Op {
 	case x86asm.MOV:
 		if src, ok := reg64(in.Args[1]); ok {
 			return s.Regs[src]
-		}
-		if m, ok := in.Args[1].(x86asm.Mem); ok && dst == amdRBP && s.FP.Where == OnStack {
-			if off, ok := memAddr(m, s); ok && off == s.FP.Off {
-				s.FP = Saved{Where: InReg} // the caller's rbp is back in rbp
-			}
 		}
 	case x86asm.LEA:
 		if m, ok := in.Args[1].(x86asm.Mem); ok && m.Base != x86asm.RIP && m.Segment == 0 {

@@ -229,6 +229,68 @@ func TestAMD64Slots(t *testing.T) {
 			a2: pop %r12
 			a3: ret`,
 		rows: map[string]string{"a1": "sp+80", "a2": "sp+16", "a3": "sp+8"},
+	}, {
+		// OpenBLAS's kernels: callee-saved registers moved below a sub,
+		// rbp then a loop's general register.
+		name: "rbp saved and restored with movs",
+		src: `fn f
+			sub $0x60,%rsp
+			mov %rbx,(%rsp)
+			a1: mov %rbp,8(%rsp)
+			a2: xor %ebp,%ebp
+			1: a3: add $1,%rbp
+			cmp %rdi,%rbp
+			jne 1b
+			mov (%rsp),%rbx
+			a4: mov 8(%rsp),%rbp
+			a5: add $0x60,%rsp
+			a6: ret`,
+		rows: map[string]string{"a1": "sp+104", "a2": "sp+104 fp@-96", "a3": "sp+104 fp@-96",
+			"a4": "sp+104 fp@-96", "a5": "sp+104", "a6": "sp+8"},
+	}, {
+		name: "a pushed rbp restored with a mov",
+		src: `fn f
+			push %rbp
+			mov %rdi,%rbp
+			a1: mov (%rsp),%rbp
+			a2: add $8,%rsp
+			a3: ret`,
+		rows: map[string]string{"a1": "sp+16 fp@-16", "a2": "sp+16", "a3": "sp+8"},
+	}, {
+		name: "rbp moved elsewhere than the frame",
+		src: `fn f
+			mov %rbp,(%rdi)
+			xor %ebp,%ebp
+			ret`,
+		skips: map[string]Reason{"f": ReasonFPLost},
+	}, {
+		name: "a mov-saved rbp's slot overwritten",
+		src: `fn f
+			sub $16,%rsp
+			mov %rbp,8(%rsp)
+			xor %ebp,%ebp
+			movq $0,8(%rsp)
+			add $16,%rsp
+			ret`,
+		skips: map[string]Reason{"f": ReasonFPLost},
+	}, {
+		name: "rbp reloaded from another slot",
+		src: `fn f
+			sub $16,%rsp
+			mov %rbp,8(%rsp)
+			mov (%rsp),%rbp
+			add $16,%rsp
+			ret`,
+		skips: map[string]Reason{"f": ReasonReturn},
+	}, {
+		name: "a 32-bit store of ebp is no save",
+		src: `fn f
+			sub $16,%rsp
+			mov %ebp,8(%rsp)
+			xor %ebp,%ebp
+			add $16,%rsp
+			ret`,
+		skips: map[string]Reason{"f": ReasonFPLost},
 	}})
 }
 

@@ -78,6 +78,9 @@ type walk struct {
 	returned bool
 	// tails are the targets of tail calls to code no entry starts.
 	tails []uint64
+	// framed is a tail-called entry a path reached with a frame in
+	// place (arrive), 0 for none.
+	framed uint64
 	// a64 is what the AArch64 steps remember across one function's
 	// paths: the PAC keys seen, the bounds checks that guard blocks.
 	a64 arm64Hist

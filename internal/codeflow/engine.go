@@ -96,6 +96,7 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 		cc := *c
 		cc.Entries = mergeEntries(c, fresh)
 		c = &cc
+		rewalk(c, mk, regs, results, fresh)
 		results = append(results, walkAll(c, mk, regs, fresh)...)
 	}
 	results = dropParts(results)
@@ -125,6 +126,7 @@ type walkResult struct {
 	last    uint64
 	parts   map[uint64]bool // other entries it jumped to with a frame in place
 	tails   []uint64        // code without an entry it tail-called
+	framed  uint64          // a tail-called entry it reached with a frame in place (0: none)
 	skipped bool            // described: not walked
 }
 
@@ -211,6 +213,42 @@ func mergeEntries(c *Code, fresh []Entry) []Entry {
 	return all
 }
 
+// rewalk walks again, with c's entries (fresh among them), the walks of
+// results that succeeded and reached a fresh entry past their own:
+// hand-written assembly (dav1d's) enters one body from several entry
+// points, one jumping to it with its frame gone (the tail call that made
+// it an entry), another running into it. Walked before the body was an
+// entry, the second took the body for its own, and the two walks then
+// shared it and both failed. Walked again, it stops at the body when it
+// arrives with the entry's state, as at any entry, and fails when it
+// arrives with a frame in place (arrive).
+func rewalk(c *Code, mk func() arch, regs [2]int, results []walkResult, fresh []Entry) {
+	var again []Entry
+	var at []int
+	for i, r := range results {
+		if r.fail != nil || r.skipped {
+			continue
+		}
+		for _, e := range fresh {
+			if e.Addr != r.entry.Addr && r.reached.overlaps(e.Addr, e.Addr+1) {
+				again = append(again, r.entry)
+				at = append(at, i)
+				break
+			}
+		}
+	}
+	for k, r := range walkAll(c, mk, regs, again) {
+		results[at[k]] = r
+	}
+}
+
+// tailCalled says pc is an entry found as a tail call's target only.
+func (c *Code) tailCalled(pc uint64) bool {
+	es := c.Entries
+	i := sort.Search(len(es), func(i int) bool { return es[i].Addr >= pc })
+	return i < len(es) && es[i].Addr == pc && es[i].Source == FromTailCall
+}
+
 // isEntry says an entry of c starts at pc.
 func (c *Code) isEntry(pc uint64) bool {
 	es := c.Entries
@@ -228,7 +266,7 @@ func walkEntry(c *Code, a arch, regs [2]int, e Entry) walkResult {
 	if f == nil && e.Source == FromPadding && !w.returned {
 		f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
 	}
-	return walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts, tails: w.tails}
+	return walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts, tails: w.tails, framed: w.framed}
 }
 
 // conflicts fails every walk whose code another walk reached too (walks
@@ -242,6 +280,17 @@ func conflicts(results []walkResult) {
 		at    uint64
 		end   bool
 		owner int
+	}
+	framed := map[uint64]uint64{}
+	for _, r := range results {
+		if r.framed != 0 {
+			framed[r.framed] = r.entry.Addr
+		}
+	}
+	for i := range results {
+		if other, ok := framed[results[i].entry.Addr]; ok {
+			shared(&results[i], other, results[i].entry.Addr)
+		}
 	}
 	var ev []event
 	for i, r := range results {
@@ -524,8 +573,18 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 		return nil
 	}
 	if w.isEntry(pc) {
-		if w.arch.tail(s) || !jump {
-			return nil // a tail call; or a fall, frame in place, into the next function
+		if w.arch.tail(s) {
+			return nil // a tail call, or a fall into the next function with no frame
+		}
+		if w.code.tailCalled(pc) {
+			// Code another function enters with its frame gone, this one
+			// with a frame: no one state holds there, for either walk
+			// (conflicts fails the entry's too).
+			w.framed = pc
+			return &fail{failure{ReasonShared, fmt.Sprintf("a path reaches %#x, which another function tail-calls, with a frame in place", pc)}, from}
+		}
+		if !jump {
+			return nil // a fall, frame in place, into the next function
 		}
 		if w.parts == nil {
 			w.parts = map[uint64]bool{}

@@ -41,6 +41,48 @@ func TestEngine(t *testing.T) {
 		// (FromTailCall), walked in a second round.
 		rows: map[string]string{"a1": "sp+16", "h1": "sp+8"},
 	}, {
+		// dav1d's assembly: f jumps, frame gone, into a body g runs
+		// into. The body becomes an entry (FromTailCall) after g was
+		// walked; walked again, g stops there.
+		name: "a tail-called body another function runs into",
+		src: `fn f
+			mov $1,%eax
+			jmp body
+			fn g
+			g1: mov $2,%eax
+			body: b1: add $1,%eax
+			loop: dec %edi
+			jne loop
+			b2: ret`,
+		rows: map[string]string{"g1": "sp+8", "b1": "sp+8", "loop": "sp+8", "b2": "sp+8"},
+	}, {
+		name: "a tail-called body another function branches back to",
+		src: `fn f
+			xor %eax,%eax
+			jmp body
+			fn g
+			mov $2,%eax
+			body: b1: add $1,%eax
+			dec %edi
+			jne body
+			b2: ret`,
+		rows: map[string]string{"b1": "sp+8", "b2": "sp+8"},
+	}, {
+		// g runs into the body with rbx pushed, f jumps to it with no
+		// frame: no rows hold for both, so neither walk gives any.
+		name: "a tail-called body another function runs into with a frame",
+		src: `fn f
+			xor %eax,%eax
+			jmp body
+			fn g
+			push %rbx
+			body: b1: call die
+			fn die
+			hlt`,
+		noreturn: []string{"die"},
+		rows:     map[string]string{"b1": "none"},
+		skips:    map[string]Reason{"g": ReasonShared, "body": ReasonShared},
+	}, {
 		name: "a call that does not return, at the end",
 		src: `fn f
 			push %rbx

@@ -15,14 +15,21 @@ import (
 
 // AMD64 is x86asm.Decode in 64-bit mode, with a panic of the decoder
 // (x/arch v0.30.0 indexes past a truncated VEX instruction: c5 30) made
-// an error. Inst.Len is as x86asm gives it: see LenAMD64.
+// an error, and AMD's prefetch hints and FEMMS, which x86asm does not
+// know, decoded (amdHint). Inst.Len is as x86asm gives it: see LenAMD64.
 func AMD64(b []byte) (in x86asm.Inst, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			in, err = x86asm.Inst{}, fmt.Errorf("x86asm: %v", r)
 		}
 	}()
-	return x86asm.Decode(b, 64)
+	in, err = x86asm.Decode(b, 64)
+	if err != nil || in.Op == 0 {
+		if h, ok := amdHint(b); ok {
+			return h, nil
+		}
+	}
+	return in, err
 }
 
 // LenAMD64 is the length of in, decoded from b, with the length x86asm
