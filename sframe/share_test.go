@@ -170,3 +170,41 @@ func TestShareOnlyIdentical(t *testing.T) {
 		}
 	}
 }
+
+// sharedSeeds returns hostile shared-block sections for the fuzzers: a
+// shared section as Share writes it (V3 and V2), and damaged copies: two
+// FDEs pointing into one block at different places, an FDE whose block
+// runs past the section, and every FDE pointing back at the first block
+// (a loop of offsets).
+func sharedSeeds(t testing.TB) [][]byte {
+	le := binary.LittleEndian
+	var out [][]byte
+	for _, v := range []uint8{sframe.Version3, sframe.Version2} {
+		o := sframe.Options{Version: v, ABI: sframe.ABIAMD64LE, Order: le, PCRel: true, Sort: true, CFAFixedRA: -8, Share: true}
+		b, err := sframe.Encode(templatedFunctions(sframe.ABIAMD64LE, 12), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+		size, field := 16, 12 // an index entry and its FRE offset field
+		if v == sframe.Version2 {
+			size, field = 20, 8
+		}
+		at := func(i int) int { return sframe.HeaderSize + i*size + field }
+		n := int(le.Uint32(b[8:]))
+		freLen := le.Uint32(b[16:])
+		damage := func(f func(c []byte)) {
+			c := append([]byte(nil), b...)
+			f(c)
+			out = append(out, c)
+		}
+		damage(func(c []byte) { le.PutUint32(c[at(1):], le.Uint32(c[at(0):])+2) }) // into FDE 0's block
+		damage(func(c []byte) { le.PutUint32(c[at(n-1):], freLen-3) })              // past the end
+		damage(func(c []byte) { // all at the first block
+			for i := range n {
+				le.PutUint32(c[at(i):], le.Uint32(c[at(0):]))
+			}
+		})
+	}
+	return out
+}
