@@ -199,8 +199,8 @@ func sharedSeeds(t testing.TB) [][]byte {
 			out = append(out, c)
 		}
 		damage(func(c []byte) { le.PutUint32(c[at(1):], le.Uint32(c[at(0):])+2) }) // into FDE 0's block
-		damage(func(c []byte) { le.PutUint32(c[at(n-1):], freLen-3) })              // past the end
-		damage(func(c []byte) { // all at the first block
+		damage(func(c []byte) { le.PutUint32(c[at(n-1):], freLen-3) })             // past the end
+		damage(func(c []byte) {                                                    // all at the first block
 			for i := range n {
 				le.PutUint32(c[at(i):], le.Uint32(c[at(0):]))
 			}
