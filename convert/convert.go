@@ -23,6 +23,7 @@ package convert
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -76,6 +77,16 @@ type Options struct {
 	// DebugDirs are where separate debug files are looked up by build-id
 	// for FromCode's function starts (nil: /usr/lib/debug).
 	DebugDirs []string
+	// PlainLayout: one FRE block per function, in the order of the
+	// functions, as GNU as and ld write it. By default a linked
+	// little-endian file's functions with the same block share one copy
+	// (sframe.Options.Share), which every reader that reads the section
+	// in its own byte order takes (docs/readers.md). A big-endian output
+	// (s390x, AArch64 BE) never shares: libsframe on a little-endian
+	// host flips it FRE by FRE and refuses a block flipped twice.
+	// Relocatable objects never share either: they keep what as
+	// --gsframe writes, for ld to re-encode.
+	PlainLayout bool
 }
 
 // translateOptions are the translation's options for o.
@@ -368,6 +379,7 @@ func translateLinked(f *elfread.File, in []byte, st *cfi.File, o Options, copyin
 		Sort:       true,
 		CFAFixedFP: fixedFP,
 		CFAFixedRA: fixedRA,
+		Share:      !o.PlainLayout && ef.ByteOrder == binary.LittleEndian,
 	}
 	enc, err = sframe.NewEncoder(encOpts)
 	if err != nil {

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -57,7 +58,8 @@ func TestStreamingMatchesTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, tr, err := allfuncs.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true, Addr: res.Addr},
+			b, tr, err := allfuncs.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: v == sframe.Version3, Sort: true, Addr: res.Addr,
+				Share: ef.ByteOrder == binary.LittleEndian}, // as convert shares
 				callsite.NewReturnPad(ef, in, entries))
 			if err != nil {
 				t.Fatal(err)

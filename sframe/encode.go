@@ -59,6 +59,18 @@ type Options struct {
 	FramePointer bool
 	// AuxHdr is written after the fixed header (at most 255 bytes).
 	AuxHdr []byte
+	// Share writes each distinct FRE block once: the FDEs of functions
+	// whose blocks are byte for byte the same (in V3 the attribute and
+	// the FREs, in V2 the FREs of the same count and FRE type) point at
+	// one copy, and the header counts the FREs the sub-section holds.
+	// Every function also gets the narrowest FRE type its rows' starts
+	// fit in, whatever its size, so that more blocks are the same.
+	// Readers that look each FDE's FREs up at its own offset (the kernel,
+	// glibc, libsframe in the host's byte order) take it; libsframe
+	// reading a section of the other byte order flips the FREs FDE by
+	// FDE and refuses a block flipped twice, so a section meant for such
+	// a reader must not share (docs/readers.md).
+	Share bool
 }
 
 // funcError reports a function that cannot be encoded: its message names
@@ -473,17 +485,23 @@ func (e *Encoder) Add(fn *Function) error {
 		return &funcError{start: fn.Start, msg: "needs a flexible FDE, which SFrame V2 cannot express"}
 	}
 	freType := freAddr1
-	maxStart := uint64(fn.Size)
-	if fn.Size > 0 {
-		maxStart = uint64(fn.Size) - 1
+	// libsframe sizes the start fields by the function's size; a shared
+	// section by the rows' starts alone (a reader bounds a start by the
+	// size, never the field by it).
+	size, maxStart := uint64(fn.Size), uint64(0)
+	if size > 0 {
+		maxStart = size - 1
+	}
+	if o.Share {
+		size, maxStart = 0, 0
 	}
 	for i := range fn.Rows {
 		maxStart = max(maxStart, uint64(fn.Rows[i].Start))
 	}
 	switch {
-	case fn.Size < 1<<8 && maxStart < 1<<8:
+	case size < 1<<8 && maxStart < 1<<8:
 		freType = freAddr1
-	case fn.Size < 1<<16 && maxStart < 1<<16:
+	case size < 1<<16 && maxStart < 1<<16:
 		freType = freAddr2
 	default:
 		freType = freAddr4
@@ -794,7 +812,7 @@ func (e *Encoder) empty(a *arena) {
 func sameOptions(a, b *Options) bool {
 	return a.Version == b.Version && a.ABI == b.ABI && a.Order == b.Order && a.PCRel == b.PCRel &&
 		a.Sort == b.Sort && a.CFAFixedFP == b.CFAFixedFP && a.CFAFixedRA == b.CFAFixedRA &&
-		a.FramePointer == b.FramePointer && slices.Equal(a.AuxHdr, b.AuxHdr)
+		a.FramePointer == b.FramePointer && a.Share == b.Share && slices.Equal(a.AuxHdr, b.AuxHdr)
 }
 
 // order puts the entries in index order: a stable sort by start address
@@ -829,6 +847,9 @@ func (e *Encoder) Section(addr uint64) ([]byte, error) {
 	hsz := HeaderSize + len(o.AuxHdr)
 	fdesLen := len(e.ents) * fdeSize
 	if e.freAt == 0 {
+		if o.Share {
+			e.share()
+		}
 		e.order()
 		e.freAt = hsz + fdesLen
 		var err error

@@ -15,6 +15,9 @@ import (
 // panicking, and a successful re-encoding must decode to the same model.
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0xe2, 0xde, 3, 4, 3, 0, 0xf8, 0})
+	for _, b := range sharedSeeds(f) {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := sfsection.Decode(b, 0x1000)
 		if err != nil {
@@ -49,8 +52,21 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded section does not decode: %v", err)
 		}
-		if len(s2.FDEs) != len(s.FDEs) || s2.Header.NumFREs != s.Header.NumFREs {
-			t.Fatalf("re-encoded section has %d FDEs/%d FREs, want %d/%d", len(s2.FDEs), s2.Header.NumFREs, len(s.FDEs), s.Header.NumFREs)
+		// A shared section's header counts its blocks' FREs once; the
+		// re-encoding, one block per function, all of them.
+		total := 0
+		for _, d := range s.FDEs {
+			total += len(d.FREs)
+		}
+		if len(s2.FDEs) != len(s.FDEs) || int(s2.Header.NumFREs) != total {
+			t.Fatalf("re-encoded section has %d FDEs/%d FREs, want %d/%d", len(s2.FDEs), s2.Header.NumFREs, len(s.FDEs), total)
+		}
+		o := s.Options()
+		o.Share = true
+		if b3, err := sframe.Encode(funcs, o); err != nil {
+			t.Fatalf("sharing: %v", err)
+		} else if s3, err := sfsection.Decode(b3, 0x1000); err != nil || len(s3.FDEs) != len(s.FDEs) {
+			t.Fatalf("shared re-encoding does not decode: %v", err)
 		}
 	})
 }

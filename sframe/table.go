@@ -368,33 +368,28 @@ func (t *Table) fres(i, pos int, d *FDE) error {
 }
 
 // Check decodes every function and its FREs and checks that the header's
-// FRE count is their total, without keeping what it decodes: the checks
-// Decode makes, with the same errors. After it returns nil, FDE and the
-// lookups report no malformed bytes.
+// FRE count is the FREs the sub-section holds, without keeping what it
+// decodes. FDEs may share a block (cfi2sframe's default output): the FREs
+// at one offset count once, however many FDEs point there. After it
+// returns nil, FDE and the lookups report no malformed bytes.
 func (t *Table) Check() error {
 	var d FDE
-	return t.decodeAll(func(int) *FDE { return &d }, grow)
-}
-
-// decodeAll decodes FDE i and its FREs into fde(i), for each i in index
-// order, with d.FREs = fres(d.FREs, number of FREs), and checks the
-// header's FRE count: the FDEs may not claim more FREs than the header
-// has left for them (fres may hand out FREs the header counted), and
-// must hold all of them.
-func (t *Table) decodeAll(fde func(i int) *FDE, fres func(s []FRE, n int) []FRE) error {
 	left := uint64(t.Header.NumFREs)
+	blocks := blockStarts{}
 	for i := 0; i < t.n; i++ {
-		d := fde(i)
-		pos, n, err := t.fde(i, d)
+		pos, n, err := t.fde(i, &d)
 		if err != nil {
 			return err
 		}
-		if uint64(n) > left {
-			return errorf(t.fdeBase+i*t.fdeSize, "FDE %d: %d FREs exceed the header's remaining FRE count %d", i, n, left)
+		// A V2 function without FREs holds no block at its offset.
+		if n > 0 && blocks.first(t, i, d.FREOff) {
+			if uint64(n) > left {
+				return errorf(t.fdeBase+i*t.fdeSize, "FDE %d: %d FREs exceed the header's remaining FRE count %d", i, n, left)
+			}
+			left -= uint64(n)
 		}
-		left -= uint64(n)
-		d.FREs = fres(d.FREs, n)
-		if err := t.fres(i, pos, d); err != nil {
+		d.FREs = grow(d.FREs, n)
+		if err := t.fres(i, pos, &d); err != nil {
 			return err
 		}
 	}
@@ -402,6 +397,45 @@ func (t *Table) decodeAll(fde func(i int) *FDE, fres func(s []FRE, n int) []FRE)
 		return t.errFRECount(uint64(t.Header.NumFREs) - left)
 	}
 	return nil
+}
+
+// fdeFREs is the FRE count of FDE k, which Check has decoded.
+func (t *Table) fdeFREs(k int) int {
+	var d FDE
+	_, n, _ := t.fde(k, &d)
+	return n
+}
+
+// blockStarts tells, FDE by FDE in index order, whether an FDE is the
+// first to point at its FRE offset. Where the offsets rise with the index
+// (every unshared section cfi2sframe or GNU ld writes) that is one
+// comparison; from the first FDE that points at or below an earlier one
+// on, a set of the offsets seen, rebuilt from the FDEs before it.
+type blockStarts struct {
+	next uint64 // the lowest offset not seen yet while they rise (+1)
+	seen map[uint32]struct{}
+}
+
+// first reports whether FDE i, at FRE offset off, is the first FDE to
+// point there.
+func (b *blockStarts) first(t *Table, i int, off uint32) bool {
+	if b.seen == nil {
+		if uint64(off)+1 > b.next {
+			b.next = uint64(off) + 1
+			return true
+		}
+		b.seen = make(map[uint32]struct{}, t.n)
+		for k := 0; k < i; k++ {
+			if t.fdeFREs(k) > 0 {
+				b.seen[t.freOffAt(k)] = struct{}{}
+			}
+		}
+	}
+	if _, ok := b.seen[off]; ok {
+		return false
+	}
+	b.seen[off] = struct{}{}
+	return true
 }
 
 // checkFDEs validates every FDE so that lookups only need to bound the FRE
@@ -542,6 +576,7 @@ func (t *Table) checkV3LE() (sorted bool, last uint64, err error) {
 func (t *Table) checkAny() (sorted bool, last uint64, err error) {
 	var total uint64
 	var d FDE
+	var blocks blockStarts
 	v3 := t.fdeSize == fdeSizeV3
 	sorted = true
 	if t.n > 0 {
@@ -558,7 +593,9 @@ func (t *Table) checkAny() (sorted bool, last uint64, err error) {
 			if err != nil {
 				return false, 0, err
 			}
-			total += uint64(n)
+			if n > 0 && blocks.first(t, i, d.FREOff) { // shared FREs count once
+				total += uint64(n)
+			}
 		}
 		s := t.start(i)
 		if s < prev {

@@ -353,6 +353,9 @@ func FuzzOpen(f *testing.F) {
 	le.PutUint32(fde[4:], 16)
 	le.PutUint32(fde[12:], 1)
 	f.Add(append(append(b, fde...), 0, 0x02, 8))
+	for _, b := range sharedSeeds(f) {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		const addr = 0x1000
 		s, derr := sfsection.Decode(b, addr)

@@ -48,6 +48,9 @@ func CheckFile(name string) (*Result, error) {
 	if problem != nil {
 		layout = append(layout, *problem)
 	}
+	if sec != nil {
+		layout = append(layout, blockProblems(sec)...)
+	}
 	// The CFI is executed one FDE at a time as the check reaches its code.
 	st, err := cfi.OpenBytes(in.Data)
 	if err != nil {

@@ -31,6 +31,7 @@ type convertFlags struct {
 	pcrel       bool
 	sigFrames   bool
 	fragile     bool
+	shared      bool
 	fromCode    bool
 	debugDirs   []string
 	force       bool
@@ -64,6 +65,7 @@ func addConversionFlags(cmd *cobra.Command, fl *convertFlags, what string) {
 	f.BoolVar(&fl.pcrel, "pcrel", false, "version 2: set SFRAME_F_FDE_FUNC_START_PCREL (start addresses relative to the field)")
 	f.BoolVar(&fl.force, "force", false, "replace SFrame data the input already has")
 	f.BoolVar(&fl.sigFrames, "signal-frames", true, "version 3: give signal trampolines whose CFI cannot be described a signal FDE whose one FRE says RA undefined, so unwinders that know signal frames continue through the kernel's signal frame and others stop there instead of guessing (verify reports these against the CFI); =false leaves them without an FDE, as before")
+	f.BoolVar(&fl.shared, "shared-blocks", true, "linked little-endian files: functions whose FRE blocks are the same point at one copy (a smaller section every reader in the file's byte order takes); =false writes one block per function, as GNU as and ld do")
 	f.BoolVar(&fl.fragile, "fragile-layout", false, "for a file where the program header table cannot grow in place, move it to the end of the file (with a warning) instead of refusing; strip, objcopy before 2.44, eu-strip and patchelf may break such files")
 	f.BoolVar(&fl.fromCode, "from-code", false, "describe the code that no CFI and no Go table describes from its instructions (a flow analysis per function, as objtool does); what cannot be proven is left out, with a code-* reason in --diagnostics")
 	f.StringArrayVar(&fl.debugDirs, "debug-file-directory", nil, "--from-code: look separate debug files up by build-id under `DIR`/.build-id/ (repeatable; default /usr/lib/debug), for the function starts of stripped files")
@@ -110,6 +112,7 @@ func conversionOptions(cmd *cobra.Command, fl *convertFlags) (convert.Options, e
 	opts.Force = fl.force
 	opts.NoSignalFrames = !fl.sigFrames
 	opts.FragileLayout = fl.fragile
+	opts.PlainLayout = !fl.shared
 	opts.FromCode, opts.DebugDirs = fl.fromCode, fl.debugDirs
 	if err := opts.Validate(); err != nil {
 		return opts, flagError(err)

@@ -197,7 +197,7 @@ func createdBy(fl *imageFlags, opts convert.Options, comp image.Compression) str
 	for _, o := range []struct {
 		on   bool
 		flag string
-	}{{opts.PCRel, "--pcrel"}, {opts.NoSignalFrames, "--signal-frames=false"}, {opts.Force, "--force"}, {opts.FragileLayout, "--fragile-layout"}, {opts.FromCode, "--from-code"}, {fl.keepGoing, "--keep-going"}} {
+	}{{opts.PCRel, "--pcrel"}, {opts.NoSignalFrames, "--signal-frames=false"}, {opts.Force, "--force"}, {opts.FragileLayout, "--fragile-layout"}, {opts.PlainLayout, "--shared-blocks=false"}, {opts.FromCode, "--from-code"}, {fl.keepGoing, "--keep-going"}} {
 		if o.on {
 			parts = append(parts, o.flag)
 		}

@@ -36,6 +36,16 @@ type File struct {
 	SFrameV3   uint64 `json:"sframe_v3"`
 	SFrameV2   uint64 `json:"sframe_v2"`
 	Existing   uint64 `json:"sframe_existing,omitempty"` // .sframe already in the file
+	// SFrameV3Unshared is the V3 section were every function to have its
+	// own FRE block (--shared-blocks=false, the same FRE types):
+	// SFrameV3Unshared - SFrameV3 is what sharing saved. Blocks counts
+	// the distinct blocks SFrameV3 holds, of Functions.
+	SFrameV3Unshared uint64 `json:"sframe_v3_unshared"`
+	Blocks           int    `json:"sframe_v3_blocks"`
+	// Against is the .sframe of Options.Against (GNU's section for the
+	// same program, say), AgainstPath that file.
+	Against     uint64 `json:"sframe_against,omitempty"`
+	AgainstPath string `json:"against,omitempty"`
 	// Counts.
 	FDEs      int `json:"cfi_fdes"`
 	Functions int `json:"sframe_functions"` // FDEs in our V3 section (PLTs included)
@@ -77,8 +87,20 @@ func (f *File) Ratio() float64 {
 	return 0
 }
 
+// RatioEH is the V3 .sframe size over .eh_frame alone.
+func (f *File) RatioEH() float64 {
+	if f.EHFrame > 0 {
+		return float64(f.SFrameV3) / float64(f.EHFrame)
+	}
+	return 0
+}
+
 // Options are how Analyze converts a file.
 type Options struct {
+	// Against names a file whose .sframe section's size the report gives
+	// next to ours (File.Against): the same program built with GNU as
+	// --gsframe, say.
+	Against string
 	// FromCode: describe the code without CFI from its instructions
 	// (convert.Options.FromCode); the CFI figures then count those
 	// functions too, and FromCodeFuncs/FromCodeBytes say how many.
@@ -137,6 +159,12 @@ func analyze(path string, in *mapped.File, o Options) (*File, error) {
 	r.EHFrame, r.EHFrameHdr, r.DebugFrame = size(".eh_frame"), size(".eh_frame_hdr"), size(".debug_frame")
 	if s, err := f.SFrame(); err == nil {
 		r.Existing = uint64(len(s.Data))
+	}
+	if o.Against != "" {
+		if r.Against, err = sframeSize(o.Against); err != nil {
+			return nil, err
+		}
+		r.AgainstPath = o.Against
 	}
 	// One FDE at a time (cfi.Context), as convert does: a first pass
 	// counts what executes, each translation executes again.
@@ -210,7 +238,7 @@ func analyze(path string, in *mapped.File, o Options) (*File, error) {
 			r.SFrameV2 = e.size
 			continue
 		}
-		r.SFrameV3 = e.size
+		r.SFrameV3, r.SFrameV3Unshared, r.Blocks = e.size, e.unshared, e.blocks
 		r.Skipped = e.skipped
 		r.SFrameFuncs = e.converted
 		r.SFrameBytes = e.codeBytes
@@ -222,6 +250,20 @@ func analyze(path string, in *mapped.File, o Options) (*File, error) {
 		r.Skipped = nil
 	}
 	return r, nil
+}
+
+// sframeSize is the size of the .sframe section of the ELF file at path.
+func sframeSize(path string) (uint64, error) {
+	f, err := elfread.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s, err := f.SFrame()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return uint64(len(s.Data)), nil
 }
 
 func (r *File) setCover(c coverage.Cover) {
@@ -250,6 +292,9 @@ func Total(files []*File) *File {
 		t.DebugFrame += f.DebugFrame
 		t.SFrameV3 += f.SFrameV3
 		t.SFrameV2 += f.SFrameV2
+		t.SFrameV3Unshared += f.SFrameV3Unshared
+		t.Blocks += f.Blocks
+		t.Against += f.Against
 		t.Existing += f.Existing
 		t.FDEs += f.FDEs
 		t.Functions += f.Functions

@@ -12,9 +12,16 @@ import (
 
 // encoded is what the report takes from one conversion of a whole file.
 type encoded struct {
-	size      uint64 // bytes of the section
-	funcs     int    // its functions
-	fres      int
+	size  uint64 // bytes of the section
+	funcs int    // its functions
+	fres  int    // their FREs, function by function
+	// The FRE blocks (V3: attribute and FREs) the section holds, their
+	// FREs, and its size were every function to have its own block
+	// (unshared; the same FRE types): what sharing saved is unshared -
+	// size.
+	blocks    int
+	heldFREs  int
+	unshared  uint64
 	freType   [3]int          // functions per FRE type (start fields of 1, 2 and 4 bytes)
 	wordSize  [3]int          // FREs per data-word size
 	converted int             // functions from CFI (translate.Result.Converted)
@@ -56,9 +63,25 @@ func figures(sec []byte, addr uint64, tr *translate.Result, plts []translate.PLT
 		}
 	}
 	var d sframe.FDE
+	attr := uint64(0)
+	if t.Header.Version == sframe.Version3 {
+		attr = 5 // the attribute before a V3 function's FREs
+	}
+	seen := map[uint32]bool{}
+	var blockBytes uint64
 	for i := range int(t.Header.NumFDEs) {
 		if err := t.FDE(i, &d); err != nil {
 			return nil, err
+		}
+		n := attr
+		for _, f := range d.FREs {
+			n += uint64(d.AddrSize) + 1 + uint64(f.NumWords)*uint64(f.WordSize)
+		}
+		blockBytes += n
+		if len(d.FREs) > 0 && !seen[d.FREOff] {
+			seen[d.FREOff] = true
+			e.blocks++
+			e.heldFREs += len(d.FREs)
 		}
 		if !inPLT(d.Start, plts) {
 			e.codeBytes += uint64(d.Size)
@@ -70,5 +93,6 @@ func figures(sec []byte, addr uint64, tr *translate.Result, plts []translate.PLT
 			e.wordSize[f.WordSize/2]++
 		}
 	}
+	e.unshared = e.size - uint64(t.Header.FRELen) + blockBytes
 	return e, nil
 }

@@ -38,9 +38,12 @@ func whole(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []translate.PLT
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := tb.Header; e.funcs != int(h.NumFDEs) || e.fres != int(h.NumFREs) || e.freType[0]+e.freType[1]+e.freType[2] != e.funcs ||
+	if h := tb.Header; e.funcs != int(h.NumFDEs) || e.heldFREs != int(h.NumFREs) || e.fres < e.heldFREs || e.freType[0]+e.freType[1]+e.freType[2] != e.funcs ||
 		e.wordSize[0]+e.wordSize[1]+e.wordSize[2] > e.fres {
 		t.Fatalf("figures %+v, header %d FDEs, %d FREs", e, h.NumFDEs, h.NumFREs)
+	}
+	if e.unshared < e.size || e.blocks > e.funcs || (e.blocks < e.funcs) != (e.unshared > e.size) {
+		t.Fatalf("%d blocks for %d functions, %d bytes unshared for %d", e.blocks, e.funcs, e.unshared, e.size)
 	}
 	return e
 }
@@ -53,7 +56,8 @@ func encodeTables(t *testing.T, ef *elf.File, tables []*cfi.Table, plts []transl
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, tr, err := allfuncs.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: true, Sort: true}, pad)
+	b, tr, err := allfuncs.Section(tl, tables, sframe.Options{Version: v, Order: ef.ByteOrder, PCRel: true, Sort: true,
+		Share: ef.ByteOrder == binary.LittleEndian}, pad) // as convert shares
 	if err != nil {
 		t.Fatal(err)
 	}

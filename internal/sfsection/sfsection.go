@@ -49,9 +49,25 @@ func Decode(b []byte, addr uint64) (*Section, error) {
 	if binary.BigEndian.Uint16(b) == sframe.Magic {
 		s.Order = binary.BigEndian
 	}
+	// FDEs that share a block (cfi2sframe's default output) share its
+	// decoded FREs: a section of a few kilobytes whose thousands of FDEs
+	// point at one long block would otherwise decode into gigabytes.
+	first := map[uint32]int{}
+	var d sframe.FDE
 	for i := range s.FDEs {
-		if err := t.FDE(i, &s.FDEs[i]); err != nil {
+		if err := t.FDE(i, &d); err != nil {
 			return nil, err
+		}
+		fres := d.FREs
+		s.FDEs[i], d.FREs = d, nil
+		k, ok := first[d.FREOff]
+		if ok && slices.Equal(fres, s.FDEs[k].FREs) {
+			s.FDEs[i].FREs = s.FDEs[k].FREs
+			d.FREs = fres // reused
+			continue
+		}
+		if !ok {
+			first[d.FREOff] = i
 		}
 	}
 	return s, nil

@@ -75,7 +75,8 @@ type format struct {
 }
 
 var formats = []format{
-	{"V3", nil},
+	{"V3", nil}, // shared FRE blocks (little-endian files)
+	{"V3-plain", []string{"--shared-blocks=false"}},
 	{"V2", []string{"--sframe-version", "2"}},
 	{"V2+PCREL", []string{"--sframe-version", "2", "--pcrel"}},
 }
