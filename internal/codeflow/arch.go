@@ -69,6 +69,12 @@ type walk struct {
 	recs  []rec
 	work  []int32 // recs to step (again)
 	solo  []soloCheck
+	// preds are the predecessors of an instruction other than its rec's
+	// first one (the arrivals that set multi), for a jump table's bounds
+	// check proven again on every path when the walk ends (recheck).
+	preds map[uint64][]uint64
+	// tables are the targets the walk took from each resolved jump table.
+	tables map[uint64][]uint64
 	parts map[uint64]bool // other entries jumped to with a frame in place
 	last  uint64          // the end of the last instruction reached
 	// entrySP is where the stack pointer is at the entry (CFA+entrySP):
@@ -97,6 +103,13 @@ type rec struct {
 // soloCheck: the instruction at pc must have one predecessor, or the jump
 // table at jump was resolved from a bounds check other paths bypass.
 type soloCheck struct{ pc, jump uint64 }
+
+// rechecker is an arch that can prove a jump table's bound again on
+// every path into the jump when one of its soloChecks failed: true when
+// each path gives a subset of the targets the walk took (w.tables).
+type rechecker interface {
+	recheck(w *walk, jump uint64) bool
+}
 
 // setBase sets r's CFA rule from what s knows of SP and FP (r.SP and
 // r.FPVal, already filled), the same on every instruction set; false
