@@ -69,12 +69,6 @@ type walk struct {
 	recs  []rec
 	work  []int32 // recs to step (again)
 	solo  []soloCheck
-	// preds are the predecessors of an instruction other than its rec's
-	// first one (the arrivals that set multi), for a jump table's bounds
-	// check proven again on every path when the walk ends (recheck).
-	preds map[uint64][]uint64
-	// tables are the targets the walk took from each resolved jump table.
-	tables map[uint64][]uint64
 	parts map[uint64]bool // other entries jumped to with a frame in place
 	last  uint64          // the end of the last instruction reached
 	// entrySP is where the stack pointer is at the entry (CFA+entrySP):
@@ -84,6 +78,12 @@ type walk struct {
 	returned bool
 	// tails are the targets of tail calls to code no entry starts.
 	tails []uint64
+	// preds are the predecessors of an instruction other than its rec's
+	// first one (the arrivals that set multi), for a jump table's bounds
+	// check proven again on every path when the walk ends (recheck).
+	preds map[uint64][]uint64
+	// tables are the targets the walk took from each resolved jump table.
+	tables map[uint64][]uint64
 	// a64 is what the AArch64 steps remember across one function's
 	// paths: the PAC keys seen, the bounds checks that guard blocks.
 	a64 arm64Hist
