@@ -432,6 +432,13 @@ func (ts *tableSim) result(k int) (int, sym) {
 			return dst, copied(ts.low(sn, sw, k), k)
 		case in.Op == x86asm.MOVZX && sw < 32:
 			return dst, copied(ts.low(sn, sw, k), k)
+		case in.Op == x86asm.MOVSXD && dw == 64 && sw == 32:
+			// A value of fewer than 32 bits, zero-extended, has its sign
+			// bit clear: movslq leaves it as it is (python's opcode
+			// looked up in a byte table, then sign-extended).
+			if v := ts.low(sn, sw, k); v.w < 32 {
+				return dst, copied(v, k)
+			}
 		case in.Op == x86asm.ADD && dw == 64 && sw == 64:
 			a, b := ts.regs[dst], ts.regs[sn]
 			if a.kind == symAddr {
