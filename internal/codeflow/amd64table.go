@@ -41,7 +41,23 @@ type hist struct {
 // to the jump must have no other way in (w.single, checked when the walk
 // ends), so that the path is the only one to the jump.
 func (a amd64) table(w *walk, pc uint64, in x86asm.Inst) []uint64 {
-	path := w.path()
+	h := hists(w, w.path(), pc, in)
+	out, from := resolve(w, h)
+	if out == nil {
+		return nil
+	}
+	for _, x := range h[min(from, len(h)-1)+1:] {
+		w.single(pc, x.pc)
+	}
+	if w.tables == nil {
+		w.tables = map[uint64][]uint64{}
+	}
+	w.tables[pc] = append(w.tables[pc], out...)
+	return out
+}
+
+// hists decodes path, then appends the jump in at pc.
+func hists(w *walk, path []uint64, pc uint64, in x86asm.Inst) []hist {
 	h := make([]hist, 0, len(path)+1)
 	for _, p := range path {
 		b := w.bytes(p)
@@ -52,8 +68,15 @@ func (a amd64) table(w *walk, pc uint64, in x86asm.Inst) []uint64 {
 		}
 		h = append(h, hist{p, x})
 	}
-	h = append(h, hist{pc, in})
+	return append(h, hist{pc, in})
+}
+
+// resolve runs h (a path, then the jump) and gives the jump's targets
+// and the first instruction of h the proof relies on; nil when the jump
+// is no table proven on this path.
+func resolve(w *walk, h []hist) ([]uint64, int) {
 	jmp := len(h) - 1
+	in := h[jmp].in
 	ts := newTableSim(w, h)
 	for k := 0; k < jmp; k++ {
 		ts.step(k)
@@ -65,11 +88,11 @@ func (a amd64) table(w *walk, pc uint64, in x86asm.Inst) []uint64 {
 	case x86asm.Reg:
 		r, ok := reg64(arg)
 		if !ok {
-			return nil
+			return nil, 0
 		}
 		v = ts.regs[r]
 	default:
-		return nil
+		return nil, 0
 	}
 	var out []uint64
 	switch {
@@ -78,13 +101,71 @@ func (a amd64) table(w *walk, pc uint64, in x86asm.Inst) []uint64 {
 	case v.kind == symEntry && v.tab.size == 8:
 		out = ts.targets(v.tab, 0)
 	}
-	if out == nil {
-		return nil
+	return out, v.from
+}
+
+// maxRoutes bounds the paths recheck follows back from one jump.
+const maxRoutes = 64
+
+// recheck proves the table at jump again on every path into it, when
+// the one it was resolved on is not the only one (a second bounds check
+// on another path, as clang and GCC emit for a switch reached from two
+// places; a block the check and the table share). It follows the
+// predecessors back from the jump, every one of each instruction (its
+// rec's first and w.preds), and accepts a path as soon as the
+// instructions from its oldest one to the jump prove a table whose
+// targets the walk took: what the proof reads it reads on that path,
+// whatever ran before (the simulation starts from unknown registers).
+// A path that reaches the entry, or goes back histLen instructions,
+// unproven fails the table; so does one over maxRoutes paths.
+func (a amd64) recheck(w *walk, jump uint64) bool {
+	in, err := isa.AMD64(w.bytes(jump))
+	if err != nil {
+		return false
 	}
-	for _, x := range h[min(v.from, jmp)+1:] {
-		w.single(pc, x.pc)
+	took := map[uint64]bool{}
+	for _, t := range w.tables[jump] {
+		took[t] = true
 	}
-	return out
+	budget := maxRoutes
+	var back []uint64 // the path, nearest the jump first
+	var proven func() bool
+	proven = func() bool {
+		path := make([]uint64, len(back))
+		for i, p := range back {
+			path[len(back)-1-i] = p
+		}
+		if out, _ := resolve(w, hists(w, path, jump, in)); out != nil {
+			all := true
+			for _, t := range out {
+				all = all && took[t]
+			}
+			if all {
+				return true
+			}
+		}
+		at := jump
+		if len(back) > 0 {
+			at = back[len(back)-1]
+		}
+		i, ok := w.index[at]
+		if !ok || !w.recs[i].hasPred || len(back) >= histLen {
+			return false
+		}
+		for _, p := range append([]uint64{w.recs[i].pred}, w.preds[at]...) {
+			if budget--; budget < 0 {
+				return false
+			}
+			back = append(back, p)
+			ok := proven()
+			back = back[:len(back)-1]
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return proven()
 }
 
 // targets reads tab's entries: 64-bit addresses (size 8) or 32-bit
@@ -111,12 +192,23 @@ func (ts *tableSim) targets(tab *tableRef, base uint64) []uint64 {
 		} else {
 			x = order.Uint64(raw[8*i:])
 		}
-		if !w.inside(jump, x) {
+		if !w.inside(jump, x) && !coldPart(w, jump, x) {
 			return nil
 		}
 		out = append(out, x)
 	}
 	return out
+}
+
+// coldPart says a target t outside the jump's function is still taken:
+// in the jump's executable range. GCC moves a switch's rare cases to
+// foo.cold, and its table points there; the bound is proven and the
+// table read from read-only data, so t is where the jump goes, and the
+// walk follows it as it follows a direct jump there (another entry's
+// start is then a part of this function, or the walk fails there).
+func coldPart(w *walk, jump, t uint64) bool {
+	r := w.textRange(jump)
+	return r >= 0 && r == w.textRange(t)
 }
 
 // written is the set of general registers in changes (bit n: DWARF
@@ -179,6 +271,10 @@ type sym struct {
 	// register it was made in to this one: two registers holding one
 	// value agree from the first copy their chains do not share.
 	chain []int
+	// made is the instruction (an index in h) that gave the value its
+	// width w: a value of 12 bits or fewer, zero-extended, is its own
+	// bound from there on (an opcode byte indexing 256 entries).
+	made int
 }
 
 // tableRef is a table of n entries of size bytes at addr.
@@ -231,7 +327,7 @@ const never = 1 << 30
 func newTableSim(w *walk, h []hist) *tableSim {
 	ts := &tableSim{w: w, h: h, facts: map[int][]fact{}}
 	for r := range ts.regs {
-		ts.regs[r] = sym{id: r, w: 64, from: never}
+		ts.regs[r] = sym{id: r, w: 64, from: never, made: never}
 	}
 	ts.next = len(ts.regs)
 	return ts
@@ -242,14 +338,14 @@ func newTableSim(w *walk, h []hist) *tableSim {
 // compares it goes through give its from, not the instruction that made it.
 func (ts *tableSim) fresh(k int) sym {
 	ts.next++
-	return sym{id: ts.next, w: 64, from: never}
+	return sym{id: ts.next, w: 64, from: never, made: k}
 }
 
 // low is the value of the low width bits of register r read at h[k].
 func (ts *tableSim) low(r, width, k int) sym {
 	v := ts.regs[r]
 	if width < v.w {
-		v = sym{id: v.id, w: width, from: v.from, chain: v.chain}
+		v = sym{id: v.id, w: width, from: v.from, chain: v.chain, made: k}
 	}
 	return v
 }
@@ -336,6 +432,13 @@ func (ts *tableSim) result(k int) (int, sym) {
 			return dst, copied(ts.low(sn, sw, k), k)
 		case in.Op == x86asm.MOVZX && sw < 32:
 			return dst, copied(ts.low(sn, sw, k), k)
+		case in.Op == x86asm.MOVSXD && dw == 64 && sw == 32:
+			// A value of fewer than 32 bits, zero-extended, has its sign
+			// bit clear: movslq leaves it as it is (python's opcode
+			// looked up in a byte table, then sign-extended).
+			if v := ts.low(sn, sw, k); v.w < 32 {
+				return dst, copied(v, k)
+			}
 		case in.Op == x86asm.ADD && dw == 64 && sw == 64:
 			a, b := ts.regs[dst], ts.regs[sn]
 			if a.kind == symAddr {
@@ -360,7 +463,9 @@ func (ts *tableSim) result(k int) (int, sym) {
 			if v.kind == symValue {
 				// A zero-extending load, or a 32-bit one, clears the bits
 				// above what it reads.
-				v.w = min(v.w, dw, in.MemBytes*8)
+				if w := min(v.w, dw, in.MemBytes*8); w < v.w {
+					v.w, v.made = w, k
+				}
 			}
 			return dst, v
 		case in.Op == x86asm.MOVSXD && dw == 64 && in.MemBytes == 4:
@@ -412,7 +517,7 @@ func (ts *tableSim) load(k int, m x86asm.Mem, size int, signed bool) sym {
 		return ts.fresh(k)
 	}
 	if ts.mem && key == ts.memKey && !signed && size*8 <= ts.memV.w {
-		return copied(sym{id: ts.memV.id, w: size * 8, from: ts.memV.from}, k)
+		return copied(sym{id: ts.memV.id, w: size * 8, from: ts.memV.from, made: k}, k)
 	}
 	tab, from, ok := ts.tableAt(k, m, size)
 	if !ok || size == 4 && !signed || size == 1 && signed || size == 2 {
@@ -488,6 +593,12 @@ func (ts *tableSim) bound(v sym) (int, int, bool) {
 		if f := fs[i]; f.w >= v.w && f.max < maxTable {
 			return int(f.max) + 1, min(f.from, v.from, diverge(f.chain, v.chain)), true
 		}
+	}
+	// No check: a value of few bits, zero-extended where it was made
+	// (movzbl), cannot index past 1<<w entries, whatever it holds. The
+	// proof needs the path from that instruction on.
+	if v.kind == symValue && v.w <= 12 && v.made < never {
+		return 1 << v.w, min(v.from, v.made), true
 	}
 	return 0, 0, false
 }

@@ -91,12 +91,14 @@ func TestAMD64TableForms(t *testing.T) {
 	runSnippets(t, snips)
 }
 
-// TestAMD64TableOutside: a table whose entries leave the function is not
-// resolved.
+// TestAMD64TableOutside: a table entry outside the function is taken
+// only as code of the jump's executable range, and walked as a direct
+// jump there would be: a cold part gets rows, another function's entry
+// is walked with the frame in place (and fails there), and an entry
+// outside the code leaves f out.
 func TestAMD64TableOutside(t *testing.T) {
-	runSnippets(t, []snippet{{
-		name: "entry in another function",
-		src: `fn f
+	src := func(second string) string {
+		return `fn f
 			push %rbx
 			mov %edi,%ecx
 			cmp $1,%ecx
@@ -109,10 +111,79 @@ func TestAMD64TableOutside(t *testing.T) {
 			ret
 			def: pop %rbx
 			ret
+			endfn
+			cold: pop %rbx
+			ret
 			fn g
 			g0: ret
 			.section .rodata
-			tab: .long c0-tab, g0-tab`,
-		skips: map[string]Reason{"f": ReasonIndirect},
-	}})
+			tab: .long c0-tab, ` + second + `-tab`
+	}
+	runSnippets(t, []snippet{
+		{name: "entry in a cold part", src: src("cold"), rows: map[string]string{"c0": "sp+16", "cold": "sp+16"}},
+		{name: "entry in another function", src: src("g0"), skips: map[string]Reason{"f": ReasonReturn}},
+		{name: "entry in read-only data", src: src("tab"), skips: map[string]Reason{"f": ReasonIndirect}},
+	})
+}
+
+// TestAMD64TableWidth: an index zero-extended from a byte bounds a table
+// of 256 entries with no check; a wider or a changed one does not.
+func TestAMD64TableWidth(t *testing.T) {
+	src := func(dispatch string) string {
+		return `fn f
+			push %rbx
+			` + dispatch + `
+			lea big(%rip),%rdx
+			movslq (%rdx,%rcx,4),%rax
+			add %rdx,%rax
+			jmp *%rax
+			c0: pop %rbx
+			ret
+			.section .rodata
+			big: .rept 256
+			.long c0-big
+			.endr`
+	}
+	ok := map[string]string{"c0": "sp+16"}
+	left := map[string]Reason{"f": ReasonIndirect}
+	runSnippets(t, []snippet{
+		{name: "movzbl from a register", src: src("movzbl %dil,%ecx"), rows: ok},
+		{name: "movzbl from memory", src: src("movzbl (%rsi),%ecx"), rows: ok},
+		{name: "movzbl then copied", src: src("movzbl %dil,%eax\n mov %eax,%ecx"), rows: ok},
+		{name: "movzbl then movslq", src: src("movzbl %dil,%eax\n movslq %eax,%rcx"), rows: ok},
+		{name: "movzwl", src: src("movzwl %di,%ecx"), skips: left},
+		{name: "32-bit value movslq", src: src("mov %edi,%eax\n movslq %eax,%rcx"), skips: left},
+		{name: "movzbl then changed", src: src("movzbl %dil,%ecx\n add $1,%ecx"), skips: left},
+		{name: "movsbl", src: src("movsbl %dil,%ecx"), skips: left},
+		{name: "movzbl on one path only", src: src("test %esi,%esi\n je skip\n movzbl %dil,%ecx\n skip:"), skips: left},
+	})
+}
+
+// TestAMD64TableTwoPaths: a dispatch block reached from two paths, each
+// with its own bounds check (clang's switch reached from two places), is
+// resolved when every path proves the bound within the table.
+func TestAMD64TableTwoPaths(t *testing.T) {
+	src := func(second string) string {
+		return tableFunc(`test %esi,%esi
+			jne other
+			mov %edi,%ecx
+			cmp $2,%ecx
+			ja def
+			jmp go
+			other: mov %edx,%ecx
+			` + second + `
+			go: lea tab(%rip),%rdx
+			movslq (%rdx,%rcx,4),%rax
+			add %rdx,%rax
+			jmp *%rax`)
+	}
+	resolved := map[string]string{"c0": "sp+16", "c1": "sp+16", "c2": "sp+16", "def": "sp+16"}
+	left := map[string]Reason{"f": ReasonIndirect}
+	runSnippets(t, []snippet{
+		{name: "both checked", src: src("cmp $2,%ecx\n ja def"), rows: resolved},
+		{name: "second checked tighter", src: src("cmp $1,%ecx\n ja def"), rows: resolved},
+		{name: "second checked looser", src: src("cmp $3,%ecx\n ja def"), skips: left},
+		{name: "second unchecked", src: src(""), skips: left},
+		{name: "second checks another register", src: src("cmp $2,%edx\n ja def\n add $1,%ecx"), skips: left},
+	})
 }

@@ -81,6 +81,12 @@ type walk struct {
 	// framed is a tail-called entry a path reached with a frame in
 	// place (arrive), 0 for none.
 	framed uint64
+	// preds are the predecessors of an instruction other than its rec's
+	// first one (the arrivals that set multi), for a jump table's bounds
+	// check proven again on every path when the walk ends (recheck).
+	preds map[uint64][]uint64
+	// tables are the targets the walk took from each resolved jump table.
+	tables map[uint64][]uint64
 	// a64 is what the AArch64 steps remember across one function's
 	// paths: the PAC keys seen, the bounds checks that guard blocks.
 	a64 arm64Hist
@@ -100,6 +106,13 @@ type rec struct {
 // soloCheck: the instruction at pc must have one predecessor, or the jump
 // table at jump was resolved from a bounds check other paths bypass.
 type soloCheck struct{ pc, jump uint64 }
+
+// rechecker is an arch that can prove a jump table's bound again on
+// every path into the jump when one of its soloChecks failed: true when
+// each path gives a subset of the targets the walk took (w.tables).
+type rechecker interface {
+	recheck(w *walk, jump uint64) bool
+}
 
 // setBase sets r's CFA rule from what s knows of SP and FP (r.SP and
 // r.FPVal, already filled), the same on every instruction set; false

@@ -496,8 +496,21 @@ func (w *walk) run() *fail {
 			return f
 		}
 	}
+	rechecked := map[uint64]bool{}
 	for _, c := range w.solo {
 		if j, ok := w.index[c.pc]; ok && w.recs[j].multi {
+			// The path the table was resolved on is not the only one:
+			// an arch that can prove the bound on each path does so.
+			ok, seen := rechecked[c.jump]
+			if !seen {
+				if rc, is := w.arch.(rechecker); is {
+					ok = rc.recheck(w, c.jump)
+				}
+				rechecked[c.jump] = ok
+			}
+			if ok {
+				continue
+			}
 			return &fail{failure{ReasonIndirect, fmt.Sprintf("another path reaches %#x, bypassing the bounds check of the jump table", c.pc)}, c.jump}
 		}
 	}
@@ -614,6 +627,12 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 	r := &w.recs[i]
 	if !hasFrom || !r.hasPred || r.pred != from {
 		r.multi = true
+		if hasFrom && !slices.Contains(w.preds[pc], from) {
+			if w.preds == nil {
+				w.preds = map[uint64][]uint64{}
+			}
+			w.preds[pc] = append(w.preds[pc], from)
+		}
 	}
 	// Where the caller's frame pointer and return address are, and the
 	// signing, must be the same on every path. What the registers hold
