@@ -105,20 +105,6 @@ func TestMissingFunctions(t *testing.T) {
 	}
 	glibc := convertFile(t, hello, glibcOpts)
 	gnuV2 := convertFile(t, "../testdata/sframe/v3-x86_64-exe", convert.Options{Version: sframe.Version2})
-	sym := func(c converted, name string) uint64 {
-		t.Helper()
-		syms, err := c.f.ELF.Symbols()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range syms {
-			if s.Name == name {
-				return s.Value
-			}
-		}
-		t.Fatalf("no symbol %s", name)
-		return 0
-	}
 	emptyOpts := v3.sec.Options()
 	emptyOpts.Addr = v3.addr
 	empty, err := sframe.Encode(nil, emptyOpts)
@@ -142,17 +128,17 @@ func TestMissingFunctions(t *testing.T) {
 			missing: []string{"(.plt)", "(.plt.got)", "main", "_start", "fib"}, count: 5},
 		{name: "empty .sframe, two listed", file: v3, section: empty, list: 2,
 			missing: []string{"(.plt)", "(.plt.got)"}, count: 5},
-		{name: "main and fib removed", file: v3, section: v3.without(t, sym(v3, "main"), sym(v3, "fib")),
+		{name: "main and fib removed", file: v3, section: v3.without(t, v3.symbol(t, "main"), v3.symbol(t, "fib")),
 			missing: []string{"main", "fib"}, count: 2},
-		{name: "_start removed from V3", file: v3, section: v3.without(t, sym(v3, "_start")),
+		{name: "_start removed from V3", file: v3, section: v3.without(t, v3.symbol(t, "_start")),
 			missing: []string{"_start"}, count: 1},
 		{name: "glibc: _start left out", file: glibc, section: glibc.data, agree: true,
 			skipped: map[translate.Reason]int{translate.Outermost: 1}},
-		{name: "glibc: _start left out, main removed", file: glibc, section: glibc.without(t, sym(glibc, "main")),
+		{name: "glibc: _start left out, main removed", file: glibc, section: glibc.without(t, glibc.symbol(t, "main")),
 			missing: []string{"main"}, count: 1, skipped: map[translate.Reason]int{translate.Outermost: 1}},
 		{name: "V2 without the flexible function", file: gnuV2, section: gnuV2.data, agree: true,
 			skipped: map[translate.Reason]int{translate.CFADeref: 1}},
-		{name: "V2 without the flexible function and caller", file: gnuV2, section: gnuV2.without(t, sym(gnuV2, "caller")),
+		{name: "V2 without the flexible function and caller", file: gnuV2, section: gnuV2.without(t, gnuV2.symbol(t, "caller")),
 			missing: []string{"caller"}, count: 1, skipped: map[translate.Reason]int{translate.CFADeref: 1}},
 	}
 	for _, tt := range tests {
