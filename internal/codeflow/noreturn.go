@@ -83,6 +83,7 @@ func (r *returnsCache) scan(entry uint64, depth int) bool {
 	w := newWalk(r.code, r.arch, [2]int{}, Entry{Addr: entry})
 	seen := map[uint64]bool{}
 	todo := []uint64{entry}
+	var s State // one for the scan: a State per instruction went to the heap
 	for len(todo) > 0 {
 		pc := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
@@ -97,7 +98,7 @@ func (r *returnsCache) scan(entry uint64, depth int) bool {
 		if b == nil {
 			return true // off the code: unknown
 		}
-		s := r.arch.entry()
+		s = r.arch.entry()
 		nx, err := r.arch.step(w, b, pc, &s)
 		if err != nil || nx.len <= 0 {
 			return true
