@@ -109,8 +109,8 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 			skip(Skip{Start: r.entry.Addr, End: end, Entry: r.entry.Addr, Reason: r.fail.reason, At: r.fail.at, Detail: r.fail.detail})
 			continue
 		}
-		for _, fn := range r.funcs {
-			emit(fn)
+		for i := range r.funcs {
+			emit(r.funcs[i].fn())
 		}
 	}
 }
@@ -119,7 +119,7 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 // it reached either way.
 type walkResult struct {
 	entry   Entry
-	funcs   []Func
+	funcs   []heldFunc // rows.go
 	fail    *fail
 	reached extents
 	last    uint64
@@ -238,7 +238,11 @@ func walkEntry(c *Code, a arch, regs [2]int, e Entry, prev *walk) (walkResult, *
 	if f == nil && e.Source == FromPadding && !w.returned {
 		f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
 	}
-	return walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts, tails: w.tails}, w
+	held := make([]heldFunc, len(funcs))
+	for i := range funcs {
+		held[i] = hold(funcs[i])
+	}
+	return walkResult{entry: e, funcs: held, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts, tails: w.tails}, w
 }
 
 // keepBuf is the most instructions whose buffers a walk keeps for the
