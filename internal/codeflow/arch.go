@@ -84,9 +84,10 @@ type walk struct {
 	// st is the state being stepped (run); order and pcs are funcs's
 	// and reached's buffers, kept with the others for the next walk
 	// (reset).
-	st    State
-	order []int32
-	pcs   []uint64
+	st     State
+	order  []int32
+	pcs    []uint64
+	rowBuf []Row // funcs's rows
 }
 
 // rec is what the walk keeps of one reached instruction.

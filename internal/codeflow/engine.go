@@ -256,12 +256,12 @@ const keepBuf = 1 << 13
 // walk's result holds (parts, tails).
 func (w *walk) reset(e Entry) {
 	if len(w.recs) > keepBuf {
-		w.recs, w.index, w.order = nil, map[uint64]int32{}, nil
+		w.recs, w.index, w.order, w.rowBuf = nil, map[uint64]int32{}, nil, nil
 	} else {
 		clear(w.index)
 	}
 	*w = walk{code: w.code, arch: w.arch, regs: w.regs, entry: e, index: w.index, entrySP: w.entrySP,
-		recs: w.recs[:0], work: w.work[:0], block: w.block[:0], solo: w.solo[:0], order: w.order[:0], pcs: w.pcs[:0]}
+		recs: w.recs[:0], work: w.work[:0], block: w.block[:0], solo: w.solo[:0], order: w.order[:0], pcs: w.pcs[:0], rowBuf: w.rowBuf[:0]}
 }
 
 // conflicts fails every walk whose code another walk reached too (walks
@@ -667,6 +667,11 @@ func (w *walk) funcs() ([]Func, *fail) {
 	var out []Func
 	var cur *Func
 	var last uint64 // the last instruction of cur
+	// The rows of every Func go to one buffer, kept for the next walk
+	// (each Func's rows are its end while it is cur): walkEntry copies
+	// them (hold) before the next walk writes over them.
+	rows := w.rowBuf[:0]
+	first := 0 // where cur's rows start in rows
 	for _, i := range order {
 		r := &w.recs[i]
 		row, err := w.arch.rule(&r.s)
@@ -685,19 +690,27 @@ func (w *walk) funcs() ([]Func, *fail) {
 			// instruction after it.
 			pad := row
 			pad.PC = cur.End
-			cur.Rows = append(cur.Rows, pad)
+			rows = append(rows, pad)
 			cur.End = r.pc
 		}
 		if cur == nil || cur.End != r.pc || w.isEntry(r.pc) && !w.parts[r.pc] {
+			if cur != nil {
+				cur.Rows = rows[first:len(rows):len(rows)]
+			}
 			out = append(out, Func{Start: r.pc, Entry: w.entry.Addr})
 			cur = &out[len(out)-1]
+			first = len(rows)
 		}
-		if n := len(cur.Rows); n == 0 || !sameRow(&cur.Rows[n-1], &row) {
-			cur.Rows = append(cur.Rows, row)
+		if n := len(rows); n == first || !sameRow(&rows[n-1], &row) {
+			rows = append(rows, row)
 		}
 		cur.End = r.pc + uint64(r.n)
 		last = r.pc
 	}
+	if cur != nil {
+		cur.Rows = rows[first:len(rows):len(rows)]
+	}
+	w.rowBuf = rows
 	return out, nil
 }
 

@@ -1,6 +1,9 @@
 package codeflow
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Analyze holds every function's rows until the walks have been held
 // against each other (conflicts): on a file of chromium's size, tens of
@@ -35,18 +38,18 @@ type heldFunc struct {
 	rows              []Row
 }
 
-// hold packs fn's rows when every one fits.
+// hold packs fn's rows when every one fits; it keeps nothing of fn.Rows
+// (a walk's buffer).
 func hold(fn Func) heldFunc {
 	h := heldFunc{start: fn.Start, end: fn.End, entry: fn.Entry}
 	if len(fn.Rows) == 0 {
-		h.rows = fn.Rows
 		return h
 	}
 	p := make([]packedRow, len(fn.Rows))
 	for i := range fn.Rows {
 		var ok bool
 		if p[i], ok = packRow(fn.Start, &fn.Rows[i]); !ok {
-			h.rows = fn.Rows
+			h.rows = slices.Clone(fn.Rows)
 			return h
 		}
 	}
