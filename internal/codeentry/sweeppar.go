@@ -75,6 +75,12 @@ func (sw *sweepResult) sweepParts(data []Span, size int) (late, whole int) {
 			parts = append(parts, part{ri: i, lo: lo, hi: min(lo+size, len(r.data))})
 		}
 	}
+	// Each part is stitched as soon as it and those before it are swept,
+	// so that only the parts in flight hold their findings.
+	done := make([]chan struct{}, len(parts))
+	for k := range done {
+		done[k] = make(chan struct{})
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range max(1, min(runtime.GOMAXPROCS(0), len(parts))) {
@@ -83,19 +89,27 @@ func (sw *sweepResult) sweepParts(data []Span, size int) (late, whole int) {
 			defer wg.Done()
 			for k := int(next.Add(1) - 1); k < len(parts); k = int(next.Add(1) - 1) {
 				sw.sweepPart(&parts[k], data)
+				close(done[k])
 			}
 		}()
 	}
-	wg.Wait()
-	for k := 0; k < len(parts); {
-		n := 1
-		for k+n < len(parts) && parts[k+n].ri == parts[k].ri {
-			n++
+	var off int
+	var st sweepState
+	for k := range parts {
+		<-done[k]
+		p := &parts[k]
+		if k == 0 || p.ri != parts[k-1].ri {
+			// A range's first part starts where the range does, as the
+			// one decode.
+			sw.add(&p.out)
+			off, st = p.end, p.st
+		} else {
+			l, w := sw.stitch(p, data, &off, &st)
+			late, whole = late+l, whole+w
 		}
-		l, w := sw.stitch(parts[k:k+n], data)
-		late, whole = late+l, whole+w
-		k += n
+		p.snaps = nil
 	}
+	wg.Wait()
 	return late, whole
 }
 
@@ -127,56 +141,50 @@ func (sw *sweepResult) mark(ri, off int, start, stopped bool) {
 	}
 }
 
-// stitch joins the parts of one range, in order, into the decode from
-// the range's start (see above), and adds what it found to sw; late and
-// whole are counted as sweepParts says.
-func (sw *sweepResult) stitch(parts []part, data []Span) (late, whole int) {
-	r := sw.img.text[parts[0].ri]
-	ri := parts[0].ri
-	// The first part starts where the range does, as the one decode.
-	sw.add(&parts[0].out)
-	off, st := parts[0].end, parts[0].st
+// stitch goes on with the one decode of p's range, at *off in state *st
+// when the parts before p are stitched, into p (see above), adds what it
+// found to sw and leaves *off and *st where the decode leaves p. late:
+// it fell into step after p's first byte; whole: it never did.
+func (sw *sweepResult) stitch(p *part, data []Span, off *int, st *sweepState) (late, whole int) {
+	r := sw.img.text[p.ri]
 	type mk struct {
 		off           int
 		start, stoppd bool
 	}
-	for k := 1; k < len(parts); k++ {
-		p := &parts[k]
-		var fix sweepOut
-		var marks []mk
-		j := 0 // the first of p's snaps not behind off
-		for {
-			for j < len(p.snaps) && p.snaps[j].off < off {
-				j++
-			}
-			if j < len(p.snaps) && p.snaps[j].off == off && p.snaps[j].st == st {
-				// In step: p's findings from here on are the decode's.
-				if off > p.lo {
-					late++
-				}
-				sw.clearBits(ri, p.lo, off)
-				p.out.dropFirst(p.snaps[j].n)
-				off, st = p.end, p.st
-				break
-			}
-			if off >= p.hi {
-				// Never in step: the stitching swept p itself.
-				sw.clearBits(ri, p.lo, p.hi)
-				p.out = sweepOut{}
-				whole++
-				break
-			}
-			at := off
-			var start, stopped bool
-			off, start, stopped = sw.step(r, data, off, &st, &fix)
-			marks = append(marks, mk{at, start, stopped})
+	var fix sweepOut
+	var marks []mk
+	j := 0 // the first of p's snaps not behind *off
+	for {
+		for j < len(p.snaps) && p.snaps[j].off < *off {
+			j++
 		}
-		for _, m := range marks {
-			sw.mark(ri, m.off, m.start, m.stoppd)
+		if j < len(p.snaps) && p.snaps[j].off == *off && p.snaps[j].st == *st {
+			// In step: p's findings from here on are the decode's.
+			if *off > p.lo {
+				late = 1
+			}
+			sw.clearBits(p.ri, p.lo, *off)
+			p.out.dropFirst(p.snaps[j].n)
+			*off, *st = p.end, p.st
+			break
 		}
-		sw.add(&fix)
-		sw.add(&p.out)
+		if *off >= p.hi {
+			// Never in step: the stitching swept p itself.
+			sw.clearBits(p.ri, p.lo, p.hi)
+			p.out = sweepOut{}
+			whole = 1
+			break
+		}
+		at := *off
+		var start, stopped bool
+		*off, start, stopped = sw.step(r, data, *off, st, &fix)
+		marks = append(marks, mk{at, start, stopped})
 	}
+	for _, m := range marks {
+		sw.mark(p.ri, m.off, m.start, m.stoppd)
+	}
+	sw.add(&fix)
+	sw.add(&p.out)
 	return late, whole
 }
 
