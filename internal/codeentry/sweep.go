@@ -172,8 +172,34 @@ func (sw *sweepResult) aligned(pc uint64, run int) bool {
 }
 
 // decodeAMD64 decodes the instruction at b; ok is false for bytes that
-// do not decode.
+// do not decode. The common forms are read by isa.QuickAMD64, the rest
+// by x86asm (decodeAMD64Full), with the same result.
 func decodeAMD64(b []byte, pc uint64) (insn, bool) {
+	q, ok := isa.QuickAMD64(b)
+	if !ok {
+		return decodeAMD64Full(b, pc)
+	}
+	out := insn{len: q.Len}
+	target := pc + uint64(q.Len) + uint64(q.Rel)
+	switch q.Kind {
+	case isa.QNop:
+		out.pad = true
+	case isa.QInt3:
+		out.pad, out.stop = true, true
+	case isa.QRet:
+		out.stop = true
+	case isa.QJump:
+		out.stop, out.isJump, out.jump = true, true, target
+	case isa.QJcc:
+		out.isJump, out.jump = true, target
+	case isa.QCall:
+		out.isCall, out.call = true, target
+	}
+	return out, true
+}
+
+// decodeAMD64Full is decodeAMD64 by x86asm alone.
+func decodeAMD64Full(b []byte, pc uint64) (insn, bool) {
 	if len(b) >= 4 && b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && (b[3] == 0xfa || b[3] == 0xfb) {
 		// endbr64/endbr32: x86asm v0.30.0 gives them no opcode and a
 		// length of 1.
