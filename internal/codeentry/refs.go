@@ -130,18 +130,19 @@ func a64X(a arm64asm.Arg) (int8, bool) {
 	return 0, false
 }
 
-// noteRefs records the addresses in takes and the jump tables it reads.
-func (sw *sweepResult) noteRefs(in *insn, p *a64Pair) {
+// noteRefs records in out the addresses in takes and the jump tables it
+// reads.
+func noteRefs(m elf.Machine, in *insn, p *a64Pair, out *sweepOut) {
 	if in.lea != 0 {
-		sw.refs[in.lea] = true
+		out.refs = append(out.refs, in.lea)
 	}
 	if in.imm != 0 {
-		sw.refs[in.imm] = true
+		out.refs = append(out.refs, in.imm)
 	}
 	if in.table != 0 {
-		sw.tables[in.table] = true
+		out.tables = append(out.tables, in.table)
 	}
-	if sw.m != elf.EM_AARCH64 {
+	if m != elf.EM_AARCH64 {
 		return
 	}
 	h := in.a64
@@ -151,7 +152,7 @@ func (sw *sweepResult) noteRefs(in *insn, p *a64Pair) {
 	case h.kind == a64Adrp:
 		*p = a64Pair{reg: h.reg, page: h.val, left: a64PairWindow}
 	case h.kind == a64Add && p.left > 0 && h.reg == p.reg:
-		sw.refs[p.page+h.val] = true
+		out.refs = append(out.refs, p.page+h.val)
 		if h.dst == p.reg {
 			*p = a64Pair{}
 		}

@@ -70,8 +70,18 @@ type sweepResult struct {
 	callNext int
 }
 
-// sweep decodes every text range but the PLTs and data.
+// sweep decodes every text range but the PLTs and data, in parts on
+// all CPUs (sweeppar.go), with the result of one decode from each
+// range's start.
 func sweep(img *image, data []Span, m elf.Machine) *sweepResult {
+	sw := newSweep(img, m)
+	sw.sweepParts(data, partSize)
+	return sw
+}
+
+// newSweep is a sweep of img that found nothing yet, with a bitmap for
+// each range the sweep decodes.
+func newSweep(img *image, m elf.Machine) *sweepResult {
 	sw := &sweepResult{m: m, img: img, starts: make([][]uint64, len(img.text)),
 		stopped: make([][]uint64, len(img.text)),
 		calls:   map[uint64]bool{}, jumps: map[uint64]bool{}, refs: map[uint64]bool{}, tables: map[uint64]bool{}}
@@ -81,63 +91,74 @@ func sweep(img *image, data []Span, m elf.Machine) *sweepResult {
 		}
 		sw.starts[i] = make([]uint64, (len(r.data)+63)/64)
 		sw.stopped[i] = make([]uint64, (len(r.data)+63)/64)
-		sw.sweepRange(i, r, data)
 	}
 	return sw
 }
 
-func (sw *sweepResult) sweepRange(ri int, r region, data []Span) {
+// sweepState is what the sweep carries from one instruction to the
+// next: the padding run before it, whether the instruction before the
+// run ends its path or calls (predCall), and AArch64's last adrp.
+type sweepState struct {
+	run      int
+	predStop bool
+	predCall uint64
+	pair     a64Pair
+}
+
+// sweepOut is what a sweep found, in address order: the targets of
+// calls and jumps, the addresses taken and tables read (noteRefs), the
+// padding candidates, and the calls to the next instruction.
+type sweepOut struct {
+	calls, jumps, refs, tables []uint64
+	pads                       []padCand
+	callNext                   int
+}
+
+// step sweeps what is at offset off of range r (an instruction, or a
+// byte or word that is data or does not decode) in state st, adding to
+// out what it finds; it gives the next offset and whether an
+// instruction starts at off, and whether its predecessor ended its path
+// (stopped).
+func (sw *sweepResult) step(r region, data []Span, off int, st *sweepState, out *sweepOut) (nextOff int, start, stopped bool) {
 	decode := decodeAMD64
-	step := 1 // how far to move past bytes that do not decode
+	skip := 1 // how far to move past bytes that do not decode
 	if sw.m == elf.EM_AARCH64 {
-		decode, step = decodeARM64, 4
+		decode, skip = decodeARM64, 4
 	}
-	// No predecessor at the range's start: gapEntries takes the start.
-	run, predStop, predCall := 0, false, uint64(0)
-	var pair a64Pair
-	for off := 0; off < len(r.data); {
-		pc := r.addr + uint64(off)
-		if inSpans(data, pc) {
-			off += step
-			run, predStop, predCall = 0, false, 0
-			pair = a64Pair{}
-			continue
-		}
-		in, ok := decode(r.data[off:], pc)
-		if !ok {
-			off += step
-			run, predStop, predCall = 0, false, 0
-			pair = a64Pair{}
-			continue
-		}
-		sw.starts[ri][off/64] |= 1 << (off % 64)
-		if predStop {
-			sw.stopped[ri][off/64] |= 1 << (off % 64)
-		}
-		sw.noteRefs(&in, &pair)
-		switch {
-		case in.pad:
-			run += in.len
-		default:
-			if run > 0 && sw.aligned(pc, run) {
-				sw.pads = append(sw.pads, padCand{addr: pc, run: run, predStop: predStop, predCall: predCall})
-			}
-			run = 0
-			predStop, predCall = in.stop, 0
-			if in.isCall {
-				predCall = in.call
-				if in.call == pc+uint64(in.len) {
-					sw.callNext++
-				} else {
-					sw.calls[in.call] = true
-				}
-			}
-			if in.isJump {
-				sw.jumps[in.jump] = true
-			}
-		}
-		off += in.len
+	pc := r.addr + uint64(off)
+	if inSpans(data, pc) {
+		*st = sweepState{}
+		return off + skip, false, false
 	}
+	in, ok := decode(r.data[off:], pc)
+	if !ok {
+		*st = sweepState{}
+		return off + skip, false, false
+	}
+	stopped = st.predStop
+	noteRefs(sw.m, &in, &st.pair, out)
+	switch {
+	case in.pad:
+		st.run += in.len
+	default:
+		if st.run > 0 && sw.aligned(pc, st.run) {
+			out.pads = append(out.pads, padCand{addr: pc, run: st.run, predStop: st.predStop, predCall: st.predCall})
+		}
+		st.run = 0
+		st.predStop, st.predCall = in.stop, 0
+		if in.isCall {
+			st.predCall = in.call
+			if in.call == pc+uint64(in.len) {
+				out.callNext++
+			} else {
+				out.calls = append(out.calls, in.call)
+			}
+		}
+		if in.isJump {
+			out.jumps = append(out.jumps, in.jump)
+		}
+	}
+	return off + in.len, true, stopped
 }
 
 // aligned says a padding run of run bytes ending at pc looks like the
@@ -151,8 +172,34 @@ func (sw *sweepResult) aligned(pc uint64, run int) bool {
 }
 
 // decodeAMD64 decodes the instruction at b; ok is false for bytes that
-// do not decode.
+// do not decode. The common forms are read by isa.QuickAMD64, the rest
+// by x86asm (decodeAMD64Full), with the same result.
 func decodeAMD64(b []byte, pc uint64) (insn, bool) {
+	q, ok := isa.QuickAMD64(b)
+	if !ok {
+		return decodeAMD64Full(b, pc)
+	}
+	out := insn{len: q.Len}
+	target := pc + uint64(q.Len) + uint64(q.Rel)
+	switch q.Kind {
+	case isa.QNop:
+		out.pad = true
+	case isa.QInt3:
+		out.pad, out.stop = true, true
+	case isa.QRet:
+		out.stop = true
+	case isa.QJump:
+		out.stop, out.isJump, out.jump = true, true, target
+	case isa.QJcc:
+		out.isJump, out.jump = true, target
+	case isa.QCall:
+		out.isCall, out.call = true, target
+	}
+	return out, true
+}
+
+// decodeAMD64Full is decodeAMD64 by x86asm alone.
+func decodeAMD64Full(b []byte, pc uint64) (insn, bool) {
 	if len(b) >= 4 && b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && (b[3] == 0xfa || b[3] == 0xfb) {
 		// endbr64/endbr32: x86asm v0.30.0 gives them no opcode and a
 		// length of 1.

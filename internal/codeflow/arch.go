@@ -90,6 +90,13 @@ type walk struct {
 	// a64 is what the AArch64 steps remember across one function's
 	// paths: the PAC keys seen, the bounds checks that guard blocks.
 	a64 arm64Hist
+	// st is the state being stepped (run); order and pcs are funcs's
+	// and reached's buffers, kept with the others for the next walk
+	// (reset).
+	st     State
+	order  []int32
+	pcs    []uint64
+	rowBuf []Row // funcs's rows
 }
 
 // rec is what the walk keeps of one reached instruction.

@@ -110,8 +110,8 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 			skip(Skip{Start: r.entry.Addr, End: end, Entry: r.entry.Addr, Reason: r.fail.reason, At: r.fail.at, Detail: r.fail.detail})
 			continue
 		}
-		for _, fn := range r.funcs {
-			emit(fn)
+		for i := range r.funcs {
+			emit(r.funcs[i].fn())
 		}
 	}
 }
@@ -120,7 +120,7 @@ func Analyze(c *Code, emit func(Func), skip func(Skip)) {
 // it reached either way.
 type walkResult struct {
 	entry   Entry
-	funcs   []Func
+	funcs   []heldFunc // rows.go
 	fail    *fail
 	reached extents
 	last    uint64
@@ -158,8 +158,9 @@ func walkAll(c *Code, mk func() arch, regs [2]int, entries []Entry) []walkResult
 		go func() {
 			defer wg.Done()
 			a := mk()
+			var w *walk // this goroutine's buffers, reused walk after walk
 			for i := int(next.Add(1) - 1); i < len(entries); i = int(next.Add(1) - 1) {
-				results[i] = walkEntry(c, a, regs, entries[i])
+				results[i], w = walkEntry(c, a, regs, entries[i], w)
 			}
 		}()
 	}
@@ -256,17 +257,49 @@ func (c *Code) isEntry(pc uint64) bool {
 	return i < len(es) && es[i].Addr == pc
 }
 
-// walkEntry walks one entry (on any goroutine: c is only read).
-func walkEntry(c *Code, a arch, regs [2]int, e Entry) walkResult {
+// walkEntry walks one entry (on any goroutine: c is only read). prev,
+// when not nil, is the last walk of the same goroutine: its buffers are
+// reused (allocating them afresh for every entry was two thirds of the
+// time the walks of libLLVM took, in growing slices and collecting
+// them); the walk it made is returned for the next call.
+func walkEntry(c *Code, a arch, regs [2]int, e Entry, prev *walk) (walkResult, *walk) {
 	if c.described(e.Addr) {
-		return walkResult{entry: e, skipped: true}
+		return walkResult{entry: e, skipped: true}, prev
 	}
-	w := newWalk(c, a, regs, e)
+	w := prev
+	if w == nil {
+		w = newWalk(c, a, regs, e)
+	} else {
+		w.reset(e)
+	}
 	funcs, f := w.funcs()
 	if f == nil && e.Source == FromPadding && !w.returned {
 		f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
 	}
-	return walkResult{entry: e, funcs: funcs, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts, tails: w.tails, framed: w.framed}
+	held := make([]heldFunc, len(funcs))
+	for i := range funcs {
+		held[i] = hold(funcs[i])
+	}
+	return walkResult{entry: e, funcs: held, fail: f, reached: withFuncs(w.reached(), funcs), last: w.last, parts: w.parts, tails: w.tails, framed: w.framed}, w
+}
+
+// keepBuf is the most instructions whose buffers a walk keeps for the
+// next (reset): past it they are dropped, so that one huge function
+// does not hold its states (and make clearing the index slow) for the
+// rest of the run.
+const keepBuf = 1 << 13
+
+// reset makes w, a finished walk, a new walk from e, keeping its
+// buffers (those of at most keepBuf instructions) but nothing the last
+// walk's result holds (parts, tails).
+func (w *walk) reset(e Entry) {
+	if len(w.recs) > keepBuf {
+		w.recs, w.index, w.order, w.rowBuf = nil, map[uint64]int32{}, nil, nil
+	} else {
+		clear(w.index)
+	}
+	*w = walk{code: w.code, arch: w.arch, regs: w.regs, entry: e, index: w.index, entrySP: w.entrySP,
+		recs: w.recs[:0], work: w.work[:0], block: w.block[:0], solo: w.solo[:0], order: w.order[:0], pcs: w.pcs[:0], rowBuf: w.rowBuf[:0]}
 }
 
 // conflicts fails every walk whose code another walk reached too (walks
@@ -331,10 +364,11 @@ func shared(r *walkResult, other, pc uint64) {
 
 // reached is the code the walk reached, as merged extents.
 func (w *walk) reached() extents {
-	pcs := make([]uint64, 0, len(w.recs))
+	pcs := w.pcs[:0]
 	for i := range w.recs {
 		pcs = append(pcs, w.recs[i].pc)
 	}
+	w.pcs = pcs
 	slices.Sort(pcs)
 	var out extents
 	for _, pc := range pcs {
@@ -466,8 +500,8 @@ func (w *walk) history(i int32) {
 
 // run walks the entry's paths: nil when every path ended well.
 func (w *walk) run() *fail {
-	s := w.arch.entry()
-	if f := w.arrive(0, false, w.entry.Addr, &s, true); f != nil {
+	w.st = w.arch.entry()
+	if f := w.arrive(0, false, w.entry.Addr, &w.st, true); f != nil {
 		return f
 	}
 	for len(w.work) > 0 {
@@ -476,8 +510,11 @@ func (w *walk) run() *fail {
 		w.recs[i].queued = false
 		pc := w.recs[i].pc
 		w.cur, w.pathOf = i, -1 // w.path() fills w.block when a step asks
-		s := w.recs[i].s
-		nx, err := w.arch.step(w, w.bytes(pc), pc, &s)
+		// The state is stepped in w.st, not in a local the compiler
+		// moves to the heap (560 bytes an instruction).
+		w.st = w.recs[i].s
+		s := &w.st
+		nx, err := w.arch.step(w, w.bytes(pc), pc, s)
 		if err != nil {
 			return w.failAt(pc, err)
 		}
@@ -492,7 +529,7 @@ func (w *walk) run() *fail {
 		}
 		w.recs[i].n = uint8(nx.len)
 		w.last = max(w.last, pc+uint64(nx.len))
-		if f := w.follow(pc, nx, &s); f != nil {
+		if f := w.follow(pc, nx, s); f != nil {
 			return f
 		}
 	}
@@ -699,14 +736,20 @@ func (w *walk) funcs() ([]Func, *fail) {
 	if f := w.run(); f != nil {
 		return nil, f
 	}
-	order := make([]int32, len(w.recs))
-	for i := range order {
-		order[i] = int32(i)
+	order := w.order[:0]
+	for i := range w.recs {
+		order = append(order, int32(i))
 	}
+	w.order = order
 	sort.Slice(order, func(a, b int) bool { return w.recs[order[a]].pc < w.recs[order[b]].pc })
 	var out []Func
 	var cur *Func
 	var last uint64 // the last instruction of cur
+	// The rows of every Func go to one buffer, kept for the next walk
+	// (each Func's rows are its end while it is cur): walkEntry copies
+	// them (hold) before the next walk writes over them.
+	rows := w.rowBuf[:0]
+	first := 0 // where cur's rows start in rows
 	for _, i := range order {
 		r := &w.recs[i]
 		row, err := w.arch.rule(&r.s)
@@ -725,19 +768,27 @@ func (w *walk) funcs() ([]Func, *fail) {
 			// instruction after it.
 			pad := row
 			pad.PC = cur.End
-			cur.Rows = append(cur.Rows, pad)
+			rows = append(rows, pad)
 			cur.End = r.pc
 		}
 		if cur == nil || cur.End != r.pc || w.isEntry(r.pc) && !w.parts[r.pc] {
+			if cur != nil {
+				cur.Rows = rows[first:len(rows):len(rows)]
+			}
 			out = append(out, Func{Start: r.pc, Entry: w.entry.Addr})
 			cur = &out[len(out)-1]
+			first = len(rows)
 		}
-		if n := len(cur.Rows); n == 0 || !sameRow(&cur.Rows[n-1], &row) {
-			cur.Rows = append(cur.Rows, row)
+		if n := len(rows); n == first || !sameRow(&rows[n-1], &row) {
+			rows = append(rows, row)
 		}
 		cur.End = r.pc + uint64(r.n)
 		last = r.pc
 	}
+	if cur != nil {
+		cur.Rows = rows[first:len(rows):len(rows)]
+	}
+	w.rowBuf = rows
 	return out, nil
 }
 
