@@ -9,9 +9,8 @@
 // the converted files (and of their hard links) are updated in the
 // control member's md5sums, whose bytes, and every other byte of the
 // control tar, stay as they were. Each rewritten member keeps its
-// compression, but data.tar.bz2 (Go has no bzip2 writer), which is
-// written as data.tar.xz. Every ar header keeps its fields (name, date,
-// owner, group, mode) but the size.
+// compression, data.tar.bz2's included, and its name. Every ar header
+// keeps its fields (name, date, owner, group, mode) but the size.
 //
 // The package is read through an io.ReaderAt, member by member, and never
 // held in memory: data.tar is converted as a stream into a temporary file,
@@ -161,10 +160,9 @@ func layout(r io.ReaderAt, ms []member) (control, data int, err error) {
 
 // Result is a package converted, to be written with Write.
 type Result struct {
-	Member    string       // the data member, as read ("data.tar.xz")
-	NewMember string       // as written: data.tar.bz2 becomes data.tar.xz
-	Stats     *layer.Stats // what became of data.tar's files
-	Sums      int          // md5sums lines given a new sum
+	Member string       // the data member ("data.tar.xz")
+	Stats  *layer.Stats // what became of data.tar's files
+	Sums   int          // md5sums lines given a new sum
 
 	ctx           context.Context // Convert's, which Write heeds too
 	in            io.ReaderAt
@@ -203,7 +201,7 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 	if err != nil {
 		return nil, wrap(dm.name, err)
 	}
-	res.Member, res.NewMember = dm.name, strings.TrimSuffix(dm.name, suffix(dc))+suffix(written(dc))
+	res.Member = dm.name
 	defer func() {
 		if err != nil {
 			res.Close()
@@ -309,9 +307,6 @@ func (r *Result) Write(w io.Writer) error {
 		switch {
 		case i == r.data:
 			body, size = r.newData.reader(), r.newData.size
-			if r.NewMember != m.name {
-				rename(&h, r.NewMember)
-			}
 		case i == r.control && r.newControl != nil:
 			body, size = r.newControl.reader(), r.newControl.size
 		}
@@ -335,15 +330,6 @@ func (r *Result) Write(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// rename gives the member header h the name name, keeping the
-// terminator ('/' or none) of the name it had.
-func rename(h *[relobj.ArHeaderSize]byte, name string) {
-	if strings.HasSuffix(strings.TrimRight(string(h[:16]), " "), "/") {
-		name += "/"
-	}
-	copy(h[:16], fmt.Sprintf("%-16s", name))
 }
 
 // Close removes the temporary files.

@@ -10,9 +10,9 @@
 // files converted one at a time, as internal/layer converts a tar
 // stream's; every cpio header keeps its bytes but the size (and the
 // 070702 checksum), every other entry its bytes. The payload is written
-// again with its compressor at its level (gzip, xz, zstd; bzip2, which
-// Go cannot write, is refused) into a temporary file, since the headers
-// before it hold its digests.
+// again with its compressor at its level (gzip, xz, zstd or bzip2, whose
+// writer is dsnet/compress's: see compress.go) into a temporary file,
+// since the headers before it hold its digests.
 //
 // The lead is kept. The main header keeps every entry, in its order,
 // with its type, count and bytes, but for the converted files' digests
