@@ -168,9 +168,9 @@ type Result struct {
 	in            io.ReaderAt
 	size          int64
 	members       []member
-	control, data int    // their index in members
-	newControl    *spool // nil: the control member is copied
-	newData       *spool // nil: nothing converted
+	control, data int          // their index in members
+	newControl    *layer.Spool // nil: the control member is copied
+	newData       *layer.Spool // nil: nothing converted
 }
 
 // Convert converts the ELF files of the Debian package r of size bytes.
@@ -212,7 +212,7 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 		return nil, wrap(dm.name, err)
 	}
 	if !res.Stats.Changed() {
-		res.newData.close()
+		res.newData.Close()
 		res.newData = nil
 		return res, nil
 	}
@@ -224,19 +224,19 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 
 // convertData converts the data member m of compression c into a
 // temporary file, compressed as c is written.
-func convertData(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, o Options) (_ *spool, _ *layer.Stats, err error) {
+func convertData(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, o Options) (_ *layer.Spool, _ *layer.Stats, err error) {
 	dec, err := layer.NewReader(ctx, c, io.NewSectionReader(r, m.off, m.size), m.size, o.Bounds)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer dec.Close()
-	out, err := newSpool(o.TempDir)
+	out, err := layer.NewSpool(o.TempDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer func() {
 		if err != nil {
-			out.close()
+			out.Close()
 		}
 	}()
 	enc, err := newEncoder(c, out, dec.GzipHeader(), 0)
@@ -255,7 +255,7 @@ func convertData(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, o 
 	if err := enc.Close(); err != nil {
 		return nil, nil, err
 	}
-	if err := out.finish(); err != nil {
+	if err := out.Finish(); err != nil {
 		return nil, nil, err
 	}
 	return out, st, nil
@@ -306,9 +306,9 @@ func (r *Result) Write(w io.Writer) error {
 		size := m.size
 		switch {
 		case i == r.data:
-			body, size = r.newData.reader(), r.newData.size
+			body, size = r.newData.Reader(), r.newData.Size()
 		case i == r.control && r.newControl != nil:
-			body, size = r.newControl.reader(), r.newControl.size
+			body, size = r.newControl.Reader(), r.newControl.Size()
 		}
 		if err := relobj.SetArSize(h[:], size); err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
@@ -335,10 +335,10 @@ func (r *Result) Write(w io.Writer) error {
 // Close removes the temporary files.
 func (r *Result) Close() error {
 	if r.newData != nil {
-		r.newData.close()
+		r.newData.Close()
 	}
 	if r.newControl != nil {
-		r.newControl.close()
+		r.newControl.Close()
 	}
 	return nil
 }

@@ -99,9 +99,9 @@ type Result struct {
 	in      io.ReaderAt
 	size    int64
 	lead    []byte
-	sig     []byte // the signature header, padded
-	main    []byte // the main header
-	payload *spool // nil: nothing converted
+	sig     []byte       // the signature header, padded
+	main    []byte       // the main header
+	payload *layer.Spool // nil: nothing converted
 }
 
 // Convert converts the ELF files of the RPM package r of size bytes. A
@@ -128,7 +128,7 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 	}
 	res.Stats, res.payload = pl.stats, pl.out
 	if len(pl.changed) == 0 {
-		pl.out.close()
+		pl.out.Close()
 		res.payload = nil
 		return res, nil
 	}
@@ -192,7 +192,7 @@ func readPackage(r io.ReaderAt, size int64) (*pkg, error) {
 
 // payload is a payload converted: its bytes, sizes and digests.
 type payload struct {
-	out          *spool
+	out          *layer.Spool
 	stats        *layer.Stats
 	changed      map[int]fileChange
 	size, usize  int64                // compressed and not
@@ -222,12 +222,12 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 		}
 		pl.udig[a], _ = newHash(a)
 	}
-	if pl.out, err = newSpool(o.TempDir); err != nil {
+	if pl.out, err = layer.NewSpool(o.TempDir); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			pl.out.close()
+			pl.out.Close()
 		}
 	}()
 	cw := &counter{w: io.MultiWriter(pl.out, multi(pl.digest))}
@@ -248,7 +248,7 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	if err := pl.out.finish(); err != nil {
+	if err := pl.out.Finish(); err != nil {
 		return nil, err
 	}
 	pl.size, pl.usize = cw.n, uw.n
@@ -413,7 +413,7 @@ func updateSig(sig *Header, main []byte, pl *payload) (dropped []string, err err
 	if sig.Find(sigMD5) != nil {
 		d := md5.New()
 		d.Write(main)
-		if err := pl.out.writeTo(d); err != nil {
+		if _, err := io.Copy(d, pl.out.Reader()); err != nil {
 			return nil, err
 		}
 		if err := sig.Set(sigMD5, d.Sum(nil)); err != nil {
@@ -473,12 +473,12 @@ func (r *Result) Write(w io.Writer) error {
 			return err
 		}
 	}
-	n, err := io.Copy(w, layer.Cancellable(r.ctx, r.payload.reader()))
+	n, err := io.Copy(w, layer.Cancellable(r.ctx, r.payload.Reader()))
 	if err != nil {
 		return err
 	}
-	if n != r.payload.size {
-		return fmt.Errorf("payload: %d of %d bytes written", n, r.payload.size)
+	if n != r.payload.Size() {
+		return fmt.Errorf("payload: %d of %d bytes written", n, r.payload.Size())
 	}
 	return nil
 }
@@ -486,7 +486,7 @@ func (r *Result) Write(w io.Writer) error {
 // Close removes the temporary files.
 func (r *Result) Close() error {
 	if r.payload != nil {
-		r.payload.close()
+		r.payload.Close()
 	}
 	return nil
 }
