@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strconv"
 
@@ -262,7 +263,7 @@ func (c *cpioConverter) convert(h entryHead, head []byte) error {
 		c.st.Files = append(c.st.Files, f)
 		return c.fail(h, err)
 	default:
-		return c.writeEntry(h, in, false)
+		return c.writeEntry(h, in, nil)
 	}
 	if h.name == "" && !c.files.long {
 		return c.fail(h, errors.New("a 07070X entry without 64-bit sizes"))
@@ -274,10 +275,7 @@ func (c *cpioConverter) convert(h entryHead, head []byte) error {
 	if err != nil {
 		return c.fail(h, fmt.Errorf("file digests: %w", err))
 	}
-	if err := out.CopyTo(c.ctx, dig); err != nil {
-		return c.fail(h, err)
-	}
-	if err := c.writeEntry(h, out, true); err != nil {
+	if err := c.writeEntry(h, out, dig); err != nil {
 		return err
 	}
 	ch := fileChange{size: uint64(out.Size()), digest: hex.EncodeToString(dig.Sum(nil))}
@@ -290,10 +288,12 @@ func (c *cpioConverter) convert(h entryHead, head []byte) error {
 	return nil
 }
 
-// writeEntry writes h with the data b and the padding after it; when
-// changed, the header's size (and checksum, in a 070702 header) are made
-// b's.
-func (c *cpioConverter) writeEntry(h entryHead, b *layer.Blob, changed bool) error {
+// writeEntry writes h with the data b and the padding after it; when b
+// is new data (dig, its file digest, is given), the header's size (and
+// checksum, in a 070702 header) are made b's, and b is hashed into dig
+// as it is written (a large file is read once).
+func (c *cpioConverter) writeEntry(h entryHead, b *layer.Blob, dig hash.Hash) error {
+	changed := dig != nil
 	raw := bytes.Clone(h.raw)
 	if changed && h.name != "" {
 		copy(raw[offFileSize:], fmt.Sprintf("%08x", b.Size()))
@@ -308,7 +308,11 @@ func (c *cpioConverter) writeEntry(h entryHead, b *layer.Blob, changed bool) err
 	if _, err := c.w.Write(raw); err != nil {
 		return err
 	}
-	if err := b.CopyTo(c.ctx, c.w); err != nil {
+	data := c.w
+	if changed {
+		data = io.MultiWriter(c.w, dig)
+	}
+	if err := b.CopyTo(c.ctx, data); err != nil {
 		return err
 	}
 	// The input's padding is copied, or dropped for zeros after new data.

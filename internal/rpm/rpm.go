@@ -199,8 +199,34 @@ type payload struct {
 	digest, udig map[uint64]hash.Hash // by algorithm
 }
 
-// payloadAlgos are the digest algorithms of the payload's digests.
-var payloadAlgos = []uint64{hashSHA256, hashSHA512, hashSHA3_256}
+// payloadDigest is a digest of the payload the main header holds.
+type payloadDigest struct {
+	tag  uint32
+	algo uint64
+	cpio bool // of the cpio archive, not of the compressed payload
+}
+
+// payloadDigests lists the payload digests h holds: PAYLOADDIGEST(ALT)
+// in PAYLOADDIGESTALGO's algorithm (SHA-256 when absent), rpm 6's
+// SHA-512 and SHA3-256 ones. Only those are computed: hashing a large
+// payload with all three would cost more than compressing it.
+func payloadDigests(h *Header) []payloadDigest {
+	algo := uint64(hashSHA256)
+	if a, ok := h.Ints(tagPayloadDigestAlgo); ok && len(a) == 1 {
+		algo = a[0]
+	}
+	var ds []payloadDigest
+	for _, d := range []payloadDigest{
+		{tagPayloadDigest, algo, false}, {tagPayloadDigestAlt, algo, true},
+		{tagPayloadSHA512, hashSHA512, false}, {tagPayloadSHA512Alt, hashSHA512, true},
+		{tagPayloadSHA3_256, hashSHA3_256, false}, {tagPayloadSHA3Alt, hashSHA3_256, true},
+	} {
+		if h.Find(d.tag) != nil {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
 
 // convertPayload converts the payload of p into a temporary file,
 // compressed as it was, and hashes it (compressed and not).
@@ -212,15 +238,17 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 	}
 	defer dec.Close()
 	pl := &payload{digest: map[uint64]hash.Hash{}, udig: map[uint64]hash.Hash{}}
-	algos := payloadAlgos
-	if algo, ok := p.main.Ints(tagPayloadDigestAlgo); ok && len(algo) == 1 && !slices.Contains(algos, algo[0]) {
-		algos = append(slices.Clone(algos), algo[0])
-	}
-	for _, a := range algos {
-		if pl.digest[a], err = newHash(a); err != nil {
+	for _, d := range payloadDigests(p.main) {
+		m := pl.digest
+		if d.cpio {
+			m = pl.udig
+		}
+		if m[d.algo] != nil {
+			continue
+		}
+		if m[d.algo], err = newHash(d.algo); err != nil {
 			return nil, fmt.Errorf("payload digest: %w", err)
 		}
-		pl.udig[a], _ = newHash(a)
 	}
 	if pl.out, err = layer.NewSpool(o.TempDir); err != nil {
 		return nil, err
@@ -235,7 +263,14 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 	if err != nil {
 		return nil, err
 	}
-	uw := &counter{w: io.MultiWriter(enc, multi(pl.udig))}
+	pipe := newPipeWriter(io.MultiWriter(enc, multi(pl.udig)))
+	piped := false
+	defer func() {
+		if !piped {
+			pipe.Close()
+		}
+	}()
+	uw := &counter{w: pipe}
 	co := cpioOptions{Convert: o.Convert, TempDir: o.TempDir}
 	if pl.stats, pl.changed, err = convertCPIO(ctx, dec, uw, p.files, co); err != nil {
 		return nil, fmt.Errorf("payload: %w", err)
@@ -244,6 +279,10 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 	// compression's checksums are checked.
 	if err := dec.Tail(uw); err != nil {
 		return nil, fmt.Errorf("payload: %w", err)
+	}
+	piped = true
+	if err := pipe.Close(); err != nil {
+		return nil, err
 	}
 	if err := enc.Close(); err != nil {
 		return nil, err
@@ -330,24 +369,13 @@ func updateMain(h *Header, fs *files, pl *payload) (n int, err error) {
 // setPayloadDigests gives the main header the payload's digests, of the
 // compressed payload and of the cpio archive, in hex.
 func setPayloadDigests(h *Header, pl *payload) error {
-	algo := uint64(hashSHA256)
-	if a, ok := h.Ints(tagPayloadDigestAlgo); ok && len(a) == 1 {
-		algo = a[0]
-	}
-	for _, d := range []struct {
-		tag  uint32
-		algo uint64
-		of   map[uint64]hash.Hash
-	}{
-		{tagPayloadDigest, algo, pl.digest}, {tagPayloadDigestAlt, algo, pl.udig},
-		{tagPayloadSHA512, hashSHA512, pl.digest}, {tagPayloadSHA512Alt, hashSHA512, pl.udig},
-		{tagPayloadSHA3_256, hashSHA3_256, pl.digest}, {tagPayloadSHA3Alt, hashSHA3_256, pl.udig},
-	} {
-		e := h.Find(d.tag)
-		if e == nil {
-			continue
+	for _, d := range payloadDigests(h) {
+		of := pl.digest
+		if d.cpio {
+			of = pl.udig
 		}
-		v := encodeStrings([]string{hex.EncodeToString(d.of[d.algo].Sum(nil))})
+		e := h.Find(d.tag)
+		v := encodeStrings([]string{hex.EncodeToString(of[d.algo].Sum(nil))})
 		if e.Count != 1 || len(v) != len(e.Value) {
 			return fmt.Errorf("tag %d: %d values, %d bytes: not one digest of algorithm %d", d.tag, e.Count, len(e.Value), d.algo)
 		}
