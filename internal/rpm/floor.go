@@ -9,10 +9,11 @@ import (
 )
 
 // Recompress decompresses the payload of the package r and compresses it
-// again as Convert does (the same decoder and encoder, codec and level,
-// the same pipe between them), writing it to w: nothing is converted or
-// hashed. It is the floor bench/rpm.sh holds Convert to, the least any
-// tool that rewrites a payload with these libraries must do.
+// again as Convert does (the same decoder, read ahead, and encoder,
+// codec and level, the same pipe between them), writing it to w: nothing
+// is converted or hashed. It is the floor bench/rpm.sh holds Convert to,
+// the least any tool that rewrites a payload with these libraries must
+// do.
 func Recompress(ctx context.Context, r io.ReaderAt, size int64, w io.Writer, o Options) error {
 	p, err := readPackage(r, size)
 	if err != nil {
@@ -24,6 +25,7 @@ func Recompress(ctx context.Context, r io.ReaderAt, size int64, w io.Writer, o O
 		return fmt.Errorf("payload: %w", err)
 	}
 	defer dec.Close()
+	dec.ReadAhead()
 	enc, err := newEncoder(p.comp, w, dec.GzipHeader(), 0)
 	if err != nil {
 		return err

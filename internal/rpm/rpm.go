@@ -237,6 +237,7 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 		return nil, fmt.Errorf("payload: %w", err)
 	}
 	defer dec.Close()
+	dec.ReadAhead()
 	pl := &payload{digest: map[uint64]hash.Hash{}, udig: map[uint64]hash.Hash{}}
 	for _, d := range payloadDigests(p.main) {
 		m := pl.digest
@@ -263,14 +264,16 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 	if err != nil {
 		return nil, err
 	}
-	pipe := newPipeWriter(io.MultiWriter(enc, multi(pl.udig)))
+	pipe := newPipeWriter(enc)
 	piped := false
 	defer func() {
 		if !piped {
 			pipe.Close()
 		}
 	}()
-	uw := &counter{w: pipe}
+	// The cpio archive is hashed here, the compressed payload by the
+	// pipe's goroutine, which compressing keeps busiest.
+	uw := &counter{w: io.MultiWriter(pipe, multi(pl.udig))}
 	co := cpioOptions{Convert: o.Convert, TempDir: o.TempDir}
 	if pl.stats, pl.changed, err = convertCPIO(ctx, dec, uw, p.files, co); err != nil {
 		return nil, fmt.Errorf("payload: %w", err)
