@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand"
 	"os/exec"
+	"slices"
 	"testing"
 
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
@@ -102,5 +103,34 @@ func checkBzip2Tool(t *testing.T, z, want []byte) {
 	got, err := cmd.Output()
 	if err != nil || !bytes.Equal(got, want) {
 		t.Errorf("bzip2 -d: %d bytes of %d, %v", len(got), len(want), err)
+	}
+}
+
+// TestPayloadDigests lists the payload digests a header holds, and only
+// those, in PAYLOADDIGESTALGO's algorithm.
+func TestPayloadDigests(t *testing.T) {
+	entry := func(tag uint32) Entry {
+		return Entry{Tag: tag, Type: typeStringArray, Count: 1, Value: encodeStrings([]string{"00"})}
+	}
+	algo := func(a uint64) Entry {
+		return Entry{Tag: tagPayloadDigestAlgo, Type: typeInt32, Count: 1, Value: u32s(a)}
+	}
+	for _, tc := range []struct {
+		name    string
+		entries []Entry
+		want    []payloadDigest
+	}{
+		{"none", nil, nil},
+		{"rpm 4.14+", []Entry{entry(tagPayloadDigest), algo(hashSHA256), entry(tagPayloadDigestAlt)},
+			[]payloadDigest{{tagPayloadDigest, hashSHA256, false}, {tagPayloadDigestAlt, hashSHA256, true}}},
+		{"no algorithm: SHA-256", []Entry{entry(tagPayloadDigest)}, []payloadDigest{{tagPayloadDigest, hashSHA256, false}}},
+		{"SHA-512 algorithm", []Entry{entry(tagPayloadDigest), algo(hashSHA512)}, []payloadDigest{{tagPayloadDigest, hashSHA512, false}}},
+		{"rpm 6", []Entry{entry(tagPayloadDigest), entry(tagPayloadSHA512Alt), entry(tagPayloadSHA3_256)},
+			[]payloadDigest{{tagPayloadDigest, hashSHA256, false}, {tagPayloadSHA512Alt, hashSHA512, true}, {tagPayloadSHA3_256, hashSHA3_256, false}}},
+	} {
+		got := payloadDigests(&Header{Entries: tc.entries})
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
