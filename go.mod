@@ -3,6 +3,7 @@ module github.com/cfi2sframe/cfi2sframe
 go 1.25.0
 
 require (
+	github.com/dsnet/compress v0.0.1
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/pprof v0.0.0-20250403155104-27863c87afa6

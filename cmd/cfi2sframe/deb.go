@@ -77,8 +77,5 @@ func debSummary(res *deb.Result, version uint8) string {
 	}
 	s := fmt.Sprintf("%s: ELF files: %s; .sframe v%d, %d bytes; %d md5sums lines updated",
 		res.Member, strings.Join(parts, ", "), version, res.SFrameBytes(), res.Sums)
-	if res.NewMember != res.Member {
-		s += fmt.Sprintf("; written as %s (there is no bzip2 writer)", res.NewMember)
-	}
 	return s
 }

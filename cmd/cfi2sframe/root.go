@@ -22,9 +22,9 @@ Executables, PIEs and shared libraries for x86-64, AArch64 and s390x get a
 a static archive has every object in it converted. A Debian package
 (.deb) has the ELF files of its data.tar converted and their md5sums
 updated, every other byte of its control files kept; each member keeps
-its compression, but data.tar.bz2 is written as data.tar.xz. An RPM
+its compression (bzip2 too). An RPM
 package (.rpm) has the ELF files of its payload converted, compressed
-again as it was (bzip2 payloads are refused), and the header's file
+again as it was, and the header's file
 digests and sizes and the payload's digests updated, every other tag
 kept; signatures over the header are dropped, with a line saying to
 sign again with rpmsign --addsign. The result can be read back with

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dsnet/compress/bzip2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
@@ -43,27 +44,21 @@ func suffix(c layer.Codec) string {
 	return ""
 }
 
-// written is the compression c is written back with: bzip2, which Go
-// can read only, becomes xz.
-func written(c layer.Codec) layer.Codec {
-	if c == layer.Bzip2 {
-		return layer.Xz
-	}
-	return c
-}
-
-// newEncoder writes compression written(c) to w; the same input gives
+// newEncoder writes compression c to w; the same input gives
 // the same bytes (one zstd goroutine, gzip's header gz, that of the
 // input, when given). size, when known (else 0), is how much will be
 // written: xz's dictionary and zstd's window are made no larger than
 // needed (8 MiB at most, xz -6's and zstd -3's), which saves some 60 MB
-// of xz tables for a control member of a few kilobytes.
+// of xz tables for a control member of a few kilobytes. bzip2 (only
+// data.tar.bz2) is written by dsnet/compress's writer, as internal/rpm
+// writes bzip2 payloads (see its compress.go for why that library), with
+// 900 kB blocks, the bzip2 tool's default.
 func newEncoder(c layer.Codec, w io.Writer, gz *gzip.Header, size int64) (io.WriteCloser, error) {
 	window := 8 << 20
 	for size > 0 && window > 1<<12 && int64(window/2) >= size {
 		window /= 2
 	}
-	switch written(c) {
+	switch c {
 	case layer.Uncompressed:
 		return nopCloser{w}, nil
 	case layer.Gzip:
@@ -79,6 +74,8 @@ func newEncoder(c layer.Codec, w io.Writer, gz *gzip.Header, size int64) (io.Wri
 		return xz.WriterConfig{DictCap: window}.NewWriter(w)
 	case layer.Zstd:
 		return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(max(window, zstd.MinWindowSize)))
+	case layer.Bzip2:
+		return bzip2.NewWriter(w, &bzip2.WriterConfig{Level: bzip2.BestCompression})
 	}
 	return nil, fmt.Errorf("unknown compression %q", string(c))
 }

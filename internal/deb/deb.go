@@ -9,9 +9,8 @@
 // the converted files (and of their hard links) are updated in the
 // control member's md5sums, whose bytes, and every other byte of the
 // control tar, stay as they were. Each rewritten member keeps its
-// compression, but data.tar.bz2 (Go has no bzip2 writer), which is
-// written as data.tar.xz. Every ar header keeps its fields (name, date,
-// owner, group, mode) but the size.
+// compression, data.tar.bz2's included, and its name. Every ar header
+// keeps its fields (name, date, owner, group, mode) but the size.
 //
 // The package is read through an io.ReaderAt, member by member, and never
 // held in memory: data.tar is converted as a stream into a temporary file,
@@ -161,18 +160,17 @@ func layout(r io.ReaderAt, ms []member) (control, data int, err error) {
 
 // Result is a package converted, to be written with Write.
 type Result struct {
-	Member    string       // the data member, as read ("data.tar.xz")
-	NewMember string       // as written: data.tar.bz2 becomes data.tar.xz
-	Stats     *layer.Stats // what became of data.tar's files
-	Sums      int          // md5sums lines given a new sum
+	Member string       // the data member ("data.tar.xz")
+	Stats  *layer.Stats // what became of data.tar's files
+	Sums   int          // md5sums lines given a new sum
 
 	ctx           context.Context // Convert's, which Write heeds too
 	in            io.ReaderAt
 	size          int64
 	members       []member
-	control, data int    // their index in members
-	newControl    *spool // nil: the control member is copied
-	newData       *spool // nil: nothing converted
+	control, data int          // their index in members
+	newControl    *layer.Spool // nil: the control member is copied
+	newData       *layer.Spool // nil: nothing converted
 }
 
 // Convert converts the ELF files of the Debian package r of size bytes.
@@ -203,7 +201,7 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 	if err != nil {
 		return nil, wrap(dm.name, err)
 	}
-	res.Member, res.NewMember = dm.name, strings.TrimSuffix(dm.name, suffix(dc))+suffix(written(dc))
+	res.Member = dm.name
 	defer func() {
 		if err != nil {
 			res.Close()
@@ -214,7 +212,7 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 		return nil, wrap(dm.name, err)
 	}
 	if !res.Stats.Changed() {
-		res.newData.close()
+		res.newData.Close()
 		res.newData = nil
 		return res, nil
 	}
@@ -226,19 +224,19 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 
 // convertData converts the data member m of compression c into a
 // temporary file, compressed as c is written.
-func convertData(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, o Options) (_ *spool, _ *layer.Stats, err error) {
+func convertData(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, o Options) (_ *layer.Spool, _ *layer.Stats, err error) {
 	dec, err := layer.NewReader(ctx, c, io.NewSectionReader(r, m.off, m.size), m.size, o.Bounds)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer dec.Close()
-	out, err := newSpool(o.TempDir)
+	out, err := layer.NewSpool(o.TempDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer func() {
 		if err != nil {
-			out.close()
+			out.Close()
 		}
 	}()
 	enc, err := newEncoder(c, out, dec.GzipHeader(), 0)
@@ -257,7 +255,7 @@ func convertData(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, o 
 	if err := enc.Close(); err != nil {
 		return nil, nil, err
 	}
-	if err := out.finish(); err != nil {
+	if err := out.Finish(); err != nil {
 		return nil, nil, err
 	}
 	return out, st, nil
@@ -308,12 +306,9 @@ func (r *Result) Write(w io.Writer) error {
 		size := m.size
 		switch {
 		case i == r.data:
-			body, size = r.newData.reader(), r.newData.size
-			if r.NewMember != m.name {
-				rename(&h, r.NewMember)
-			}
+			body, size = r.newData.Reader(), r.newData.Size()
 		case i == r.control && r.newControl != nil:
-			body, size = r.newControl.reader(), r.newControl.size
+			body, size = r.newControl.Reader(), r.newControl.Size()
 		}
 		if err := relobj.SetArSize(h[:], size); err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
@@ -337,22 +332,13 @@ func (r *Result) Write(w io.Writer) error {
 	return nil
 }
 
-// rename gives the member header h the name name, keeping the
-// terminator ('/' or none) of the name it had.
-func rename(h *[relobj.ArHeaderSize]byte, name string) {
-	if strings.HasSuffix(strings.TrimRight(string(h[:16]), " "), "/") {
-		name += "/"
-	}
-	copy(h[:16], fmt.Sprintf("%-16s", name))
-}
-
 // Close removes the temporary files.
 func (r *Result) Close() error {
 	if r.newData != nil {
-		r.newData.close()
+		r.newData.Close()
 	}
 	if r.newControl != nil {
-		r.newControl.close()
+		r.newControl.Close()
 	}
 	return nil
 }

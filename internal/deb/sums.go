@@ -129,17 +129,17 @@ func findSums(r io.Reader) (off int64, sums []byte, err error) {
 // as md5sums is looked for, and compressed from there with the new
 // md5sums (the encoder is sized by the stream's size, known only at its
 // end).
-func updateSums(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, sums map[string][16]byte, o Options) (_ *spool, changed int, err error) {
+func updateSums(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, sums map[string][16]byte, o Options) (_ *layer.Spool, changed int, err error) {
 	dec, err := layer.NewReader(ctx, c, io.NewSectionReader(r, m.off, m.size), m.size, o.Bounds)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer dec.Close()
-	stream, err := newSpool(o.TempDir)
+	stream, err := layer.NewSpool(o.TempDir)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer stream.close()
+	defer stream.Close()
 	off, old, err := findSums(io.TeeReader(dec, stream))
 	if err != nil || old == nil {
 		return nil, 0, err
@@ -148,19 +148,19 @@ func updateSums(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, sum
 	if changed == 0 {
 		return nil, 0, nil
 	}
-	if err := stream.finish(); err != nil {
+	if err := stream.Finish(); err != nil {
 		return nil, 0, err
 	}
-	out, err := newSpool(o.TempDir)
+	out, err := layer.NewSpool(o.TempDir)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer func() {
 		if err != nil {
-			out.close()
+			out.Close()
 		}
 	}()
-	enc, err := newEncoder(c, out, dec.GzipHeader(), stream.size)
+	enc, err := newEncoder(c, out, dec.GzipHeader(), stream.Size())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -168,7 +168,7 @@ func updateSums(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, sum
 	// the rest: zstd's encoder ends a block where a part starts, which
 	// shows in its output, and an output keeps its bytes from one version
 	// to the next.
-	src := layer.Cancellable(ctx, stream.reader())
+	src := layer.Cancellable(ctx, stream.Reader())
 	if _, err := io.CopyN(enc, src, off); err != nil {
 		return nil, 0, err
 	}
@@ -184,7 +184,7 @@ func updateSums(ctx context.Context, r io.ReaderAt, m member, c layer.Codec, sum
 	if err := enc.Close(); err != nil {
 		return nil, 0, err
 	}
-	if err := out.finish(); err != nil {
+	if err := out.Finish(); err != nil {
 		return nil, 0, err
 	}
 	return out, changed, nil

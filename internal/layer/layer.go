@@ -28,14 +28,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strings"
 
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/fsmeta"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/internal/tree"
@@ -219,8 +217,8 @@ type item struct {
 	oc     tree.Outcome // the outcome of a regular file passed through
 	// A file being converted: in is its input; done is closed when
 	// out (nil: pass in through), res and err are set.
-	in   *blob
-	out  *blob
+	in   *Blob
+	out  *Blob
 	res  *convert.Result
 	err  error
 	done chan struct{}
@@ -251,10 +249,10 @@ func (c *converter) push(it *item) error {
 
 func (c *converter) release(it *item) {
 	if it.in != nil {
-		it.in.close()
+		it.in.Close()
 	}
 	if it.out != nil {
-		it.out.close()
+		it.out.Close()
 	}
 	c.mem.Release(it.weight)
 	it.weight = 0
@@ -329,7 +327,7 @@ func (c *converter) read(it *item, tr io.Reader) error {
 	go func() {
 		defer func() { <-c.jobs }()
 		defer close(it.done)
-		it.out, it.res, it.err = c.convert(it.in)
+		it.out, it.res, it.err = ConvertBlob(it.in, c.o.Convert, c.o.TempDir)
 	}()
 	return c.push(it)
 }
@@ -438,9 +436,9 @@ func (c *converter) written(it *item) error {
 		return c.copyFrom(hdr, it.in)
 	}
 	out, res := it.out, it.res
-	f.Outcome, f.NewSize, f.SFrameBytes = oc, out.size, len(res.SFrame)
+	f.Outcome, f.NewSize, f.SFrameBytes = oc, out.Size(), len(res.SFrame)
 	nh := *hdr
-	nh.Size = out.size
+	nh.Size = out.Size()
 	if err := c.tw.WriteHeader(&nh); err != nil {
 		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
@@ -449,7 +447,7 @@ func (c *converter) written(it *item) error {
 	if c.o.Sums {
 		dst = io.MultiWriter(c.tw, sum)
 	}
-	if err := out.copyTo(c.ctx, dst); err != nil {
+	if err := out.CopyTo(c.ctx, dst); err != nil {
 		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
 	copy(f.MD5[:], sum.Sum(nil))
@@ -494,113 +492,21 @@ func (r *ctxReader) Read(p []byte) (int, error) {
 	return r.r.Read(p)
 }
 
-func (c *converter) copyFrom(hdr *tar.Header, in *blob) error {
+func (c *converter) copyFrom(hdr *tar.Header, in *Blob) error {
 	if err := c.tw.WriteHeader(hdr); err != nil {
 		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
-	if err := in.copyTo(c.ctx, c.tw); err != nil {
+	if err := in.CopyTo(c.ctx, c.tw); err != nil {
 		return c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
 	return nil
 }
 
-// convert converts in; out is nil unless the conversion succeeded and
-// changed the file.
-func (c *converter) convert(in *blob) (out *blob, res *convert.Result, err error) {
-	var cf *convert.File
-	if in.file != nil {
-		cf, err = convert.NewFile(in.name, in.file, in.size)
-	} else {
-		cf, err = convert.NewFile(in.name, bytes.NewReader(in.data), in.size)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	defer cf.Close()
-	res, err = cf.Convert(c.o.Convert)
-	if err != nil || res.Unchanged != "" {
-		return nil, res, err
-	}
-	if in.file == nil {
-		var buf bytes.Buffer
-		buf.Grow(int(in.size) + len(res.SFrame) + 4096)
-		if err := res.Write(&buf); err != nil {
-			return nil, nil, &convert.Error{File: in.name, Err: err}
-		}
-		return &blob{name: in.name, data: buf.Bytes(), size: int64(buf.Len())}, res, nil
-	}
-	f, err := elfwrite.Scratch(c.o.TempDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	out = &blob{name: in.name, file: f}
-	if err := res.Write(f); err != nil {
-		out.close()
-		return nil, nil, &convert.Error{File: in.name, Err: err}
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		out.close()
-		return nil, nil, err
-	}
-	out.size = fi.Size()
-	return out, res, nil
-}
-
-// blob is one file's bytes, in memory or in an unlinked temporary file.
-type blob struct {
-	name string
-	data []byte
-	file *os.File
-	size int64
-}
-
-func (b *blob) close() {
-	if b.file != nil {
-		b.file.Close()
-	}
-}
-
-// copyTo writes the blob to w, until ctx is done.
-func (b *blob) copyTo(ctx context.Context, w io.Writer) error {
-	if b.file == nil {
-		_, err := w.Write(b.data)
-		return err
-	}
-	// Read with read(2), not a mapping, so that the file's pages do not
-	// count against the process.
-	_, err := io.Copy(w, &ctxReader{ctx, io.NewSectionReader(b.file, 0, b.size)})
-	return err
-}
-
 // spool reads the entry (head, then the rest of r) into memory, or into a
-// temporary file when larger than InMemory. hdr.Size is the archive's
-// word: only that many bytes are read, and a short entry is an error.
-func (c *converter) spool(hdr *tar.Header, head []byte, r io.Reader) (*blob, error) {
-	b := &blob{name: hdr.Name, size: hdr.Size}
-	if hdr.Size <= c.o.InMemory {
-		b.data = make([]byte, hdr.Size)
-		copy(b.data, head)
-		if _, err := io.ReadFull(r, b.data[len(head):]); err != nil {
-			return nil, c.streamErr(fmt.Errorf("%s: %w", hdr.Name, noEOF(err)))
-		}
-		return b, nil
-	}
-	f, err := elfwrite.Scratch(c.o.TempDir)
+// temporary file when larger than InMemory (ReadBlob).
+func (c *converter) spool(hdr *tar.Header, head []byte, r io.Reader) (*Blob, error) {
+	b, err := ReadBlob(c.ctx, hdr.Name, head, r, hdr.Size, c.o.InMemory, c.o.TempDir)
 	if err != nil {
-		return nil, err
-	}
-	b.file = f
-	if _, err := f.Write(head); err != nil {
-		b.close()
-		return nil, err
-	}
-	n, err := io.Copy(f, &ctxReader{c.ctx, r})
-	if err == nil && n != hdr.Size-int64(len(head)) {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		b.close()
 		return nil, c.streamErr(fmt.Errorf("%s: %w", hdr.Name, err))
 	}
 	return b, nil

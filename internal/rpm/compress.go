@@ -1,11 +1,11 @@
 package rpm
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
 
+	"github.com/dsnet/compress/bzip2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
@@ -13,12 +13,17 @@ import (
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 )
 
-// errBzip2 refuses bzip2 payloads: Go's standard library reads bzip2
-// but cannot write it, and no maintained Go writer exists (dsnet/compress,
-// the one there is, has had no release since 2019); writing another
-// compression would change PAYLOADCOMPRESSOR, which a converted package
-// keeps.
-var errBzip2 = errors.New("a bzip2 payload: there is no bzip2 writer to write it back with (rebuild the package with another %_binary_payload, or convert its files with the tree form)")
+// A bzip2 payload is written back with github.com/dsnet/compress/bzip2.
+// Go's standard library reads bzip2 but cannot write it, and a payload
+// must keep its compressor (PAYLOADCOMPRESSOR is kept, and rpm decodes
+// by it). dsnet/compress is the one Go bzip2 writer there is: pure Go,
+// BSD-licensed, by a Go team member who wrote compress/bzip2's reader
+// too, tested against the bzip2 tool's output, and small (the writer
+// is a block sorter and Huffman coder, nothing we would write better).
+// Its last release (v0.0.1, 2019) is old, but bzip2 has not changed
+// since 1.0; a writer of our own would be more code to trust, not less.
+// Reading stays with compress/bzip2 (layer.NewReader), whose bounds the
+// other codecs share.
 
 // compression is a payload's compression, from PAYLOADCOMPRESSOR and
 // PAYLOADFLAGS, which say the codec and its level ("9", "19T8", "7T0").
@@ -42,9 +47,9 @@ func compressionOf(h *Header) (compression, error) {
 	case "identity":
 		c.codec = layer.Uncompressed
 	case "bzip2":
-		return c, errBzip2
+		c.codec = layer.Bzip2
 	default:
-		return c, fmt.Errorf("payload compressor %q: not one of gzip, xz, zstd", name)
+		return c, fmt.Errorf("payload compressor %q: not one of gzip, xz, zstd, bzip2", name)
 	}
 	flags := h.String(tagPayloadFlags)
 	n := 0
@@ -66,7 +71,8 @@ var xzDict = [10]int{256 << 10, 1 << 20, 2 << 20, 4 << 20, 4 << 20, 8 << 20, 8 <
 // newEncoder compresses to w as c says, at its level: gzip's level as
 // it is (with the input's gzip header gz), xz's preset as its dictionary
 // size (no larger than size, the input's size, needs), zstd's level as
-// the nearest of the encoder's four.
+// the nearest of the encoder's four, bzip2's level as its block size
+// (100 kB to 900 kB; rpm's default is 9, as the bzip2 tool's).
 func newEncoder(c compression, w io.Writer, gz *gzip.Header, size int64) (io.WriteCloser, error) {
 	switch c.codec {
 	case layer.Uncompressed:
@@ -99,6 +105,12 @@ func newEncoder(c compression, w io.Writer, gz *gzip.Header, size int64) (io.Wri
 			level = zstd.EncoderLevelFromZstd(c.level)
 		}
 		return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(level))
+	case layer.Bzip2:
+		level := c.level
+		if level < bzip2.BestSpeed || level > bzip2.BestCompression {
+			level = bzip2.BestCompression
+		}
+		return bzip2.NewWriter(w, &bzip2.WriterConfig{Level: level})
 	}
 	return nil, fmt.Errorf("unknown compression %q", string(c.codec))
 }

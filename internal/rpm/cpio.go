@@ -6,12 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/cfi2sframe/cfi2sframe/convert"
-	"github.com/cfi2sframe/cfi2sframe/internal/elfwrite"
 	"github.com/cfi2sframe/cfi2sframe/internal/layer"
 	"github.com/cfi2sframe/cfi2sframe/internal/relobj"
 	"github.com/cfi2sframe/cfi2sframe/internal/tree"
@@ -244,12 +243,12 @@ func (c *cpioConverter) pass(h entryHead, head []byte) error {
 // convert converts a regular ELF file (or archive) and writes it, or
 // passes it through when there is nothing to convert.
 func (c *cpioConverter) convert(h entryHead, head []byte) error {
-	in, err := c.spool(h, head)
+	in, err := layer.ReadBlob(c.ctx, c.name(h), head, c.r, h.size, c.o.InMemory, c.o.TempDir)
 	if err != nil {
 		return c.fail(h, err)
 	}
-	defer in.close()
-	out, res, err := c.convertBlob(c.name(h), in)
+	defer in.Close()
+	out, res, err := layer.ConvertBlob(in, c.o.Convert, c.o.TempDir)
 	oc := tree.Classify(err)
 	if err == nil && out == nil {
 		oc = tree.NoCFI
@@ -258,50 +257,49 @@ func (c *cpioConverter) convert(h entryHead, head []byte) error {
 	f := layer.File{Name: c.name(h), Outcome: oc, Size: h.size}
 	switch oc {
 	case tree.Converted:
-		defer out.close()
+		defer out.Close()
 	case tree.Failed:
 		f.Error = c.fail(h, err).Error()
 		c.st.Files = append(c.st.Files, f)
 		return c.fail(h, err)
 	default:
-		return c.writeEntry(h, in, false)
+		return c.writeEntry(h, in, nil)
 	}
 	if h.name == "" && !c.files.long {
 		return c.fail(h, errors.New("a 07070X entry without 64-bit sizes"))
 	}
-	if h.name != "" && out.size > 0xffffffff {
-		return c.fail(h, fmt.Errorf("converted to %d bytes, over the 4 GiB a cpio header holds", out.size))
+	if h.name != "" && out.Size() > 0xffffffff {
+		return c.fail(h, fmt.Errorf("converted to %d bytes, over the 4 GiB a cpio header holds", out.Size()))
 	}
 	dig, err := newHash(c.files.algo)
 	if err != nil {
 		return c.fail(h, fmt.Errorf("file digests: %w", err))
 	}
-	if err := out.writeTo(c.ctx, dig); err != nil {
-		return c.fail(h, err)
-	}
-	if err := c.writeEntry(h, out, true); err != nil {
+	if err := c.writeEntry(h, out, dig); err != nil {
 		return err
 	}
-	ch := fileChange{size: uint64(out.size), digest: hex.EncodeToString(dig.Sum(nil))}
+	ch := fileChange{size: uint64(out.Size()), digest: hex.EncodeToString(dig.Sum(nil))}
 	c.changed[h.fx] = ch
 	for _, l := range c.files.links[h.fx] {
 		c.changed[l] = ch
 	}
-	f.NewSize, f.SFrameBytes = out.size, len(res.SFrame)
+	f.NewSize, f.SFrameBytes = out.Size(), len(res.SFrame)
 	c.st.Files = append(c.st.Files, f)
 	return nil
 }
 
-// writeEntry writes h with the data b and the padding after it; when
-// changed, the header's size (and checksum, in a 070702 header) are made
-// b's.
-func (c *cpioConverter) writeEntry(h entryHead, b *blob, changed bool) error {
+// writeEntry writes h with the data b and the padding after it; when b
+// is new data (dig, its file digest, is given), the header's size (and
+// checksum, in a 070702 header) are made b's, and b is hashed into dig
+// as it is written (a large file is read once).
+func (c *cpioConverter) writeEntry(h entryHead, b *layer.Blob, dig hash.Hash) error {
+	changed := dig != nil
 	raw := bytes.Clone(h.raw)
 	if changed && h.name != "" {
-		copy(raw[offFileSize:], fmt.Sprintf("%08x", b.size))
+		copy(raw[offFileSize:], fmt.Sprintf("%08x", b.Size()))
 		if h.check {
 			sum := &byteSum{}
-			if err := b.writeTo(c.ctx, sum); err != nil {
+			if err := b.CopyTo(c.ctx, sum); err != nil {
 				return err
 			}
 			copy(raw[offCheck:], fmt.Sprintf("%08x", sum.n))
@@ -310,14 +308,18 @@ func (c *cpioConverter) writeEntry(h entryHead, b *blob, changed bool) error {
 	if _, err := c.w.Write(raw); err != nil {
 		return err
 	}
-	if err := b.writeTo(c.ctx, c.w); err != nil {
+	data := c.w
+	if changed {
+		data = io.MultiWriter(c.w, dig)
+	}
+	if err := b.CopyTo(c.ctx, data); err != nil {
 		return err
 	}
 	// The input's padding is copied, or dropped for zeros after new data.
 	var dst io.Writer = c.w
 	if changed {
 		var zero [4]byte
-		if _, err := c.w.Write(zero[:pad4(b.size)]); err != nil {
+		if _, err := c.w.Write(zero[:pad4(b.Size())]); err != nil {
 			return err
 		}
 		dst = io.Discard
@@ -334,96 +336,4 @@ func (s *byteSum) Write(p []byte) (int, error) {
 		s.n += uint32(b)
 	}
 	return len(p), nil
-}
-
-// blob is a file's bytes, in memory or in an unlinked temporary file.
-type blob struct {
-	data []byte
-	file *os.File
-	size int64
-}
-
-func (b *blob) close() {
-	if b.file != nil {
-		b.file.Close()
-	}
-}
-
-func (b *blob) readerAt() io.ReaderAt {
-	if b.file != nil {
-		return b.file
-	}
-	return bytes.NewReader(b.data)
-}
-
-func (b *blob) writeTo(ctx context.Context, w io.Writer) error {
-	if b.file == nil {
-		_, err := w.Write(b.data)
-		return err
-	}
-	_, err := io.Copy(w, layer.Cancellable(ctx, io.NewSectionReader(b.file, 0, b.size)))
-	return err
-}
-
-// spool reads an entry's data (head, then the rest) into memory, or
-// into a temporary file when larger than InMemory.
-func (c *cpioConverter) spool(h entryHead, head []byte) (*blob, error) {
-	b := &blob{size: h.size}
-	if h.size <= c.o.InMemory {
-		b.data = make([]byte, h.size)
-		copy(b.data, head)
-		_, err := io.ReadFull(c.r, b.data[len(head):])
-		return b, noEOF(err)
-	}
-	f, err := elfwrite.Scratch(c.o.TempDir)
-	if err != nil {
-		return nil, err
-	}
-	b.file = f
-	if _, err := f.Write(head); err != nil {
-		b.close()
-		return nil, err
-	}
-	if _, err := io.CopyN(f, layer.Cancellable(c.ctx, c.r), h.size-int64(len(head))); err != nil {
-		b.close()
-		return nil, noEOF(err)
-	}
-	return b, nil
-}
-
-// convertBlob converts in; out is nil when nothing changed.
-func (c *cpioConverter) convertBlob(name string, in *blob) (out *blob, res *convert.Result, err error) {
-	cf, err := convert.NewFile(name, in.readerAt(), in.size)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer cf.Close()
-	res, err = cf.Convert(c.o.Convert)
-	if err != nil || res.Unchanged != "" {
-		return nil, res, err
-	}
-	if in.file == nil {
-		var buf bytes.Buffer
-		buf.Grow(int(in.size) + len(res.SFrame) + 4096)
-		if err := res.Write(&buf); err != nil {
-			return nil, nil, &convert.Error{File: name, Err: err}
-		}
-		return &blob{data: buf.Bytes(), size: int64(buf.Len())}, res, nil
-	}
-	f, err := elfwrite.Scratch(c.o.TempDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	out = &blob{file: f}
-	if err := res.Write(f); err != nil {
-		out.close()
-		return nil, nil, &convert.Error{File: name, Err: err}
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		out.close()
-		return nil, nil, err
-	}
-	out.size = fi.Size()
-	return out, res, nil
 }

@@ -10,9 +10,9 @@
 // files converted one at a time, as internal/layer converts a tar
 // stream's; every cpio header keeps its bytes but the size (and the
 // 070702 checksum), every other entry its bytes. The payload is written
-// again with its compressor at its level (gzip, xz, zstd; bzip2, which
-// Go cannot write, is refused) into a temporary file, since the headers
-// before it hold its digests.
+// again with its compressor at its level (gzip, xz, zstd or bzip2, whose
+// writer is dsnet/compress's: see compress.go) into a temporary file,
+// since the headers before it hold its digests.
 //
 // The lead is kept. The main header keeps every entry, in its order,
 // with its type, count and bytes, but for the converted files' digests
@@ -99,9 +99,9 @@ type Result struct {
 	in      io.ReaderAt
 	size    int64
 	lead    []byte
-	sig     []byte // the signature header, padded
-	main    []byte // the main header
-	payload *spool // nil: nothing converted
+	sig     []byte       // the signature header, padded
+	main    []byte       // the main header
+	payload *layer.Spool // nil: nothing converted
 }
 
 // Convert converts the ELF files of the RPM package r of size bytes. A
@@ -128,7 +128,7 @@ func Convert(ctx context.Context, r io.ReaderAt, size int64, o Options) (_ *Resu
 	}
 	res.Stats, res.payload = pl.stats, pl.out
 	if len(pl.changed) == 0 {
-		pl.out.close()
+		pl.out.Close()
 		res.payload = nil
 		return res, nil
 	}
@@ -192,15 +192,41 @@ func readPackage(r io.ReaderAt, size int64) (*pkg, error) {
 
 // payload is a payload converted: its bytes, sizes and digests.
 type payload struct {
-	out          *spool
+	out          *layer.Spool
 	stats        *layer.Stats
 	changed      map[int]fileChange
 	size, usize  int64                // compressed and not
 	digest, udig map[uint64]hash.Hash // by algorithm
 }
 
-// payloadAlgos are the digest algorithms of the payload's digests.
-var payloadAlgos = []uint64{hashSHA256, hashSHA512, hashSHA3_256}
+// payloadDigest is a digest of the payload the main header holds.
+type payloadDigest struct {
+	tag  uint32
+	algo uint64
+	cpio bool // of the cpio archive, not of the compressed payload
+}
+
+// payloadDigests lists the payload digests h holds: PAYLOADDIGEST(ALT)
+// in PAYLOADDIGESTALGO's algorithm (SHA-256 when absent), rpm 6's
+// SHA-512 and SHA3-256 ones. Only those are computed: hashing a large
+// payload with all three would cost more than compressing it.
+func payloadDigests(h *Header) []payloadDigest {
+	algo := uint64(hashSHA256)
+	if a, ok := h.Ints(tagPayloadDigestAlgo); ok && len(a) == 1 {
+		algo = a[0]
+	}
+	var ds []payloadDigest
+	for _, d := range []payloadDigest{
+		{tagPayloadDigest, algo, false}, {tagPayloadDigestAlt, algo, true},
+		{tagPayloadSHA512, hashSHA512, false}, {tagPayloadSHA512Alt, hashSHA512, true},
+		{tagPayloadSHA3_256, hashSHA3_256, false}, {tagPayloadSHA3Alt, hashSHA3_256, true},
+	} {
+		if h.Find(d.tag) != nil {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
 
 // convertPayload converts the payload of p into a temporary file,
 // compressed as it was, and hashes it (compressed and not).
@@ -211,23 +237,26 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 		return nil, fmt.Errorf("payload: %w", err)
 	}
 	defer dec.Close()
+	dec.ReadAhead()
 	pl := &payload{digest: map[uint64]hash.Hash{}, udig: map[uint64]hash.Hash{}}
-	algos := payloadAlgos
-	if algo, ok := p.main.Ints(tagPayloadDigestAlgo); ok && len(algo) == 1 && !slices.Contains(algos, algo[0]) {
-		algos = append(slices.Clone(algos), algo[0])
-	}
-	for _, a := range algos {
-		if pl.digest[a], err = newHash(a); err != nil {
+	for _, d := range payloadDigests(p.main) {
+		m := pl.digest
+		if d.cpio {
+			m = pl.udig
+		}
+		if m[d.algo] != nil {
+			continue
+		}
+		if m[d.algo], err = newHash(d.algo); err != nil {
 			return nil, fmt.Errorf("payload digest: %w", err)
 		}
-		pl.udig[a], _ = newHash(a)
 	}
-	if pl.out, err = newSpool(o.TempDir); err != nil {
+	if pl.out, err = layer.NewSpool(o.TempDir); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			pl.out.close()
+			pl.out.Close()
 		}
 	}()
 	cw := &counter{w: io.MultiWriter(pl.out, multi(pl.digest))}
@@ -235,7 +264,16 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 	if err != nil {
 		return nil, err
 	}
-	uw := &counter{w: io.MultiWriter(enc, multi(pl.udig))}
+	pipe := newPipeWriter(enc)
+	piped := false
+	defer func() {
+		if !piped {
+			pipe.Close()
+		}
+	}()
+	// The cpio archive is hashed here, the compressed payload by the
+	// pipe's goroutine, which compressing keeps busiest.
+	uw := &counter{w: io.MultiWriter(pipe, multi(pl.udig))}
 	co := cpioOptions{Convert: o.Convert, TempDir: o.TempDir}
 	if pl.stats, pl.changed, err = convertCPIO(ctx, dec, uw, p.files, co); err != nil {
 		return nil, fmt.Errorf("payload: %w", err)
@@ -245,10 +283,14 @@ func convertPayload(ctx context.Context, r io.ReaderAt, size int64, p *pkg, o Op
 	if err := dec.Tail(uw); err != nil {
 		return nil, fmt.Errorf("payload: %w", err)
 	}
+	piped = true
+	if err := pipe.Close(); err != nil {
+		return nil, err
+	}
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	if err := pl.out.finish(); err != nil {
+	if err := pl.out.Finish(); err != nil {
 		return nil, err
 	}
 	pl.size, pl.usize = cw.n, uw.n
@@ -330,24 +372,13 @@ func updateMain(h *Header, fs *files, pl *payload) (n int, err error) {
 // setPayloadDigests gives the main header the payload's digests, of the
 // compressed payload and of the cpio archive, in hex.
 func setPayloadDigests(h *Header, pl *payload) error {
-	algo := uint64(hashSHA256)
-	if a, ok := h.Ints(tagPayloadDigestAlgo); ok && len(a) == 1 {
-		algo = a[0]
-	}
-	for _, d := range []struct {
-		tag  uint32
-		algo uint64
-		of   map[uint64]hash.Hash
-	}{
-		{tagPayloadDigest, algo, pl.digest}, {tagPayloadDigestAlt, algo, pl.udig},
-		{tagPayloadSHA512, hashSHA512, pl.digest}, {tagPayloadSHA512Alt, hashSHA512, pl.udig},
-		{tagPayloadSHA3_256, hashSHA3_256, pl.digest}, {tagPayloadSHA3Alt, hashSHA3_256, pl.udig},
-	} {
-		e := h.Find(d.tag)
-		if e == nil {
-			continue
+	for _, d := range payloadDigests(h) {
+		of := pl.digest
+		if d.cpio {
+			of = pl.udig
 		}
-		v := encodeStrings([]string{hex.EncodeToString(d.of[d.algo].Sum(nil))})
+		e := h.Find(d.tag)
+		v := encodeStrings([]string{hex.EncodeToString(of[d.algo].Sum(nil))})
 		if e.Count != 1 || len(v) != len(e.Value) {
 			return fmt.Errorf("tag %d: %d values, %d bytes: not one digest of algorithm %d", d.tag, e.Count, len(e.Value), d.algo)
 		}
@@ -413,7 +444,7 @@ func updateSig(sig *Header, main []byte, pl *payload) (dropped []string, err err
 	if sig.Find(sigMD5) != nil {
 		d := md5.New()
 		d.Write(main)
-		if err := pl.out.writeTo(d); err != nil {
+		if _, err := io.Copy(d, pl.out.Reader()); err != nil {
 			return nil, err
 		}
 		if err := sig.Set(sigMD5, d.Sum(nil)); err != nil {
@@ -473,12 +504,12 @@ func (r *Result) Write(w io.Writer) error {
 			return err
 		}
 	}
-	n, err := io.Copy(w, layer.Cancellable(r.ctx, r.payload.reader()))
+	n, err := io.Copy(w, layer.Cancellable(r.ctx, r.payload.Reader()))
 	if err != nil {
 		return err
 	}
-	if n != r.payload.size {
-		return fmt.Errorf("payload: %d of %d bytes written", n, r.payload.size)
+	if n != r.payload.Size() {
+		return fmt.Errorf("payload: %d of %d bytes written", n, r.payload.Size())
 	}
 	return nil
 }
@@ -486,7 +517,7 @@ func (r *Result) Write(w io.Writer) error {
 // Close removes the temporary files.
 func (r *Result) Close() error {
 	if r.payload != nil {
-		r.payload.close()
+		r.payload.Close()
 	}
 	return nil
 }

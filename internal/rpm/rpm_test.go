@@ -207,6 +207,7 @@ func TestConvert(t *testing.T) {
 		{"xz sha256 signed", testPkg{codec: layer.Xz, algo: hashSHA256, sign: true}},
 		{"zstd sha1 crc", testPkg{codec: layer.Zstd, algo: hashSHA1, crc: true}},
 		{"uncompressed 07070X", testPkg{codec: layer.Uncompressed, algo: hashSHA256, stripped: true}},
+		{"bzip2 sha256", testPkg{codec: layer.Bzip2, algo: hashSHA256}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.p.files = sampleFiles(elfb)
@@ -325,7 +326,7 @@ func TestBadPackages(t *testing.T) {
 		return c
 	}
 	// Refused from the header, before the payload is read.
-	bz := buildRPM(t, testPkg{codec: layer.Gzip, compressor: "bzip2", files: sampleFiles(hello(t))})
+	lzma := buildRPM(t, testPkg{codec: layer.Gzip, compressor: "lzma", files: sampleFiles(hello(t))})
 	// The first 32-bit entry's offset, made odd.
 	misaligned := bytes.Clone(good)
 	for i, e := range p.main.Entries {
@@ -347,7 +348,7 @@ func TestBadPackages(t *testing.T) {
 		{"bad header magic", "bad magic", patched(sigEnd, 0)},
 		{"misaligned int32", "misaligned", misaligned},
 		{"truncated payload", "payload", good[:len(good)-20]},
-		{"bzip2", "bzip2 writer", bz},
+		{"lzma", `compressor "lzma"`, lzma},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := convertBytes(t, tc.in)
