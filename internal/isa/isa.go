@@ -15,7 +15,8 @@ import (
 
 // AMD64 is x86asm.Decode in 64-bit mode, with a panic of the decoder
 // (x/arch v0.30.0 indexes past a truncated VEX instruction: c5 30) made
-// an error, and AMD's prefetch hints and FEMMS, which x86asm does not
+// an error, a memory operand's 32-bit displacement sign-extended
+// (signDisp), and AMD's prefetch hints and FEMMS, which x86asm does not
 // know, decoded (amdHint). Inst.Len is as x86asm gives it: see LenAMD64.
 func AMD64(b []byte) (in x86asm.Inst, err error) {
 	defer func() {
@@ -29,7 +30,32 @@ func AMD64(b []byte) (in x86asm.Inst, err error) {
 			return h, nil
 		}
 	}
+	if err == nil {
+		signDisp(&in)
+	}
 	return in, err
+}
+
+// signDisp sign-extends the 32-bit displacements x86asm v0.30.0 gives
+// zero-extended in 64-bit mode: lea -0x10(%rip) comes out with Disp
+// 0xfffffff0, a target 4 GiB away, and lea -0x1a8(%rbp),%rsp moves SP
+// up by as much (8-bit displacements it sign-extends). In 64-bit mode
+// the CPU sign-extends every 32-bit displacement, so a value in
+// [2^31, 2^32) can only be a negative one; the exception is the 64-bit
+// absolute address of mov's moffs forms (opcodes a0-a3), left as it is.
+func signDisp(in *x86asm.Inst) {
+	if op := in.Opcode >> 24; op >= 0xa0 && op <= 0xa3 {
+		return
+	}
+	for i, a := range in.Args {
+		if a == nil {
+			break
+		}
+		if m, ok := a.(x86asm.Mem); ok && m.Disp >= 1<<31 && m.Disp < 1<<32 {
+			m.Disp = int64(int32(m.Disp))
+			in.Args[i] = m
+		}
+	}
 }
 
 // LenAMD64 is the length of in, decoded from b, with the length x86asm
