@@ -462,6 +462,15 @@ func (k *ruleCheck) checkEntry() {
 	if sameRule(&row, &want) || k.jumpedTo(k.start) {
 		return
 	}
+	if k.code.Entries[i].Source >= FromPointer {
+		// A guessed start (a pointer into code, the end of a padding
+		// run) is often a jump-table target or a cold part, which the
+		// walk described as part of the function that jumps there, from
+		// outside this range: its first row cannot be checked here.
+		k.add(Problem{PC: k.start, From: k.start, What: ProblemNotDerivable, Row: rowString(&row, k.w.regs),
+			Derived: "but it starts where only a pointer or padding suggests a function, and no jump of the range reaches it: the jump into it is not checked"})
+		return
+	}
 	k.add(Problem{PC: k.start, From: k.start, What: ProblemEntry, Row: rowString(&row, k.w.regs),
 		Derived: "but a function entry no jump reaches has " + rowString(&want, k.w.regs)})
 }
