@@ -198,13 +198,13 @@ func runOne(cmd *cobra.Command, name string, fl *convertFlags, opts convert.Opti
 	}
 	// A Debian package is an ar archive too: it is told apart first.
 	if deb.Is(in.Data) {
-		if err := runDeb(ctx, cmd, in, meta, out, fl, opts); err != nil {
+		if err := runPackage(ctx, cmd, in, meta, out, fl, opts, debKind); err != nil {
 			return interrupted(withHint(err))
 		}
 		return nil
 	}
 	if rpm.Is(in.Data) {
-		if err := runRPM(ctx, cmd, in, meta, out, fl, opts); err != nil {
+		if err := runPackage(ctx, cmd, in, meta, out, fl, opts, rpmKind); err != nil {
 			return interrupted(withHint(err))
 		}
 		return nil
