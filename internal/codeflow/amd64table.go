@@ -251,6 +251,7 @@ const (
 	symAddr                  // the address c (a lea of the code's or data's address)
 	symEntry                 // an entry of tab: 32-bit sign-extended (size 4) or 64-bit
 	symTarget                // an entry of tab (32-bit, sign-extended) plus the address c
+	symScaled                // the value *idx times c (a lea of an index with no base)
 )
 
 // sym is a register's symbolic value. Every value has an id of its own
@@ -262,6 +263,12 @@ type sym struct {
 	id, w int
 	c     uint64
 	tab   *tableRef
+	// zext: a 32-bit entry loaded as it is (GCC -O0's mov of the entry
+	// to a 32-bit register), not yet sign-extended: only cltq or movslq
+	// make it an offset to add.
+	zext bool
+	// idx is the index a symScaled value scales.
+	idx *sym
 	// from is the first instruction of the path (an index in h) what
 	// the value is derived from relies on (a compared memory word, a
 	// table read): it holds for every run of the path from there; never
@@ -417,6 +424,14 @@ func (ts *tableSim) step(k int) {
 // copy, an address, a load, an entry plus an address), -1 for none.
 func (ts *tableSim) result(k int) (int, sym) {
 	in := ts.h[k].in
+	if in.Op == x86asm.CDQE {
+		// cltq: eax sign-extended into rax (GCC -O0 after loading an
+		// entry, or a bounded index).
+		if v, ok := ts.signExtended(amdRAX, 32, k); ok {
+			return amdRAX, v
+		}
+		return -1, sym{}
+	}
 	dst, dw, ok := lowReg(in.Args[0])
 	if !ok || dw < 32 {
 		return -1, sym{}
@@ -433,24 +448,31 @@ func (ts *tableSim) result(k int) (int, sym) {
 		case in.Op == x86asm.MOVZX && sw < 32:
 			return dst, copied(ts.low(sn, sw, k), k)
 		case in.Op == x86asm.MOVSXD && dw == 64 && sw == 32:
-			// A value of fewer than 32 bits, zero-extended, has its sign
-			// bit clear: movslq leaves it as it is (python's opcode
-			// looked up in a byte table, then sign-extended).
-			if v := ts.low(sn, sw, k); v.w < 32 {
-				return dst, copied(v, k)
+			if v, ok := ts.signExtended(sn, sw, k); ok {
+				return dst, v
 			}
 		case in.Op == x86asm.ADD && dw == 64 && sw == 64:
 			a, b := ts.regs[dst], ts.regs[sn]
 			if a.kind == symAddr {
 				a, b = b, a
 			}
-			if a.kind == symEntry && a.tab.size == 4 && b.kind == symAddr {
+			if a.kind == symEntry && a.tab.size == 4 && !a.zext && b.kind == symAddr {
 				ts.next++
 				return dst, sym{kind: symTarget, id: ts.next, w: 64, c: b.c, tab: a.tab, from: min(a.from, b.from, k)}
 			}
 		}
 	case x86asm.Mem:
 		switch {
+		case in.Op == x86asm.LEA && dw == 64 && src.Base == 0 && src.Index != 0 && src.Disp == 0 && src.Segment == 0 && in.AddrSize == 64:
+			// lea 0(,%rI,4),%rD: the index scaled, for a load that adds
+			// the table's address as the other register (GCC -O0).
+			x, ok := reg64(src.Index)
+			if !ok {
+				return -1, sym{}
+			}
+			ts.next++
+			idx := ts.regs[x]
+			return dst, sym{kind: symScaled, id: ts.next, w: 64, c: uint64(src.Scale), idx: &idx, from: never, made: k}
 		case in.Op == x86asm.LEA && dw == 64 && src.Base == x86asm.RIP && src.Index == 0 && src.Segment == 0:
 			// The address is taken as the path shows it, not required of
 			// every path (from stays never): compilers hoist the lea of a
@@ -473,6 +495,37 @@ func (ts *tableSim) result(k int) (int, sym) {
 		}
 	}
 	return -1, sym{}
+}
+
+// signExtended is the value of register r's low width bits sign-extended
+// to 64 bits at h[k] (cltq, movslq), when the simulation knows it: a
+// 32-bit entry loaded as it is becomes one to add; a value whose sign
+// bit is clear (fewer than 32 bits zero-extended, as python's opcode
+// looked up in a byte table; or 32 bits a check bounded below 1<<31)
+// stays as it is, the check then among what the value relies on.
+func (ts *tableSim) signExtended(r, width, k int) (sym, bool) {
+	if width != 32 {
+		return sym{}, false
+	}
+	v := ts.low(r, width, k)
+	switch {
+	case v.kind == symEntry && v.zext && v.w == 32:
+		v.zext, v.w = false, 64
+		return v, true
+	case v.kind != symValue:
+		return sym{}, false
+	case v.w < 32:
+		return copied(v, k), true
+	}
+	fs := ts.facts[v.id]
+	for i := len(fs) - 1; i >= 0; i-- {
+		if f := fs[i]; f.w >= 32 && f.max < 1<<31 {
+			c := copied(v, k)
+			c.from = min(c.from, f.from, diverge(f.chain, v.chain))
+			return c, true
+		}
+	}
+	return sym{}, false
 }
 
 func (ts *tableSim) ripAddr(k int, disp int64) uint64 {
@@ -520,8 +573,13 @@ func (ts *tableSim) load(k int, m x86asm.Mem, size int, signed bool) sym {
 		return copied(sym{id: ts.memV.id, w: size * 8, from: ts.memV.from, made: k}, k)
 	}
 	tab, from, ok := ts.tableAt(k, m, size)
-	if !ok || size == 4 && !signed || size == 1 && signed || size == 2 {
+	if !ok || size == 1 && signed || size == 2 {
 		return ts.fresh(k)
+	}
+	if size == 4 && !signed {
+		// The entry as it is, in a 32-bit register: cltq makes it one.
+		ts.next++
+		return sym{kind: symEntry, id: ts.next, w: 32, tab: tab, from: from, zext: true}
 	}
 	if size > 1 {
 		ts.next++
@@ -567,16 +625,34 @@ func (ts *tableSim) tableAt(k int, m x86asm.Mem, size int) (*tableRef, int, bool
 		addr = uint64(m.Disp)
 	default:
 		b, ok := reg64(m.Base)
-		if !ok || ts.regs[b].kind != symAddr {
+		if !ok {
 			return nil, 0, false
 		}
-		addr, from = ts.regs[b].c+uint64(m.Disp), min(from, ts.regs[b].from)
+		base := ts.regs[b]
+		if x, ok := reg64(m.Index); ok && m.Scale == 1 && base.kind != symAddr {
+			// (%rScaled,%rT,1): the index scaled by a lea, the table's
+			// address in the other register (GCC -O0), either way round.
+			base = ts.regs[x]
+			m.Index = m.Base
+		}
+		if base.kind != symAddr {
+			return nil, 0, false
+		}
+		addr, from = base.c+uint64(m.Disp), min(from, base.from)
 	}
 	x, ok := reg64(m.Index)
-	if !ok || int(m.Scale) != size {
+	if !ok {
 		return nil, 0, false
 	}
-	n, f, ok := ts.bound(ts.regs[x])
+	iv := ts.regs[x]
+	if m.Scale == 1 && size > 1 && iv.kind == symScaled && iv.c == uint64(size) {
+		iv = *iv.idx
+		m.Scale = uint8(size)
+	}
+	if int(m.Scale) != size {
+		return nil, 0, false
+	}
+	n, f, ok := ts.bound(iv)
 	if !ok {
 		return nil, 0, false
 	}

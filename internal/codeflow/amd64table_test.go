@@ -187,3 +187,50 @@ func TestAMD64TableTwoPaths(t *testing.T) {
 		{name: "second checks another register", src: src("cmp $2,%edx\n ja def\n add $1,%ecx"), skips: left},
 	})
 }
+
+// TestAMD64TableO0: GCC -O0's table (the index scaled by a lea with no
+// base, the entry loaded through base+index into a 32-bit register, then
+// cltq) is resolved from the bound on the register or on the stack slot
+// the index is reloaded from; each way the proof can break leaves f out.
+func TestAMD64TableO0(t *testing.T) {
+	o0 := func(load string) string {
+		return `mov %eax,%eax
+			lea 0(,%rax,4),%rdx
+			lea tab(%rip),%rax
+			` + load + `
+			cltq
+			lea tab(%rip),%rdx
+			add %rdx,%rax
+			jmp *%rax`
+	}
+	resolved := map[string]string{"c0": "sp+16", "c1": "sp+16", "c2": "sp+16", "def": "sp+16"}
+	left := map[string]Reason{"f": ReasonIndirect}
+	cases := []struct {
+		name, dispatch string
+		ok             bool
+	}{
+		{"register check", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + o0("mov (%rdx,%rax,1),%eax"), true},
+		{"registers the other way round", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + o0("mov (%rax,%rdx,1),%eax"), true},
+		{"stack slot checked, reloaded", "mov %edi,-8(%rsp)\n cmpl $2,-8(%rsp)\n ja def\n mov -8(%rsp),%eax\n" + o0("mov (%rdx,%rax,1),%eax"), true},
+		{"cltq of a bounded index", "mov %edi,%ecx\n cmp $2,%ecx\n ja def\n mov %ecx,%eax\n cltq\n lea tab(%rip),%rdx\n movslq (%rdx,%rax,4),%rax\n add %rdx,%rax\n jmp *%rax", true},
+
+		{"no cltq", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + strings.Replace(o0("mov (%rdx,%rax,1),%eax"), "cltq", "", 1), false},
+		{"scaled by 8", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + strings.Replace(o0("mov (%rdx,%rax,1),%eax"), "(,%rax,4)", "(,%rax,8)", 1), false},
+		{"scaled index changed", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + strings.Replace(o0("mov (%rdx,%rax,1),%eax"), "lea tab(%rip),%rax", "add $4,%rdx\n lea tab(%rip),%rax", 1), false},
+		{"stack slot stored after the check", "mov %edi,-8(%rsp)\n cmpl $2,-8(%rsp)\n ja def\n mov %esi,-8(%rsp)\n mov -8(%rsp),%eax\n" + o0("mov (%rdx,%rax,1),%eax"), false},
+		{"unchecked", "mov %edi,%eax\n" + o0("mov (%rdx,%rax,1),%eax"), false},
+		{"cltq of an unbounded index", "mov %edi,%ecx\n cmp $2,%ecx\n ja def\n mov %esi,%eax\n cltq\n lea tab(%rip),%rdx\n movslq (%rdx,%rax,4),%rax\n add %rdx,%rax\n jmp *%rax", false},
+		{"cltq of a 32-bit check above 1<<31", "mov %edi,%ecx\n cmp $2,%ecx\n ja def\n mov %ecx,%eax\n not %eax\n cltq\n lea tab(%rip),%rdx\n movslq (%rdx,%rax,4),%rax\n add %rdx,%rax\n jmp *%rax", false},
+	}
+	var snips []snippet
+	for _, c := range cases {
+		s := snippet{name: c.name, src: tableFunc(c.dispatch)}
+		if c.ok {
+			s.rows = resolved
+		} else {
+			s.skips = left
+		}
+		snips = append(snips, s)
+	}
+	runSnippets(t, snips)
+}
