@@ -66,6 +66,17 @@ func amd64Refs(in *x86asm.Inst, pc uint64, out *insn) {
 			out.table = uint64(m.Disp)
 		}
 	}
+	for _, a := range in.Args {
+		// Any address of data the instruction names (dataRefs).
+		if m, ok := a.(x86asm.Mem); ok && m.Segment == 0 {
+			switch {
+			case m.Base == x86asm.RIP && m.Index == 0:
+				out.data = pc + uint64(in.Len) + uint64(m.Disp)
+			case m.Base == 0 && m.Disp > 0:
+				out.data = uint64(m.Disp)
+			}
+		}
+	}
 	switch in.Op {
 	case x86asm.LEA:
 		if m, ok := in.Args[1].(x86asm.Mem); ok && m.Base == x86asm.RIP && m.Index == 0 {
@@ -140,6 +151,12 @@ func (sw *sweepResult) noteRefs(in *insn, p *a64Pair) {
 	}
 	if in.table != 0 {
 		sw.tables[in.table] = true
+	}
+	if in.data != 0 {
+		sw.data = append(sw.data, in.data)
+	}
+	if in.imm != 0 {
+		sw.data = append(sw.data, in.imm)
 	}
 	if sw.m != elf.EM_AARCH64 {
 		return

@@ -234,3 +234,83 @@ func TestAMD64TableO0(t *testing.T) {
 	}
 	runSnippets(t, snips)
 }
+
+// TestAMD64TableContent: a table no check bounds (clang's switch with no
+// default) is read while its entries are code of the function, up to an
+// address the file references, a word that cannot be an entry or the
+// end of read-only data; each rule that refuses it leaves f out, and a
+// scan that went wrong fails f when the walk ends.
+func TestAMD64TableContent(t *testing.T) {
+	src := func(dispatch, cases, data string) string {
+		return `fn f
+			push %rbx
+			movsbl (%rsi),%ecx
+			add $-0x41,%ecx
+			` + dispatch + `
+			c0: pop %rbx
+			ret
+			c1: pop %rbx
+			ret
+			c2: pop %rbx
+			ret
+			` + cases + `
+			endfn
+			fn g
+			g0: ret
+			` + data
+	}
+	pic := `lea tab(%rip),%rdx
+		movslq (%rdx,%rcx,4),%rcx
+		add %rdx,%rcx
+		jmp *%rcx`
+	tab := `tab: .long c0-tab, c1-tab, c2-tab`
+	three := map[string]string{"c0": "sp+16", "c1": "sp+16", "c2": "sp+16"}
+	left := map[string]Reason{"f": ReasonIndirect}
+	ro := func(s string) string { return ".section .rodata\n" + s }
+	runSnippets(t, []snippet{
+		{name: "ends at a referenced address", refs: []string{"tab", "next"},
+			src: src(pic, "", ro(tab+"\n next: .long c0-tab")), rows: three},
+		{name: "ends at a word outside the code", refs: []string{"tab"},
+			src: src(pic, "", ro(tab+"\n .long 0x10000000")), rows: three},
+		{name: "ends with the read-only data", refs: []string{"tab"},
+			src: src(pic, "", ro(tab)), rows: three},
+		{name: "a second table of f, referenced, not read", refs: []string{"tab", "tab2"},
+			src:  src(pic, "d0: pop %rbx\n ret\n lea tab2(%rip),%rax", ro(tab+"\n tab2: .long d0-tab2")),
+			rows: map[string]string{"c0": "sp+16", "c2": "sp+16", "d0": "none"}},
+		{name: "byte index, fewer entries than 256", refs: []string{"tab"},
+			src: src("movzbl %cl,%ecx\n"+pic, "", ro(tab)), rows: three},
+		{name: "absolute entries", refs: []string{"abs"},
+			src: src("jmp *abs(,%rcx,8)", "", ro("abs: .quad c0, c1, c2")), rows: three},
+
+		{name: "no references known", src: src(pic, "", ro(tab)), skips: left},
+		{name: "a word into another function", refs: []string{"tab"},
+			src: src(pic, "", ro(tab+"\n .long g0-tab")), skips: left},
+		{name: "table in writable data", refs: []string{"tab"},
+			src: src(pic, "", ".section .data\n"+tab), skips: left},
+		{name: "table in the code", refs: []string{"tab"},
+			src: src(pic, "tab: .long c0-tab, c1-tab, c2-tab", ""), skips: left},
+		{name: "unreferenced second table read on, into an instruction", refs: []string{"tab"},
+			src:   src(pic, "d0: mov $1,%eax\n pop %rbx\n ret", ro(tab+"\n .long d0-tab, d0-tab+1")),
+			skips: map[string]Reason{"f": ReasonData}},
+		{name: "a target another path reaches with another frame", refs: []string{"tab"},
+			src: `fn f
+				test %edi,%edi
+				je c1
+				push %rbx
+				movsbl (%rsi),%ecx
+				lea tab(%rip),%rdx
+				movslq (%rdx,%rcx,4),%rcx
+				add %rdx,%rcx
+				jmp *%rcx
+				c0: pop %rbx
+				ret
+				c1: pop %rbx
+				ret
+				.section .rodata
+				tab: .long c0-tab, c1-tab`,
+			skips: map[string]Reason{"f": ReasonStates}},
+		{name: "cases join with another frame than the jump's", refs: []string{"tab"},
+			src: src(pic, "x0: push %rax\n jmp join\n x1: push %rax\n jmp join\n join: pop %rax\n pop %rbx\n ret",
+				ro("tab: .long c0-tab, x0-tab, x1-tab")), skips: left},
+	})
+}
