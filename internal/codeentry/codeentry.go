@@ -174,6 +174,7 @@ func load(f *elfread.File, opt Options) (*codeflow.Code, Notes, *collector, erro
 		Order:   f.ELF.ByteOrder,
 		Text:    img.codeRanges(),
 		Read:    img.read,
+		Refs:    dataRefs(f, img, rs, sw),
 		Entries: entries,
 		NoReturn: func(addr uint64) bool {
 			return noret[addr]

@@ -66,6 +66,17 @@ func amd64Refs(in *x86asm.Inst, pc uint64, out *insn) {
 			out.table = uint64(m.Disp)
 		}
 	}
+	for _, a := range in.Args {
+		// Any address of data the instruction names (dataRefs).
+		if m, ok := a.(x86asm.Mem); ok && m.Segment == 0 {
+			switch {
+			case m.Base == x86asm.RIP && m.Index == 0:
+				out.data = pc + uint64(in.Len) + uint64(m.Disp)
+			case m.Base == 0 && m.Disp > 0:
+				out.data = uint64(m.Disp)
+			}
+		}
+	}
 	switch in.Op {
 	case x86asm.LEA:
 		if m, ok := in.Args[1].(x86asm.Mem); ok && m.Base == x86asm.RIP && m.Index == 0 {
@@ -141,6 +152,12 @@ func noteRefs(m elf.Machine, in *insn, p *a64Pair, out *sweepOut) {
 	}
 	if in.table != 0 {
 		out.tables = append(out.tables, in.table)
+	}
+	if in.data != 0 {
+		out.data = append(out.data, in.data)
+	}
+	if in.imm != 0 {
+		out.data = append(out.data, in.imm)
 	}
 	if m != elf.EM_AARCH64 {
 		return

@@ -41,6 +41,9 @@ type insn struct {
 	// the page, in register reg; add: reg+imm into dst).
 	lea, imm, table uint64
 	a64             a64Half
+	// data is the address a memory operand names (RIP-relative, or an
+	// absolute displacement): what dataRefs gathers.
+	data uint64
 }
 
 // padCand is the first instruction after a run of padding.
@@ -68,6 +71,9 @@ type sweepResult struct {
 	padAt        map[uint64]int // pads by address, made when first needed
 	// callNext counts calls to the next instruction (not functions).
 	callNext int
+	// data are the addresses instructions name (memory operands, mov
+	// immediates; x86-64), unsorted, for dataRefs.
+	data []uint64
 }
 
 // sweep decodes every text range but the PLTs and data, in parts on
@@ -110,6 +116,7 @@ type sweepState struct {
 // padding candidates, and the calls to the next instruction.
 type sweepOut struct {
 	calls, jumps, refs, tables []uint64
+	data                       []uint64 // sweepResult.data
 	pads                       []padCand
 	callNext                   int
 }

@@ -47,16 +47,16 @@ type snap struct {
 	n   outLens
 }
 
-type outLens struct{ calls, jumps, refs, tables, pads, callNext int }
+type outLens struct{ calls, jumps, refs, tables, data, pads, callNext int }
 
 func (o *sweepOut) lens() outLens {
-	return outLens{len(o.calls), len(o.jumps), len(o.refs), len(o.tables), len(o.pads), o.callNext}
+	return outLens{len(o.calls), len(o.jumps), len(o.refs), len(o.tables), len(o.data), len(o.pads), o.callNext}
 }
 
 // dropFirst drops what o found before it had found n.
 func (o *sweepOut) dropFirst(n outLens) {
 	o.calls, o.jumps, o.refs, o.tables = o.calls[n.calls:], o.jumps[n.jumps:], o.refs[n.refs:], o.tables[n.tables:]
-	o.pads = o.pads[n.pads:]
+	o.data, o.pads = o.data[n.data:], o.pads[n.pads:]
 	o.callNext -= n.callNext
 }
 
@@ -210,6 +210,7 @@ func (sw *sweepResult) add(o *sweepOut) {
 	for _, t := range o.tables {
 		sw.tables[t] = true
 	}
+	sw.data = append(sw.data, o.data...)
 	sw.pads = append(sw.pads, o.pads...)
 	sw.callNext += o.callNext
 	*o = sweepOut{}

@@ -1,6 +1,7 @@
 package codeflow
 
 import (
+	"slices"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -15,6 +16,9 @@ type snippet struct {
 	noreturn []string
 	rows     map[string]string
 	skips    map[string]Reason
+	// refs are the labels the file references (Code.Refs); nil leaves
+	// Code.Refs nil.
+	refs []string
 }
 
 func runSnippets(t *testing.T, cases []snippet) {
@@ -26,6 +30,13 @@ func runSnippets(t *testing.T, cases []snippet) {
 				nr[im.syms[n]] = true
 			}
 			im.code.NoReturn = func(a uint64) bool { return nr[a] }
+			if tc.refs != nil {
+				im.code.Refs = []uint64{}
+				for _, l := range tc.refs {
+					im.code.Refs = append(im.code.Refs, im.syms[l])
+				}
+				slices.Sort(im.code.Refs)
+			}
 			res := analyze(im.code)
 			got := map[uint64]Reason{}
 			for _, s := range res.skips {

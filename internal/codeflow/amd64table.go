@@ -2,6 +2,9 @@ package codeflow
 
 import (
 	"encoding/binary"
+	"fmt"
+	"slices"
+	"sort"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -169,8 +172,31 @@ func (a amd64) recheck(w *walk, jump uint64) bool {
 }
 
 // targets reads tab's entries: 64-bit addresses (size 8) or 32-bit
-// offsets from base (size 4); nil when one is outside the function.
+// offsets from base (size 4); nil when one is outside the function. A
+// table no check bounds is read as scan says.
 func (ts *tableSim) targets(tab *tableRef, base uint64) []uint64 {
+	if !tab.content {
+		if out := ts.all(tab, base); out != nil || !tab.capped {
+			return out
+		}
+	}
+	return ts.scan(tab, base)
+}
+
+// entry is the target of tab's entry at a (raw its bytes).
+func (ts *tableSim) entry(tab *tableRef, base uint64, raw []byte) uint64 {
+	order := ts.w.code.Order
+	if order == nil {
+		order = binary.LittleEndian
+	}
+	if tab.size == 4 {
+		return base + uint64(int64(int32(order.Uint32(raw))))
+	}
+	return order.Uint64(raw)
+}
+
+// all reads tab's n entries, nil when one is outside the function.
+func (ts *tableSim) all(tab *tableRef, base uint64) []uint64 {
 	w := ts.w
 	if w.code.Read == nil || tab.n <= 0 || tab.n > maxTable {
 		return nil
@@ -179,25 +205,124 @@ func (ts *tableSim) targets(tab *tableRef, base uint64) []uint64 {
 	if len(raw) < tab.n*tab.size {
 		return nil
 	}
-	order := w.code.Order
-	if order == nil {
-		order = binary.LittleEndian
-	}
 	jump := ts.h[len(ts.h)-1].pc
 	out := make([]uint64, 0, tab.n)
 	for i := 0; i < tab.n; i++ {
-		var x uint64
-		if tab.size == 4 {
-			x = base + uint64(int64(int32(order.Uint32(raw[4*i:]))))
-		} else {
-			x = order.Uint64(raw[8*i:])
-		}
+		x := ts.entry(tab, base, raw[i*tab.size:])
 		if !w.inside(jump, x) && !coldPart(w, jump, x) {
 			return nil
 		}
 		out = append(out, x)
 	}
 	return out
+}
+
+// scan reads a table whose index no check bounds (clang's switch with
+// no default, glibc's computed gotos), or whose index's width allows more
+// entries than it has, by its content. The index is taken to be one the
+// table has (the program's own premise: past the table, it would jump
+// into whatever follows); what is left to prove is where the table ends,
+// by rules each of which can only end it too soon or refuse it, never
+// add an entry that is not one:
+//
+//   - The entries are read from read-only data outside the code (Read
+//     gives non-writable sections only): what the jump reads when it
+//     runs is what the file holds.
+//   - An entry is taken while its target is inside the jump's function,
+//     from its entry to its end (or to the next entry when the end is
+//     not known): a real entry's target is code of the function. The
+//     scan ends, the entries before kept, at a word whose target is
+//     outside the jump's executable range, or at the end of the
+//     read-only data: no entry of the table can be such a word, so the
+//     table ended before it. A word whose target is in that range but
+//     outside the function (a cold part, a neighbour) could be an entry
+//     or not: the table is refused.
+//   - The scan ends at any address the file references (Code.Refs: an
+//     instruction's memory operand or a data word names it; built once
+//     per file in internal/codeentry, one pass over the relocations and
+//     the data words, 8 bytes per address kept, a binary search per
+//     entry read): another object starts there, a second table of this
+//     function or a constant, and a compiler references a table only at
+//     its start, so this table has ended.
+//   - maxTable entries with no end found: refused.
+//
+// So the scan does not stop inside the table (the worry of a table bounded
+// so: a missed entry, a missed edge, a join that looks more known than
+// it is), but at a reference inside it, which no compiler emits. Should
+// that happen, scannedJoins still refuses a function in which a missed
+// edge could change what is known: every join the table's targets reach
+// must have the jump's frame. A target in the middle of an instruction,
+// or one whose state another path contradicts, fails the function when
+// the walk ends (code-data, code-states-differ), as any path's would.
+func (ts *tableSim) scan(tab *tableRef, base uint64) []uint64 {
+	w := ts.w
+	refs := w.code.Refs
+	jump := ts.h[len(ts.h)-1].pc
+	if w.code.Read == nil || refs == nil || w.textRange(tab.addr) >= 0 {
+		return nil
+	}
+	lo, hi := w.extent()
+	if jump < lo || jump >= hi {
+		return nil
+	}
+	var out []uint64
+	for i := 0; ; i++ {
+		a := tab.addr + uint64(i*tab.size)
+		if i > 0 && isRef(refs, a) {
+			break
+		}
+		if i == tab.n {
+			if tab.content {
+				return nil
+			}
+			break
+		}
+		raw := w.code.Read(a, tab.size)
+		if len(raw) < tab.size {
+			break
+		}
+		x := ts.entry(tab, base, raw)
+		if lo <= x && x < hi {
+			out = append(out, x)
+			continue
+		}
+		if w.textRange(x) >= 0 && w.textRange(x) == w.textRange(jump) {
+			return nil
+		}
+		break
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if w.scanned == nil {
+		w.scanned = map[uint64]bool{}
+	}
+	w.scanned[jump] = true
+	return out
+}
+
+// isRef says refs (sorted) holds a.
+func isRef(refs []uint64, a uint64) bool {
+	_, ok := slices.BinarySearch(refs, a)
+	return ok
+}
+
+// extent is the walk's function: its entry to its end, or to the next
+// entry (or the end of its executable range) when the end is not known.
+func (w *walk) extent() (lo, hi uint64) {
+	lo, hi = w.entry.Addr, w.entry.End
+	if hi != 0 {
+		return lo, hi
+	}
+	if r := w.textRange(lo); r >= 0 {
+		hi = w.code.Text[r].Addr + uint64(len(w.code.Text[r].Data))
+	}
+	es := w.code.Entries
+	i := sort.Search(len(es), func(i int) bool { return es[i].Addr > lo })
+	if i < len(es) && es[i].Addr < hi {
+		hi = es[i].Addr
+	}
+	return lo, hi
 }
 
 // coldPart says a target t outside the jump's function is still taken:
@@ -251,6 +376,7 @@ const (
 	symAddr                  // the address c (a lea of the code's or data's address)
 	symEntry                 // an entry of tab: 32-bit sign-extended (size 4) or 64-bit
 	symTarget                // an entry of tab (32-bit, sign-extended) plus the address c
+	symScaled                // the value *idx times c (a lea of an index with no base)
 )
 
 // sym is a register's symbolic value. Every value has an id of its own
@@ -262,6 +388,12 @@ type sym struct {
 	id, w int
 	c     uint64
 	tab   *tableRef
+	// zext: a 32-bit entry loaded as it is (GCC -O0's mov of the entry
+	// to a 32-bit register), not yet sign-extended: only cltq or movslq
+	// make it an offset to add.
+	zext bool
+	// idx is the index a symScaled value scales.
+	idx *sym
 	// from is the first instruction of the path (an index in h) what
 	// the value is derived from relies on (a compared memory word, a
 	// table read): it holds for every run of the path from there; never
@@ -277,10 +409,14 @@ type sym struct {
 	made int
 }
 
-// tableRef is a table of n entries of size bytes at addr.
+// tableRef is a table of n entries of size bytes at addr. content: no
+// bound is proven, and the table's content bounds it (scan); capped: its
+// index's width bounds it to n, and when not all n are entries the
+// content bounds it within n.
 type tableRef struct {
-	addr    uint64
-	n, size int
+	addr            uint64
+	n, size         int
+	content, capped bool
 }
 
 // fact: the low w bits of a value are at most max (from the compare at
@@ -417,6 +553,14 @@ func (ts *tableSim) step(k int) {
 // copy, an address, a load, an entry plus an address), -1 for none.
 func (ts *tableSim) result(k int) (int, sym) {
 	in := ts.h[k].in
+	if in.Op == x86asm.CDQE {
+		// cltq: eax sign-extended into rax (GCC -O0 after loading an
+		// entry, or a bounded index).
+		if v, ok := ts.signExtended(amdRAX, 32, k); ok {
+			return amdRAX, v
+		}
+		return -1, sym{}
+	}
 	dst, dw, ok := lowReg(in.Args[0])
 	if !ok || dw < 32 {
 		return -1, sym{}
@@ -433,31 +577,38 @@ func (ts *tableSim) result(k int) (int, sym) {
 		case in.Op == x86asm.MOVZX && sw < 32:
 			return dst, copied(ts.low(sn, sw, k), k)
 		case in.Op == x86asm.MOVSXD && dw == 64 && sw == 32:
-			// A value of fewer than 32 bits, zero-extended, has its sign
-			// bit clear: movslq leaves it as it is (python's opcode
-			// looked up in a byte table, then sign-extended).
-			if v := ts.low(sn, sw, k); v.w < 32 {
-				return dst, copied(v, k)
+			if v, ok := ts.signExtended(sn, sw, k); ok {
+				return dst, v
 			}
 		case in.Op == x86asm.ADD && dw == 64 && sw == 64:
 			a, b := ts.regs[dst], ts.regs[sn]
 			if a.kind == symAddr {
 				a, b = b, a
 			}
-			if a.kind == symEntry && a.tab.size == 4 && b.kind == symAddr {
+			if a.kind == symEntry && a.tab.size == 4 && !a.zext && b.kind == symAddr {
 				ts.next++
 				return dst, sym{kind: symTarget, id: ts.next, w: 64, c: b.c, tab: a.tab, from: min(a.from, b.from, k)}
 			}
 		}
 	case x86asm.Mem:
 		switch {
+		case in.Op == x86asm.LEA && dw == 64 && src.Base == 0 && src.Index != 0 && src.Disp == 0 && src.Segment == 0 && in.AddrSize == 64:
+			// lea 0(,%rI,4),%rD: the index scaled, for a load that adds
+			// the table's address as the other register (GCC -O0).
+			x, ok := reg64(src.Index)
+			if !ok {
+				return -1, sym{}
+			}
+			ts.next++
+			idx := ts.regs[x]
+			return dst, sym{kind: symScaled, id: ts.next, w: 64, c: uint64(src.Scale), idx: &idx, from: never, made: k}
 		case in.Op == x86asm.LEA && dw == 64 && src.Base == x86asm.RIP && src.Index == 0 && src.Segment == 0:
 			// The address is taken as the path shows it, not required of
 			// every path (from stays never): compilers hoist the lea of a
 			// table out of a loop whose head other paths join, and keep
 			// the register for it on all of them.
 			ts.next++
-			return dst, sym{kind: symAddr, id: ts.next, w: 64, c: ts.ripAddr(k, src.Disp), from: never}
+			return dst, sym{kind: symAddr, id: ts.next, w: 64, c: ts.ripAddr(k, src.Disp), from: never, made: k}
 		case in.Op == x86asm.MOVZX, in.Op == x86asm.MOV && in.MemBytes*8 == dw:
 			v := ts.load(k, src, in.MemBytes, false)
 			if v.kind == symValue {
@@ -473,6 +624,37 @@ func (ts *tableSim) result(k int) (int, sym) {
 		}
 	}
 	return -1, sym{}
+}
+
+// signExtended is the value of register r's low width bits sign-extended
+// to 64 bits at h[k] (cltq, movslq), when the simulation knows it: a
+// 32-bit entry loaded as it is becomes one to add; a value whose sign
+// bit is clear (fewer than 32 bits zero-extended, as python's opcode
+// looked up in a byte table; or 32 bits a check bounded below 1<<31)
+// stays as it is, the check then among what the value relies on.
+func (ts *tableSim) signExtended(r, width, k int) (sym, bool) {
+	if width != 32 {
+		return sym{}, false
+	}
+	v := ts.low(r, width, k)
+	switch {
+	case v.kind == symEntry && v.zext && v.w == 32:
+		v.zext, v.w = false, 64
+		return v, true
+	case v.kind != symValue:
+		return sym{}, false
+	case v.w < 32:
+		return copied(v, k), true
+	}
+	fs := ts.facts[v.id]
+	for i := len(fs) - 1; i >= 0; i-- {
+		if f := fs[i]; f.w >= 32 && f.max < 1<<31 {
+			c := copied(v, k)
+			c.from = min(c.from, f.from, diverge(f.chain, v.chain))
+			return c, true
+		}
+	}
+	return sym{}, false
 }
 
 func (ts *tableSim) ripAddr(k int, disp int64) uint64 {
@@ -520,8 +702,13 @@ func (ts *tableSim) load(k int, m x86asm.Mem, size int, signed bool) sym {
 		return copied(sym{id: ts.memV.id, w: size * 8, from: ts.memV.from, made: k}, k)
 	}
 	tab, from, ok := ts.tableAt(k, m, size)
-	if !ok || size == 4 && !signed || size == 1 && signed || size == 2 {
+	if !ok || size == 1 && (signed || tab.content) || size == 2 {
 		return ts.fresh(k)
+	}
+	if size == 4 && !signed {
+		// The entry as it is, in a 32-bit register: cltq makes it one.
+		ts.next++
+		return sym{kind: symEntry, id: ts.next, w: 32, tab: tab, from: from, zext: true}
 	}
 	if size > 1 {
 		ts.next++
@@ -550,13 +737,14 @@ func slicesMax(b []byte) byte {
 
 // tableAt is the table m reads at h[k] with size-byte entries: at a
 // known address (a displacement, an address register, the code's own
-// when RIP-relative and then of one entry) indexed by a proven index.
+// when RIP-relative and then of one entry) indexed by a proven index,
+// or by any index when the table's content is to bound it.
 func (ts *tableSim) tableAt(k int, m x86asm.Mem, size int) (*tableRef, int, bool) {
 	if m.Segment != 0 || ts.h[k].in.AddrSize != 64 {
 		return nil, 0, false
 	}
 	var addr uint64
-	from := k
+	from, made := k, k
 	switch {
 	case m.Base == x86asm.RIP:
 		if m.Index != 0 {
@@ -567,40 +755,68 @@ func (ts *tableSim) tableAt(k int, m x86asm.Mem, size int) (*tableRef, int, bool
 		addr = uint64(m.Disp)
 	default:
 		b, ok := reg64(m.Base)
-		if !ok || ts.regs[b].kind != symAddr {
+		if !ok {
 			return nil, 0, false
 		}
-		addr, from = ts.regs[b].c+uint64(m.Disp), min(from, ts.regs[b].from)
+		base := ts.regs[b]
+		if x, ok := reg64(m.Index); ok && m.Scale == 1 && base.kind != symAddr {
+			// (%rScaled,%rT,1): the index scaled by a lea, the table's
+			// address in the other register (GCC -O0), either way round.
+			base = ts.regs[x]
+			m.Index = m.Base
+		}
+		if base.kind != symAddr {
+			return nil, 0, false
+		}
+		addr, from, made = base.c+uint64(m.Disp), min(from, base.from), min(k, base.made)
 	}
-	x, ok := reg64(m.Index)
-	if !ok || int(m.Scale) != size {
-		return nil, 0, false
-	}
-	n, f, ok := ts.bound(ts.regs[x])
+	iv, ok := ts.indexOf(m, size)
 	if !ok {
 		return nil, 0, false
 	}
-	return &tableRef{addr: addr, n: n, size: size}, min(from, f), true
+	n, f, checked, ok := ts.bound(iv)
+	if !ok {
+		// No bound: the table's own content bounds it (targets). The
+		// address, taken as the path shows it for a proven table, is
+		// then what the proof relies on, from the lea that made it.
+		return &tableRef{addr: addr, n: maxTable, size: size, content: true}, min(from, made), true
+	}
+	return &tableRef{addr: addr, n: n, size: size, capped: !checked}, min(from, f), true
+}
+
+// indexOf is the index m reads a table of size-byte entries with: its
+// index register scaled by size, or the one a lea scaled by size into
+// it (m's scale then 1).
+func (ts *tableSim) indexOf(m x86asm.Mem, size int) (sym, bool) {
+	x, ok := reg64(m.Index)
+	if !ok {
+		return sym{}, false
+	}
+	iv := ts.regs[x]
+	if m.Scale == 1 && size > 1 && iv.kind == symScaled && iv.c == uint64(size) {
+		return *iv.idx, true
+	}
+	return iv, int(m.Scale) == size
 }
 
 // bound is the entry count a proven check allows value v, and the first
 // instruction the proof relies on. The check nearest the use is taken,
 // as the one the compiler emitted for this table: an earlier, tighter
 // one may hold on this path only.
-func (ts *tableSim) bound(v sym) (int, int, bool) {
+func (ts *tableSim) bound(v sym) (n, from int, checked, ok bool) {
 	fs := ts.facts[v.id]
 	for i := len(fs) - 1; i >= 0; i-- {
 		if f := fs[i]; f.w >= v.w && f.max < maxTable {
-			return int(f.max) + 1, min(f.from, v.from, diverge(f.chain, v.chain)), true
+			return int(f.max) + 1, min(f.from, v.from, diverge(f.chain, v.chain)), true, true
 		}
 	}
 	// No check: a value of few bits, zero-extended where it was made
 	// (movzbl), cannot index past 1<<w entries, whatever it holds. The
 	// proof needs the path from that instruction on.
 	if v.kind == symValue && v.w <= 12 && v.made < never {
-		return 1 << v.w, min(v.from, v.made), true
+		return 1 << v.w, min(v.from, v.made), false, true
 	}
-	return 0, 0, false
+	return 0, 0, false, false
 }
 
 // compare notes the flags of cmp $N,reg or cmp $N,mem at h[k].
@@ -708,4 +924,84 @@ func mayStore(in x86asm.Inst) bool {
 	// memory one, or none named (string operations name theirs), may store.
 	_, isReg := in.Args[0].(x86asm.Reg)
 	return !isReg
+}
+
+// scannedJoins fails the walk when a join that the targets of a table
+// bounded by its content reach (following the walk's edges from them)
+// has another frame than the jump's: where the stack and frame pointers
+// are from the CFA, where the caller's frame pointer and return address
+// are. An entry such a table had past where scan stopped would reach the
+// code from the jump's state, and a path from it could join anywhere
+// the table's cases go: where every such join has the jump's frame, a
+// case that keeps the frame (as a switch's cases do between the dispatch
+// and their join) arrives with what the walk knows there; where one has
+// another, the rows there would hold for the paths seen only. Checked
+// when the walk ends; the cost is one pass over the walk's edges.
+func (w *walk) scannedJoins() *fail {
+	if len(w.scanned) == 0 {
+		return nil
+	}
+	succ := make([][]int32, len(w.recs))
+	for i := range w.recs {
+		r := &w.recs[i]
+		if p, ok := w.index[r.pred]; ok && r.hasPred {
+			succ[p] = append(succ[p], int32(i))
+		}
+	}
+	for pc, ps := range w.preds {
+		j := w.index[pc]
+		for _, p := range ps {
+			if pi, ok := w.index[p]; ok {
+				succ[pi] = append(succ[pi], j)
+			}
+		}
+	}
+	jumps := make([]uint64, 0, len(w.scanned))
+	for j := range w.scanned {
+		jumps = append(jumps, j)
+	}
+	slices.Sort(jumps)
+	for _, jump := range jumps {
+		ji, ok := w.index[jump]
+		if !ok {
+			continue
+		}
+		js := &w.recs[ji].s
+		seen := make([]bool, len(w.recs))
+		var stack []int32
+		for _, t := range w.tables[jump] {
+			if i, ok := w.index[t]; ok && !seen[i] {
+				seen[i] = true
+				stack = append(stack, i)
+			}
+		}
+		for len(stack) > 0 {
+			i := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if r := &w.recs[i]; r.multi && !sameFrame(js, &r.s, w.regs) {
+				return &fail{failure{ReasonIndirect, fmt.Sprintf("the jump table bounded by its content at %#x reaches the join at %#x with another frame: %s, the jump's %s",
+					jump, r.pc, frameString(&r.s, w.regs), frameString(js, w.regs))}, jump}
+			}
+			for _, n := range succ[i] {
+				if !seen[n] {
+					seen[n] = true
+					stack = append(stack, n)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// sameFrame says x claims nothing of the frame that j does not: the
+// stack and frame pointers, when known at x, are where they are at j,
+// and the caller's frame pointer and return address are where they are
+// at j.
+func sameFrame(j, x *State, regs [2]int) bool {
+	for _, k := range regs {
+		if x.Regs[k].Known && x.Regs[k] != j.Regs[k] {
+			return false
+		}
+	}
+	return x.FP == j.FP && x.RA == j.RA
 }

@@ -187,3 +187,130 @@ func TestAMD64TableTwoPaths(t *testing.T) {
 		{name: "second checks another register", src: src("cmp $2,%edx\n ja def\n add $1,%ecx"), skips: left},
 	})
 }
+
+// TestAMD64TableO0: GCC -O0's table (the index scaled by a lea with no
+// base, the entry loaded through base+index into a 32-bit register, then
+// cltq) is resolved from the bound on the register or on the stack slot
+// the index is reloaded from; each way the proof can break leaves f out.
+func TestAMD64TableO0(t *testing.T) {
+	o0 := func(load string) string {
+		return `mov %eax,%eax
+			lea 0(,%rax,4),%rdx
+			lea tab(%rip),%rax
+			` + load + `
+			cltq
+			lea tab(%rip),%rdx
+			add %rdx,%rax
+			jmp *%rax`
+	}
+	resolved := map[string]string{"c0": "sp+16", "c1": "sp+16", "c2": "sp+16", "def": "sp+16"}
+	left := map[string]Reason{"f": ReasonIndirect}
+	cases := []struct {
+		name, dispatch string
+		ok             bool
+	}{
+		{"register check", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + o0("mov (%rdx,%rax,1),%eax"), true},
+		{"registers the other way round", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + o0("mov (%rax,%rdx,1),%eax"), true},
+		{"stack slot checked, reloaded", "mov %edi,-8(%rsp)\n cmpl $2,-8(%rsp)\n ja def\n mov -8(%rsp),%eax\n" + o0("mov (%rdx,%rax,1),%eax"), true},
+		{"cltq of a bounded index", "mov %edi,%ecx\n cmp $2,%ecx\n ja def\n mov %ecx,%eax\n cltq\n lea tab(%rip),%rdx\n movslq (%rdx,%rax,4),%rax\n add %rdx,%rax\n jmp *%rax", true},
+
+		{"no cltq", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + strings.Replace(o0("mov (%rdx,%rax,1),%eax"), "cltq", "", 1), false},
+		{"scaled by 8", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + strings.Replace(o0("mov (%rdx,%rax,1),%eax"), "(,%rax,4)", "(,%rax,8)", 1), false},
+		{"scaled index changed", "mov %edi,%eax\n cmp $2,%eax\n ja def\n" + strings.Replace(o0("mov (%rdx,%rax,1),%eax"), "lea tab(%rip),%rax", "add $4,%rdx\n lea tab(%rip),%rax", 1), false},
+		{"stack slot stored after the check", "mov %edi,-8(%rsp)\n cmpl $2,-8(%rsp)\n ja def\n mov %esi,-8(%rsp)\n mov -8(%rsp),%eax\n" + o0("mov (%rdx,%rax,1),%eax"), false},
+		{"unchecked", "mov %edi,%eax\n" + o0("mov (%rdx,%rax,1),%eax"), false},
+		{"cltq of an unbounded index", "mov %edi,%ecx\n cmp $2,%ecx\n ja def\n mov %esi,%eax\n cltq\n lea tab(%rip),%rdx\n movslq (%rdx,%rax,4),%rax\n add %rdx,%rax\n jmp *%rax", false},
+		{"cltq of a 32-bit check above 1<<31", "mov %edi,%ecx\n cmp $2,%ecx\n ja def\n mov %ecx,%eax\n not %eax\n cltq\n lea tab(%rip),%rdx\n movslq (%rdx,%rax,4),%rax\n add %rdx,%rax\n jmp *%rax", false},
+	}
+	var snips []snippet
+	for _, c := range cases {
+		s := snippet{name: c.name, src: tableFunc(c.dispatch)}
+		if c.ok {
+			s.rows = resolved
+		} else {
+			s.skips = left
+		}
+		snips = append(snips, s)
+	}
+	runSnippets(t, snips)
+}
+
+// TestAMD64TableContent: a table no check bounds (clang's switch with no
+// default) is read while its entries are code of the function, up to an
+// address the file references, a word that cannot be an entry or the
+// end of read-only data; each rule that refuses it leaves f out, and a
+// scan that went wrong fails f when the walk ends.
+func TestAMD64TableContent(t *testing.T) {
+	src := func(dispatch, cases, data string) string {
+		return `fn f
+			push %rbx
+			movsbl (%rsi),%ecx
+			add $-0x41,%ecx
+			` + dispatch + `
+			c0: pop %rbx
+			ret
+			c1: pop %rbx
+			ret
+			c2: pop %rbx
+			ret
+			` + cases + `
+			endfn
+			fn g
+			g0: ret
+			` + data
+	}
+	pic := `lea tab(%rip),%rdx
+		movslq (%rdx,%rcx,4),%rcx
+		add %rdx,%rcx
+		jmp *%rcx`
+	tab := `tab: .long c0-tab, c1-tab, c2-tab`
+	three := map[string]string{"c0": "sp+16", "c1": "sp+16", "c2": "sp+16"}
+	left := map[string]Reason{"f": ReasonIndirect}
+	ro := func(s string) string { return ".section .rodata\n" + s }
+	runSnippets(t, []snippet{
+		{name: "ends at a referenced address", refs: []string{"tab", "next"},
+			src: src(pic, "", ro(tab+"\n next: .long c0-tab")), rows: three},
+		{name: "ends at a word outside the code", refs: []string{"tab"},
+			src: src(pic, "", ro(tab+"\n .long 0x10000000")), rows: three},
+		{name: "ends with the read-only data", refs: []string{"tab"},
+			src: src(pic, "", ro(tab)), rows: three},
+		{name: "a second table of f, referenced, not read", refs: []string{"tab", "tab2"},
+			src:  src(pic, "d0: pop %rbx\n ret\n lea tab2(%rip),%rax", ro(tab+"\n tab2: .long d0-tab2")),
+			rows: map[string]string{"c0": "sp+16", "c2": "sp+16", "d0": "none"}},
+		{name: "byte index, fewer entries than 256", refs: []string{"tab"},
+			src: src("movzbl %cl,%ecx\n"+pic, "", ro(tab)), rows: three},
+		{name: "absolute entries", refs: []string{"abs"},
+			src: src("jmp *abs(,%rcx,8)", "", ro("abs: .quad c0, c1, c2")), rows: three},
+
+		{name: "no references known", src: src(pic, "", ro(tab)), skips: left},
+		{name: "a word into another function", refs: []string{"tab"},
+			src: src(pic, "", ro(tab+"\n .long g0-tab")), skips: left},
+		{name: "table in writable data", refs: []string{"tab"},
+			src: src(pic, "", ".section .data\n"+tab), skips: left},
+		{name: "table in the code", refs: []string{"tab"},
+			src: src(pic, "tab: .long c0-tab, c1-tab, c2-tab", ""), skips: left},
+		{name: "unreferenced second table read on, into an instruction", refs: []string{"tab"},
+			src:   src(pic, "d0: mov $1,%eax\n pop %rbx\n ret", ro(tab+"\n .long d0-tab, d0-tab+1")),
+			skips: map[string]Reason{"f": ReasonData}},
+		{name: "a target another path reaches with another frame", refs: []string{"tab"},
+			src: `fn f
+				test %edi,%edi
+				je c1
+				push %rbx
+				movsbl (%rsi),%ecx
+				lea tab(%rip),%rdx
+				movslq (%rdx,%rcx,4),%rcx
+				add %rdx,%rcx
+				jmp *%rcx
+				c0: pop %rbx
+				ret
+				c1: pop %rbx
+				ret
+				.section .rodata
+				tab: .long c0-tab, c1-tab`,
+			skips: map[string]Reason{"f": ReasonStates}},
+		{name: "cases join with another frame than the jump's", refs: []string{"tab"},
+			src: src(pic, "x0: push %rax\n jmp join\n x1: push %rax\n jmp join\n join: pop %rax\n pop %rbx\n ret",
+				ro("tab: .long c0-tab, x0-tab, x1-tab")), skips: left},
+	})
+}

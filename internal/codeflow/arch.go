@@ -87,6 +87,9 @@ type walk struct {
 	preds map[uint64][]uint64
 	// tables are the targets the walk took from each resolved jump table.
 	tables map[uint64][]uint64
+	// scanned are the jump tables bounded by their content (amd64table.go's
+	// scan), whose joins scannedJoins checks when the walk ends.
+	scanned map[uint64]bool
 	// a64 is what the AArch64 steps remember across one function's
 	// paths: the PAC keys seen, the bounds checks that guard blocks.
 	a64 arm64Hist

@@ -181,6 +181,12 @@ type Code struct {
 	// Read gives n bytes at addr from a loaded, non-writable section
 	// (jump tables), or nil when there are none there.
 	Read func(addr uint64, n int) []byte
+	// Refs are the addresses of read-only data (outside the code) that an
+	// instruction or a data word of the file references, sorted, each
+	// once: where one object ends and another starts, for a jump table
+	// bounded by its content (amd64table.go). nil: none known, and no
+	// table is bounded so.
+	Refs []uint64
 	// Entries are the function starts, sorted by Addr, one per address.
 	Entries []Entry
 	// NoReturn says a call to addr does not return (the PLT stub or the

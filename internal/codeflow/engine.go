@@ -551,7 +551,7 @@ func (w *walk) run() *fail {
 			return &fail{failure{ReasonIndirect, fmt.Sprintf("another path reaches %#x, bypassing the bounds check of the jump table", c.pc)}, c.jump}
 		}
 	}
-	return nil
+	return w.scannedJoins()
 }
 
 func (w *walk) failAt(pc uint64, err error) *fail {
