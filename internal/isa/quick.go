@@ -108,8 +108,9 @@ func quick0F(b []byte, i int) (Quick, bool) {
 }
 
 // modrm is the instruction whose ModRM byte is b[i], followed by imm
-// bytes of immediate, of kind k. A lea must have a memory operand; a mov
-// through a SIB without a base is left to x86asm (refs read its table).
+// bytes of immediate, of kind k. A lea must have a memory operand; an
+// operand naming an address (RIP-relative, or a SIB without a base) is
+// left to x86asm, whose decoding the sweep reads the address from.
 func modrm(b []byte, i, imm int, k QuickKind) (Quick, bool) {
 	if i >= len(b) {
 		return Quick{}, false
@@ -130,18 +131,14 @@ func modrm(b []byte, i, imm int, k QuickKind) (Quick, bool) {
 		sib := b[n]
 		n++
 		if mod == 0 && sib&7 == 5 {
-			if k == QMov {
-				return Quick{}, false
-			}
-			disp = 4
-		}
-	case mod == 0 && rm == 5:
-		if k == QLea {
-			// The sweep takes a RIP-relative lea's target as x86asm
-			// gives its displacement: left to it.
+			// No base: an absolute address, which the sweep gathers
+			// (a jump table, data a table scan must stop at).
 			return Quick{}, false
 		}
-		disp = 4
+	case mod == 0 && rm == 5:
+		// RIP-relative: the sweep gathers the address (a function's
+		// start, data a table scan must stop at).
+		return Quick{}, false
 	}
 	switch mod {
 	case 1:
