@@ -273,8 +273,13 @@ func walkEntry(c *Code, a arch, regs [2]int, e Entry, prev *walk) (walkResult, *
 		w.reset(e)
 	}
 	funcs, f := w.funcs()
-	if f == nil && e.Source == FromPadding && !w.returned {
-		f = &fail{failure{ReasonNotEntry, "found only after padding, and no path returns: a jump-table target or a cold part, not a function"}, e.Addr}
+	if f == nil && e.Source >= FromPointer && !w.returned {
+		// A guessed start (a pointer into code, the end of a padding
+		// run) walked from an entry's state without a return proves
+		// nothing: a computed goto's label or a case block of a
+		// stripped PIE, reached from its function with a frame in
+		// place, ends in jumps that look like tail calls from there.
+		f = &fail{failure{ReasonNotEntry, "found only by a pointer or after padding, and no path returns: a computed goto's label, a jump-table target or a cold part, not a function"}, e.Addr}
 	}
 	held := make([]heldFunc, len(funcs))
 	for i := range funcs {

@@ -174,3 +174,33 @@ func TestARM64Switches(t *testing.T) {
 		t.Errorf("described %d of %d CFI-covered PCs, want 80%% or more", sum.described, sum.covered)
 	}
 }
+
+// TestComputedGotos builds testdata/gotos.c, an interpreter whose
+// labels' addresses a stripped PIE relocates, with gcc and clang at -O2
+// and judges it: a label walked from an entry's state, as if the
+// pointer named a function, must not give rows (its walk ends in jumps
+// that look like tail calls from there, with no return).
+func TestComputedGotos(t *testing.T) {
+	sum := newTally()
+	for _, cc := range []string{"gcc", "clang"} {
+		if _, err := exec.LookPath(cc); err != nil {
+			t.Logf("%s not found", cc)
+			continue
+		}
+		dir := t.TempDir()
+		out, stripped := filepath.Join(dir, "gotos"), filepath.Join(dir, "gotos.stripped")
+		for _, args := range [][]string{
+			{cc, "-O2", "-fPIE", "-pie", "-o", out, filepath.Join("testdata", "gotos.c")},
+			{"strip", "-o", stripped, out},
+		} {
+			if b, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v\n%s", args, err, b)
+			}
+		}
+		checkBuild(t, stripped, cc+" -O2 -pie, stripped", sum)
+	}
+	if sum.builds == 0 {
+		t.Skip("neither gcc nor clang found")
+	}
+	t.Logf("%v", sum)
+}
