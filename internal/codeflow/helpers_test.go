@@ -63,6 +63,9 @@ func loadELF(t *testing.T, path string) *image {
 			if strings.HasPrefix(s.Name, "pad_") {
 				e.Source = FromPadding // as if found only after padding
 			}
+			if strings.HasPrefix(s.Name, "ptr_") {
+				e.Source = FromPointer // as if found only by a pointer
+			}
 			if s.Size > 0 {
 				e.End = s.Value + s.Size
 			}
