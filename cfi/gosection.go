@@ -145,15 +145,15 @@ func goRules(f *elfread.File, m elf.Machine, notes *goNotes) gocfi.Extra {
 	if hasFP {
 		code = newTextReader(f)
 	}
-	return func(fn *gopclntab.Func) []gocfi.RegRule {
+	return func(fn *gopclntab.Func, buf []gocfi.RegRule) []gocfi.RegRule {
 		if n := outermostNote(fn); n.code != "" {
 			notes.add(fn.Entry, n)
-			return []gocfi.RegRule{{PC: fn.Entry, Reg: ra, Kind: gocfi.Undefined}}
+			return append(buf, gocfi.RegRule{PC: fn.Entry, Reg: ra, Kind: gocfi.Undefined})
 		}
 		if !hasFP {
 			return nil
 		}
-		rules, why := funcFP(fn, arch, fp, code)
+		rules, why := funcFP(fn, arch, fp, code, buf)
 		if why != "" {
 			notes.add(fn.Entry, goNote{goFPUnknown, why + "; the frame pointer reads as unchanged"})
 		}
@@ -161,10 +161,11 @@ func goRules(f *elfread.File, m elf.Machine, notes *goNotes) gocfi.Extra {
 	}
 }
 
-// funcFP is fn's frame-pointer rules (register fp), or why they are not
-// known; neither for a function without a pcsp table, one whose stack
-// pointer never moves, or one that never saves the frame pointer.
-func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReader) ([]gocfi.RegRule, string) {
+// funcFP is fn's frame-pointer rules (register fp), appended to out, or
+// why they are not known; neither for a function without a pcsp table,
+// one whose stack pointer never moves, or one that never saves the
+// frame pointer.
+func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReader, out []gocfi.RegRule) ([]gocfi.RegRule, string) {
 	if !fn.HasPCSP() {
 		return nil, ""
 	}
@@ -200,7 +201,7 @@ func funcFP(fn *gopclntab.Func, arch goprologue.Arch, fp uint64, code *textReade
 	if err != nil || res.Kind != goprologue.Described {
 		return nil, fpUnknown(res, err)
 	}
-	return fpRegRules(res.Rules, sp, fp, arch == goprologue.ARM64), ""
+	return fpRegRules(out, res.Rules, sp, fp, arch == goprologue.ARM64), ""
 }
 
 // fpUnknown says why goprologue's result (res, or its error err) gives
@@ -217,15 +218,15 @@ func fpUnknown(res goprologue.Result, err error) string {
 	return res.String()
 }
 
-// fpRegRules turns goprologue's rules into register rules. On AArch64 the
+// fpRegRules turns goprologue's rules into register rules, appended to
+// out (empty). On AArch64 the
 // return address is saved only where the pcsp value is not 0 (Go's rule,
 // from where the frame is allocated), and SFrame cannot say that the
 // frame pointer is saved while the return address is not: where the
 // pcsp value is 0, the frame pointer reads as unchanged. That is where a
 // large frame has stored x29 and x30 (STP) but not yet moved SP, and x29
 // still holds the caller's value.
-func fpRegRules(rs []goprologue.Rule, sp []goprologue.SPRange, fp uint64, lr bool) []gocfi.RegRule {
-	out := make([]gocfi.RegRule, 0, len(rs))
+func fpRegRules(out []gocfi.RegRule, rs []goprologue.Rule, sp []goprologue.SPRange, fp uint64, lr bool) []gocfi.RegRule {
 	emit := func(pc uint64, saved bool, off int64) {
 		rr := gocfi.RegRule{PC: pc, Reg: fp, Kind: gocfi.SameValue}
 		if saved {

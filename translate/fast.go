@@ -87,6 +87,7 @@ func (a *abi) directInitial(cie *cfi.CIE) (directState, bool) {
 		op := p[i]
 		i++
 		var reg, u uint64
+		var off int64
 		var n int
 		switch {
 		case op&0xc0 == 0x80: // DW_CFA_offset
@@ -98,6 +99,11 @@ func (a *abi) directInitial(cie *cfi.CIE) (directState, bool) {
 			if !a.directSave(&s, reg, int64(u)*cie.DataAlign) {
 				return s, false
 			}
+		case op == 0x05: // DW_CFA_offset_extended (Go's CIE saves the RA so)
+			if reg, off, n = extendedSave(p[i:], false); n == 0 || !a.directSave(&s, reg, off*cie.DataAlign) {
+				return s, false
+			}
+			i += n
 		case op == 0x00: // DW_CFA_nop
 		case op == 0x0c, op == 0x0d, op == 0x0e: // def_cfa, def_cfa_register, def_cfa_offset
 			if n = directCFA(&s, op, p[i:]); n == 0 {
@@ -126,6 +132,28 @@ func (a *abi) directSave(s *directState, reg uint64, off int64) bool {
 		s.fpSaved, s.fpOff = true, off
 	}
 	return true
+}
+
+// extendedSave reads the operands of DW_CFA_offset_extended (signed:
+// _sf) at the start of p: the register, below 64, and its factored
+// offset; n is 0 when they are truncated or the register is larger.
+func extendedSave(p []byte, signed bool) (reg uint64, off int64, n int) {
+	reg, n = leb128.Uleb(p)
+	if n == 0 || reg >= 64 {
+		return 0, 0, 0
+	}
+	var m int
+	if signed {
+		off, m = leb128.Sleb(p[n:])
+	} else {
+		var u uint64
+		u, m = leb128.Uleb(p[n:])
+		off = int64(u)
+	}
+	if m == 0 {
+		return 0, 0, 0
+	}
+	return reg, off, n + m
 }
 
 // directCFA applies DW_CFA_def_cfa, def_cfa_register or def_cfa_offset
@@ -236,6 +264,28 @@ func (d *directRun) program(p []byte) bool {
 			if !d.save(reg, int64(u)*d.dataAlign) {
 				return false
 			}
+		case 0x11: // DW_CFA_offset_extended_sf (Go's frame-pointer saves)
+			reg, off, n := extendedSave(p[i:], true)
+			if n == 0 || !d.save(reg, off*d.dataAlign) {
+				return false
+			}
+			i += n
+		case 0x13: // DW_CFA_def_cfa_offset_sf (every row of Go's programs)
+			off, n := leb128.Sleb(p[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+			d.s.cfaOff = off * d.dataAlign
+			d.row = true
+		case 0x08: // DW_CFA_same_value: Go's frame pointer back in its register
+			reg, n := leb128.Uleb(p[i:])
+			if n == 0 || reg != d.a.fp {
+				return false // the RA's or SP's: the interpreter's rules
+			}
+			i += n
+			d.s.fpSaved, d.s.fpOff = false, 0
+			d.row = true
 		case 0x06: // DW_CFA_restore_extended
 			reg, n := leb128.Uleb(p[i:])
 			if n == 0 || reg >= 64 {

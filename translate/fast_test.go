@@ -58,6 +58,11 @@ func TestDirectMatches(t *testing.T) {
 			paths = append(paths, p)
 		}
 	}
+	// This test's own binary: a Go program, whose functions' FDEs come
+	// from its function table in Go's linker's encoding (internal/gocfi).
+	if self, err := os.Executable(); err == nil {
+		paths = append(paths, self)
+	}
 	paths = append(paths, strings.Fields(os.Getenv("CFI2SFRAME_DIRECT_FILES"))...)
 	for _, v := range []uint8{sframe.Version2, sframe.Version3} {
 		a, err := newABI(elf.EM_X86_64, binary.LittleEndian, Options{Version: v})
@@ -107,6 +112,13 @@ func FuzzDirect(f *testing.F) {
 	} {
 		f.Add(byte(0), byte(0xf8), byte(40), byte(len(cie)), append(slices.Clone(cie), prog...))
 	}
+	// Go's linker's CIE (CFA = rsp+8, rip at CFA-8 by offset_extended,
+	// data alignment -4) and a program of internal/gocfi's ops: the CFA
+	// by def_cfa_offset_sf, rbp saved by offset_extended_sf and back in
+	// its register by same_value.
+	goCIE := []byte{0x0c, 0x07, 0x08, 0x05, 0x10, 0x02, 0x00, 0x00}
+	goProg := []byte{0x13, 0x7e, 0x41, 0x13, 0x7c, 0x41, 0x11, 0x06, 0x04, 0x45, 0x08, 0x06, 0x13, 0x7e, 0x41, 0x13, 0x7c, 0x48, 0x07, 0x06}
+	f.Add(byte(0), byte(0xfc), byte(40), byte(len(goCIE)), append(slices.Clone(goCIE), goProg...))
 	a, err := newABI(elf.EM_X86_64, binary.LittleEndian, Options{})
 	if err != nil {
 		f.Fatal(err)

@@ -94,8 +94,12 @@ type RegRule struct {
 }
 
 // Extra returns a function's extra rules, sorted by PC; nil for none.
-// DebugFrame calls it from several goroutines at once.
-type Extra func(f *gopclntab.Func) []RegRule
+// DebugFrame calls it from several goroutines at once, each with its own
+// buf (empty, its room reused from the call before) to append the rules
+// to: their bytes are written before the goroutine's next call, so
+// that a table of tens of thousands of functions does not allocate
+// their rules one function at a time.
+type Extra func(f *gopclntab.Func, buf []RegRule) []RegRule
 
 // machine is what the linker's CIE and FDEs depend on: the DWARF numbers
 // of the stack pointer and of the return-address column, and whether the
@@ -235,6 +239,7 @@ func (b *builder) work(parts []part) {
 	// Room for a run's FDEs, at the fifth of the table real images take.
 	room := b.t.Size()/5/max(b.t.NumFuncs(), 1)*funcsPerPart + 256
 	var prog []byte
+	var buf []RegRule
 	for !b.over.Load() {
 		c := int(b.next.Add(1) - 1)
 		if c >= len(parts) {
@@ -253,7 +258,8 @@ func (b *builder) work(parts []part) {
 			}
 			var rules []RegRule
 			if b.extra != nil {
-				rules = b.extra(&f)
+				rules = b.extra(&f, buf[:0])
+				buf = rules
 			}
 			var end uint64
 			n := len(w.out)

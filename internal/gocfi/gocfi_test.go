@@ -143,7 +143,7 @@ func TestExtra(t *testing.T) {
 			{PC: text + 25, Reg: fp, Kind: gocfi.Undefined}, // the last byte
 		},
 	}
-	extra := func(f *gopclntab.Func) []gocfi.RegRule { return rules[f.Name] }
+	extra := func(f *gopclntab.Func, _ []gocfi.RegRule) []gocfi.RegRule { return rules[f.Name] }
 	_, plain, _ := synthesize(t, tab, elf.EM_X86_64, nil)
 	_, with, errs := synthesize(t, tab, elf.EM_X86_64, extra)
 	if len(errs) > 0 {
@@ -193,7 +193,7 @@ func TestExtraErrors(t *testing.T) {
 		{"kind", []gocfi.RegRule{{PC: text + 1, Reg: 6, Kind: 9}}, "kind 9"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			extra := func(f *gopclntab.Func) []gocfi.RegRule {
+			extra := func(f *gopclntab.Func, _ []gocfi.RegRule) []gocfi.RegRule {
 				if f.Name == "main.f" {
 					return c.rules
 				}

@@ -15,12 +15,14 @@ func init() {
 // decodeAMD64 decodes code in address order. x86 instructions have no
 // fixed length, so nothing after a byte that does not decode can be
 // split: that insn takes the rest of the code.
-func decodeAMD64(code []byte, pc uint64) []insn {
+func decodeAMD64(code []byte, pc uint64, sc *scratch) []insn {
 	// Room for instructions of 4 bytes on average, and the decoded ones
 	// in one array: boxed one by one (insn.raw), they were a third of
-	// the time of an analysis.
-	out := make([]insn, 0, len(code)/4+1)
-	insts := make([]x86asm.Inst, 0, len(code)/4+1)
+	// the time of an analysis. Both are sc's, and go back to it (an
+	// array outgrown stays where the insns before point).
+	out := room(sc.insns, len(code)/4+1)
+	insts := room(sc.x86, len(code)/4+1)
+	defer func() { sc.insns, sc.x86 = out, insts }()
 	for off := 0; off < len(code); {
 		in, err := isa.AMD64(code[off:])
 		if err == nil && in.Op == 0 {

@@ -19,9 +19,10 @@ func init() {
 // decodeARM64 decodes each 4-byte word; Go's arm64 code has padding and
 // literal words between functions and after their last branch, which do
 // not decode and which no path reaches.
-func decodeARM64(code []byte, pc uint64) []insn {
-	out := make([]insn, 0, len(code)/4+1)
-	insts := make([]arm64asm.Inst, 0, len(code)/4+1) // see decodeAMD64
+func decodeARM64(code []byte, pc uint64, sc *scratch) []insn {
+	out := room(sc.insns, len(code)/4+1) // see decodeAMD64
+	insts := room(sc.a64, len(code)/4+1)
+	defer func() { sc.insns, sc.a64 = out, insts }()
 	for off := 0; off < len(code); off += 4 {
 		at := pc + uint64(off)
 		if len(code)-off < 4 {

@@ -81,7 +81,7 @@ type arch struct {
 	below int64
 	// decode splits code into instructions; undecodable bytes become an
 	// insn with err set.
-	decode func(code []byte, pc uint64) []insn
+	decode func(code []byte, pc uint64, sc *scratch) []insn
 	// effect says what in does, given the SP delta before it; regs holds
 	// what is known of the general registers since the last reset and is
 	// updated with what in writes.
@@ -109,7 +109,6 @@ type function struct {
 	arch       *arch
 	insns      []insn
 	entry, end uint64
-	index      map[uint64]int
 	delta      []int64
 	known      []bool // the pcsp rows give an SP delta
 	weak       bool   // following paths from unreached code
@@ -118,6 +117,13 @@ type function struct {
 	in         []*state
 	work       []int
 	fail       *Result
+}
+
+// at returns the index of the instruction that starts at pc: the
+// instructions are in address order.
+func (f *function) at(pc uint64) (int, bool) {
+	j := sort.Search(len(f.insns), func(j int) bool { return f.insns[j].pc >= pc })
+	return j, j < len(f.insns) && f.insns[j].pc == pc
 }
 
 // effects computes each instruction's effect in address order, with the
@@ -140,7 +146,7 @@ func (f *function) effects() {
 			e := f.arch.effect(in, f.delta[i], regs)
 			f.eff[i] = e
 			if e.flow == flowJump || e.flow == flowBranch {
-				if j, ok := f.index[e.target]; ok {
+				if j, ok := f.at(e.target); ok {
 					leader[j] = true
 				}
 			}
@@ -321,7 +327,7 @@ func (f *function) leave(i int, e effect, s state) {
 			next()
 		}
 	case flowBranch, flowJump:
-		if j, ok := f.index[e.target]; ok {
+		if j, ok := f.at(e.target); ok {
 			f.join(j, s)
 		} else if e.target >= f.entry && e.target < f.end {
 			f.badTarget(i, e.target)

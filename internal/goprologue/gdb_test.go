@@ -135,7 +135,7 @@ func checkWithGDB(t *testing.T, gdb, bin string, s *survey) {
 
 // watchedPCs are the instructions of g to break at.
 func watchedPCs(s *survey, g *goFunc, r Result, sparse bool) []uint64 {
-	insns := arches[s.arch].decode(g.code, g.entry)
+	insns := arches[s.arch].decode(g.code, g.entry, new(scratch))
 	near := map[int]bool{}
 	for k, in := range insns {
 		if in.err != nil || !spKnownAt(g.sp, in.pc) {

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/x86/x86asm"
 )
 
 // Arch names the instruction set of the code given to Analyze.
@@ -152,14 +156,12 @@ func Analyze(arch Arch, code []byte, entry uint64, sp []SPRange) (Result, error)
 	if len(code) == 0 {
 		return Result{}, errors.New("goprologue: no code")
 	}
-	insns := a.decode(code, entry)
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	insns := a.decode(code, entry, sc)
 	f := &function{arch: a, insns: insns, entry: entry, end: entry + uint64(len(code))}
 	if err := f.setDeltas(sp); err != nil {
 		return Result{}, err
-	}
-	f.index = make(map[uint64]int, len(insns))
-	for i, in := range insns {
-		f.index[in.pc] = i
 	}
 	f.effects()
 	if err := f.flow(); err != nil {
@@ -169,6 +171,28 @@ func Analyze(arch Arch, code []byte, entry uint64, sp []SPRange) (Result, error)
 		return *f.fail, nil
 	}
 	return f.result(), nil
+}
+
+// scratch is the memory one analysis decodes into, kept for the next:
+// Analyze follows a binary's assembly functions on every CPU at once,
+// and the thousands of instructions of the largest were a fresh
+// megabyte each (a third of what converting the go command allocated,
+// each new page faulted in). Nothing of it outlives Analyze: a Result
+// holds an instruction's text, not the instruction.
+type scratch struct {
+	insns []insn
+	x86   []x86asm.Inst
+	a64   []arm64asm.Inst
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// room returns b emptied, with room for n elements.
+func room[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, 0, n)
+	}
+	return b[:0]
 }
 
 // setDeltas gives each instruction the SP delta of the range it starts

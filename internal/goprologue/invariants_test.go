@@ -106,7 +106,7 @@ func checkInvariants(t *testing.T, s *survey) {
 				fail(g, "saved at CFA%+d from %#x, want CFA%+d", rl.Offset, rl.PC, want)
 			}
 		}
-		for _, in := range arches[s.arch].decode(g.code, g.entry) {
+		for _, in := range arches[s.arch].decode(g.code, g.entry, new(scratch)) {
 			if in.err != nil || !spKnownAt(g.sp, in.pc) {
 				continue
 			}

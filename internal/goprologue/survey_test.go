@@ -88,7 +88,7 @@ var numbers = regexp.MustCompile(`-?(0x[0-9a-f]+|[0-9]+)`)
 // shape is the first n instructions of g with their numbers blanked.
 func (s *survey) shape(g goFunc, n int) string {
 	var parts []string
-	for _, in := range arches[s.arch].decode(g.code, g.entry) {
+	for _, in := range arches[s.arch].decode(g.code, g.entry, new(scratch)) {
 		if len(parts) == n {
 			break
 		}
