@@ -74,10 +74,7 @@ type walk struct {
 	// entrySP is where the stack pointer is at the entry (CFA+entrySP):
 	// no path of a function goes above it.
 	entrySP int64
-	// returned: a path reached a return, or ended (a tail call, an
-	// indirect one, a call that does not return) after building and
-	// removing a frame (pathFramed): a FromPointer or FromPadding entry
-	// needs one.
+	// returned: a path reached a return (a FromPadding entry needs one).
 	returned bool
 	// tails are the targets of tail calls to code no entry starts.
 	tails []uint64

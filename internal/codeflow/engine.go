@@ -251,30 +251,6 @@ func (c *Code) tailCalled(pc uint64) bool {
 }
 
 // isEntry says an entry of c starts at pc.
-// maxFramedPath bounds how far pathFramed follows a path back.
-const maxFramedPath = 1 << 12
-
-// pathFramed says the path the walk first took to the instruction at pc
-// held a frame: SP below the entry's somewhere on it. A path that ends
-// there (a tail call, an indirect one, a call that does not return)
-// having built and removed a frame is a function's; a computed goto's
-// label, walked from an entry's state, moves SP nowhere.
-func (w *walk) pathFramed(pc uint64) bool {
-	sp := w.regs[0]
-	i, ok := w.index[pc]
-	for n := 0; ok && n < maxFramedPath; n++ {
-		r := &w.recs[i]
-		if v := r.s.Regs[sp]; v.Known && v.Off < w.entrySP {
-			return true
-		}
-		if !r.hasPred {
-			break
-		}
-		i, ok = w.index[r.pred]
-	}
-	return false
-}
-
 func (c *Code) isEntry(pc uint64) bool {
 	es := c.Entries
 	i := sort.Search(len(es), func(i int) bool { return es[i].Addr >= pc })
@@ -299,13 +275,11 @@ func walkEntry(c *Code, a arch, regs [2]int, e Entry, prev *walk) (walkResult, *
 	funcs, f := w.funcs()
 	if f == nil && e.Source >= FromPointer && !w.returned {
 		// A guessed start (a pointer into code, the end of a padding
-		// run) walked from an entry's state with no path that returns
-		// or ends having had a frame (w.returned) proves nothing: a
-		// computed goto's label or a case block of a stripped PIE,
-		// reached from its function with a frame in place, ends in
-		// jumps that look like tail calls from there (to other labels,
-		// or back to its function's entry).
-		f = &fail{failure{ReasonNotEntry, "found only by a pointer or after padding, and no path returns or ends having had a frame: a computed goto's label, a jump-table target or a cold part, not a function"}, e.Addr}
+		// run) walked from an entry's state without a return proves
+		// nothing: a computed goto's label or a case block of a
+		// stripped PIE, reached from its function with a frame in
+		// place, ends in jumps that look like tail calls from there.
+		f = &fail{failure{ReasonNotEntry, "found only by a pointer or after padding, and no path returns: a computed goto's label, a jump-table target or a cold part, not a function"}, e.Addr}
 	}
 	held := make([]heldFunc, len(funcs))
 	for i := range funcs {
@@ -600,9 +574,6 @@ func (w *walk) follow(pc uint64, nx next, s *State) *fail {
 		return w.arrive(pc, true, end, s, false)
 	case flowCall:
 		if nx.target != 0 && w.code.NoReturn != nil && w.code.NoReturn(nx.target) {
-			if w.pathFramed(pc) {
-				w.returned = true // an error path's end, in a function
-			}
 			return nil
 		}
 		return w.arrive(pc, true, end, s, false)
@@ -622,9 +593,6 @@ func (w *walk) follow(pc uint64, nx next, s *State) *fail {
 	case flowIndirect:
 		if !w.arch.tail(s) {
 			return &fail{failure{ReasonIndirect, "an indirect jump with the frame in place and no jump table found"}, pc}
-		}
-		if w.pathFramed(pc) {
-			w.returned = true // a tail call through a pointer
 		}
 	case flowReturn:
 		w.returned = true
@@ -651,9 +619,6 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 		if !w.isEntry(pc) && !w.code.described(pc) && w.bytes(pc) != nil {
 			w.tails = append(w.tails, pc)
 		}
-		if hasFrom && w.pathFramed(from) {
-			w.returned = true
-		}
 		return nil
 	}
 	if !jump && hasFrom && e.End != 0 && from >= e.Addr && from < e.End && pc >= e.End {
@@ -664,9 +629,6 @@ func (w *walk) arrive(from uint64, hasFrom bool, pc uint64, s *State, jump bool)
 	}
 	if w.isEntry(pc) {
 		if w.arch.tail(s) {
-			if jump && hasFrom && w.pathFramed(from) {
-				w.returned = true
-			}
 			return nil // a tail call, or a fall into the next function with no frame
 		}
 		if w.code.tailCalled(pc) {

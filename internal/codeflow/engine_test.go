@@ -161,29 +161,25 @@ func TestEngine(t *testing.T) {
 		rows:  map[string]string{"y": "none"},
 		skips: map[string]Reason{"pad_case": ReasonNotEntry, "f": ReasonIndirect},
 	}, {
-		// A pointer's entry (ptr_*) likewise, or when a path ends having
-		// built and removed a frame: a tail call, an indirect one, a
-		// call that does not return; a computed goto's label that only
-		// jumps on (to another label, through its table) is not one.
-		name: "pointer entries that end after a frame, and labels that do not",
-		src: `fn ptr_tail
-			push %rbx
-			a: pop %rbx
-			jmp g
-			fn ptr_ind
-			sub $8, %rsp
-			b: add $8, %rsp
-			jmp *%rax
-			fn ptr_label
+		// A pointer's entry (ptr_*) likewise: a case block of a
+		// stripped PIE (libxul) pushes a call's argument, calls, pops
+		// it and tail-calls: from an entry's state that looks like a
+		// frame built and removed, and it is not a function.
+		name: "a pointer entry that pushes an argument and jumps on",
+		src: `fn ptr_case
 			c: mov $1, %eax
-			jmp ptr_label2
-			fn ptr_label2
-			d: mov $2, %eax
-			jmp *(%rdx,%rax,8)
+			push $0xf
+			call g
+			add $8, %rsp
+			jmp g
+			fn ptr_ret
+			push %rbx
+			d: pop %rbx
+			ret
 			fn g
 			ret`,
-		rows:  map[string]string{"a": "sp+16", "b": "sp+16", "c": "none", "d": "none"},
-		skips: map[string]Reason{"ptr_label": ReasonNotEntry, "ptr_label2": ReasonNotEntry},
+		rows:  map[string]string{"c": "none", "d": "sp+16"},
+		skips: map[string]Reason{"ptr_case": ReasonNotEntry},
 	}, {
 		name: "a padding entry whose pops go above its entry",
 		src: `fn pad_case
